@@ -1,0 +1,114 @@
+"""ironaccel: a low-level, hardware-agnostic interface over accelerator drivers.
+
+    import ironaccel
+    ironaccel.names()                 # selected backends, no probing
+    ironaccel.probe("cuda")           # ProbeResult, cached, with the reason
+    ironaccel.devices()               # DeviceDescriptors of every available backend
+    dev = ironaccel.open("cuda", 0)   # a backend's device object
+
+Importing this package reads plugin metadata only: no plugin module, vendor
+binding or vendor library is loaded until a backend is asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import (
+    ClosedError,
+    CompileError,
+    DriverError,
+    DuplicateBackend,
+    InvalidArgument,
+    InvalidState,
+    IronAccelError,
+    NotAvailable,
+    OutOfMemory,
+    PluginError,
+    Unsupported,
+)
+from .hookspecs import hookimpl
+from .registry import BackendRegistry, BackendReport, registry
+from .types import (
+    BackendSpec,
+    CapabilityFlags,
+    ComputeTier,
+    DeviceDescriptor,
+    DeviceKind,
+    Dim3,
+    DType,
+    LaunchDims,
+    PluginFailure,
+    ProbeResult,
+    Vendor,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "registry",
+    "BackendRegistry",
+    "BackendReport",
+    "hookimpl",
+    "names",
+    "probe",
+    "backend",
+    "devices",
+    "open",
+    "survey",
+    # types
+    "BackendSpec",
+    "CapabilityFlags",
+    "ComputeTier",
+    "DeviceDescriptor",
+    "DeviceKind",
+    "Dim3",
+    "DType",
+    "LaunchDims",
+    "PluginFailure",
+    "ProbeResult",
+    "Vendor",
+    # errors
+    "IronAccelError",
+    "NotAvailable",
+    "PluginError",
+    "DuplicateBackend",
+    "DriverError",
+    "OutOfMemory",
+    "InvalidArgument",
+    "InvalidState",
+    "ClosedError",
+    "CompileError",
+    "Unsupported",
+]
+
+
+def names() -> list[str]:
+    """Selected backend names, in order (see `BackendRegistry.names`)."""
+    return registry.names()
+
+
+def probe(name: str) -> ProbeResult:
+    """Probe one backend, once; the cached result says why it is unusable."""
+    return registry.probe(name)
+
+
+def backend(name: str) -> Any:
+    """The Backend object of `name` (built on first use)."""
+    return registry.backend(name)
+
+
+def devices(name: str | None = None) -> list[DeviceDescriptor]:
+    """Devices of backend `name`, or of every available backend."""
+    return registry.devices(name)
+
+
+def open(name: str, ordinal: int = 0) -> Any:  # noqa: A001 - mirrors the registry method
+    """Open device `ordinal` of backend `name`."""
+    return registry.open(name, ordinal)
+
+
+def survey(names: list[str] | None = None, *, devices: bool = True) -> list[BackendReport]:
+    """Probe and enumerate backends, for display (what the CLI prints)."""
+    return registry.survey(names, devices=devices)

@@ -1,0 +1,5 @@
+"""`python -m ironaccel`: the survey (see `ironaccel.cli`)."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""The `ironaccel` command: a survey of every installed backend.
+
+    ironaccel                 every selected backend: distribution, status, reason, devices
+    ironaccel cuda vulkan     only these backends (others are not probed)
+    ironaccel --json          the same as JSON, for machines
+    ironaccel --failures      also plugin failures (import, hook, probe)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Sequence
+
+from . import __version__
+from .registry import BackendRegistry, BackendReport, registry
+from .types import DeviceDescriptor
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n else "-"
+
+
+def _device_line(d: DeviceDescriptor) -> str:
+    caps = ",".join(d.capabilities.names()) or "-"
+    return (
+        f"    [{d.ordinal}] {d.name}  ({d.kind.value}, {d.vendor.value}, "
+        f"{d.compute_tier.name.lower()}, {_gib(d.memory_bytes)})  caps: {caps}"
+    )
+
+
+def _report_lines(r: BackendReport) -> list[str]:
+    dist = f"{r.distribution} {r.version}" if r.distribution else "not installed"
+    p = r.probe
+    if p.available:
+        versions = ", ".join(
+            f"{k} {v}"
+            for k, v in (("driver", p.driver_version), ("runtime", p.runtime_version), ("binding", p.binding_version))
+            if v
+        )
+        head = f"{r.name:<10} {dist:<28} available    {len(r.devices)} device(s)" + (f"; {versions}" if versions else "")
+        lines = [head]
+        if p.library_path:
+            lines.append(f"    library: {p.library_path}")
+        lines.extend(_device_line(d) for d in r.devices)
+        if r.error:
+            lines.append(f"    enumeration failed: {r.error}")
+        return lines
+    lines = [f"{r.name:<10} {dist:<28} unavailable  {p.reason}"]
+    if p.fix:
+        lines.append(f"    fix: {p.fix}")
+    return lines
+
+
+def render(reports: Sequence[BackendReport], elapsed: float, reg: BackendRegistry, failures: bool) -> str:
+    avail = sum(r.probe.available for r in reports)
+    ndev = sum(len(r.devices) for r in reports)
+    out = [
+        f"ironaccel {__version__} on {platform.system()} {platform.machine()}, Python {platform.python_version()}: "
+        f"{len(reports)} backend(s), {avail} available, {ndev} device(s) ({elapsed * 1000:.0f} ms)",
+        "",
+    ]
+    for r in reports:
+        out.extend(_report_lines(r))
+    if failures:
+        problems = reg.failures()
+        out.append("")
+        out.append(f"plugin failures: {len(problems)}")
+        out.extend(f"  {f.distribution} {f.version} [{f.stage}] {f.entry_point}: {f.error}" for f in problems)
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ironaccel", description="Survey ironaccel's accelerator backends.")
+    parser.add_argument("backends", nargs="*", help="only these backends (default: every selected one)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--no-devices", action="store_true", help="probe only; do not enumerate devices")
+    parser.add_argument("--failures", action="store_true", help="also list plugin failures")
+    args = parser.parse_args(argv)
+    reg = reg or registry
+    start = time.perf_counter()
+    reports = reg.survey(args.backends or None, devices=not args.no_devices)
+    elapsed = time.perf_counter() - start
+    if args.json:
+        doc = {
+            "ironaccel": __version__,
+            "python": platform.python_version(),
+            "platform": f"{platform.system()} {platform.machine()}",
+            "elapsed_s": round(elapsed, 4),
+            "backends": [r.to_dict() for r in reports],
+            "failures": [f.to_dict() for f in reg.failures()],
+        }
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(render(reports, elapsed, reg, args.failures or bool(reg.failures())))
+    # A named backend that is unusable is an error for scripts; a plain survey is not.
+    if args.backends and not all(r.probe.available for r in reports):
+        return 1
+    return 0

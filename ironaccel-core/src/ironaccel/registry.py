@@ -1,0 +1,456 @@
+"""BackendRegistry: discovery, isolation, lazy probing, selection.
+
+Life of a backend:
+
+1. ``import ironaccel`` reads the entry points of the group
+   ``ironaccel.backends`` -- metadata only, no plugin code runs.
+2. The first registry call that needs names imports each allowed plugin
+   module and calls its hooks, each in its own ``try``: a plugin that fails to
+   import or raises in a hook is recorded as a `PluginFailure` (distribution,
+   version, stage, error) and the others carry on.
+3. ``probe(name)`` builds that backend (its factory is imported only now) and
+   probes it, once; the result and its reason are cached until ``refresh()``.
+   Probing one backend never probes another.
+
+Environment variables, read at every call:
+
+* ``IRONACCEL_BACKENDS=cuda,vulkan``   only these backends, in this order.
+* ``IRONACCEL_DISABLE=pjrt,rocm``      never these (``*`` disables all).
+* ``IRONACCEL_PLUGINS=ironaccel-cuda`` load only these distributions (empty: none).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import import_module, metadata
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .errors import DuplicateBackend, NotAvailable, PluginError
+from .types import BackendSpec, DeviceDescriptor, PluginFailure, ProbeResult
+
+__all__ = ["BackendRegistry", "BackendReport", "registry", "ENV_BACKENDS", "ENV_DISABLE", "ENV_PLUGINS"]
+
+GROUP = "ironaccel.backends"
+ENV_BACKENDS = "IRONACCEL_BACKENDS"
+ENV_DISABLE = "IRONACCEL_DISABLE"
+ENV_PLUGINS = "IRONACCEL_PLUGINS"
+
+#: First-party backends, so that asking for one that is not installed says what to install.
+FIRST_PARTY = (
+    "cuda", "rocm", "metal", "vulkan", "qnn", "levelzero", "pjrt", "neuron", "webgpu", "opengl",
+)
+
+
+@dataclass(frozen=True)
+class _EntryPoint:
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} = {self.value}"
+
+
+@dataclass
+class _Registered:
+    spec: BackendSpec
+    distribution: str | None
+    version: str | None
+    rivals: list[str] = field(default_factory=list)  # other distributions claiming the name
+
+
+@dataclass(frozen=True)
+class BackendReport:
+    """One backend as the survey shows it."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    summary: str
+    probe: ProbeResult
+    devices: tuple[DeviceDescriptor, ...] = ()
+    error: str | None = None  # enumeration failed although the probe passed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "summary": self.summary,
+            "probe": self.probe.to_dict(),
+            "devices": [d.to_dict() for d in self.devices],
+            "error": self.error,
+        }
+
+
+def _split_env(var: str) -> list[str] | None:
+    """A comma-separated env var as a list; None when unset."""
+    raw = os.environ.get(var)
+    if raw is None:
+        return None
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def _normalise_dist(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+class BackendRegistry:
+    """Discovers backend plugins and hands out their backends, lazily and safely.
+
+    Thread-safe: plugin loading runs under one lock, each backend's probe under
+    its own, so a slow probe (a 400 MB PJRT plugin) never blocks another.
+    """
+
+    def __init__(self, group: str = GROUP, *, discover: bool = True):
+        self.group = group
+        self._lock = threading.RLock()
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self._entry_points: list[_EntryPoint] = []
+        self._loaded_eps: set[tuple[str | None, str]] = set()
+        self._plugin_origin: dict[int, tuple[str | None, str | None, str]] = {}
+        self._registered: dict[str, _Registered] = {}
+        self._failures: list[PluginFailure] = []
+        self._backends: dict[str, Any] = {}
+        self._probes: dict[str, ProbeResult] = {}
+        self._probe_locks: dict[str, threading.Lock] = {}
+        if discover:
+            self._entry_points = self._discover()
+
+    # -- discovery and loading -------------------------------------------------
+
+    def _discover(self) -> list[_EntryPoint]:
+        found: list[_EntryPoint] = []
+        seen: set[tuple[str | None, str]] = set()
+        for ep in metadata.entry_points(group=self.group):
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            key = (dist_name and _normalise_dist(dist_name), ep.value)
+            if key in seen:  # the same distribution found twice on sys.path
+                continue
+            seen.add(key)
+            found.append(_EntryPoint(ep.name, ep.value, dist_name, dist.version if dist is not None else None))
+        return found
+
+    def _allowed(self, distribution: str | None) -> bool:
+        allow = _split_env(ENV_PLUGINS)
+        if allow is None:
+            return True
+        return distribution is not None and _normalise_dist(distribution) in {_normalise_dist(a) for a in allow}
+
+    def _ensure_loaded(self) -> None:
+        pending = [
+            ep
+            for ep in self._entry_points
+            if (ep.distribution, ep.value) not in self._loaded_eps and self._allowed(ep.distribution)
+        ]
+        if not pending:
+            return
+        with self._lock:
+            for ep in pending:
+                key = (ep.distribution, ep.value)
+                if key in self._loaded_eps:
+                    continue
+                self._loaded_eps.add(key)
+                try:
+                    module = import_module(ep.value.split(":")[0])
+                    plugin = getattr(module, ep.value.split(":")[1]) if ":" in ep.value else module
+                except BaseException as exc:  # noqa: BLE001 - isolate anything a plugin throws
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    self._fail(ep.distribution, ep.version, ep.label, "import", exc)
+                    continue
+                self._register(plugin, ep.distribution, ep.version, ep.label)
+
+    def register(self, plugin: object, *, distribution: str | None = None, version: str | None = None) -> None:
+        """Register an in-process plugin (a module or object with hookimpls).
+
+        For tests and for backends defined in a script; installed distributions
+        are found through their entry points instead.  Failures are recorded,
+        as for entry-point plugins.
+        """
+        label = getattr(plugin, "__name__", type(plugin).__name__)
+        with self._lock:
+            self._register(plugin, distribution, version, label)
+
+    def _register(self, plugin: object, dist: str | None, version: str | None, label: str) -> None:
+        try:
+            self._pm.register(plugin, name=f"{dist}:{label}:{id(plugin)}")
+            for caller in self._pm.get_hookcallers(plugin) or ():
+                if caller.spec is None:
+                    raise PluginError(
+                        f"hook {caller.name!r} has no specification (misspelled?)",
+                        distribution=dist, version=version, stage="register",
+                    )
+        except Exception as exc:  # noqa: BLE001
+            if self._pm.is_registered(plugin):
+                self._pm.unregister(plugin)
+            self._fail(dist, version, label, "register", exc)
+            return
+        self._plugin_origin[id(plugin)] = (dist, version, label)
+        for spec in self._call_isolated(plugin, "ironaccel_backends", {}):
+            if not isinstance(spec, BackendSpec):
+                self._fail(dist, version, label, "hook", TypeError(f"ironaccel_backends returned {spec!r}"))
+                continue
+            self._add_spec(spec, dist, version, label)
+
+    def _call_isolated(self, plugin: object, hook: str, kwargs: dict[str, Any]) -> list[Any]:
+        """Call one plugin's implementation of `hook`, recording a failure instead of raising."""
+        results: list[Any] = []
+        for impl in getattr(self._pm.hook, hook).get_hookimpls():
+            if impl.plugin is not plugin:
+                continue
+            try:
+                value = impl.function(*[kwargs[arg] for arg in impl.argnames])
+            except Exception as exc:  # noqa: BLE001
+                dist, version, label = self._plugin_origin.get(id(plugin), (None, None, impl.plugin_name))
+                self._fail(dist, version, label, "hook", exc, backend=kwargs.get("backend"))
+                continue
+            if value is not None:
+                results.extend(value if isinstance(value, (list, tuple)) else [value])
+        return results
+
+    def _add_spec(self, spec: BackendSpec, dist: str | None, version: str | None, label: str) -> None:
+        existing = self._registered.get(spec.name)
+        if existing is None:
+            self._registered[spec.name] = _Registered(spec, dist, version)
+            return
+        rival = dist or label
+        existing.rivals.append(rival)
+        error = DuplicateBackend(spec.name, existing.distribution or "?", rival)
+        self._fail(dist, version, label, "register", error, backend=spec.name)
+
+    def _fail(
+        self, dist: str | None, version: str | None, label: str, stage: str, exc: BaseException,
+        backend: str | None = None,
+    ) -> None:
+        text = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+        self._failures.append(PluginFailure(dist, version, label, stage, text, backend))
+
+    # -- selection ------------------------------------------------------------
+
+    def installed(self) -> list[str]:
+        """Every backend name registered by an allowed plugin, ignoring selection."""
+        self._ensure_loaded()
+        return [
+            name
+            for name, reg in self._registered.items()
+            if reg.distribution is None or self._allowed(reg.distribution)
+        ]
+
+    def names(self) -> list[str]:
+        """Selected backend names, in order, honouring the environment.
+
+        With IRONACCEL_BACKENDS set, exactly those names in that order (a
+        name that is not installed is kept, so asking for it says what to
+        install); otherwise every installed backend by priority then name.
+        IRONACCEL_DISABLE removes names.
+        """
+        installed = self.installed()
+        explicit = _split_env(ENV_BACKENDS)
+        if explicit is not None:
+            ordered = list(dict.fromkeys(explicit))
+        else:
+            ordered = sorted(installed, key=lambda n: (-self._registered[n].spec.priority, n))
+        disabled = set(_split_env(ENV_DISABLE) or ())
+        if "*" in disabled:
+            return []
+        return [n for n in ordered if n not in disabled]
+
+    def spec(self, name: str) -> BackendSpec:
+        """The registered BackendSpec of `name` (NotAvailable if none)."""
+        self._ensure_loaded()
+        reg = self._registered.get(name)
+        if reg is None or name not in self.installed():
+            raise self._not_installed(name)
+        return reg.spec
+
+    def distribution(self, name: str) -> tuple[str | None, str | None]:
+        """(distribution, version) that provides backend `name`."""
+        self.spec(name)
+        reg = self._registered[name]
+        return reg.distribution, reg.version
+
+    def failures(self) -> list[PluginFailure]:
+        """Every plugin failure recorded so far (import, hook, register, factory, probe)."""
+        self._ensure_loaded()
+        return list(self._failures)
+
+    def library_dirs(self, backend: str) -> list[str]:
+        """Folders contributed by the `ironaccel_library_dirs` hook for `backend`."""
+        self._ensure_loaded()
+        dirs: list[str] = []
+        for plugin in self._pm.get_plugins():
+            dirs.extend(str(d) for d in self._call_isolated(plugin, "ironaccel_library_dirs", {"backend": backend}))
+        return dirs
+
+    def _not_installed(self, name: str) -> NotAvailable:
+        if name in self._registered:
+            reg = self._registered[name]
+            return NotAvailable(
+                name, f"its distribution {reg.distribution} is not in {ENV_PLUGINS}={os.environ.get(ENV_PLUGINS)!r}",
+                fix=f"add {reg.distribution} to {ENV_PLUGINS} or unset it",
+            )
+        hint = f"pip install ironaccel-{name}" if name in FIRST_PARTY else None
+        known = ", ".join(sorted(self._registered)) or "none"
+        return NotAvailable(name, f"no installed distribution provides backend {name!r} (installed: {known})", fix=hint)
+
+    def _check_selected(self, name: str) -> None:
+        disabled = set(_split_env(ENV_DISABLE) or ())
+        if name in disabled or "*" in disabled:
+            raise NotAvailable(name, f"disabled by {ENV_DISABLE}={os.environ.get(ENV_DISABLE)}",
+                               fix=f"remove it from {ENV_DISABLE}")
+        explicit = _split_env(ENV_BACKENDS)
+        if explicit is not None and name not in explicit:
+            raise NotAvailable(name, f"not selected by {ENV_BACKENDS}={os.environ.get(ENV_BACKENDS)}",
+                               fix=f"add it to {ENV_BACKENDS}")
+
+    # -- backends and probes --------------------------------------------------
+
+    def backend(self, name: str) -> Any:
+        """The Backend object for `name`, built on first use (its factory imported now).
+
+        Raises NotAvailable if the backend is not installed, disabled or not
+        selected, DuplicateBackend if two distributions claim it, PluginError
+        if its factory fails.
+        """
+        self._check_selected(name)
+        spec = self.spec(name)
+        reg = self._registered[name]
+        if reg.rivals:
+            raise DuplicateBackend(name, reg.distribution or "?", reg.rivals[0])
+        backend = self._backends.get(name)
+        if backend is not None:
+            return backend
+        with self._lock:
+            backend = self._backends.get(name)
+            if backend is None:
+                try:
+                    backend = _resolve(spec.factory)()
+                except Exception as exc:  # noqa: BLE001
+                    self._fail(reg.distribution, reg.version, f"{name} = {spec.factory}", "factory", exc, name)
+                    raise PluginError(
+                        f"the factory of backend {name!r} raised {type(exc).__name__}: {exc}",
+                        distribution=reg.distribution, version=reg.version, stage="factory", backend=name,
+                    ) from exc
+                self._backends[name] = backend
+        return backend
+
+    def probe(self, name: str) -> ProbeResult:
+        """Probe `name` once and cache the result; never raises for an unusable backend."""
+        cached = self._probes.get(name)
+        if cached is not None:
+            try:
+                self._check_selected(name)
+            except NotAvailable as exc:
+                return _unavailable(exc)
+            return cached
+        try:
+            backend = self.backend(name)
+        except (NotAvailable, PluginError) as exc:
+            return _unavailable(exc, name)  # not cached: depends on the environment
+        lock = self._probe_locks.setdefault(name, threading.Lock())
+        with lock:
+            cached = self._probes.get(name)
+            if cached is not None:
+                return cached
+            try:
+                result = backend.probe()
+                if not isinstance(result, ProbeResult):
+                    raise TypeError(f"probe() returned {type(result).__name__}, not ProbeResult")
+            except Exception as exc:  # noqa: BLE001
+                reg = self._registered[name]
+                self._fail(reg.distribution, reg.version, f"{name}.probe()", "probe", exc, name)
+                result = ProbeResult(name, False, reason=f"the probe raised {type(exc).__name__}: {exc}",
+                                     fix=f"report this to the maintainers of {reg.distribution}")
+            self._probes[name] = result
+            return result
+
+    def available(self) -> list[str]:
+        """Selected backends whose probe passes (probes each selected one)."""
+        return [name for name in self.names() if self.probe(name).available]
+
+    def _usable(self, name: str) -> Any:
+        result = self.probe(name)
+        if not result.available:
+            raise NotAvailable(name, result.reason, fix=result.fix or None, searched=result.searched,
+                               code=result.code, code_name=result.code_name)
+        return self.backend(name)
+
+    def devices(self, name: str | None = None) -> list[DeviceDescriptor]:
+        """Devices of one backend (NotAvailable if it is unusable) or of every available one."""
+        if name is not None:
+            return list(self._usable(name).devices())
+        found: list[DeviceDescriptor] = []
+        for backend_name in self.available():
+            try:
+                found.extend(self.backend(backend_name).devices())
+            except Exception:  # noqa: BLE001 - one backend's failure must not hide the others
+                continue
+        return found
+
+    def open(self, name: str, ordinal: int = 0) -> Any:
+        """Open device `ordinal` of backend `name`; NotAvailable says why if it can't."""
+        return self._usable(name).open(ordinal)
+
+    def refresh(self, name: str | None = None) -> None:
+        """Forget cached probes (of `name`, or all) and re-read entry points."""
+        with self._lock:
+            if name is None:
+                self._probes.clear()
+                known = {(ep.distribution, ep.value) for ep in self._entry_points}
+                self._entry_points.extend(
+                    ep for ep in self._discover() if (ep.distribution, ep.value) not in known
+                )
+            else:
+                self._probes.pop(name, None)
+
+    def survey(self, names: Iterable[str] | None = None, *, devices: bool = True) -> list[BackendReport]:
+        """Probe and enumerate `names` (default: every selected backend)."""
+        reports = []
+        for name in list(names) if names is not None else self.names():
+            try:
+                dist, version = self.distribution(name)
+                summary = self.spec(name).summary
+            except NotAvailable:
+                dist, version, summary = None, None, ""
+            result = self.probe(name)
+            found: tuple[DeviceDescriptor, ...] = ()
+            error = None
+            if result.available and devices:
+                try:
+                    found = tuple(self.backend(name).devices())
+                except Exception as exc:  # noqa: BLE001
+                    error = f"{type(exc).__name__}: {exc}"
+            reports.append(BackendReport(name, dist, version, summary, result, found, error))
+        return reports
+
+
+def _unavailable(exc: NotAvailable | PluginError, name: str | None = None) -> ProbeResult:
+    if isinstance(exc, NotAvailable):
+        return ProbeResult(exc.backend or name or "?", False, reason=exc.reason, fix=exc.fix or "")
+    return ProbeResult(name or exc.backend or "?", False, reason=exc.message)
+
+
+def _resolve(factory: str | Callable[[], Any]) -> Callable[[], Any]:
+    if callable(factory):
+        return factory
+    module, _, attr = factory.partition(":")
+    target: Any = import_module(module)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    return target
+
+
+#: The process-wide registry used by the module-level functions of `ironaccel`.
+registry = BackendRegistry()
+

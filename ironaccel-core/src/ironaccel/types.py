@@ -1,0 +1,371 @@
+"""Plain value types shared by every backend.
+
+All are small, immutable and cheap to build: hooks hand them over, probes return
+them, the CLI prints them.  None of them touches hardware.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "Vendor",
+    "DeviceKind",
+    "ComputeTier",
+    "CapabilityFlags",
+    "DType",
+    "Dim3",
+    "LaunchDims",
+    "BackendSpec",
+    "ProbeResult",
+    "DeviceDescriptor",
+    "PluginFailure",
+]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class Vendor(str, enum.Enum):
+    """Who makes the device (or the software implementation of it)."""
+
+    NVIDIA = "nvidia"
+    AMD = "amd"
+    INTEL = "intel"
+    APPLE = "apple"
+    QUALCOMM = "qualcomm"
+    GOOGLE = "google"
+    AWS = "aws"
+    ARM = "arm"
+    IMAGINATION = "imagination"
+    MICROSOFT = "microsoft"
+    MESA = "mesa"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def from_pci_id(cls, vendor_id: int) -> Vendor:
+        """Map a PCI (or Khronos) vendor id, as Vulkan and WebGPU report it."""
+        return _PCI_VENDORS.get(vendor_id, cls.UNKNOWN)
+
+
+_PCI_VENDORS = {
+    0x10DE: Vendor.NVIDIA,
+    0x1002: Vendor.AMD,
+    0x1022: Vendor.AMD,
+    0x8086: Vendor.INTEL,
+    0x106B: Vendor.APPLE,
+    0x5143: Vendor.QUALCOMM,
+    0x1AE0: Vendor.GOOGLE,
+    0x1D0F: Vendor.AWS,
+    0x13B5: Vendor.ARM,
+    0x1010: Vendor.IMAGINATION,
+    0x1414: Vendor.MICROSOFT,
+    0x10005: Vendor.MESA,  # VK_VENDOR_ID_MESA: lavapipe, llvmpipe
+}
+
+
+class DeviceKind(str, enum.Enum):
+    """What sort of processor a device is."""
+
+    GPU = "gpu"
+    NPU = "npu"
+    TPU = "tpu"
+    CPU = "cpu"
+
+
+class ComputeTier(enum.IntEnum):
+    """Coarse class of a device, for dispatchers that pick among several.
+
+    SOFTWARE: a CPU implementation (lavapipe, llvmpipe, a PJRT CPU client).
+    MOBILE: phone and embedded NPUs and GPUs.  CONSUMER: integrated and
+    desktop parts.  WORKSTATION: professional cards.  DATACENTER: H100/H200,
+    MI300, TPU, Trainium class parts.
+    """
+
+    SOFTWARE = 0
+    MOBILE = 1
+    CONSUMER = 2
+    WORKSTATION = 3
+    DATACENTER = 4
+
+
+class CapabilityFlags(enum.Flag):
+    """What a device can do, translated from each vendor's own tables."""
+
+    NONE = 0
+    FP16 = enum.auto()
+    BF16 = enum.auto()
+    FP64 = enum.auto()
+    INT8 = enum.auto()
+    MATRIX_UNITS = enum.auto()  # tensor cores, matrix cores, MXUs
+    UNIFIED_ADDRESSING = enum.auto()
+    MANAGED_MEMORY = enum.auto()
+    HOST_MAPPED_MEMORY = enum.auto()
+    MEMORY_POOLS = enum.auto()  # stream-ordered allocation
+    PEER_ACCESS = enum.auto()
+    GRAPHS = enum.auto()
+    COOPERATIVE_LAUNCH = enum.auto()
+    SUBGROUPS = enum.auto()
+    TIMESTAMPS = enum.auto()
+    RUNTIME_COMPILE = enum.auto()
+    ASYNC_COPY = enum.auto()  # copy engines that overlap with compute
+
+    def names(self) -> list[str]:
+        """The set flags as lower-case names, for printing and JSON."""
+        return [f.name.lower() for f in CapabilityFlags if f.value and f in self and f.name]
+
+
+class DType(str, enum.Enum):
+    """Element types, with their numpy mapping.
+
+    `DType.of(x)` accepts a DType, a name ("float32"), a numpy dtype or a
+    numpy scalar type.  bfloat16 maps to numpy through `ml_dtypes` when that
+    package is installed.
+    """
+
+    BOOL = "bool"
+    INT8 = "int8"
+    INT16 = "int16"
+    INT32 = "int32"
+    INT64 = "int64"
+    UINT8 = "uint8"
+    UINT16 = "uint16"
+    UINT32 = "uint32"
+    UINT64 = "uint64"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+    FLOAT32 = "float32"
+    FLOAT64 = "float64"
+    COMPLEX64 = "complex64"
+    COMPLEX128 = "complex128"
+
+    @property
+    def itemsize(self) -> int:
+        return _ITEMSIZE[self]
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The numpy dtype; raises TypeError for bfloat16 without ml_dtypes."""
+        import numpy as np
+
+        if self is DType.BFLOAT16:
+            try:
+                import ml_dtypes
+            except ImportError:
+                raise TypeError("bfloat16 has no numpy dtype; pip install ml_dtypes") from None
+            return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(self.value)
+
+    @classmethod
+    def of(cls, value: DTypeLike) -> DType:
+        """Normalise anything dtype-like to a DType; TypeError if unknown."""
+        if isinstance(value, DType):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.lower())
+            except ValueError:
+                pass
+        else:
+            import numpy as np
+
+            try:
+                name = np.dtype(value).name  # type: ignore[arg-type]
+            except TypeError:
+                name = None
+            if name is not None and name in cls._value2member_map_:
+                return cls(name)
+        raise TypeError(f"unsupported dtype {value!r}; expected one of {[d.value for d in cls]}")
+
+
+DTypeLike = Union[DType, str, "np.dtype", type]
+
+_ITEMSIZE = {
+    DType.BOOL: 1,
+    DType.INT8: 1,
+    DType.INT16: 2,
+    DType.INT32: 4,
+    DType.INT64: 8,
+    DType.UINT8: 1,
+    DType.UINT16: 2,
+    DType.UINT32: 4,
+    DType.UINT64: 8,
+    DType.FLOAT16: 2,
+    DType.BFLOAT16: 2,
+    DType.FLOAT32: 4,
+    DType.FLOAT64: 8,
+    DType.COMPLEX64: 8,
+    DType.COMPLEX128: 16,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Dim3:
+    """A 3-D extent (grid or block); build with `Dim3.of(n)` or `Dim3.of((x, y, z))`."""
+
+    x: int = 1
+    y: int = 1
+    z: int = 1
+
+    @classmethod
+    def of(cls, value: int | tuple[int, ...] | Dim3) -> Dim3:
+        if isinstance(value, Dim3):
+            return value
+        parts = (value,) if isinstance(value, int) else tuple(value)
+        if not 1 <= len(parts) <= 3:
+            raise ValueError(f"a dimension needs 1 to 3 extents, got {value!r}")
+        for p in parts:
+            if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+                raise ValueError(f"extents must be positive integers, got {value!r}")
+        return cls(*parts)
+
+    @property
+    def total(self) -> int:
+        return self.x * self.y * self.z
+
+    def __iter__(self):
+        return iter((self.x, self.y, self.z))
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchDims:
+    """Grid (in blocks/workgroups) and block (threads per block) of a launch."""
+
+    grid: Dim3
+    block: Dim3 = Dim3()
+
+    @classmethod
+    def of(cls, grid: int | tuple[int, ...] | Dim3, block: int | tuple[int, ...] | Dim3 = 1) -> LaunchDims:
+        return cls(Dim3.of(grid), Dim3.of(block))
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    """What a plugin hands over for one backend: names and a lazy factory.
+
+    `factory` is either a "module:attribute" string or a zero-argument
+    callable; it is only resolved when the backend is first asked for, so
+    registering costs nothing.  The factory returns an object implementing
+    `ironaccel.protocols.Backend`.
+    """
+
+    name: str
+    factory: str | Callable[[], Any]
+    summary: str = ""
+    vendor: Vendor = Vendor.UNKNOWN
+    kinds: tuple[DeviceKind, ...] = (DeviceKind.GPU,)
+    install: str = ""  # e.g. "pip install ironaccel-cuda"
+    priority: int = 0  # higher first, when nothing else orders backends
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.isidentifier() or self.name != self.name.lower():
+            raise ValueError(f"backend names are lower-case identifiers, got {self.name!r}")
+        if not (callable(self.factory) or (isinstance(self.factory, str) and ":" in self.factory)):
+            raise ValueError(f"factory must be 'module:attr' or a callable, got {self.factory!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """The outcome of probing one backend, cached by the registry.
+
+    When `available` is False, `reason` says exactly why and `fix` what to do.
+    """
+
+    backend: str
+    available: bool
+    reason: str = ""
+    fix: str = ""
+    driver_version: str | None = None
+    runtime_version: str | None = None
+    binding_version: str | None = None
+    library_path: str | None = None
+    device_count: int = 0
+    code: int | None = None
+    code_name: str | None = None
+    searched: tuple[str, ...] = ()
+    extras: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "available": self.available,
+            "reason": self.reason,
+            "fix": self.fix,
+            "driver_version": self.driver_version,
+            "runtime_version": self.runtime_version,
+            "binding_version": self.binding_version,
+            "library_path": self.library_path,
+            "device_count": self.device_count,
+            "code": self.code,
+            "code_name": self.code_name,
+            "searched": list(self.searched),
+            "extras": _jsonable(self.extras),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceDescriptor:
+    """One device as a dispatcher sees it, whatever the backend."""
+
+    backend: str
+    ordinal: int
+    name: str
+    vendor: Vendor = Vendor.UNKNOWN
+    kind: DeviceKind = DeviceKind.GPU
+    memory_bytes: int = 0
+    compute_tier: ComputeTier = ComputeTier.CONSUMER
+    capabilities: CapabilityFlags = CapabilityFlags.NONE
+    extras: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "ordinal": self.ordinal,
+            "name": self.name,
+            "vendor": self.vendor.value,
+            "kind": self.kind.value,
+            "memory_bytes": self.memory_bytes,
+            "compute_tier": self.compute_tier.name.lower(),
+            "capabilities": self.capabilities.names(),
+            "extras": _jsonable(self.extras),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PluginFailure:
+    """A plugin that could not be imported, registered or probed."""
+
+    distribution: str | None
+    version: str | None
+    entry_point: str
+    stage: str  # "import", "hook", "register", "factory", "probe"
+    error: str
+    backend: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "distribution": self.distribution,
+            "version": self.version,
+            "entry_point": self.entry_point,
+            "stage": self.stage,
+            "error": self.error,
+            "backend": self.backend,
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)

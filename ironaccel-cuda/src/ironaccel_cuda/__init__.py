@@ -1,0 +1,5 @@
+"""ironaccel backend: NVIDIA CUDA driver API on cuda-python.
+
+Importing this package loads no vendor library; the backend loads it on probe."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""ironaccel backend: Apple Metal on pyobjc.
+
+Importing this package loads no vendor library; the backend loads it on probe."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""ironaccel backend: AWS Neuron runtime (libnrt) through ctypes.
+
+Importing this package loads no vendor library; the backend loads it on probe."""
+
+__version__ = "0.1.0"

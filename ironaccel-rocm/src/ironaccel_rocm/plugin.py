@@ -1,0 +1,16 @@
+"""Entry point of ironaccel-rocm: hands the registry a BackendSpec, nothing more."""
+
+from ironaccel import BackendSpec, Vendor, hookimpl
+
+
+@hookimpl
+def ironaccel_backends() -> list[BackendSpec]:
+    return [
+        BackendSpec(
+            name="rocm",
+            factory="ironaccel_rocm.backend:Backend",
+            summary="AMD ROCm/HIP on hip-python",
+            vendor=Vendor.AMD,
+            install="pip install ironaccel-rocm",
+        )
+    ]

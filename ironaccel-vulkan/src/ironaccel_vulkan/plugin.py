@@ -1,0 +1,16 @@
+"""Entry point of ironaccel-vulkan: hands the registry a BackendSpec, nothing more."""
+
+from ironaccel import BackendSpec, Vendor, hookimpl
+
+
+@hookimpl
+def ironaccel_backends() -> list[BackendSpec]:
+    return [
+        BackendSpec(
+            name="vulkan",
+            factory="ironaccel_vulkan.backend:Backend",
+            summary="Vulkan compute on the vulkan package (pyvulkan)",
+            vendor=Vendor.UNKNOWN,
+            install="pip install ironaccel-vulkan",
+        )
+    ]
