@@ -117,6 +117,7 @@ class BackendRegistry:
         self._pm.add_hookspecs(hookspecs)
         self._entry_points: list[_EntryPoint] = []
         self._loaded_eps: set[tuple[str | None, str]] = set()
+        self._loading: set[tuple[str | None, str]] = set()
         self._plugin_origin: dict[int, tuple[str | None, str | None, str]] = {}
         self._registered: dict[str, _Registered] = {}
         self._failures: list[PluginFailure] = []
@@ -158,18 +159,25 @@ class BackendRegistry:
         with self._lock:
             for ep in pending:
                 key = (ep.distribution, ep.value)
-                if key in self._loaded_eps:
-                    continue
-                self._loaded_eps.add(key)
+                if key in self._loaded_eps or key in self._loading:
+                    continue  # done by another thread, or re-entered from a plugin's import
+                self._loading.add(key)
                 try:
-                    module = import_module(ep.value.split(":")[0])
-                    plugin = getattr(module, ep.value.split(":")[1]) if ":" in ep.value else module
-                except BaseException as exc:  # noqa: BLE001 - isolate anything a plugin throws
-                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                        raise
-                    self._fail(ep.distribution, ep.version, ep.label, "import", exc)
-                    continue
-                self._register(plugin, ep.distribution, ep.version, ep.label)
+                    self._load(ep)
+                finally:
+                    self._loading.discard(key)
+                    self._loaded_eps.add(key)  # only now, so other threads wait on the lock until done
+
+    def _load(self, ep: _EntryPoint) -> None:
+        try:
+            module = import_module(ep.value.split(":")[0])
+            plugin = getattr(module, ep.value.split(":")[1]) if ":" in ep.value else module
+        except BaseException as exc:  # noqa: BLE001 - isolate anything a plugin throws
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            self._fail(ep.distribution, ep.version, ep.label, "import", exc)
+            return
+        self._register(plugin, ep.distribution, ep.version, ep.label)
 
     def register(self, plugin: object, *, distribution: str | None = None, version: str | None = None) -> None:
         """Register an in-process plugin (a module or object with hookimpls).

@@ -7,6 +7,7 @@ them, the CLI prints them.  None of them touches hardware.
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -217,12 +218,15 @@ class Dim3:
     def of(cls, value: int | tuple[int, ...] | Dim3) -> Dim3:
         if isinstance(value, Dim3):
             return value
-        parts = (value,) if isinstance(value, int) else tuple(value)
-        if not 1 <= len(parts) <= 3:
-            raise ValueError(f"a dimension needs 1 to 3 extents, got {value!r}")
-        for p in parts:
-            if isinstance(p, bool) or not isinstance(p, int) or p < 1:
-                raise ValueError(f"extents must be positive integers, got {value!r}")
+        raw = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+        try:
+            if isinstance(value, bool) or not 1 <= len(raw) <= 3 or any(isinstance(p, bool) for p in raw):
+                raise TypeError
+            parts = tuple(operator.index(p) for p in raw)
+        except TypeError:
+            raise ValueError(f"a dimension is 1 to 3 positive ints, got {value!r}") from None
+        if min(parts) < 1:
+            raise ValueError(f"extents must be positive integers, got {value!r}")
         return cls(*parts)
 
     @property

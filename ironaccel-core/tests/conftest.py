@@ -1,0 +1,127 @@
+"""Fixtures: fake plugin distributions on sys.path, built per test."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+GROUP = "ironaccel.testbackends"
+
+# Plugin module sources, by distribution name.  Each backend's "vendor" module
+# (fakevendor_<name>) is imported only by its probe, so laziness is observable.
+BACKEND_MODULE = """
+import sys
+from ironaccel import ProbeResult, DeviceDescriptor, InvalidArgument
+
+PROBES = []
+
+class GoodBackend:
+    name = "good"
+    def probe(self):
+        import fakevendor_good  # noqa: F401 - the "vendor library", loaded only here
+        PROBES.append("good")
+        return ProbeResult("good", True, reason="ok", device_count=1, driver_version="1.2")
+    def devices(self):
+        return [DeviceDescriptor("good", 0, "Good Device")]
+    def open(self, ordinal=0):
+        if ordinal != 0:
+            raise InvalidArgument("good", "open", detail="bad ordinal")
+        return ("opened", ordinal)
+
+class OtherBackend(GoodBackend):
+    name = "other"
+    def probe(self):
+        PROBES.append("other")
+        return ProbeResult("other", False, reason="no other device here", fix="buy one")
+
+class ProbeRaises(GoodBackend):
+    name = "probefail"
+    def probe(self):
+        raise RuntimeError("driver exploded")
+"""
+
+PLUGINS = {
+    "fakegood": """
+from ironaccel import BackendSpec, hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    return [BackendSpec("good", factory="fake_backends:GoodBackend", summary="a good fake", priority=5),
+            BackendSpec("other", factory="fake_backends:OtherBackend")]
+
+@hookimpl
+def ironaccel_library_dirs(backend):
+    return ["/opt/good/lib"] if backend == "good" else []
+""",
+    "fakeimportfail": """
+raise ImportError("libfoo.so.1: cannot open shared object file")
+""",
+    "fakehookfail": """
+from ironaccel import hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    raise RuntimeError("hook blew up")
+
+@hookimpl
+def ironaccel_library_dirs(backend):
+    raise RuntimeError("dirs blew up")
+""",
+    "fakeprobefail": """
+from ironaccel import BackendSpec, hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    return [BackendSpec("probefail", factory="fake_backends:ProbeRaises"),
+            BackendSpec("factoryfail", factory="fake_backends:DoesNotExist")]
+""",
+    "fakedupe": """
+from ironaccel import BackendSpec, hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    return [BackendSpec("good", factory="fake_backends:GoodBackend")]
+""",
+    "fakemisspelled": """
+from ironaccel import hookimpl
+
+@hookimpl
+def ironaccel_backend():  # missing the final s
+    return []
+""",
+}
+
+
+def make_site(root: Path, dists: list[str], group: str = GROUP) -> Path:
+    """Write fake distributions (dist-info + plugin module) into `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "fake_backends.py").write_text(textwrap.dedent(BACKEND_MODULE))
+    (root / "fakevendor_good.py").write_text("LOADED = True\n")
+    for dist in dists:
+        (root / f"{dist}_plugin.py").write_text(textwrap.dedent(PLUGINS[dist]))
+        info = root / f"{dist}-1.0.dist-info"
+        info.mkdir(exist_ok=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[{group}]\n{dist} = {dist}_plugin\n")
+    return root
+
+
+@pytest.fixture
+def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Build a site of the named fake distributions and put it first on sys.path."""
+    for var in ("IRONACCEL_BACKENDS", "IRONACCEL_DISABLE", "IRONACCEL_PLUGINS", "IRONACCEL_REQUIRE"):
+        monkeypatch.delenv(var, raising=False)
+
+    def build(*dists: str) -> Path:
+        site = make_site(tmp_path / "site", list(dists))
+        monkeypatch.syspath_prepend(str(site))
+        return site
+
+    yield build
+    for mod in [m for m in sys.modules if m.startswith(("fake", "fakevendor"))]:
+        del sys.modules[mod]

@@ -1,0 +1,115 @@
+"""Value types and the error hierarchy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ironaccel import (
+    BackendSpec,
+    CapabilityFlags,
+    ClosedError,
+    CompileError,
+    ComputeTier,
+    DeviceDescriptor,
+    DeviceKind,
+    Dim3,
+    DriverError,
+    DType,
+    InvalidArgument,
+    IronAccelError,
+    LaunchDims,
+    NotAvailable,
+    OutOfMemory,
+    ProbeResult,
+    Unsupported,
+    Vendor,
+)
+
+
+@pytest.mark.parametrize("value", ["float32", "FLOAT32", np.float32, np.dtype("float32"), DType.FLOAT32])
+def test_dtype_of_accepts_every_spelling(value):
+    assert DType.of(value) is DType.FLOAT32
+
+
+def test_dtype_numpy_round_trip():
+    for dt in DType:
+        if dt is DType.BFLOAT16:
+            continue
+        assert DType.of(dt.numpy) is dt
+        assert dt.numpy.itemsize == dt.itemsize
+    with pytest.raises(TypeError):
+        DType.of("float128")
+    with pytest.raises(TypeError):
+        DType.of(object)
+
+
+def test_bfloat16_without_ml_dtypes_says_what_to_install():
+    try:
+        import ml_dtypes  # noqa: F401
+    except ImportError:
+        with pytest.raises(TypeError, match="ml_dtypes"):
+            DType.BFLOAT16.numpy
+    else:
+        assert DType.BFLOAT16.numpy.itemsize == 2
+
+
+def test_dim3_and_launch_dims():
+    assert tuple(Dim3.of(5)) == (5, 1, 1)
+    assert Dim3.of((2, 3)).total == 6
+    assert LaunchDims.of((4, 2, 2), 128).block.x == 128
+    for bad in (0, -1, (1, 2, 3, 4), (), 1.5, True, (2, 0)):
+        with pytest.raises(ValueError):
+            Dim3.of(bad)
+
+
+def test_vendor_from_pci_id():
+    assert Vendor.from_pci_id(0x10DE) is Vendor.NVIDIA
+    assert Vendor.from_pci_id(0x10005) is Vendor.MESA
+    assert Vendor.from_pci_id(0xDEAD) is Vendor.UNKNOWN
+
+
+def test_descriptors_are_json_able():
+    caps = CapabilityFlags.FP16 | CapabilityFlags.GRAPHS
+    d = DeviceDescriptor("cuda", 0, "X", Vendor.NVIDIA, DeviceKind.GPU, 1 << 30, ComputeTier.DATACENTER, caps,
+                         {"sm": (9, 0)})
+    doc = json.loads(json.dumps(d.to_dict()))
+    assert doc["capabilities"] == ["fp16", "graphs"] and doc["compute_tier"] == "datacenter"
+    assert doc["extras"] == {"sm": [9, 0]}
+    p = ProbeResult("cuda", False, reason="r", searched=("/a",))
+    assert json.loads(json.dumps(p.to_dict()))["searched"] == ["/a"]
+
+
+def test_backend_spec_validates():
+    with pytest.raises(ValueError):
+        BackendSpec("Bad Name", factory="a:b")
+    with pytest.raises(ValueError):
+        BackendSpec("ok", factory="no_colon")
+    assert BackendSpec("ok", factory=lambda: None).name == "ok"
+
+
+def test_errors_name_backend_op_and_code_and_subclass_builtins():
+    err = DriverError("cuda", "cuMemAllocAsync", 2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory")
+    assert str(err) == "cuda: cuMemAllocAsync: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory"
+    assert (err.backend, err.op, err.code, err.code_name) == ("cuda", "cuMemAllocAsync", 2, "CUDA_ERROR_OUT_OF_MEMORY")
+    assert isinstance(OutOfMemory("cuda", "cuMemAlloc", 2), MemoryError)
+    assert isinstance(InvalidArgument("cuda", "alloc", detail="size 0"), ValueError)
+    assert "alloc: size 0" in str(InvalidArgument("cuda", "alloc", detail="size 0"))
+    assert isinstance(ClosedError("cuda", "copy_to_host", "buffer"), ValueError)
+    assert "buffer is closed" in str(ClosedError("cuda", "copy_to_host", "buffer"))
+    compile_error = CompileError("cuda", "nvrtcCompileProgram", log="x.cu(1): error: oops\n", code=6)
+    assert compile_error.log.startswith("x.cu(1)") and "oops" in str(compile_error)
+    assert isinstance(Unsupported("pjrt", "PJRT_Foo", "API 0.81 lacks it"), NotImplementedError)
+    for e in (err, compile_error, NotAvailable("x", "why")):
+        assert isinstance(e, IronAccelError)
+
+
+def test_not_available_carries_fix_library_and_env_var():
+    e = NotAvailable("levelzero", "loader not found", fix="apt install libze1", library="libze_loader.so.1",
+                     searched=["/usr/lib/libze_loader.so.1"])
+    assert isinstance(e, RuntimeError)
+    assert e.reason == "loader not found" and e.fix == "apt install libze1"
+    assert e.searched == ("/usr/lib/libze_loader.so.1",)
+    assert "IRONACCEL_DISABLE=levelzero" in str(e) and "apt install libze1" in str(e)
