@@ -112,6 +112,12 @@ def make_site(root: Path, dists: list[str], group: str = GROUP) -> Path:
 
 
 @pytest.fixture
+def site_builder():
+    """`make_site` as a fixture, for tests that need a site outside sys.path."""
+    return make_site
+
+
+@pytest.fixture
 def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Build a site of the named fake distributions and put it first on sys.path."""
     for var in ("IRONACCEL_BACKENDS", "IRONACCEL_DISABLE", "IRONACCEL_PLUGINS", "IRONACCEL_REQUIRE"):

@@ -7,8 +7,6 @@ import os
 import subprocess
 import sys
 
-from conftest import make_site
-
 # Vendor bindings and libraries that `import ironaccel` and listing backends must never load.
 VENDOR_MODULES = ["cuda", "cuda.bindings", "vulkan", "wgpu", "moderngl", "glcontext", "hip", "jax", "jaxlib",
                   "Metal", "objc", "cupy", "torch"]
@@ -34,8 +32,8 @@ assert not loaded and not libs, (loaded, libs)
     assert proc.returncode == 0, proc.stderr + proc.stdout
 
 
-def test_broken_plugin_never_breaks_import_or_cli(tmp_path):
-    site = make_site(tmp_path, ["fakeimportfail", "fakehookfail"], group="ironaccel.backends")
+def test_broken_plugin_never_breaks_import_or_cli(tmp_path, site_builder):
+    site = site_builder(tmp_path, ["fakeimportfail", "fakehookfail"], group="ironaccel.backends")
     env = {"PYTHONPATH": str(site), "IRONACCEL_BACKENDS": "memory"}
     proc = run("import ironaccel; print(len(ironaccel.registry.failures()))", env)
     assert proc.returncode == 0, proc.stderr

@@ -6,10 +6,11 @@ import sys
 import threading
 
 import pytest
-from conftest import GROUP
 
 from ironaccel import BackendRegistry, DuplicateBackend, InvalidArgument, NotAvailable, PluginError
 from ironaccel.testing import double
+
+GROUP = "ironaccel.testbackends"  # the group the fake distributions use (conftest.py)
 
 
 def registry_for(fake_site, *dists: str) -> BackendRegistry:

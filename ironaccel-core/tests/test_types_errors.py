@@ -51,7 +51,7 @@ def test_bfloat16_without_ml_dtypes_says_what_to_install():
         import ml_dtypes  # noqa: F401
     except ImportError:
         with pytest.raises(TypeError, match="ml_dtypes"):
-            DType.BFLOAT16.numpy
+            _ = DType.BFLOAT16.numpy
     else:
         assert DType.BFLOAT16.numpy.itemsize == 2
 

@@ -104,7 +104,7 @@ def devices(name: str | None = None) -> list[DeviceDescriptor]:
     return registry.devices(name)
 
 
-def open(name: str, ordinal: int = 0) -> Any:  # noqa: A001 - mirrors the registry method
+def open(name: str, ordinal: int = 0) -> Any:
     """Open device `ordinal` of backend `name`."""
     return registry.open(name, ordinal)
 

@@ -41,7 +41,9 @@ def _report_lines(r: BackendReport) -> list[str]:
             for k, v in (("driver", p.driver_version), ("runtime", p.runtime_version), ("binding", p.binding_version))
             if v
         )
-        head = f"{r.name:<10} {dist:<28} available    {len(r.devices)} device(s)" + (f"; {versions}" if versions else "")
+        head = f"{r.name:<10} {dist:<28} available    {len(r.devices)} device(s)"
+        if versions:
+            head += f"; {versions}"
         lines = [head]
         if p.library_path:
             lines.append(f"    library: {p.library_path}")

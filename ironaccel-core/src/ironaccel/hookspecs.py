@@ -23,7 +23,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def ironaccel_backends() -> list[BackendSpec]:
+def ironaccel_backends() -> list[BackendSpec]:  # type: ignore[empty-body]
     """Return the backends this distribution provides.
 
     The factory is a ``"module:attribute"`` string, imported when the backend
@@ -41,7 +41,7 @@ def ironaccel_backends() -> list[BackendSpec]:
 
 
 @hookspec
-def ironaccel_library_dirs(backend: str) -> list[str]:
+def ironaccel_library_dirs(backend: str) -> list[str]:  # type: ignore[empty-body]
     """Return extra folders in which to look for `backend`'s vendor library.
 
     For distributions that ship or know of a vendor library outside the

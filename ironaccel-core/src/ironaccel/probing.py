@@ -63,8 +63,7 @@ def _library_dirs(backend: str, env_var: str | None, extra_dirs: Iterable[str]) 
         pass
     dirs.extend(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p)
     dirs.extend(_SYSTEM_DIRS)
-    seen: set[str] = set()
-    return [d for d in dirs if not (d in seen or seen.add(d))]
+    return list(dict.fromkeys(dirs))
 
 
 def load_library(

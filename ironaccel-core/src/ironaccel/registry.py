@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import import_module, metadata
 from typing import Any
@@ -172,7 +172,7 @@ class BackendRegistry:
         try:
             module = import_module(ep.value.split(":")[0])
             plugin = getattr(module, ep.value.split(":")[1]) if ":" in ep.value else module
-        except BaseException as exc:  # noqa: BLE001 - isolate anything a plugin throws
+        except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             self._fail(ep.distribution, ep.version, ep.label, "import", exc)
@@ -199,7 +199,7 @@ class BackendRegistry:
                         f"hook {caller.name!r} has no specification (misspelled?)",
                         distribution=dist, version=version, stage="register",
                     )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if self._pm.is_registered(plugin):
                 self._pm.unregister(plugin)
             self._fail(dist, version, label, "register", exc)
@@ -219,7 +219,7 @@ class BackendRegistry:
                 continue
             try:
                 value = impl.function(*[kwargs[arg] for arg in impl.argnames])
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 dist, version, label = self._plugin_origin.get(id(plugin), (None, None, impl.plugin_name))
                 self._fail(dist, version, label, "hook", exc, backend=kwargs.get("backend"))
                 continue
@@ -344,7 +344,7 @@ class BackendRegistry:
             if backend is None:
                 try:
                     backend = _resolve(spec.factory)()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     self._fail(reg.distribution, reg.version, f"{name} = {spec.factory}", "factory", exc, name)
                     raise PluginError(
                         f"the factory of backend {name!r} raised {type(exc).__name__}: {exc}",
@@ -375,7 +375,7 @@ class BackendRegistry:
                 result = backend.probe()
                 if not isinstance(result, ProbeResult):
                     raise TypeError(f"probe() returned {type(result).__name__}, not ProbeResult")
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 reg = self._registered[name]
                 self._fail(reg.distribution, reg.version, f"{name}.probe()", "probe", exc, name)
                 result = ProbeResult(name, False, reason=f"the probe raised {type(exc).__name__}: {exc}",
@@ -402,7 +402,7 @@ class BackendRegistry:
         for backend_name in self.available():
             try:
                 found.extend(self.backend(backend_name).devices())
-            except Exception:  # noqa: BLE001 - one backend's failure must not hide the others
+            except Exception:
                 continue
         return found
 
@@ -437,7 +437,7 @@ class BackendRegistry:
             if result.available and devices:
                 try:
                     found = tuple(self.backend(name).devices())
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     error = f"{type(exc).__name__}: {exc}"
             reports.append(BackendReport(name, dist, version, summary, result, found, error))
         return reports

@@ -178,7 +178,8 @@ class ComputeDeviceConformance:
         x = np.arange(1000, dtype=np.float32)
         xs, ys = device.upload(x), device.alloc(1000, "float32")
         for a in (1.0, 2.0, -3.0):
-            sub = device.dispatch(pipeline, [xs, ys], (1000 + 63) // 64, (np.float32(a), np.float32(1), np.uint32(1000)))
+            params = (np.float32(a), np.float32(1), np.uint32(1000))
+            sub = device.dispatch(pipeline, [xs, ys], (1000 + 63) // 64, params)
             sub.wait()
             assert sub.done()
             np.testing.assert_allclose(device.download(ys), a * x + 1)
