@@ -12,7 +12,7 @@ binding or vendor library is loaded until a backend is asked for.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ClosedError,
@@ -28,20 +28,40 @@ from .errors import (
     Unsupported,
 )
 from .hookspecs import hookimpl
-from .registry import BackendRegistry, BackendReport, registry
-from .types import (
-    BackendSpec,
-    CapabilityFlags,
-    ComputeTier,
-    DeviceDescriptor,
-    DeviceKind,
-    Dim3,
-    DType,
-    LaunchDims,
-    PluginFailure,
-    ProbeResult,
-    Vendor,
-)
+from .registry import BackendRegistry, registry
+
+if TYPE_CHECKING:
+    from .types import (
+        BackendReport,
+        BackendSpec,
+        CapabilityFlags,
+        ComputeTier,
+        DeviceDescriptor,
+        DeviceKind,
+        Dim3,
+        DType,
+        LaunchDims,
+        PluginFailure,
+        ProbeResult,
+        Vendor,
+    )
+
+_FROM_TYPES = frozenset({
+    "BackendReport", "BackendSpec", "CapabilityFlags", "ComputeTier", "DeviceDescriptor", "DeviceKind", "Dim3",
+    "DType", "LaunchDims", "PluginFailure", "ProbeResult", "Vendor",
+})
+
+
+def __getattr__(name: str) -> Any:
+    """Value types load on first use, keeping `import ironaccel` cheap."""
+    if name in _FROM_TYPES:
+        from . import types
+
+        value = getattr(types, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ironaccel' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

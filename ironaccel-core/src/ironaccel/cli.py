@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 
 from . import __version__
-from .registry import BackendRegistry, BackendReport, registry
-from .types import DeviceDescriptor
+from .registry import BackendRegistry, registry
+from .types import BackendReport, DeviceDescriptor
 
 
 def _gib(n: int) -> str:

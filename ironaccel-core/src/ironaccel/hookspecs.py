@@ -12,9 +12,12 @@ against its distribution and does not stop the others.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pluggy
 
-from .types import BackendSpec
+if TYPE_CHECKING:
+    from .types import BackendSpec
 
 PROJECT = "ironaccel"
 

@@ -22,19 +22,24 @@ Environment variables, read at every call:
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from importlib import import_module, metadata
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from . import hookspecs
 from .errors import DuplicateBackend, NotAvailable, PluginError
-from .types import BackendSpec, DeviceDescriptor, PluginFailure, ProbeResult
 
-__all__ = ["BackendRegistry", "BackendReport", "registry", "ENV_BACKENDS", "ENV_DISABLE", "ENV_PLUGINS"]
+if TYPE_CHECKING:
+    from .types import BackendReport, BackendSpec, DeviceDescriptor, PluginFailure, ProbeResult
+
+# ironaccel.types is imported on first use, not at `import ironaccel`: building its
+# enums and dataclasses is most of what importing the package would otherwise cost.
+
+__all__ = ["BackendRegistry", "registry", "scan_entry_points", "ENV_BACKENDS", "ENV_DISABLE", "ENV_PLUGINS"]
 
 GROUP = "ironaccel.backends"
 ENV_BACKENDS = "IRONACCEL_BACKENDS"
@@ -47,48 +52,95 @@ FIRST_PARTY = (
 )
 
 
-@dataclass(frozen=True)
 class _EntryPoint:
-    name: str
-    value: str
-    distribution: str | None
-    version: str | None
+    """One entry point of the group, read from a distribution's metadata."""
+
+    __slots__ = ("name", "value", "distribution", "version")
+
+    def __init__(self, name: str, value: str, distribution: str | None, version: str | None):
+        self.name, self.value, self.distribution, self.version = name, value, distribution, version
 
     @property
     def label(self) -> str:
         return f"{self.name} = {self.value}"
 
 
-@dataclass
 class _Registered:
-    spec: BackendSpec
-    distribution: str | None
-    version: str | None
-    rivals: list[str] = field(default_factory=list)  # other distributions claiming the name
+    """A backend name claimed by a distribution (and any rivals claiming it too)."""
+
+    __slots__ = ("spec", "distribution", "version", "rivals")
+
+    def __init__(self, spec: BackendSpec, distribution: str | None, version: str | None):
+        self.spec, self.distribution, self.version = spec, distribution, version
+        self.rivals: list[str] = []
 
 
-@dataclass(frozen=True)
-class BackendReport:
-    """One backend as the survey shows it."""
+def scan_entry_points(group: str, path: Iterable[str] | None = None) -> list[_EntryPoint]:
+    """The entry points of `group` in every distribution on `path` (default sys.path).
 
-    name: str
-    distribution: str | None
-    version: str | None
-    summary: str
-    probe: ProbeResult
-    devices: tuple[DeviceDescriptor, ...] = ()
-    error: str | None = None  # enumeration failed although the probe passed
+    Reads `*.dist-info/entry_points.txt` directly and a distribution's METADATA
+    only when it has the group: importlib.metadata parses every distribution's
+    metadata with the email package, which costs more than the rest of
+    `import ironaccel`.  The first distribution of a name on the path wins, as
+    for imports.
+    """
+    found: list[_EntryPoint] = []
+    seen: set[str] = set()
+    header = f"[{group}]"
+    for entry in sys.path if path is None else path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for folder in names:
+            if not folder.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(entry, folder, "entry_points.txt"), encoding="utf-8") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            if header not in text:
+                continue
+            name, version = _read_name_version(os.path.join(entry, folder), folder)
+            key = _normalise_dist(name)
+            if key in seen:
+                continue
+            seen.add(key)
+            found.extend(_EntryPoint(n, v, name, version) for n, v in _section(text, header))
+    return found
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "summary": self.summary,
-            "probe": self.probe.to_dict(),
-            "devices": [d.to_dict() for d in self.devices],
-            "error": self.error,
-        }
+
+def _read_name_version(folder: str, basename: str) -> tuple[str, str | None]:
+    name, _, rest = basename.rpartition(".")[0].partition("-")
+    version: str | None = rest.split("-")[0] or None
+    for meta in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(folder, meta), encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("Name:"):
+                        name = line[5:].strip()
+                    elif line.startswith("Version:"):
+                        version = line[8:].strip()
+                    elif not line.strip():
+                        break  # end of the headers
+            break
+        except OSError:
+            continue
+    return name, version
+
+
+def _section(text: str, header: str) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    inside = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            inside = line == header
+        elif inside and "=" in line and not line.startswith(("#", ";")):
+            key, _, value = line.partition("=")
+            pairs.append((key.strip(), value.strip()))
+    return pairs
 
 
 def _split_env(var: str) -> list[str] | None:
@@ -130,17 +182,7 @@ class BackendRegistry:
     # -- discovery and loading -------------------------------------------------
 
     def _discover(self) -> list[_EntryPoint]:
-        found: list[_EntryPoint] = []
-        seen: set[tuple[str | None, str]] = set()
-        for ep in metadata.entry_points(group=self.group):
-            dist = getattr(ep, "dist", None)
-            dist_name = dist.metadata["Name"] if dist is not None else None
-            key = (dist_name and _normalise_dist(dist_name), ep.value)
-            if key in seen:  # the same distribution found twice on sys.path
-                continue
-            seen.add(key)
-            found.append(_EntryPoint(ep.name, ep.value, dist_name, dist.version if dist is not None else None))
-        return found
+        return scan_entry_points(self.group)
 
     def _allowed(self, distribution: str | None) -> bool:
         allow = _split_env(ENV_PLUGINS)
@@ -205,6 +247,8 @@ class BackendRegistry:
             self._fail(dist, version, label, "register", exc)
             return
         self._plugin_origin[id(plugin)] = (dist, version, label)
+        from .types import BackendSpec
+
         for spec in self._call_isolated(plugin, "ironaccel_backends", {}):
             if not isinstance(spec, BackendSpec):
                 self._fail(dist, version, label, "hook", TypeError(f"ironaccel_backends returned {spec!r}"))
@@ -241,6 +285,8 @@ class BackendRegistry:
         self, dist: str | None, version: str | None, label: str, stage: str, exc: BaseException,
         backend: str | None = None,
     ) -> None:
+        from .types import PluginFailure
+
         text = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
         self._failures.append(PluginFailure(dist, version, label, stage, text, backend))
 
@@ -366,6 +412,8 @@ class BackendRegistry:
             backend = self.backend(name)
         except (NotAvailable, PluginError) as exc:
             return _unavailable(exc, name)  # not cached: depends on the environment
+        from .types import ProbeResult
+
         lock = self._probe_locks.setdefault(name, threading.Lock())
         with lock:
             cached = self._probes.get(name)
@@ -424,6 +472,8 @@ class BackendRegistry:
 
     def survey(self, names: Iterable[str] | None = None, *, devices: bool = True) -> list[BackendReport]:
         """Probe and enumerate `names` (default: every selected backend)."""
+        from .types import BackendReport
+
         reports = []
         for name in list(names) if names is not None else self.names():
             try:
@@ -444,6 +494,8 @@ class BackendRegistry:
 
 
 def _unavailable(exc: NotAvailable | PluginError, name: str | None = None) -> ProbeResult:
+    from .types import ProbeResult
+
     if isinstance(exc, NotAvailable):
         return ProbeResult(exc.backend or name or "?", False, reason=exc.reason, fix=exc.fix or "")
     return ProbeResult(name or exc.backend or "?", False, reason=exc.message)

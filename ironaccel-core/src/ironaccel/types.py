@@ -28,6 +28,7 @@ __all__ = [
     "ProbeResult",
     "DeviceDescriptor",
     "PluginFailure",
+    "BackendReport",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -360,6 +361,30 @@ class PluginFailure:
             "stage": self.stage,
             "error": self.error,
             "backend": self.backend,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BackendReport:
+    """One backend as the survey shows it."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    summary: str
+    probe: ProbeResult
+    devices: tuple[DeviceDescriptor, ...] = ()
+    error: str | None = None  # enumeration failed although the probe passed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "summary": self.summary,
+            "probe": self.probe.to_dict(),
+            "devices": [d.to_dict() for d in self.devices],
+            "error": self.error,
         }
 
 
