@@ -1,6 +1,6 @@
 """Entry point of ironaccel-levelzero: hands the registry a BackendSpec, nothing more."""
 
-from ironaccel import BackendSpec, Vendor, hookimpl
+from ironaccel import BackendSpec, DeviceKind, Vendor, hookimpl
 
 
 @hookimpl
@@ -11,6 +11,7 @@ def ironaccel_backends() -> list[BackendSpec]:
             factory="ironaccel_levelzero.backend:Backend",
             summary="Intel oneAPI Level Zero through ctypes",
             vendor=Vendor.INTEL,
+            kinds=(DeviceKind.GPU, DeviceKind.NPU),
             install="pip install ironaccel-levelzero",
         )
     ]

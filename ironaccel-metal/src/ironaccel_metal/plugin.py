@@ -11,6 +11,6 @@ def ironaccel_backends() -> list[BackendSpec]:
             factory="ironaccel_metal.backend:Backend",
             summary="Apple Metal on pyobjc",
             vendor=Vendor.APPLE,
-            install="pip install ironaccel-metal",
+            install="pip install 'ironaccel-metal[metal]'",
         )
     ]

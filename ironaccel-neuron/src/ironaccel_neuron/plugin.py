@@ -1,6 +1,6 @@
 """Entry point of ironaccel-neuron: hands the registry a BackendSpec, nothing more."""
 
-from ironaccel import BackendSpec, Vendor, hookimpl
+from ironaccel import BackendSpec, DeviceKind, Vendor, hookimpl
 
 
 @hookimpl
@@ -11,6 +11,7 @@ def ironaccel_backends() -> list[BackendSpec]:
             factory="ironaccel_neuron.backend:Backend",
             summary="AWS Neuron runtime (libnrt) through ctypes",
             vendor=Vendor.AWS,
+            kinds=(DeviceKind.NPU,),
             install="pip install ironaccel-neuron",
         )
     ]

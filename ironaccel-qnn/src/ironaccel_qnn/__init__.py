@@ -1,5 +1,22 @@
 """ironaccel backend: Qualcomm AI Engine Direct (QNN) through ctypes.
 
-Importing this package loads no vendor library; the backend loads it on probe."""
+Importing this package loads no library: the backend dlopens libQnnHtp in probe().
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+__all__ = ["Backend"]
+
+if TYPE_CHECKING:
+    from .backend import Backend
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Backend":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.backend").Backend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

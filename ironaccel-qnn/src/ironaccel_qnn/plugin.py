@@ -1,6 +1,6 @@
 """Entry point of ironaccel-qnn: hands the registry a BackendSpec, nothing more."""
 
-from ironaccel import BackendSpec, Vendor, hookimpl
+from ironaccel import BackendSpec, DeviceKind, Vendor, hookimpl
 
 
 @hookimpl
@@ -11,6 +11,7 @@ def ironaccel_backends() -> list[BackendSpec]:
             factory="ironaccel_qnn.backend:Backend",
             summary="Qualcomm AI Engine Direct (QNN) through ctypes",
             vendor=Vendor.QUALCOMM,
+            kinds=(DeviceKind.NPU,),
             install="pip install ironaccel-qnn",
         )
     ]

@@ -1,6 +1,6 @@
 """Entry point of ironaccel-rocm: hands the registry a BackendSpec, nothing more."""
 
-from ironaccel import BackendSpec, Vendor, hookimpl
+from ironaccel import BackendSpec, DeviceKind, Vendor, hookimpl
 
 
 @hookimpl
@@ -9,8 +9,9 @@ def ironaccel_backends() -> list[BackendSpec]:
         BackendSpec(
             name="rocm",
             factory="ironaccel_rocm.backend:Backend",
-            summary="AMD ROCm/HIP on hip-python",
+            summary="AMD ROCm/HIP on hip-python; hipRTC compiler through ctypes",
             vendor=Vendor.AMD,
-            install="pip install ironaccel-rocm",
+            kinds=(DeviceKind.GPU,),
+            install="pip install 'ironaccel-rocm[hip]'",
         )
     ]

@@ -1,0 +1,135 @@
+"""The Metal backend: probe and enumerate MTLDevices through pyobjc-framework-Metal.
+
+Probe steps: macOS only (``runs only on darwin; this is linux`` elsewhere),
+the ``Metal`` binding, then MTLCopyAllDevices (falling back to
+MTLCreateSystemDefaultDevice).  Translation uses only documented MTLDevice
+properties; anything a device does not answer is left out, not guessed.
+Opening a device (command queues, buffers, MSL pipelines) comes in a later
+issue and raises Unsupported.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import ModuleType
+from typing import Any
+
+from ironaccel.errors import InvalidArgument, NotAvailable, Unsupported
+from ironaccel.probing import distribution_version, import_binding, require_platform, unavailable
+from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, ProbeResult, Vendor
+
+BACKEND = "metal"
+DISTRIBUTION = "pyobjc-framework-Metal"
+FIX_BINDING = "pip install 'ironaccel-metal[metal]' (installs pyobjc-framework-Metal on macOS)"
+
+
+def _ask(device: Any, selector: str, *args: Any) -> Any:
+    """Call an Objective-C getter if the device (or this macOS) has it, else None."""
+    method = getattr(device, selector, None)
+    if method is None:
+        return None
+    try:
+        return method(*args)
+    except Exception:  # an unrecognized selector on an older macOS
+        return None
+
+
+def _vendor(name: str, unified: bool) -> Vendor:
+    lowered = name.lower()
+    if lowered.startswith("apple") or (unified and "intel" not in lowered):
+        return Vendor.APPLE
+    if "amd" in lowered or "radeon" in lowered:
+        return Vendor.AMD
+    if "intel" in lowered:
+        return Vendor.INTEL
+    if "nvidia" in lowered or "geforce" in lowered:
+        return Vendor.NVIDIA
+    return Vendor.UNKNOWN
+
+
+def describe(metal: ModuleType, ordinal: int, device: Any) -> DeviceDescriptor:
+    """DeviceDescriptor of one MTLDevice."""
+    name = str(_ask(device, "name") or f"Metal device {ordinal}")
+    unified = bool(_ask(device, "hasUnifiedMemory"))
+    apple7 = getattr(metal, "MTLGPUFamilyApple7", None)
+    mac2 = getattr(metal, "MTLGPUFamilyMac2", None)
+    family_apple7 = apple7 is not None and bool(_ask(device, "supportsFamily_", apple7))
+    family_mac2 = mac2 is not None and bool(_ask(device, "supportsFamily_", mac2))
+    flags = CapabilityFlags.FP16 | CapabilityFlags.INT8 | CapabilityFlags.HOST_MAPPED_MEMORY
+    flags |= CapabilityFlags.RUNTIME_COMPILE  # newLibraryWithSource compiles MSL at run time
+    if unified:
+        flags |= CapabilityFlags.UNIFIED_ADDRESSING
+    if family_apple7 or family_mac2:
+        flags |= CapabilityFlags.SUBGROUPS  # SIMD-group functions
+    if family_apple7:
+        flags |= CapabilityFlags.MATRIX_UNITS  # simdgroup_matrix
+    extras = {
+        "registry_id": _ask(device, "registryID"),
+        "has_unified_memory": unified,
+        "low_power": bool(_ask(device, "isLowPower")),
+        "headless": bool(_ask(device, "isHeadless")),
+        "removable": bool(_ask(device, "isRemovable")),
+        "max_buffer_length": _ask(device, "maxBufferLength"),
+        "gpu_family_apple7": family_apple7,
+        "gpu_family_mac2": family_mac2,
+    }
+    return DeviceDescriptor(
+        backend=BACKEND,
+        ordinal=ordinal,
+        name=name,
+        vendor=_vendor(name, unified),
+        kind=DeviceKind.GPU,
+        memory_bytes=int(_ask(device, "recommendedMaxWorkingSetSize") or 0),
+        compute_tier=ComputeTier.CONSUMER,
+        capabilities=flags,
+        extras={k: v for k, v in extras.items() if v is not None},
+    )
+
+
+class Backend:
+    """Apple Metal through pyobjc."""
+
+    name = BACKEND
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._facts: dict[str, Any] = {}
+        self._devices: list[DeviceDescriptor] | None = None
+
+    def probe(self) -> ProbeResult:
+        with self._lock:
+            try:
+                found = self._check()
+            except NotAvailable as exc:
+                return unavailable(exc, **self._facts)
+        return ProbeResult(BACKEND, True, reason=", ".join(d.name for d in found), device_count=len(found),
+                           **self._facts)
+
+    def _check(self) -> list[DeviceDescriptor]:
+        if self._devices is not None:
+            return self._devices
+        self._facts = {}
+        require_platform(BACKEND, "darwin", fix="Metal exists only on Apple platforms; use vulkan or webgpu here")
+        metal = import_binding(BACKEND, "Metal", DISTRIBUTION, fix=FIX_BINDING)
+        self._facts["binding_version"] = distribution_version(DISTRIBUTION)
+        copy_all = getattr(metal, "MTLCopyAllDevices", None)
+        devices = list(copy_all() or []) if copy_all is not None else []
+        if not devices:
+            default = metal.MTLCreateSystemDefaultDevice()
+            devices = [default] if default is not None else []
+        if not devices:
+            raise NotAvailable(BACKEND, "MTLCopyAllDevices and MTLCreateSystemDefaultDevice returned no device "
+                               "(a virtual machine without a GPU?)")
+        self._devices = [describe(metal, i, d) for i, d in enumerate(devices)]
+        return self._devices
+
+    def devices(self) -> list[DeviceDescriptor]:
+        with self._lock:
+            return list(self._check())
+
+    def open(self, ordinal: int = 0) -> Any:
+        found = self.devices()
+        if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < len(found):
+            raise InvalidArgument(BACKEND, "open", detail=f"ordinal {ordinal!r} out of range 0..{len(found) - 1}")
+        raise Unsupported(BACKEND, "open", "opening a Metal device (command queues, buffers, MSL pipelines) is "
+                          "not implemented yet; this backend probes and enumerates")

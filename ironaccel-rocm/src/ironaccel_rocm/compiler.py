@@ -1,0 +1,176 @@
+"""Runtime compilation of HIP C++ into AMDGPU code objects, with hipRTC.
+
+    from ironaccel_rocm import Program
+    code = Program(source, ["-O3"]).compile(arch="gfx90a")
+    code.format        # "elf" (one code object) or "bundle" (clang offload bundle)
+    bytes(code)        # what hipModuleLoadData takes
+
+It needs no GPU: only the HIP runtime library (hipRTC) and its code-object
+manager.  Compile errors raise `CompileError` carrying the compiler's log.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections.abc import Mapping, Sequence
+
+from ironaccel.errors import CompileError, DriverError, InvalidArgument, OutOfMemory
+
+from . import hiprtc
+
+__all__ = ["Program", "CodeObject", "ELF_MAGIC", "BUNDLE_MAGIC", "EM_AMDGPU", "amdgpu_mach"]
+
+BACKEND = hiprtc.BACKEND
+ELF_MAGIC = b"\x7fELF"
+BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+EM_AMDGPU = 224  # ELF e_machine of AMDGPU code objects
+
+# gfx90a, gfx1030, gfx942, optionally with target features: gfx90a:sramecc+:xnack-
+_ARCH = re.compile(r"^gfx[0-9a-f]{3,5}(:[a-z0-9_]+[+-])*$")
+
+
+class CodeObject(bytes):
+    """Compiled device code: the bytes hipModuleLoadData takes, plus what made them."""
+
+    arch: str
+    log: str
+    options: tuple[str, ...]
+
+    def __new__(cls, data: bytes, arch: str, log: str, options: tuple[str, ...]) -> CodeObject:
+        obj = super().__new__(cls, data)
+        obj.arch, obj.log, obj.options = arch, log, options
+        return obj
+
+    @property
+    def format(self) -> str:
+        """'elf' for a bare AMDGPU code object, 'bundle' for a clang offload bundle."""
+        if self.startswith(ELF_MAGIC):
+            return "elf"
+        if self.startswith(BUNDLE_MAGIC):
+            return "bundle"
+        return "unknown"
+
+    def __repr__(self) -> str:
+        return f"CodeObject({self.format}, arch={self.arch!r}, {len(self)} bytes)"
+
+
+def amdgpu_mach(elf: bytes) -> int | None:
+    """The EF_AMDGPU_MACH value (the GPU) of a 64-bit AMDGPU ELF, or None if it is not one."""
+    if len(elf) < 64 or not elf.startswith(ELF_MAGIC) or elf[4] != 2:  # ELFCLASS64
+        return None
+    if int.from_bytes(elf[18:20], "little") != EM_AMDGPU:
+        return None
+    return int.from_bytes(elf[48:52], "little") & 0xFF
+
+
+class Program:
+    """HIP C++ source with its compile options; `compile(arch)` makes a CodeObject.
+
+    `headers` maps include names to their source, for ``#include "name"``
+    without files.  Kernels meant for lookup by name should be ``extern "C"``.
+    """
+
+    def __init__(
+        self,
+        source: str | bytes,
+        options: Sequence[str] = (),
+        *,
+        name: str = "kernel.hip",
+        headers: Mapping[str, str | bytes] | None = None,
+    ):
+        op = "hiprtcCreateProgram"
+        if isinstance(source, str):
+            source = source.encode()
+        if not isinstance(source, bytes) or not source.strip():
+            raise InvalidArgument(BACKEND, op, detail="source must be non-empty str or bytes")
+        if b"\0" in source:
+            raise InvalidArgument(BACKEND, op, detail="source contains a NUL byte")
+        self.source = source
+        self.name = name
+        self.options = _check_options(options, op)
+        self.headers = {str(k): (v.encode() if isinstance(v, str) else bytes(v)) for k, v in (headers or {}).items()}
+
+    def compile(self, arch: str = "gfx90a", options: Sequence[str] = ()) -> CodeObject:
+        """Compile for one GPU (``gfx90a``, ``gfx942``, ``gfx90a:xnack+``); CompileError on failure."""
+        op = "hiprtcCompileProgram"
+        if not isinstance(arch, str) or not _ARCH.match(arch):
+            raise InvalidArgument(BACKEND, op, detail=f"arch must be one GPU name like 'gfx90a', got {arch!r}")
+        rtc = hiprtc.load()
+        base = arch.split(":", 1)[0]
+        if rtc.supported_isas is not None and base not in rtc.supported_isas:
+            known = ", ".join(sorted(rtc.supported_isas, key=_arch_key))
+            raise InvalidArgument(
+                BACKEND, op, detail=f"{base} is not a target of this hipRTC ({rtc.path}); it knows {known}"
+            )
+        flags = (f"--offload-arch={arch}", *self.options, *_check_options(options, op))
+        return _compile(rtc, self, arch, flags)
+
+    def __repr__(self) -> str:
+        return f"Program({self.name!r}, {len(self.source)} bytes, options={list(self.options)})"
+
+
+def _check_options(options: Sequence[str], op: str) -> tuple[str, ...]:
+    if isinstance(options, (str, bytes)) or not all(isinstance(o, str) for o in options):
+        raise InvalidArgument(BACKEND, op, detail=f"options must be a sequence of str, got {options!r}")
+    for o in options:
+        if o.startswith(("--offload-arch", "--amdgpu-target", "-o")):
+            raise InvalidArgument(BACKEND, op, detail=f"{o!r} is set by compile(arch=...), not by options")
+        if "\0" in o:
+            raise InvalidArgument(BACKEND, op, detail="an option contains a NUL byte")
+    return tuple(options)
+
+
+def _arch_key(name: str) -> tuple[int, str]:
+    return (len(name), name)
+
+
+def _check(code: int, op: str) -> None:
+    if code == 0:
+        return
+    name = hiprtc.result_name(code)
+    if code == 1:
+        raise OutOfMemory(BACKEND, op, code, name)
+    if code in (3, 5):
+        raise InvalidArgument(BACKEND, op, code, name)
+    raise DriverError(BACKEND, op, code, name)
+
+
+def _compile(rtc: hiprtc.Hiprtc, program: Program, arch: str, flags: tuple[str, ...]) -> CodeObject:
+    lib = rtc.lib
+    handle = ctypes.c_void_p()
+    names = list(program.headers)
+    n = len(names)
+    header_src = (ctypes.c_char_p * n)(*program.headers.values()) if n else None
+    header_names = (ctypes.c_char_p * n)(*(k.encode() for k in names)) if n else None
+    created = lib.hiprtcCreateProgram(
+        ctypes.byref(handle), program.source, program.name.encode(), n, header_src, header_names
+    )
+    _check(created, "hiprtcCreateProgram")
+    try:
+        encoded = [f.encode() for f in flags]
+        argv = (ctypes.c_char_p * len(encoded))(*encoded)
+        result = lib.hiprtcCompileProgram(handle, len(encoded), argv)
+        log = _log(lib, handle)
+        if result != 0:
+            raise CompileError(BACKEND, "hiprtcCompileProgram", log or hiprtc.result_name(result), result,
+                               hiprtc.result_name(result))
+        size = ctypes.c_size_t()
+        _check(lib.hiprtcGetCodeSize(handle, ctypes.byref(size)), "hiprtcGetCodeSize")
+        if size.value == 0:
+            raise CompileError(BACKEND, "hiprtcGetCode", log or "hipRTC produced no code")
+        code = ctypes.create_string_buffer(size.value)
+        _check(lib.hiprtcGetCode(handle, code), "hiprtcGetCode")
+        return CodeObject(code.raw, arch, log, flags)
+    finally:
+        lib.hiprtcDestroyProgram(ctypes.byref(handle))
+
+
+def _log(lib: ctypes.CDLL, handle: ctypes.c_void_p) -> str:
+    size = ctypes.c_size_t()
+    if lib.hiprtcGetProgramLogSize(handle, ctypes.byref(size)) != 0 or size.value <= 1:
+        return ""
+    buf = ctypes.create_string_buffer(size.value)
+    if lib.hiprtcGetProgramLog(handle, buf) != 0:
+        return ""
+    return buf.value.decode(errors="replace")
