@@ -1,0 +1,132 @@
+"""What the benchmark measures: the operations of issue 4, each a method every side may implement.
+
+An `OpSpec` names a `Side` method and its arguments; the plan is the list of them, in the order
+the table shows them. Sizes and counts are here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KiB = 1024
+MiB = 1024 * KiB
+
+ALLOC_SIZES = (256, 64 * KiB, 1 * MiB)
+TRANSFER_SIZES = tuple(256 * 4**i for i in range(11))  # 256 B, 1 KiB, ... 64 MiB, 256 MiB
+QUICK_TRANSFER_SIZES = (256, 1 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB)
+LAUNCH_ARGS = (4, 16)
+GRAPH_LAUNCHES = 100
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One operation: `method` of a Side, called with `kwargs`; `key` is unique and stable (JSON)."""
+
+    key: str
+    method: str
+    title: str
+    group: str
+    kwargs: tuple[tuple[str, object], ...] = ()
+    nbytes: int = 0
+
+    def arguments(self) -> dict[str, object]:
+        return dict(self.kwargs)
+
+
+def human_bytes(nbytes: int) -> str:
+    for unit, size in (("MiB", MiB), ("KiB", KiB)):
+        if nbytes >= size and nbytes % size == 0:
+            return f"{nbytes // size} {unit}"
+    return f"{nbytes} B"
+
+
+def stream_sync() -> OpSpec:
+    return OpSpec("stream_sync", "stream_sync", "stream synchronize (idle stream)", "host")
+
+
+def event_cycle() -> OpSpec:
+    return OpSpec("event_cycle", "event_cycle", "event create/record/sync/destroy (timing off)", "host")
+
+
+def event_reuse() -> OpSpec:
+    return OpSpec("event_reuse", "event_reuse", "event record+sync (event reused)", "host")
+
+
+def stream_alloc(nbytes: int) -> OpSpec:
+    return OpSpec(
+        f"stream_alloc/{nbytes}", "stream_alloc", f"stream-ordered alloc+free {human_bytes(nbytes)}", "alloc",
+        (("nbytes", nbytes),), nbytes,
+    )
+
+
+def pool_alloc(nbytes: int) -> OpSpec:
+    return OpSpec(
+        f"pool_alloc/{nbytes}", "pool_alloc", f"pooled alloc+free {human_bytes(nbytes)} (warm)", "pool",
+        (("nbytes", nbytes),), nbytes,
+    )
+
+
+def copy(direction: str, nbytes: int, pinned: bool) -> OpSpec:
+    if direction not in ("h2d", "d2h"):
+        raise ValueError(f"copy direction must be 'h2d' or 'd2h', got {direction!r}")
+    memory = "pinned" if pinned else "pageable"
+    arrow = "host to device" if direction == "h2d" else "device to host"
+    return OpSpec(
+        f"{direction}/{memory}/{nbytes}", "copy", f"{arrow} {human_bytes(nbytes)} {memory}", "transfer",
+        (("direction", direction), ("nbytes", nbytes), ("pinned", pinned)), nbytes,
+    )
+
+
+def launch(nargs: int) -> OpSpec:
+    return OpSpec(f"launch/{nargs}", "launch", f"kernel launch, {nargs} arguments", "launch", (("nargs", nargs),))
+
+
+def launch_call_overhead(nargs: int) -> OpSpec:
+    """A no-op Python call shaped like ironaccel's launch call: the unavoidable Python cost."""
+    return OpSpec(
+        f"python_call/{nargs}", "launch_call_overhead", f"no-op Python call shaped like launch, {nargs} arguments",
+        "launch", (("nargs", nargs),),
+    )
+
+
+def eager_launches(count: int) -> OpSpec:
+    return OpSpec(
+        f"eager/{count}", "eager_launches", f"{count} launches issued eagerly + stream sync", "graph",
+        (("count", count),),
+    )
+
+
+def graph_replay(count: int) -> OpSpec:
+    return OpSpec(
+        f"graph/{count}", "graph_replay", f"graph replay of {count} launches + stream sync", "graph",
+        (("count", count),),
+    )
+
+
+def nvrtc_cold() -> OpSpec:
+    return OpSpec("nvrtc/cold", "nvrtc_cold", "NVRTC compile to CUBIN, cold (new source each time)", "nvrtc")
+
+
+def nvrtc_memory_hit() -> OpSpec:
+    return OpSpec("nvrtc/memory_hit", "nvrtc_memory_hit", "NVRTC compile, in-memory cache hit", "nvrtc")
+
+
+def transfer_ops(sizes: tuple[int, ...]) -> list[OpSpec]:
+    return [copy(direction, n, pinned) for pinned in (False, True) for direction in ("h2d", "d2h") for n in sizes]
+
+
+def plan(*, quick: bool = False, groups: frozenset[str] | None = None) -> list[OpSpec]:
+    """Every operation of issue 4, in table order; `groups` keeps only those groups."""
+    ops: list[OpSpec] = [stream_sync(), event_cycle(), event_reuse()]
+    ops += [stream_alloc(n) for n in ALLOC_SIZES]
+    ops += [pool_alloc(n) for n in ALLOC_SIZES]
+    ops += [launch(n) for n in LAUNCH_ARGS]
+    ops += [eager_launches(GRAPH_LAUNCHES), graph_replay(GRAPH_LAUNCHES)]
+    ops += [nvrtc_cold(), nvrtc_memory_hit()]
+    ops += transfer_ops(QUICK_TRANSFER_SIZES if quick else TRANSFER_SIZES)
+    if groups is not None:
+        ops = [op for op in ops if op.group in groups]
+    return ops
+
+
+GROUPS = ("host", "alloc", "pool", "launch", "graph", "nvrtc", "transfer")

@@ -1,0 +1,175 @@
+"""The contract every side of the benchmark implements, and what they share.
+
+A side is one way to drive the GPU from this process (ironaccel, raw cuda.bindings, cuda.core,
+CuPy, PyTorch) or the C floor in its own process. Each operation method returns a `Case`
+or raises `Unsupported` (its column stays blank). `open()` raises `SideUnavailable` when the
+library is missing, so that column is skipped cleanly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from harness import Case
+from ops import OpSpec
+
+KERNEL_SOURCE = r"""
+extern "C" __global__ void bench_k4(int* out, int a, int b, int c) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = a + b + c;
+}
+extern "C" __global__ void bench_k16(int* out, int a1, int a2, int a3, int a4, int a5, int a6, int a7, int a8,
+                                     int a9, int a10, int a11, int a12, int a13, int a14, int a15) {
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        out[0] = a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15;
+}
+"""
+NVRTC_SOURCE = r"""
+extern "C" __global__ void bench_saxpy(float a, const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+GRID = (1, 1, 1)
+BLOCK = (32, 1, 1)
+
+
+def kernel_name(nargs: int) -> str:
+    if nargs not in (4, 16):
+        raise Unsupported(f"no benchmark kernel with {nargs} arguments")
+    return f"bench_k{nargs}"
+
+
+def kernel_ints(nargs: int) -> tuple[int, ...]:
+    """The int arguments after the output pointer: 1, 2, ..., nargs-1."""
+    return tuple(range(1, nargs))
+
+
+def kernel_expected(nargs: int) -> int:
+    return sum(kernel_ints(nargs))
+
+
+class Unsupported(Exception):
+    """This side has no such operation; its cell stays blank."""
+
+
+class SideUnavailable(Exception):
+    """This side cannot run here (library missing, no GPU); its column is skipped."""
+
+
+class CheckFailed(AssertionError):
+    """An operation ran but did not do its job (wrong bytes, wrong kernel result)."""
+
+
+@dataclass
+class HostData:
+    """Host bytes for the transfer rows: one random reference (never zeros) and, per side, its own
+    pageable source and destination arrays, so nothing one library does to host memory (registering
+    it as pinned, say) can speed up or slow down another's copies."""
+
+    max_bytes: int
+    seed: int = 4
+    _src: np.ndarray | None = field(default=None, repr=False)
+    _per_side: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    @property
+    def src(self) -> np.ndarray:
+        """The reference bytes every copy is checked against."""
+        if self._src is None:
+            self._src = np.random.default_rng(self.seed).integers(0, 256, self.max_bytes, dtype=np.uint8)
+        return self._src
+
+    def pageable(self, side: str, direction: str, nbytes: int) -> np.ndarray:
+        """This side's pageable host array for a copy: the source of "h2d", the destination of "d2h"."""
+        if side not in self._per_side:
+            dst = np.full(self.max_bytes, 0xA5, dtype=np.uint8)  # touched now, so page faults are not timed
+            self._per_side[side] = (self.src.copy(), dst)
+        src, dst = self._per_side[side]
+        return src[:nbytes] if direction == "h2d" else dst[:nbytes]
+
+    def expect_equal(self, got: np.ndarray, nbytes: int, what: str) -> None:
+        if got.shape[0] < nbytes or not np.array_equal(got[:nbytes], self.src[:nbytes]):
+            bad = int(np.count_nonzero(got[:nbytes] != self.src[:nbytes])) if got.shape[0] >= nbytes else nbytes
+            raise CheckFailed(f"{what}: {bad} of {nbytes} bytes differ from the source")
+
+
+@dataclass
+class BenchContext:
+    """What the runner hands every side at open()."""
+
+    device: int
+    arch: str  # "90" for sm_90
+    cubin: bytes  # KERNEL_SOURCE compiled once for `arch` (the same kernel bytes for every side that loads bytes)
+    cubin_path: Path
+    host: HostData
+    workdir: Path
+
+
+def expect_kernel_result(got: int, nargs: int, side: str) -> None:
+    want = kernel_expected(nargs)
+    if int(got) != want:
+        raise CheckFailed(f"{side}: bench_k{nargs} wrote {int(got)}, expected {want}")
+
+
+def unique_source(counter: int, token: str) -> str:
+    """NVRTC_SOURCE made unique, so no cache of any kind can answer it."""
+    return f"{NVRTC_SOURCE}\n// bench nonce {token} {counter}\n"
+
+
+class Side:
+    """Base of every side; each operation raises Unsupported unless the side overrides it."""
+
+    name: ClassVar[str] = "?"
+    label: ClassVar[str] = "?"
+
+    def open(self, ctx: BenchContext) -> dict[str, str]:
+        """Start the side; return {package: version}. Raise SideUnavailable when it cannot run."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release everything open() made."""
+
+    def case(self, op: OpSpec) -> Case:
+        method = getattr(self, op.method, None)
+        if method is None:
+            raise Unsupported(f"{self.name} has no {op.method}")
+        return method(**op.arguments())
+
+    # Operations (see ops.py). Each returns a Case or raises Unsupported.
+    def stream_sync(self) -> Case:
+        raise Unsupported("stream_sync")
+
+    def event_cycle(self) -> Case:
+        raise Unsupported("event_cycle")
+
+    def event_reuse(self) -> Case:
+        raise Unsupported("event_reuse")
+
+    def stream_alloc(self, nbytes: int) -> Case:
+        raise Unsupported("stream_alloc")
+
+    def pool_alloc(self, nbytes: int) -> Case:
+        raise Unsupported("pool_alloc")
+
+    def copy(self, direction: str, nbytes: int, pinned: bool) -> Case:
+        raise Unsupported("copy")
+
+    def launch(self, nargs: int) -> Case:
+        raise Unsupported("launch")
+
+    def launch_call_overhead(self, nargs: int) -> Case:
+        raise Unsupported("launch_call_overhead")
+
+    def eager_launches(self, count: int) -> Case:
+        raise Unsupported("eager_launches")
+
+    def graph_replay(self, count: int) -> Case:
+        raise Unsupported("graph_replay")
+
+    def nvrtc_cold(self) -> Case:
+        raise Unsupported("nvrtc_cold")
+
+    def nvrtc_memory_hit(self) -> Case:
+        raise Unsupported("nvrtc_memory_hit")

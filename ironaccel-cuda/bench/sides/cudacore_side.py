@@ -1,0 +1,242 @@
+"""Peer: NVIDIA's cuda.core (1.x), its public API used the way its documentation shows.
+
+The kernel is loaded from the same CUBIN bytes as the raw side (`ObjectCode.from_cubin`).
+cuda.core has no host-array copy API, so its transfer cells stay blank.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from harness import Case
+
+from sides.base import (
+    BLOCK,
+    GRID,
+    NVRTC_SOURCE,
+    BenchContext,
+    CheckFailed,
+    Side,
+    SideUnavailable,
+    expect_kernel_result,
+    kernel_ints,
+    kernel_name,
+    unique_source,
+)
+
+
+def _import_core():  # -> module
+    try:
+        import cuda.core as core
+    except ImportError as exc:
+        raise SideUnavailable(f"cuda.core is not installed ({exc})") from exc
+    return core
+
+
+def disk_cached_compiler(cache_dir: Path, arch: str) -> Callable[[str], bytes]:
+    """Compile through cuda.core's FileStreamProgramCache (for the fresh-process NVRTC row)."""
+    core = _import_core()
+    from cuda.core.utils import FileStreamProgramCache
+
+    cache = FileStreamProgramCache(cache_dir)
+    options = core.ProgramOptions(arch=f"sm_{arch}")
+
+    def compile_source(source: str) -> bytes:
+        program = core.Program(source, "c++", options)
+        try:
+            return bytes(program.compile("cubin", cache=cache).code)
+        finally:
+            program.close()
+
+    return compile_source
+
+
+class CudaCoreSide(Side):
+    name = "cuda.core"
+    label = "cuda.core"
+
+    def open(self, ctx: BenchContext) -> dict[str, str]:
+        core = _import_core()
+        self.core = core
+        self.ctx = ctx
+        self.dev = core.Device(ctx.device)
+        self.dev.set_current()
+        self.stream = self.dev.create_stream()  # non-blocking by default
+        self.event_options = core.EventOptions(timing_enabled=False, blocking_sync=False)
+        self.object_code = core.ObjectCode.from_cubin(ctx.cubin)
+        self.kernels = {n: self.object_code.get_kernel(kernel_name(n)) for n in (4, 16)}
+        self.config = core.LaunchConfig(grid=GRID, block=BLOCK)
+        self.out = self.dev.allocate(4, stream=self.stream)
+        self.args = {n: (self.out, *[np.int32(v) for v in kernel_ints(n)]) for n in (4, 16)}
+        self.options = core.ProgramOptions(arch=f"sm_{ctx.arch}")
+        self._tokens = itertools.count()
+        self._run_token = uuid.uuid4().hex
+        return {"cuda-core": getattr(core, "__version__", "?")}
+
+    def close(self) -> None:
+        self.out.close(self.stream)
+        self.stream.sync()
+        self.stream.close()
+
+    def _read_out(self) -> int:
+        from cuda.bindings import driver
+
+        self.stream.sync()
+        host = np.zeros(1, dtype=np.int32)
+        (err,) = driver.cuMemcpyDtoH(host.ctypes.data, int(self.out.handle), 4)
+        if err:
+            raise RuntimeError(f"cuMemcpyDtoH failed: {err!r}")
+        return int(host[0])
+
+    def _clear_out(self) -> None:
+        self.out.fill(0, stream=self.stream)
+        self.stream.sync()
+
+    def stream_sync(self) -> Case:
+        stream = self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                stream.sync()
+
+        return Case(run)
+
+    def event_cycle(self) -> Case:
+        dev, stream, options = self.dev, self.stream, self.event_options
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                event = dev.create_event(options)
+                stream.record(event)
+                event.sync()
+                event.close()
+
+        return Case(run)
+
+    def event_reuse(self) -> Case:
+        stream = self.stream
+        event = self.dev.create_event(self.event_options)
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                stream.record(event)
+                event.sync()
+
+        return Case(run, close=event.close)
+
+    def stream_alloc(self, nbytes: int) -> Case:
+        dev, stream = self.dev, self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                dev.allocate(nbytes, stream=stream).close(stream)
+
+        def check() -> None:
+            buf = dev.allocate(nbytes, stream=stream)
+            if buf.size != nbytes:
+                raise CheckFailed(f"cuda.core: allocate({nbytes}) gave {buf.size} bytes")
+            buf.fill(7, stream=stream)
+            buf.close(stream)
+            stream.sync()
+
+        return Case(run, settle=stream.sync, check=check, note="Device.allocate (its memory pool) + Buffer.close")
+
+    def pool_alloc(self, nbytes: int) -> Case:
+        case = self.stream_alloc(nbytes)
+        case.note = "Device.allocate: cuda.core's pool is the driver's stream-ordered pool"
+        return case
+
+    def launch(self, nargs: int) -> Case:
+        launch, stream, config = self.core.launch, self.stream, self.config
+        kernel, args = self.kernels[nargs], self.args[nargs]
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                launch(stream, config, kernel, *args)
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), nargs, self.name)
+
+        return Case(run, settle=stream.sync, check=check, note="launch(stream, config, kernel, *args)")
+
+    def eager_launches(self, count: int) -> Case:
+        launch, stream, config = self.core.launch, self.stream, self.config
+        kernel, args = self.kernels[4], self.args[4]
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                for _ in range(count):
+                    launch(stream, config, kernel, *args)
+                stream.sync()
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+
+        return Case(run, check=check)
+
+    def graph_replay(self, count: int) -> Case:
+        launch, stream, config = self.core.launch, self.stream, self.config
+        kernel, args = self.kernels[4], self.args[4]
+        builder = stream.create_graph_builder()
+        builder.begin_building()
+        for _ in range(count):
+            launch(builder, config, kernel, *args)
+        builder.end_building()
+        graph = builder.complete()
+        graph.upload(stream)
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                graph.launch(stream)
+                stream.sync()
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+
+        def close() -> None:
+            graph.close()
+            builder.close()
+
+        return Case(run, check=check, close=close)
+
+    def nvrtc_cold(self) -> Case:
+        core, options = self.core, self.options
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                program = core.Program(unique_source(next(self._tokens), self._run_token), "c++", options)
+                program.compile("cubin")
+                program.close()
+
+        return Case(run, check=self._check_compile, max_batch=64, note="Program.compile, no cache")
+
+    def nvrtc_memory_hit(self) -> Case:
+        from cuda.core.utils import InMemoryProgramCache
+
+        core, options = self.core, self.options
+        cache = InMemoryProgramCache()
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                program = core.Program(NVRTC_SOURCE, "c++", options)
+                program.compile("cubin", cache=cache)
+                program.close()
+
+        return Case(run, check=self._check_compile, note="Program.compile(cache=InMemoryProgramCache())")
+
+    def _check_compile(self) -> None:
+        program = self.core.Program(NVRTC_SOURCE, "c++", self.options)
+        code = bytes(program.compile("cubin").code)
+        program.close()
+        if not code.startswith(b"\x7fELF"):
+            raise CheckFailed("cuda.core: Program.compile('cubin') did not give an ELF cubin")

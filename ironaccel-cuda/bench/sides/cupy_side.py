@@ -1,0 +1,213 @@
+"""Peer: CuPy (cupy-cuda13x), its public API.
+
+Kernel: `RawModule(path=<the shared CUBIN>)`, called as a `RawKernel` with numpy int32 scalars.
+Copies: `ndarray.set(host, stream=s)` + `s.synchronize()` (set is asynchronous) and
+`ndarray.get(stream=s, out=host)` (blocking by default). Pooled: `cupy.cuda.MemoryPool`.
+Stream-ordered: `cupy.cuda.malloc_async` on the side's stream.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from harness import Case
+
+from sides.base import (
+    BLOCK,
+    GRID,
+    BenchContext,
+    CheckFailed,
+    Side,
+    SideUnavailable,
+    expect_kernel_result,
+    kernel_ints,
+    kernel_name,
+)
+
+
+class CupySide(Side):
+    name = "cupy"
+    label = "CuPy"
+
+    def open(self, ctx: BenchContext) -> dict[str, str]:
+        try:
+            import cupy
+        except ImportError as exc:
+            raise SideUnavailable(f"CuPy is not installed ({exc})") from exc
+        self.cp = cupy
+        self.ctx = ctx
+        cupy.cuda.Device(ctx.device).use()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.module = cupy.RawModule(path=str(ctx.cubin_path))
+        self.kernels = {n: self.module.get_function(kernel_name(n)) for n in (4, 16)}
+        self.out = cupy.zeros(1, dtype=cupy.int32)
+        self.args = {n: (self.out, *[np.int32(v) for v in kernel_ints(n)]) for n in (4, 16)}
+        return {"cupy": cupy.__version__}
+
+    def close(self) -> None:
+        self.stream.synchronize()
+
+    def _read_out(self) -> int:
+        return int(self.out.get(stream=self.stream)[0])
+
+    def _clear_out(self) -> None:
+        self.out.fill(0)
+        self.cp.cuda.Device().synchronize()
+
+    def stream_sync(self) -> Case:
+        stream = self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                stream.synchronize()
+
+        return Case(run)
+
+    def event_cycle(self) -> Case:
+        Event, stream = self.cp.cuda.Event, self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                event = Event(block=False, disable_timing=True)
+                event.record(stream)
+                event.synchronize()
+                del event  # cudaEventDestroy runs here (CPython frees at once)
+
+        return Case(run)
+
+    def event_reuse(self) -> Case:
+        stream = self.stream
+        event = self.cp.cuda.Event(block=False, disable_timing=True)
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                event.record(stream)
+                event.synchronize()
+
+        return Case(run)
+
+    def stream_alloc(self, nbytes: int) -> Case:
+        malloc_async, stream = self.cp.cuda.malloc_async, self.stream
+
+        def run(n: int) -> None:
+            with stream:
+                for _ in range(n):
+                    malloc_async(nbytes)  # freed (cudaFreeAsync on this stream) as the pointer is dropped
+
+        def check() -> None:
+            with stream:
+                ptr = malloc_async(nbytes)
+                ptr.memset_async(7, nbytes)
+                del ptr
+            stream.synchronize()
+
+        return Case(run, settle=stream.synchronize, check=check, note="cupy.cuda.malloc_async")
+
+    def pool_alloc(self, nbytes: int) -> Case:
+        pool, stream = self.cp.cuda.MemoryPool(), self.stream
+
+        def run(n: int) -> None:
+            with stream:
+                malloc = pool.malloc
+                for _ in range(n):
+                    malloc(nbytes)  # back to the pool as the pointer is dropped
+
+        def check() -> None:
+            with stream:
+                ptr = pool.malloc(nbytes)
+                if ptr.mem.size < nbytes:
+                    raise CheckFailed(f"CuPy MemoryPool.malloc({nbytes}) gave {ptr.mem.size} bytes")
+                del ptr
+            stream.synchronize()
+
+        def close() -> None:
+            stream.synchronize()
+            pool.free_all_blocks()
+
+        return Case(run, settle=stream.synchronize, check=check, close=close, note="cupy.cuda.MemoryPool().malloc")
+
+    def copy(self, direction: str, nbytes: int, pinned: bool) -> Case:
+        cp, stream, host = self.cp, self.stream, self.ctx.host
+        device = cp.empty(nbytes, dtype=cp.uint8)
+        if pinned:
+            memory = cp.cuda.alloc_pinned_memory(nbytes)
+            view = np.frombuffer(memory, np.uint8, nbytes)
+            view[:] = host.src[:nbytes]  # the array holds the pinned memory alive
+        else:
+            view = host.pageable(self.name, direction, nbytes)
+        if direction == "h2d":
+
+            def run(n: int) -> None:
+                put, sync = device.set, stream.synchronize
+                for _ in range(n):
+                    put(view, stream=stream)
+                    sync()
+
+            def check() -> None:
+                run(1)
+                host.expect_equal(device.get(), nbytes, "CuPy h2d")
+
+            return Case(run, check=check, note="ndarray.set + Stream.synchronize")
+
+        def run_d2h(n: int) -> None:
+            get = device.get
+            for _ in range(n):
+                get(stream=stream, out=view)
+
+        def check_d2h() -> None:
+            device.set(host.src[:nbytes], stream=stream)
+            stream.synchronize()
+            view[:] = np.bitwise_not(host.src[:nbytes])
+            run_d2h(1)
+            host.expect_equal(view, nbytes, "CuPy d2h")
+
+        return Case(run_d2h, check=check_d2h, note="ndarray.get(out=..., blocking)")
+
+    def launch(self, nargs: int) -> Case:
+        kernel, args, stream = self.kernels[nargs], self.args[nargs], self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                kernel(GRID, BLOCK, args, stream=stream)
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), nargs, self.name)
+
+        return Case(run, settle=stream.synchronize, check=check, note="RawKernel(grid, block, args, stream=s)")
+
+    def eager_launches(self, count: int) -> Case:
+        kernel, args, stream = self.kernels[4], self.args[4], self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                for _ in range(count):
+                    kernel(GRID, BLOCK, args, stream=stream)
+                stream.synchronize()
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+
+        return Case(run, check=check)
+
+    def graph_replay(self, count: int) -> Case:
+        kernel, args, stream = self.kernels[4], self.args[4], self.stream
+        with stream:
+            stream.begin_capture()
+            for _ in range(count):
+                kernel(GRID, BLOCK, args, stream=stream)
+            graph = stream.end_capture()
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                graph.launch(stream=stream)
+                stream.synchronize()
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+
+        return Case(run, check=check)

@@ -1,0 +1,343 @@
+"""The side under test: ironaccel_cuda through its public API only.
+
+Every ironaccel_cuda name the benchmark relies on is used in this module and nowhere else, so an
+API change is adapted here. Names used:
+  Device(ordinal); Device.create_stream(); Stream.synchronize(); Device.create_event(timing=False);
+  Event.record(stream), .synchronize(), .close(); Device.alloc(size, dtype, stream=s) -> DeviceBuf;
+  DeviceBuf.close(), .copy_from(ndarray) and .copy_to_host(out=ndarray) (synchronous without a
+  stream); Device.alloc_pinned(size, "uint8") -> PinnedBuf (.array, .close());
+  Program(source).compile("cubin", arch="sm_XY") -> ObjectCode (.code); Device.load_module(code)
+  .function(name) -> Function; Function.launch(grid, block, *args, stream=s);
+  Device.create_pool(stream=s) -> MemPool (.alloc(nbytes) -> DeviceBuf, .close());
+  Stream.begin_capture() / .end_capture() -> Graph; Graph.instantiate() -> GraphExec
+  (.launch(stream), .close()); the disk-cache folder variable IRONACCEL_CUDA_CACHE_DIR.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from harness import Case
+
+from sides.base import (
+    KERNEL_SOURCE,
+    NVRTC_SOURCE,
+    BenchContext,
+    CheckFailed,
+    Side,
+    SideUnavailable,
+    expect_kernel_result,
+    kernel_ints,
+    kernel_name,
+    unique_source,
+)
+
+# Where ironaccel_cuda keeps its NVRTC disk cache (ironaccel_cuda.cache.ENV_CACHE_DIR).
+CACHE_DIR_ENV = "IRONACCEL_CUDA_CACHE_DIR"
+# Function.launch takes plain ints for a 1-D grid and block (its fast path); the same 1 x 32 threads as every side.
+GRID, BLOCK = 1, 32
+
+
+def prepare_environment(workdir: Path) -> None:
+    """Point ironaccel's NVRTC disk cache at the run's scratch folder (before the first import)."""
+    os.environ.setdefault(CACHE_DIR_ENV, str(workdir / "ironaccel-nvrtc-cache"))
+
+
+def _import():  # -> module
+    try:
+        import ironaccel_cuda
+    except ImportError as exc:
+        raise SideUnavailable(f"ironaccel_cuda is not importable ({exc})") from exc
+    return ironaccel_cuda
+
+
+def _compile(ia, source: str, arch: str | None):  # -> ObjectCode
+    """Program(source).compile("cubin") for sm_<arch>, or for the current device when arch is None."""
+    program = ia.Program(source)
+    return program.compile("cubin", arch=None if arch is None else f"sm_{arch}")
+
+
+def fast_path_state(ia) -> str:
+    """Which implementation of the hot driver calls is in use: the optional compiled one or pure Python."""
+    for name in ("FAST_PATH", "fast_path"):  # a public flag, should the package grow one
+        value = getattr(ia, name, None)
+        if value is not None:
+            return str(value() if callable(value) else value)
+    spec = importlib.util.find_spec("ironaccel_cuda._hot")
+    origin = spec.origin if spec is not None and spec.origin else ""
+    return "pure Python (_hot.py)" if origin.endswith(".py") else f"compiled ({Path(origin).name})"
+
+
+def disk_cached_compiler(cache_dir: Path, arch: str) -> Callable[[str], bytes]:
+    """Compile through ironaccel's own caches, the disk cache placed in cache_dir (fresh-process NVRTC row).
+
+    Sets the cache variable before the first import, so call it in a process that has not imported
+    ironaccel_cuda yet."""
+    os.environ[CACHE_DIR_ENV] = str(cache_dir)
+    ia = _import()
+
+    def compile_source(source: str) -> bytes:
+        return _compile(ia, source, arch).code
+
+    return compile_source
+
+
+class _NoopLauncher:
+    """Receives exactly the call a launch makes, and does nothing: the Python call's own cost."""
+
+    def launch(self, grid, block, *args, stream=None, shared_mem=0):
+        return None
+
+
+class IronaccelSide(Side):
+    name = "ironaccel"
+    label = "ironaccel"
+
+    def open(self, ctx: BenchContext) -> dict[str, str]:
+        self.ia = ia = _import()
+        self.ctx = ctx
+        self.dev = ia.Device(ctx.device)
+        self.stream = self.dev.create_stream()
+        module = self.dev.load_module(_compile(ia, KERNEL_SOURCE, None))
+        self.functions = {n: module.function(kernel_name(n)) for n in (4, 16)}
+        self._module = module
+        self.out = self.dev.alloc(1, "int32", stream=self.stream)
+        self.stream.synchronize()
+        self.args = {n: (self.out, *kernel_ints(n)) for n in (4, 16)}
+        self._tokens = itertools.count()
+        self._run_token = uuid.uuid4().hex
+        return {"ironaccel-cuda": getattr(ia, "__version__", "?"), "ironaccel fast path": fast_path_state(ia)}
+
+    def close(self) -> None:
+        self.stream.synchronize()
+        self.out.close()
+        self.stream.synchronize()
+
+    def _read_out(self) -> int:
+        self.stream.synchronize()
+        return int(self.out.copy_to_host()[0])
+
+    def _clear_out(self) -> None:
+        self.stream.synchronize()
+        self.out.copy_from(np.zeros(1, dtype=np.int32))
+
+    # host-side hot paths
+    def stream_sync(self) -> Case:
+        stream = self.stream
+
+        def run(n: int) -> None:
+            sync = stream.synchronize
+            for _ in range(n):
+                sync()
+
+        return Case(run)
+
+    def event_cycle(self) -> Case:
+        create, stream = self.dev.create_event, self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                event = create(timing=False)
+                event.record(stream)
+                event.synchronize()
+                event.close()
+
+        return Case(run, note="create_event(timing=False)")
+
+    def event_reuse(self) -> Case:
+        stream = self.stream
+        event = self.dev.create_event(timing=False)
+
+        def run(n: int) -> None:
+            record, sync = event.record, event.synchronize
+            for _ in range(n):
+                record(stream)
+                sync()
+
+        return Case(run, close=event.close)
+
+    def stream_alloc(self, nbytes: int) -> Case:
+        alloc, stream = self.dev.alloc, self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                alloc(nbytes, "uint8", stream=stream).close()
+
+        def check() -> None:
+            buf = alloc(nbytes, "uint8", stream=stream)
+            data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+            buf.copy_from(data)
+            if not np.array_equal(buf.copy_to_host(), data):
+                raise CheckFailed(f"ironaccel: alloc({nbytes}) round trip differs")
+            buf.close()
+            stream.synchronize()
+
+        return Case(run, settle=stream.synchronize, check=check, note="Device.alloc(stream=s) + close()")
+
+    def pool_alloc(self, nbytes: int) -> Case:
+        stream = self.stream
+        pool = self.dev.create_pool(stream=stream)
+
+        def run(n: int) -> None:
+            alloc = pool.alloc
+            for _ in range(n):
+                alloc(nbytes).close()
+
+        def check() -> None:
+            buf = pool.alloc(nbytes)
+            data = np.random.default_rng(nbytes + 1).integers(0, 256, nbytes, dtype=np.uint8)
+            buf.copy_from(data)
+            if not np.array_equal(buf.copy_to_host()[:nbytes], data):
+                raise CheckFailed(f"ironaccel: MemPool.alloc({nbytes}) round trip differs")
+            buf.close()
+            stream.synchronize()
+
+        def close() -> None:
+            stream.synchronize()
+            pool.close()
+
+        return Case(run, settle=stream.synchronize, check=check, close=close, note="MemPool.alloc + close()")
+
+    def copy(self, direction: str, nbytes: int, pinned: bool) -> Case:
+        host = self.ctx.host
+        buf = self.dev.alloc(nbytes, "uint8", stream=self.stream)
+        self.stream.synchronize()
+        owned = [buf]
+        if pinned:
+            pinned_buf = self.dev.alloc_pinned(nbytes, "uint8")
+            owned.append(pinned_buf)
+            view = pinned_buf.array
+            view[:] = host.src[:nbytes]
+        else:
+            view = host.pageable(self.name, direction, nbytes)
+
+        def close() -> None:
+            self.stream.synchronize()
+            for thing in owned:
+                thing.close()
+
+        if direction == "h2d":
+
+            def run(n: int) -> None:
+                put = buf.copy_from
+                for _ in range(n):
+                    put(view)
+
+            def check() -> None:
+                run(1)
+                host.expect_equal(buf.copy_to_host(), nbytes, "ironaccel h2d")
+
+            return Case(run, check=check, close=close, note="DeviceBuf.copy_from(array) (synchronous)")
+
+        def run_d2h(n: int) -> None:
+            get = buf.copy_to_host
+            for _ in range(n):
+                get(out=view)
+
+        def check_d2h() -> None:
+            buf.copy_from(np.ascontiguousarray(host.src[:nbytes]))
+            view[:] = np.bitwise_not(host.src[:nbytes])
+            run_d2h(1)
+            host.expect_equal(view, nbytes, "ironaccel d2h")
+
+        return Case(run_d2h, check=check_d2h, close=close, note="DeviceBuf.copy_to_host(out=array) (synchronous)")
+
+    # launches
+    def launch(self, nargs: int) -> Case:
+        fn, args, stream = self.functions[nargs], self.args[nargs], self.stream
+
+        def run(n: int) -> None:
+            launch = fn.launch
+            for _ in range(n):
+                launch(GRID, BLOCK, *args, stream=stream)
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), nargs, self.name)
+
+        return Case(run, settle=stream.synchronize, check=check, note="Function.launch(grid, block, *args, stream=s)")
+
+    def launch_call_overhead(self, nargs: int) -> Case:
+        fn, args, stream = _NoopLauncher(), self.args[nargs], self.stream
+
+        def run(n: int) -> None:
+            launch = fn.launch
+            for _ in range(n):
+                launch(GRID, BLOCK, *args, stream=stream)
+
+        return Case(run, note="a Python method that does nothing, called like Function.launch")
+
+    def eager_launches(self, count: int) -> Case:
+        fn, args, stream = self.functions[4], self.args[4], self.stream
+
+        def run(n: int) -> None:
+            launch, sync = fn.launch, stream.synchronize
+            for _ in range(n):
+                for _ in range(count):
+                    launch(GRID, BLOCK, *args, stream=stream)
+                sync()
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+
+        return Case(run, check=check)
+
+    def graph_replay(self, count: int) -> Case:
+        fn, args, stream = self.functions[4], self.args[4], self.stream
+        stream.begin_capture()
+        for _ in range(count):
+            fn.launch(GRID, BLOCK, *args, stream=stream)
+        graph = stream.end_capture()
+        exe = graph.instantiate()
+
+        def run(n: int) -> None:
+            launch, sync = exe.launch, stream.synchronize
+            for _ in range(n):
+                launch(stream)
+                sync()
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+
+        def close() -> None:
+            for thing in (exe, graph):
+                closer = getattr(thing, "close", None)
+                if closer is not None:
+                    closer()
+
+        return Case(run, check=check, close=close)
+
+    # NVRTC
+    def nvrtc_cold(self) -> Case:
+        ia, arch = self.ia, self.ctx.arch
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                _compile(ia, unique_source(next(self._tokens), self._run_token), arch)
+
+        return Case(run, check=self._check_compile, max_batch=64, note="new source each time: misses every cache")
+
+    def nvrtc_memory_hit(self) -> Case:
+        ia, arch = self.ia, self.ctx.arch
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                _compile(ia, NVRTC_SOURCE, arch)
+
+        return Case(run, check=self._check_compile, note="same source again: in-memory cache")
+
+    def _check_compile(self) -> None:
+        code = _compile(self.ia, NVRTC_SOURCE, self.ctx.arch).code
+        if not code.startswith(b"\x7fELF"):
+            raise CheckFailed("ironaccel: Program.compile('cubin') did not give an ELF cubin")
