@@ -1,0 +1,222 @@
+"""`Buffer`: one `PJRT_Buffer` -- an array on a device, with its shape and dtype.
+
+Made by `Client.buffer_from_host` (upload) or as an output of
+`Executable.execute`.  `to_host()` copies it into a new numpy array or into a
+given one; `block_until_ready()` awaits its readiness event; `delete()`
+(alias `close()`) destroys it.  Every event it waits on is destroyed, every
+PJRT_Error read and destroyed.  A buffer of a closed client or device, and any
+use after `delete()`, raises `ClosedError` naming the call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import c_int64
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ironaccel.errors import ClosedError, DriverError, InvalidArgument
+from ironaccel.types import DType
+
+from . import capi
+from .api import BACKEND
+
+if TYPE_CHECKING:
+    from .client import Client, DeviceInfo
+
+__all__ = ["Buffer"]
+
+
+_LAYOUTS: dict[int, tuple[Any, Any]] = {}
+
+
+def _row_major_layout(ndim: int) -> int:
+    """Address of a dense row-major host layout (minor_to_major = ndim-1 .. 0), built once per rank."""
+    made = _LAYOUTS.get(ndim)
+    if made is None:
+        minor_to_major = (c_int64 * max(ndim, 1))(*range(ndim - 1, -1, -1))
+        layout = capi.MemoryLayout()
+        layout.struct_size = capi.MemoryLayout.STRUCT_SIZE
+        layout.type = capi.LAYOUT_TILED
+        layout.tiled.struct_size = capi.LayoutTiled.STRUCT_SIZE
+        layout.tiled.minor_to_major = ctypes.cast(minor_to_major, ctypes.POINTER(c_int64))
+        layout.tiled.minor_to_major_size = ndim
+        made = _LAYOUTS.setdefault(ndim, (layout, minor_to_major))  # never freed: read-only, shared
+    return ctypes.addressof(made[0])
+
+
+class Buffer:
+    """An array on one PJRT device: `shape`, `dtype` (ironaccel DType), `size`, `nbytes`, `device`."""
+
+    __slots__ = ("client", "device", "shape", "dtype", "_np_dtype", "_handle", "__weakref__")
+
+    def __init__(self, client: Client, handle: int, device: DeviceInfo, shape: tuple[int, ...], dtype: DType,
+                 np_dtype: np.dtype | None = None):
+        self.client = client
+        self.device = device
+        self.shape = shape
+        self.dtype = dtype
+        self._np_dtype = np_dtype if np_dtype is not None else dtype.numpy
+        self._handle: int | None = handle
+        client._track(self)
+
+    # -- properties -----------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self._np_dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def handle(self, op: str) -> int:
+        """The live PJRT_Buffer*, or ClosedError naming `op`."""
+        handle = self._handle
+        if handle is None:
+            what = "client" if self.client.closed else "buffer"
+            raise ClosedError(BACKEND, op, what)
+        return handle
+
+    def __repr__(self) -> str:
+        state = "deleted" if self._handle is None else f"on {self.device.kind} {self.device.id}"
+        return f"<pjrt Buffer {self.dtype.value}{list(self.shape)} {state}>"
+
+    # -- transfers and events --------------------------------------------------------
+
+    def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
+        """Copy to a new numpy array of this shape, or into `out` (same dtype and element count, contiguous)."""
+        op = "PJRT_Buffer_ToHostBuffer"
+        handle = self.handle(op)
+        if out is None:
+            out = np.empty(self.shape, self._np_dtype)
+        else:
+            if not isinstance(out, np.ndarray):
+                raise InvalidArgument(BACKEND, op, detail=f"out must be a numpy array, got {type(out).__name__}")
+            if out.dtype != self._np_dtype or out.size != self.size:
+                raise InvalidArgument(BACKEND, op, detail=(
+                    f"out is {out.dtype}[{out.size}] but the buffer is {self._np_dtype}[{self.size}]"))
+            if not out.flags.c_contiguous or not out.flags.writeable:
+                raise InvalidArgument(BACKEND, op, detail="out must be C-contiguous and writeable")
+        client = self.client
+        api = client.api
+        if client.host_memcpy:
+            self.block_until_ready()
+            pointer = api.scratch("PJRT_Buffer_UnsafePointer")
+            pointer.buffer = handle
+            api.call("PJRT_Buffer_UnsafePointer", pointer)
+            if out.nbytes:
+                ctypes.memmove(out.ctypes.data, pointer.buffer_pointer, out.nbytes)
+            return out
+        args = api.scratch(op)
+        args.src = handle
+        args.dst = out.ctypes.data
+        args.dst_size = out.nbytes
+        if client.explicit_host_layout:
+            # Ask for row-major host data explicitly: a device layout (TPU tiling) may differ.
+            args.host_layout = _row_major_layout(len(self.shape))
+            try:
+                api.call(op, args)
+            except DriverError as exc:
+                if exc.code_name not in ("UNIMPLEMENTED", "INVALID_ARGUMENT"):
+                    raise
+                client.explicit_host_layout = False  # this plugin copies in the buffer's own layout only
+                args.host_layout = None
+                api.call(op, args)
+        else:
+            args.host_layout = None
+            api.call(op, args)
+        api.await_event(op, args.event)
+        return out
+
+    def block_until_ready(self) -> Buffer:
+        """Wait for the computation or transfer that produces this buffer; raise its error if it failed."""
+        op = "PJRT_Buffer_ReadyEvent"
+        api = self.client.api
+        args = api.scratch(op)
+        args.buffer = self.handle(op)
+        api.call(op, args)
+        api.await_event(op, args.event)
+        return self
+
+    def is_ready(self) -> bool:
+        """True when the buffer's contents are computed (or failed)."""
+        op = "PJRT_Buffer_ReadyEvent"
+        api = self.client.api
+        args = api.args(op, buffer=self.handle(op))
+        api.call(op, args)
+        try:
+            ready = api.args("PJRT_Event_IsReady_Args", event=args.event)
+            api.call("PJRT_Event_IsReady", ready)
+            return bool(ready.is_ready)
+        finally:
+            api.destroy_event(args.event)
+
+    def on_device_size(self) -> int:
+        """Bytes the buffer occupies on the device (may include padding)."""
+        op = "PJRT_Buffer_OnDeviceSizeInBytes"
+        args = self.client.api.args(op, buffer=self.handle(op))
+        self.client.api.call(op, args)
+        return int(args.on_device_size_in_bytes)
+
+    def memory_kind(self) -> str:
+        """The kind of memory space holding the buffer ("device", "pinned_host", ...)."""
+        op = "PJRT_Buffer_Memory"
+        api = self.client.api
+        args = api.args(op, buffer=self.handle(op))
+        api.call(op, args)
+        return self.client.memory_kind(args.memory)
+
+    def placement(self) -> DeviceInfo:
+        """The device PJRT reports for this buffer (PJRT_Buffer_Device), as one of the client's devices."""
+        op = "PJRT_Buffer_Device"
+        api = self.client.api
+        args = api.args(op, buffer=self.handle(op))
+        api.call(op, args)
+        return self.client.devices_of([args.device])[0]
+
+    def copy_to(self, device: DeviceInfo) -> Buffer:
+        """A copy of this buffer on another device of the same client."""
+        op = "PJRT_Buffer_CopyToDevice"
+        if device.client is not self.client:
+            raise InvalidArgument(BACKEND, op, detail="target device belongs to another client")
+        api = self.client.api
+        args = api.args(op, buffer=self.handle(op), dst_device=device.handle)
+        api.call(op, args)
+        return Buffer(self.client, args.dst_buffer, device, self.shape, self.dtype, self._np_dtype)
+
+    # -- lifetime ------------------------------------------------------------
+
+    def delete(self) -> None:
+        """Destroy the buffer and free its device memory; a second call is a no-op."""
+        handle, self._handle = self._handle, None
+        if handle is not None and not self.client.closed:
+            self.client._untrack(self)
+            api = self.client.api
+            # A fresh struct, not the thread's scratch one: delete also runs from __del__, which the
+            # garbage collector may call in the middle of another delete on this thread.
+            api.call("PJRT_Buffer_Destroy", api.args("PJRT_Buffer_Destroy", buffer=handle))
+
+    close = delete
+
+    def _invalidate(self) -> None:
+        """Called by a closing client: the handle dies with the client."""
+        self._handle = None
+
+    def __del__(self) -> None:
+        try:
+            self.delete()
+        except Exception:
+            pass

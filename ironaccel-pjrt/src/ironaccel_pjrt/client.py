@@ -1,0 +1,454 @@
+"""`Client`: one `PJRT_Client` of one plugin, with its addressable devices and memory spaces.
+
+`Client.create(plugin)` runs `PJRT_Plugin_Initialize` (once per process) and
+`PJRT_Client_Create` with the plugin's create options (`default_options`:
+the CUDA/ROCm plugins get what JAX passes them, minus memory preallocation).
+A client that cannot be created raises `NotAvailable` with the plugin's code
+and message (the CUDA plugin on a machine without a GPU: "No visible GPU devices.").
+
+The client owns every buffer and executable made through it: `close()`
+destroys them first, then the client, and later use of any of them raises
+`ClosedError`.  It also holds the compiled-executable cache, keyed on
+(program, format, compile options).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from ctypes import c_void_p
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ironaccel.errors import ClosedError, DriverError, InvalidArgument, NotAvailable, Unsupported
+
+from . import capi
+from .api import BACKEND, NamedValueArray, PluginApi, _string, load_api, named_values
+from .buffer import Buffer
+from .cuda_libraries import preload_nvidia_libraries
+from .discovery import PluginLocation
+from .dtypes import to_pjrt
+from .executable import Executable, normalise_program
+from .options import CompileOptions
+from .signature import main_signature
+
+__all__ = ["Client", "DeviceInfo", "MemorySpace", "default_options", "ENV_OPTIONS"]
+
+#: Extra client-create options, ``name=value`` pairs separated by ``;`` (values parsed as int, float,
+#: true/false, else string), applied to every plugin, e.g. ``IRONACCEL_PJRT_OPTIONS="preallocate=true"``.
+ENV_OPTIONS = "IRONACCEL_PJRT_OPTIONS"
+CACHE_SIZE = 64
+
+
+#: Every open client, closed at interpreter exit before the plugins' own teardown (as JAX does).
+_live: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for client in list(_live):
+        try:
+            client.close()
+        except Exception:
+            pass
+
+
+def _parse_value(text: str) -> Any:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def default_options(plugin: PluginLocation) -> dict[str, Any]:
+    """Client-create options for `plugin`, as JAX builds them for the same plugin.
+
+    The GPU plugins validate option names, so only names they know are sent:
+    ``platform_name`` and ``allocator`` (JAX's ``generate_pjrt_gpu_plugin_options``),
+    plus ``preallocate=False`` so that a process holding several clients (or
+    JAX beside ironaccel) does not reserve 75% of the GPU per client.
+    JAX's own variables ``XLA_PYTHON_CLIENT_ALLOCATOR``, ``XLA_PYTHON_CLIENT_PREALLOCATE``
+    and ``XLA_CLIENT_MEM_FRACTION`` are honoured, then ``IRONACCEL_PJRT_OPTIONS``.
+    """
+    options: dict[str, Any] = {}
+    platform = plugin.platform_hint
+    if platform in ("cuda", "rocm"):
+        options["platform_name"] = platform
+        options["allocator"] = os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "default").lower()
+        preallocate = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
+        options["preallocate"] = preallocate not in ("false", "False", "0") if preallocate else False
+        fraction = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+        if fraction:
+            options["memory_fraction"] = float(fraction)
+    for pair in os.environ.get(ENV_OPTIONS, "").split(";"):
+        name, sep, value = pair.partition("=")
+        if sep and name.strip():
+            options[name.strip()] = _parse_value(value)
+    return options
+
+
+@dataclass(frozen=True)
+class MemorySpace:
+    """A PJRT_Memory: `kind` ("device", "pinned_host", "unpinned_host"...), `id`, description."""
+
+    handle: int = field(repr=False, compare=False)
+    id: int
+    kind: str
+    description: str
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceInfo:
+    """One addressable PJRT_Device and its description, read once at client creation."""
+
+    client: Client = field(repr=False)
+    handle: int = field(repr=False)
+    index: int  # position among the client's addressable devices
+    id: int  # the global device id, used in device assignments
+    kind: str
+    local_hardware_id: int
+    process_index: int
+    description: str
+    debug_string: str
+    attributes: Mapping[str, Any]
+    memories: tuple[MemorySpace, ...]
+    default_memory: MemorySpace | None
+
+    def memory(self, kind: str) -> MemorySpace:
+        """The memory space of `kind`; InvalidArgument listing the kinds there are."""
+        for space in self.memories:
+            if space.kind == kind:
+                return space
+        raise InvalidArgument(BACKEND, "PJRT_Device_AddressableMemories", detail=(
+            f"device {self.id} has no memory of kind {kind!r}; it has {[m.kind for m in self.memories]}"))
+
+    def memory_stats(self) -> dict[str, int]:
+        """PJRT_Device_MemoryStats: bytes_in_use and the statistics the plugin sets."""
+        op = "PJRT_Device_MemoryStats"
+        api = self.client.api
+        self.client._check_open(op)
+        args = api.args(op, device=self.handle)
+        api.call(op, args)
+        stats = {"bytes_in_use": int(args.bytes_in_use)}
+        for name in capi.MEMORY_STATS[1:]:
+            if getattr(args, f"{name}_is_set"):
+                stats[name] = int(getattr(args, name))
+        return stats
+
+
+class Client:
+    """A PJRT client of one plugin: devices, uploads, compilation (cached), ownership of what it made."""
+
+    def __init__(self, plugin: PluginLocation, api: PluginApi, handle: int, options: Mapping[str, Any]):
+        self.plugin = plugin
+        self.api = api
+        self.options = dict(options)
+        self._handle: int | None = handle
+        self._lock = threading.RLock()
+        self._objects: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._cache: OrderedDict[tuple[Any, ...], Executable] = OrderedDict()
+        #: Whether to_host asks for a row-major host layout explicitly (set below, once the platform is known).
+        self.explicit_host_layout = True
+        self.platform_name = self._string_query("PJRT_Client_PlatformName", "platform_name")
+        self.platform_version = self._string_query("PJRT_Client_PlatformVersion", "platform_version")
+        # CPU and GPU clients keep arrays dense row-major, so their own layout is the host's: skipping the
+        # explicit layout saves a relayout pass (about 10 us per copy on the XLA CPU plugin).  Others (TPU
+        # tiles its arrays) are asked for row-major data.
+        self.explicit_host_layout = self.platform_name.lower() not in ("cpu", "cuda", "rocm", "gpu")
+        #: CPU buffers live in host memory, dense row-major: to_host copies them with one memmove from
+        #: PJRT_Buffer_UnsafePointer instead of the plugin's asynchronous copy (7 us against 55-100 us).
+        self.host_memcpy = self.platform_name.lower() == "cpu" and api.has("PJRT_Buffer_UnsafePointer")
+        self._memory_kinds: dict[int, str] = {}
+        self.devices: tuple[DeviceInfo, ...] = self._read_devices()
+
+    @classmethod
+    def create(cls, plugin: PluginLocation, options: Mapping[str, Any] | None = None) -> Client:
+        """Initialize the plugin and create a client; NotAvailable (with the PJRT code) if it can't."""
+        if plugin.platform_hint == "cuda":
+            preload_nvidia_libraries()  # as JAX does before it creates a CUDA client
+        try:
+            api = load_api(plugin.path)
+            api.initialize()
+        except DriverError as exc:
+            raise NotAvailable(BACKEND, f"plugin {plugin.name} ({plugin.path}): {exc.op} failed: {exc.message}",
+                               code=exc.code, code_name=exc.code_name, library=plugin.path) from exc
+        opts = default_options(plugin) if options is None else dict(options)
+        values = NamedValueArray(opts)
+        args = api.args("PJRT_Client_Create", create_options=values.pointer, num_options=values.count)
+        try:
+            api.call("PJRT_Client_Create", args)
+        except DriverError as exc:
+            raise NotAvailable(
+                BACKEND,
+                f"plugin {plugin.name} (PJRT API {api.version_string}) could not create a client: "
+                f"{exc.code_name} ({exc.code}): {exc.detail}",
+                code=exc.code, code_name=exc.code_name, library=plugin.path,
+                fix="check the plugin's hardware and driver, or pick another plugin with IRONACCEL_PJRT_PLUGIN",
+            ) from exc
+        try:
+            client = cls(plugin, api, args.client, opts)
+        except BaseException:
+            api.call("PJRT_Client_Destroy", api.args("PJRT_Client_Destroy", client=args.client))
+            raise
+        _live.add(client)
+        return client
+
+    # -- state -------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def _check_open(self, op: str) -> int:
+        handle = self._handle
+        if handle is None:
+            raise ClosedError(BACKEND, op, "client")
+        return handle
+
+    def _track(self, obj: Any) -> None:
+        self._objects.add(obj)
+
+    def _untrack(self, obj: Any) -> None:
+        self._objects.discard(obj)
+
+    def close(self) -> None:
+        """Destroy every buffer and executable of this client, then the client; idempotent."""
+        with self._lock:
+            if self._handle is None:
+                return
+            self._cache.clear()
+            for obj in list(self._objects):
+                try:
+                    obj.delete()
+                except Exception:
+                    obj._invalidate()
+            handle, self._handle = self._handle, None
+            self.api.call("PJRT_Client_Destroy", self.api.args("PJRT_Client_Destroy", client=handle))
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{len(self.devices)} devices"
+        return f"<pjrt Client {self.plugin.name} {self.platform_name} API {self.api.version_string} {state}>"
+
+    # -- queries -----------------------------------------------------------------
+
+    def _string_query(self, op: str, field_name: str, **fields: Any) -> str:
+        args = self.api.args(op, **fields) if fields else self.api.args(op, client=self._check_open(op))
+        self.api.call(op, args)
+        return _string(getattr(args, field_name), getattr(args, f"{field_name}_size"))
+
+    def _optional(self, op: str, default: Any, fn: Any) -> Any:
+        """Run `fn()` unless the plugin lacks `op` (Unsupported) or does not implement it."""
+        if not self.api.has(op):
+            return default
+        try:
+            return fn()
+        except DriverError as exc:
+            if exc.code_name == "UNIMPLEMENTED":
+                return default
+            raise
+
+    def memory_kind(self, memory: int) -> str:
+        kind = self._memory_kinds.get(memory)
+        if kind is None:
+            kind = self._memory_kinds[memory] = self._string_query("PJRT_Memory_Kind", "kind", memory=memory)
+        return kind
+
+    def _memory_space(self, memory: int) -> MemorySpace:
+        args = self.api.args("PJRT_Memory_Id", memory=memory)
+        self.api.call("PJRT_Memory_Id", args)
+        description = self._optional("PJRT_Memory_ToString", "", lambda: self._string_query(
+            "PJRT_Memory_ToString", "to_string", memory=memory))
+        return MemorySpace(memory, int(args.id), self.memory_kind(memory), description)
+
+    def _read_devices(self) -> tuple[DeviceInfo, ...]:
+        api = self.api
+        op = "PJRT_Client_AddressableDevices"
+        args = api.args(op, client=self._check_open(op))
+        api.call(op, args)
+        pointers = ctypes.cast(args.addressable_devices, ctypes.POINTER(c_void_p))
+        devices = []
+        for index in range(args.num_addressable_devices):
+            device = pointers[index]
+            get = api.args("PJRT_Device_GetDescription", device=device)
+            api.call("PJRT_Device_GetDescription", get)
+            desc = get.device_description
+            ident = api.args("PJRT_DeviceDescription_Id", device_description=desc)
+            api.call("PJRT_DeviceDescription_Id", ident)
+            process = api.args("PJRT_DeviceDescription_ProcessIndex", device_description=desc)
+            api.call("PJRT_DeviceDescription_ProcessIndex", process)
+            kind = self._string_query("PJRT_DeviceDescription_Kind", "device_kind", device_description=desc)
+            text = self._string_query("PJRT_DeviceDescription_ToString", "to_string", device_description=desc)
+            debug = self._string_query("PJRT_DeviceDescription_DebugString", "debug_string",
+                                       device_description=desc)
+            attrs = api.args("PJRT_DeviceDescription_Attributes", device_description=desc)
+            api.call("PJRT_DeviceDescription_Attributes", attrs)
+            hardware = api.args("PJRT_Device_LocalHardwareId", device=device)
+            api.call("PJRT_Device_LocalHardwareId", hardware)
+            memories, default = self._device_memories(device)
+            devices.append(DeviceInfo(
+                client=self, handle=device, index=index, id=int(ident.id), kind=kind,
+                local_hardware_id=int(hardware.local_hardware_id), process_index=int(process.process_index),
+                description=text, debug_string=debug,
+                attributes=named_values(attrs.attributes, attrs.num_attributes),
+                memories=memories, default_memory=default,
+            ))
+        return tuple(devices)
+
+    def _device_memories(self, device: int) -> tuple[tuple[MemorySpace, ...], MemorySpace | None]:
+        api = self.api
+
+        def read() -> tuple[MemorySpace, ...]:
+            args = api.args("PJRT_Device_AddressableMemories", device=device)
+            api.call("PJRT_Device_AddressableMemories", args)
+            pointers = ctypes.cast(args.memories, ctypes.POINTER(c_void_p))
+            return tuple(self._memory_space(pointers[i]) for i in range(args.num_memories))
+
+        def default() -> MemorySpace:
+            args = api.args("PJRT_Device_DefaultMemory", device=device)
+            api.call("PJRT_Device_DefaultMemory", args)
+            return self._memory_space(args.memory)
+
+        return (self._optional("PJRT_Device_AddressableMemories", (), read),
+                self._optional("PJRT_Device_DefaultMemory", None, default))
+
+    def device_by_id(self, device_id: int) -> DeviceInfo:
+        for device in self.devices:
+            if device.id == device_id:
+                return device
+        raise InvalidArgument(BACKEND, "PJRT_Client_LookupDevice", detail=(
+            f"no addressable device with id {device_id}; ids are {[d.id for d in self.devices]}"))
+
+    def _own_device(self, device: DeviceInfo | int | None, op: str) -> DeviceInfo:
+        if device is None:
+            return self.devices[0]
+        if isinstance(device, int) and not isinstance(device, bool):
+            return self.device_by_id(device)
+        if not isinstance(device, DeviceInfo) or device.client is not self:
+            raise InvalidArgument(BACKEND, op, detail="the device belongs to another client")
+        return device
+
+    # -- buffers -----------------------------------------------------------------
+
+    def buffer_from_host(self, array: Any, device: DeviceInfo | int | None = None, *,
+                         memory: str | None = None) -> Buffer:
+        """Copy a host array (any shape, any supported dtype) to `device` (default: the first device).
+
+        `memory` picks a memory space by kind ("device", "pinned_host", ...).  A
+        non-contiguous array is copied to a contiguous one first.
+        """
+        op = "PJRT_Client_BufferFromHostBuffer"
+        client = self._check_open(op)
+        target = self._own_device(device, op)
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)  # keeps ndim (unlike for 0-d input, where it would add one)
+        dtype, pjrt_type = to_pjrt(array.dtype, op)
+        shape = array.shape
+        ndim = len(shape)
+        api = self.api
+        args = api.scratch(op)
+        dims = api.scratch_dims(ndim)
+        dims[:ndim] = shape
+        args.client = client
+        args.data = array.ctypes.data
+        args.type = pjrt_type
+        args.dims = dims
+        args.num_dims = ndim
+        args.byte_strides = None
+        args.num_byte_strides = 0
+        args.host_buffer_semantics = capi.HOST_IMMUTABLE_ONLY_DURING_CALL
+        args.device_layout = None
+        if memory is None:
+            args.device, args.memory = target.handle, None
+        else:
+            args.device, args.memory = None, target.memory(memory).handle
+        api.call(op, args)
+        buffer = args.buffer
+        try:
+            api.await_event(op, args.done_with_host_buffer)
+        except Exception:
+            destroy = api.args("PJRT_Buffer_Destroy", buffer=buffer)
+            api.call("PJRT_Buffer_Destroy", destroy)
+            raise
+        return Buffer(self, buffer, target, shape, dtype, array.dtype)
+
+    # -- programs ----------------------------------------------------------------
+
+    def compile(self, program: str | bytes, options: CompileOptions | None = None, *,
+                format: str = "mlir", cache: bool = True) -> Executable:
+        """Compile StableHLO (MLIR text or bytecode) or another `format` the plugin takes ("hlo").
+
+        Executables are cached on (program, format, options); `cache=False` always compiles.
+        CompileError carries the compiler's message.
+        """
+        op = "PJRT_Client_Compile"
+        client = self._check_open(op)
+        code = normalise_program(program, op)
+        options = options or CompileOptions()
+        if not isinstance(options, CompileOptions):
+            raise InvalidArgument(BACKEND, op, detail=f"options must be CompileOptions, got {type(options).__name__}")
+        key = (code, format, options)
+        if cache:
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit is not None and not hit.closed:
+                    self._cache.move_to_end(key)
+                    return hit
+        serialized = options.serialize()
+        fmt = format.encode()
+        program_struct = capi.Program(code=ctypes.cast(ctypes.c_char_p(code), c_void_p).value, code_size=len(code),
+                                      format=fmt, format_size=len(fmt))
+        program_struct.struct_size = capi.Program.STRUCT_SIZE
+        options_buffer = ctypes.create_string_buffer(serialized, len(serialized))
+        args = self.api.args(op, client=client, program=ctypes.addressof(program_struct),
+                             compile_options=ctypes.addressof(options_buffer), compile_options_size=len(serialized))
+        self.api.call(op, args)
+        executable = Executable(self, args.executable, options, main_signature(code) if format == "mlir" else None)
+        if cache:
+            with self._lock:
+                self._cache[key] = executable
+                while len(self._cache) > CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return executable
+
+    def cached_executables(self) -> int:
+        """How many executables the cache holds."""
+        return len(self._cache)
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    # -- helpers used by executables --------------------------------------------------
+
+    def devices_of(self, pointers: Sequence[int]) -> list[DeviceInfo]:
+        by_handle = {d.handle: d for d in self.devices}
+        missing = [p for p in pointers if p not in by_handle]
+        if missing:
+            raise Unsupported(BACKEND, "PJRT_LoadedExecutable_AddressableDevices",
+                              "the executable runs on devices this client does not address")
+        return [by_handle[p] for p in pointers]
