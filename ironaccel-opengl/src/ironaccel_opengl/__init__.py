@@ -1,5 +1,32 @@
-"""ironaccel backend: OpenGL 4.3 compute on moderngl with headless EGL.
+"""ironaccel backend: OpenGL 4.3 compute shaders on moderngl with a headless EGL context.
 
-Importing this package loads no vendor library; the backend loads it on probe."""
+    import ironaccel
+    dev = ironaccel.open("opengl")         # an OpenGLDevice (ComputeDevice, code is GLSL 430)
+
+Importing this package loads no vendor library and imports no moderngl; the
+backend imports moderngl and creates an EGL context when it is first probed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["Backend", "OpenGLDevice", "OpenGLBuffer", "OpenGLPipeline", "Submission"]
+
+_LAZY = {
+    "Backend": ".backend",
+    "OpenGLDevice": ".device",
+    "OpenGLBuffer": ".memory",
+    "OpenGLPipeline": ".pipeline",
+    "Submission": ".sync",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module, __name__), name)

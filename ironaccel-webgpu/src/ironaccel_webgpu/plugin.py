@@ -1,6 +1,6 @@
-"""Entry point of ironaccel-webgpu: hands the registry a BackendSpec, nothing more."""
+"""Entry point of ironaccel-webgpu: hands the registry a BackendSpec, nothing more (no wgpu import)."""
 
-from ironaccel import BackendSpec, Vendor, hookimpl
+from ironaccel import BackendSpec, DeviceKind, Vendor, hookimpl
 
 
 @hookimpl
@@ -9,8 +9,9 @@ def ironaccel_backends() -> list[BackendSpec]:
         BackendSpec(
             name="webgpu",
             factory="ironaccel_webgpu.backend:Backend",
-            summary="WebGPU compute on wgpu-py",
+            summary="WebGPU compute (WGSL) on wgpu-py: every adapter wgpu-native sees",
             vendor=Vendor.UNKNOWN,
+            kinds=(DeviceKind.GPU, DeviceKind.CPU),
             install="pip install ironaccel-webgpu",
         )
     ]

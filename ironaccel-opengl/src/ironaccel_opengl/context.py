@@ -1,0 +1,113 @@
+"""Headless OpenGL 4.3 contexts through EGL (moderngl + glcontext), and the GL calls moderngl does not wrap.
+
+Context creation failures are turned into reasons a person can act on: no EGL
+library, EGL without a device (no vendor driver), no OpenGL 4.3 core context.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from ctypes.util import find_library
+from typing import Any
+
+from ironaccel.errors import NotAvailable
+
+BACKEND = "opengl"
+REQUIRE = 430
+FIX_EGL = ("install Mesa's EGL (apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri) or a GPU driver with EGL; "
+           "GLCONTEXT_LINUX_LIBEGL names a libEGL.so explicitly")
+FIX_VENDOR = ("install an EGL vendor driver: Mesa (apt-get install libegl-mesa0 libgl1-mesa-dri) or the NVIDIA "
+              "driver's EGL ICD, listed in /usr/share/glvnd/egl_vendor.d or named by __EGL_VENDOR_LIBRARY_FILENAMES")
+FIX_VERSION = "use a driver with OpenGL 4.3 core (Mesa 20+ llvmpipe, or a GPU driver)"
+
+_EGL_ERRORS = {
+    0x3001: "EGL_NOT_INITIALIZED", 0x3002: "EGL_BAD_ACCESS", 0x3003: "EGL_BAD_ALLOC", 0x3004: "EGL_BAD_ATTRIBUTE",
+    0x3005: "EGL_BAD_CONFIG", 0x3006: "EGL_BAD_CONTEXT", 0x3007: "EGL_BAD_CURRENT_SURFACE",
+    0x3008: "EGL_BAD_DISPLAY", 0x3009: "EGL_BAD_MATCH", 0x300A: "EGL_BAD_NATIVE_PIXMAP",
+    0x300B: "EGL_BAD_NATIVE_WINDOW", 0x300C: "EGL_BAD_PARAMETER", 0x300D: "EGL_BAD_SURFACE",
+    0x300E: "EGL_CONTEXT_LOST",
+}
+
+
+def egl_library() -> str | None:
+    """The libEGL glcontext will load: GLCONTEXT_LINUX_LIBEGL, else the loader's libEGL."""
+    return os.environ.get("GLCONTEXT_LINUX_LIBEGL") or find_library("EGL")
+
+
+def create_context(moderngl: Any) -> Any:
+    """A standalone EGL context with OpenGL 4.3 core, or NotAvailable saying why not."""
+    try:
+        return moderngl.create_context(standalone=True, backend="egl", require=REQUIRE)
+    except Exception as exc:
+        raise _unavailable(exc) from exc
+
+
+def _unavailable(exc: BaseException) -> NotAvailable:
+    message = str(exc).strip() or type(exc).__name__
+    lowered = message.lower()
+    code_match = re.search(r"\((0x[0-9a-f]+)\)", lowered)
+    code = int(code_match.group(1), 16) if code_match else None
+    code_name = _EGL_ERRORS.get(code) if code is not None else None
+    if "not loaded" in lowered or "cannot open shared object" in lowered or (
+            "egl" in lowered and "no such file" in lowered):
+        return NotAvailable(BACKEND, f"no EGL: libEGL could not be loaded ({message})", fix=FIX_EGL,
+                            library=egl_library() or "libEGL.so.1")
+    if "found 0 devices" in lowered:
+        return NotAvailable(BACKEND, f"EGL is installed but lists no device, so no vendor driver is present "
+                            f"({message})", fix=FIX_VENDOR, library=egl_library())
+    if "device index" in lowered:
+        return NotAvailable(BACKEND, f"GLCONTEXT_DEVICE_INDEX names no EGL device ({message})",
+                            fix="unset GLCONTEXT_DEVICE_INDEX or pick an existing device")
+    if "eglcreatecontext" in lowered:
+        return NotAvailable(BACKEND, f"no OpenGL 4.3 core context: {message}" + (f" {code_name}" if code_name else ""),
+                            fix=FIX_VERSION, code=code, code_name=code_name)
+    if "requested opengl version" in lowered:
+        return NotAvailable(BACKEND, f"OpenGL 4.3 is required for compute shaders: {message}", fix=FIX_VERSION)
+    return NotAvailable(BACKEND, f"creating a headless EGL context failed: {type(exc).__name__}: {message}",
+                        fix=FIX_EGL, code=code, code_name=code_name)
+
+
+class GLCalls:
+    """GL entry points moderngl does not wrap (fences, flush), loaded through the context's own loader.
+
+    `available` is False when this moderngl/glcontext does not expose its loader;
+    callers then fall back to glFinish (moderngl's `ctx.finish()`).
+    """
+
+    GL_SYNC_GPU_COMMANDS_COMPLETE = 0x9117
+    GL_SYNC_FLUSH_COMMANDS_BIT = 0x1
+    GL_ALREADY_SIGNALED = 0x911A
+    GL_TIMEOUT_EXPIRED = 0x911B
+    GL_CONDITION_SATISFIED = 0x911C
+    GL_WAIT_FAILED = 0x911D
+    GL_GPU_MEMORY_INFO_TOTAL_AVAILABLE_MEMORY_NVX = 0x9048
+
+    def __init__(self, ctx: Any):
+        self.available = False
+        loader = getattr(getattr(ctx.mglo, "_context", None), "load", None)
+        if loader is None:
+            return
+        try:
+            self.fence_sync = _fn(loader, "glFenceSync", ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
+            self.client_wait_sync = _fn(loader, "glClientWaitSync", ctypes.c_uint, ctypes.c_void_p, ctypes.c_uint,
+                                        ctypes.c_uint64)
+            self.delete_sync = _fn(loader, "glDeleteSync", None, ctypes.c_void_p)
+            self.flush = _fn(loader, "glFlush", None)
+            self.get_integerv = _fn(loader, "glGetIntegerv", None, ctypes.c_uint, ctypes.POINTER(ctypes.c_int))
+        except LookupError:
+            return
+        self.available = True
+
+    def integer(self, name: int) -> int:
+        value = ctypes.c_int(0)
+        self.get_integerv(name, ctypes.byref(value))
+        return value.value
+
+
+def _fn(loader: Any, name: str, restype: Any, *argtypes: Any) -> Any:
+    address = loader(name)
+    if not address:
+        raise LookupError(name)
+    return ctypes.CFUNCTYPE(restype, *argtypes)(address)

@@ -1,0 +1,338 @@
+"""OpenGLDevice: ironaccel's ComputeDevice on a headless EGL OpenGL 4.3 context (moderngl).
+
+GL executes commands in issue order, so every call is ordered after the ones
+before it.  After each dispatch a memory barrier (shader storage + buffer
+update) makes the shader's writes visible to later dispatches and to reads.
+A GL context is current on one thread at a time: a device is used from the
+thread that opened it, and it makes its context current on every call, so
+several devices (or other moderngl code) can share that thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ironaccel.errors import ClosedError, InvalidArgument, InvalidState, OutOfMemory
+from ironaccel.types import DeviceDescriptor, DType
+
+from .context import GLCalls, create_context
+from .memory import OpenGLBuffer
+from .params import pack_params
+from .pipeline import OpenGLPipeline, Program
+from .sync import Completion, Submission
+
+BACKEND = "opengl"
+#: Linked programs kept per device (only those no open Pipeline uses are dropped).
+MAX_PROGRAMS = 128
+
+
+class OpenGLDevice:
+    """A ComputeDevice on an OpenGL 4.3 context; code is GLSL 430 compute shaders."""
+
+    def __init__(self, moderngl: Any, descriptor: DeviceDescriptor):
+        self.descriptor = descriptor
+        self.ctx = create_context(moderngl)
+        self._thread = threading.get_ident()
+        self._make_current = self.ctx.mglo.__enter__
+        self._calls = GLCalls(self.ctx)
+        info = self.ctx.info
+        self.max_groups = tuple(int(v) for v in info["GL_MAX_COMPUTE_WORK_GROUP_COUNT"])
+        self.max_buffer_bytes = int(info["GL_MAX_SHADER_STORAGE_BLOCK_SIZE"])
+        self.max_storage_blocks = int(info["GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS"])
+        self._barrier = moderngl.SHADER_STORAGE_BARRIER_BIT | moderngl.BUFFER_UPDATE_BARRIER_BIT
+        self._completion = Completion(self, self._calls)
+        self._programs: OrderedDict[tuple[Any, ...], Program] = OrderedDict()
+        self._bound: list[Any] = [None] * self.max_storage_blocks  # moderngl Buffer bound at each SSBO binding
+        self._bound_uniform: Any = None
+        self._closed = False
+
+    # -- context ----------------------------------------------------------------------------------------
+
+    def _enter(self, op: str) -> None:
+        """Check the device is usable here and make its context current."""
+        if self._closed:
+            raise ClosedError(BACKEND, op, "device")
+        if threading.get_ident() != self._thread:
+            raise InvalidState(BACKEND, op, detail="an OpenGL device is used from the thread that opened it "
+                               "(its EGL context is current there)")
+        self._make_current()
+
+    # -- memory -----------------------------------------------------------------------------------------
+
+    def _new_buffer(self, size: Any, dtype: DType, op: str, data: Any = None) -> OpenGLBuffer:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+            raise InvalidArgument(BACKEND, op, detail=f"size must be an int, got {size!r}")
+        size = int(size)
+        nbytes = size * dtype.itemsize
+        if size <= 0 or nbytes > self.max_buffer_bytes:
+            raise InvalidArgument(BACKEND, op, detail=f"size {size} x {dtype.itemsize} bytes is outside "
+                                  f"1..{self.max_buffer_bytes} bytes (GL_MAX_SHADER_STORAGE_BLOCK_SIZE)")
+        handle = self.ctx.buffer(data) if data is not None else self.ctx.buffer(reserve=nbytes)
+        error = self.ctx.error
+        if error != "GL_NO_ERROR":
+            handle.release()
+            if error == "GL_OUT_OF_MEMORY":
+                raise OutOfMemory(BACKEND, "glBufferData", code_name=error, detail=f"{nbytes} bytes")
+            raise InvalidArgument(BACKEND, "glBufferData", code_name=error, detail=f"{nbytes} bytes")
+        return OpenGLBuffer(self, handle, dtype, size)
+
+    def alloc(self, size: int, dtype: Any = "float32") -> OpenGLBuffer:
+        """A new storage buffer of `size` elements (contents undefined)."""
+        self._enter("alloc")
+        return self._new_buffer(size, _dtype(dtype, "alloc"), "alloc")
+
+    def upload(self, array: Any) -> OpenGLBuffer:
+        """A new storage buffer holding a copy of a C-contiguous numpy array (flattened)."""
+        self._enter("upload")
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            raise InvalidArgument(BACKEND, "upload", detail="the array is not C-contiguous")
+        if not array.dtype.isnative:
+            raise InvalidArgument(BACKEND, "upload", detail=f"the array's byte order is not native ({array.dtype})")
+        dtype = _dtype(array.dtype, "upload")
+        return self._new_buffer(array.size, dtype, "upload", array if array.size else None)
+
+    def download(self, buffer: OpenGLBuffer, out: Any = None) -> np.ndarray:
+        """The buffer's contents as a new array, or copied into `out`; GL orders it after earlier dispatches."""
+        if self._closed or threading.get_ident() != self._thread:
+            self._enter("download")  # raises the right error
+        self._make_current()
+        handle = self._own(buffer, "download")
+        if out is None:
+            out = np.empty(buffer.size, _numpy_dtype(buffer.dtype))
+            handle.read_into(out)
+        else:
+            _check_out(out, buffer.nbytes)
+            if out.nbytes:
+                handle.read_into(out.reshape(-1).view(np.uint8), out.nbytes)
+        self._completion.completed = self._completion.submitted  # the read waited for all of it
+        return out
+
+    def _release_buffer(self, handle: Any) -> None:
+        """Delete a GL buffer (called by OpenGLBuffer.close)."""
+        if self._closed:
+            return  # released with the context
+        bound = self._bound
+        if handle in bound:
+            bound[:] = [None if current is handle else current for current in bound]
+        if threading.get_ident() == self._thread:
+            self._make_current()
+            handle.release()
+        # from another thread the buffer is freed with the context, when the device closes
+
+    # -- pipelines and dispatch -------------------------------------------------------------------------
+
+    def pipeline(
+        self,
+        code: str | bytes | Sequence[int],
+        entry: str = "main",
+        *,
+        buffers: int,
+        params: int = 0,
+        workgroup_size: tuple[int, int, int] = (64, 1, 1),
+    ) -> OpenGLPipeline:
+        """Compile and link GLSL 430 `code` (cached per device) into a pipeline with `buffers` storage buffers."""
+        self._enter("pipeline")
+        code = _source(code)
+        if entry != "main":
+            raise InvalidArgument(BACKEND, "pipeline", detail=f"GLSL compute shaders start at main, not {entry!r}")
+        for name, value in (("buffers", buffers), ("params", params)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgument(BACKEND, "pipeline", detail=f"{name} must be an int >= 0, got {value!r}")
+        if buffers > self.max_storage_blocks:
+            raise InvalidArgument(BACKEND, "pipeline", detail=f"{buffers} storage buffers, over the device's "
+                                  f"GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS {self.max_storage_blocks}")
+        key = (code, buffers, params)
+        program = self._programs.get(key)
+        if program is None or program.released:
+            program = Program(self.ctx, code, buffers, params)
+            self._programs[key] = program
+            self._evict_programs()
+        else:
+            self._programs.move_to_end(key)
+        return OpenGLPipeline(self, program, entry, tuple(workgroup_size))  # type: ignore[arg-type]
+
+    def _evict_programs(self) -> None:
+        if len(self._programs) <= MAX_PROGRAMS:
+            return
+        for key, program in list(self._programs.items()):
+            if program.users == 0:
+                del self._programs[key]
+                program.release()
+                if len(self._programs) <= MAX_PROGRAMS:
+                    return
+
+    def dispatch(
+        self,
+        pipeline: OpenGLPipeline,
+        buffers: Sequence[OpenGLBuffer],
+        groups: int | tuple[int, ...],
+        params: Sequence[Any] = (),
+    ) -> Submission:
+        """Run `pipeline` over `groups` workgroups; returns at once with a Submission."""
+        if self._closed or threading.get_ident() != self._thread:
+            self._enter("dispatch")  # raises the right error
+        self._make_current()
+        program = pipeline.program if type(pipeline) is OpenGLPipeline and pipeline._device is self else None
+        if program is None or program.shader is None:
+            program = self._pipeline_error(pipeline)
+        x, y, z = self._groups(groups)
+        if len(buffers) != program.buffers:
+            raise InvalidArgument(BACKEND, "dispatch",
+                                  detail=f"the pipeline binds {program.buffers} buffers, got {len(buffers)}")
+        handles: list[Any] = [buf.handle if type(buf) is OpenGLBuffer and buf._device is self else None
+                              for buf in buffers]
+        if None in handles:
+            for buf in buffers:
+                self._own(buf, "dispatch")  # raises for the first foreign or closed buffer
+        data = pack_params(params, program.params) if program.params or params else b""
+        bound = self._bound
+        for slot, handle in enumerate(handles):
+            if bound[slot] is not handle:
+                handle.bind_to_storage_buffer(slot)
+                bound[slot] = handle
+        uniform = program.uniform
+        if uniform is not None:
+            if data != program.last_params:
+                uniform.write(data)
+                program.last_params = data
+            if self._bound_uniform is not uniform:
+                uniform.bind_to_uniform_block(0)
+                self._bound_uniform = uniform
+        program.shader.run(x, y, z)
+        self.ctx.memory_barrier(self._barrier)
+        completion = self._completion
+        completion.submitted += 1
+        return Submission(completion, completion.submitted)
+
+    def _pipeline_error(self, pipeline: Any) -> Program:
+        if not isinstance(pipeline, OpenGLPipeline):
+            raise InvalidArgument(BACKEND, "dispatch", detail=f"not an opengl pipeline: {pipeline!r}")
+        return pipeline.checked(self, "dispatch")
+
+    def _groups(self, groups: Any) -> tuple[int, int, int]:
+        """(x, y, z) workgroup counts, checked against the device's limits (plain ints take the fast path)."""
+        if type(groups) is int:
+            x, y, z = groups, 1, 1
+        elif type(groups) is tuple and 1 <= len(groups) <= 3:
+            x, y, z = (*groups, 1, 1)[:3]
+        else:
+            x, y, z = _convert_groups(groups)
+        if type(x) is not int or type(y) is not int or type(z) is not int:
+            x, y, z = _convert_groups(groups)
+        if not (0 < x <= self.max_groups[0] and 0 < y <= self.max_groups[1] and 0 < z <= self.max_groups[2]):
+            raise InvalidArgument(BACKEND, "dispatch", detail=f"groups {(x, y, z)} outside 1..{self.max_groups} per "
+                                  "dimension (GL_MAX_COMPUTE_WORK_GROUP_COUNT)")
+        return x, y, z
+
+    def synchronize(self) -> None:
+        """Wait for everything dispatched so far."""
+        self._enter("synchronize")
+        self._completion.reach(self._completion.submitted, None)
+
+    # -- lifetime ---------------------------------------------------------------------------------------
+
+    def _own(self, buffer: Any, op: str) -> Any:
+        if not isinstance(buffer, OpenGLBuffer) or buffer._device is not self:
+            raise InvalidArgument(BACKEND, op, detail=f"the buffer belongs to another device: {buffer!r}")
+        handle = buffer.handle
+        if handle is None:
+            raise ClosedError(BACKEND, op, "buffer")
+        return handle
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Finish outstanding work and destroy the context with every buffer and program; twice is a no-op."""
+        if self._closed:
+            return
+        self._enter("close")
+        try:
+            self.ctx.finish()
+        finally:
+            self._completion.release()
+            for program in self._programs.values():
+                program.release()
+            self._programs.clear()
+            self._closed = True
+            self._bound = []
+            self._bound_uniform = None
+            self.ctx.release()
+
+    def __enter__(self) -> OpenGLDevice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<OpenGLDevice {self.descriptor.name}{' closed' if self._closed else ''}>"
+
+
+def _convert_groups(groups: Any) -> tuple[int, int, int]:
+    """Workgroup counts from any 1 to 3 integers (numpy ones included); InvalidArgument otherwise."""
+    try:
+        dims = [groups] if isinstance(groups, (int, np.integer)) else list(groups)
+    except TypeError:
+        dims = []
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+        raise InvalidArgument(BACKEND, "dispatch", detail=f"groups must be 1 to 3 positive ints, got {groups!r}")
+    x, y, z = (*(int(d) for d in dims), 1, 1)[:3]
+    return x, y, z
+
+
+_DTYPES: dict[Any, DType] = {}
+_NUMPY: dict[DType, np.dtype] = {}
+
+
+def _numpy_dtype(dtype: DType) -> np.dtype:
+    found = _NUMPY.get(dtype)
+    if found is None:
+        found = _NUMPY[dtype] = dtype.numpy
+    return found
+
+
+def _dtype(value: Any, op: str) -> DType:
+    """DType.of, memoised for numpy dtypes and names (DType.of costs microseconds on the upload path)."""
+    try:
+        return _DTYPES[value]
+    except (KeyError, TypeError):
+        pass
+    try:
+        dtype = DType.of(value)
+    except TypeError as exc:
+        raise InvalidArgument(BACKEND, op, detail=str(exc)) from None
+    if isinstance(value, (str, np.dtype)):
+        _DTYPES[value] = dtype
+    return dtype
+
+
+def _check_out(out: Any, nbytes: int) -> None:
+    if not isinstance(out, np.ndarray):
+        raise InvalidArgument(BACKEND, "download", detail=f"out must be a numpy array, got {type(out).__name__}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise InvalidArgument(BACKEND, "download", detail="out must be a writeable C-contiguous array")
+    if out.nbytes > nbytes:
+        raise InvalidArgument(BACKEND, "download", detail=f"out holds {out.nbytes} bytes, the buffer only {nbytes}")
+
+
+def _source(code: Any) -> str:
+    """`code` as GLSL 430 compute shader source: str, or UTF-8 bytes; SPIR-V and word lists are refused."""
+    if isinstance(code, (bytes, bytearray, memoryview)):
+        raw = bytes(code)
+        if raw[:4] in (b"\x03\x02\x23\x07", b"\x07\x23\x02\x03"):
+            raise InvalidArgument(BACKEND, "pipeline", detail="this is SPIR-V; opengl code is GLSL 430 source")
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as exc:
+            raise InvalidArgument(BACKEND, "pipeline", detail=f"code bytes are not UTF-8 text: {exc}") from None
+    if not isinstance(code, str):
+        raise InvalidArgument(BACKEND, "pipeline", detail=f"opengl code is GLSL 430 source, got {type(code).__name__}")
+    return code

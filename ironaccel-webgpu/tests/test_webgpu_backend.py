@@ -1,0 +1,244 @@
+"""webgpu specifics: adapters and their descriptors, pipelines, bind groups, params, submissions, typed errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ironaccel.errors import ClosedError, CompileError, InvalidArgument
+from ironaccel.registry import registry
+from ironaccel.testing.conformance import scale_offset
+from ironaccel.types import ComputeTier, DeviceKind, Vendor
+
+KERNELS = Path(__file__).with_name("kernels")
+SCALE_OFFSET = (KERNELS / "scale_offset.wgsl").read_text()
+MULTIPLY = (KERNELS / "multiply_in_place.wgsl").read_text()
+F = np.float32
+
+backend_marked = pytest.mark.backend("webgpu")
+
+
+@pytest.fixture
+def device():
+    dev = registry.open("webgpu", 0)
+    try:
+        yield dev
+    finally:
+        dev.close()
+
+
+@pytest.fixture
+def pipeline(device):
+    return device.pipeline(SCALE_OFFSET, buffers=2, params=3)
+
+
+@backend_marked
+class TestAdapters:
+    def test_descriptors_describe_every_adapter(self):
+        devices = registry.devices("webgpu")
+        for d in devices:
+            extras = d.extras
+            assert extras["backend_type"] in {"Vulkan", "Metal", "D3D12", "OpenGL", "OpenGLES", "BrowserWebGPU"}
+            assert extras["adapter_type"] in {"DiscreteGPU", "IntegratedGPU", "CPU", "Unknown", "VirtualGPU"}
+            assert d.name.endswith(f"via {extras['backend_type']}")
+            assert extras["limits"]["max-compute-workgroups-per-dimension"] >= 65535
+            assert extras["max_storage_buffer_binding_size"] >= 128 << 20
+            if extras["adapter_type"] == "CPU":
+                assert d.kind is DeviceKind.CPU and d.compute_tier is ComputeTier.SOFTWARE
+            else:
+                assert d.kind is DeviceKind.GPU and d.compute_tier > ComputeTier.SOFTWARE
+            if extras["vendor_id"] == 0x10005 or "llvmpipe" in extras["device"]:
+                assert d.vendor is Vendor.MESA
+            if extras["vendor_id"] == 0x10DE:
+                assert d.vendor is Vendor.NVIDIA
+
+    def test_order_is_stable_and_native_apis_come_first(self):
+        from ironaccel_webgpu.backend import Backend
+
+        first, second = Backend().devices(), Backend().devices()
+        assert [d.name for d in first] == [d.name for d in second]
+        ranks = [0 if d.extras["backend_type"] in {"Vulkan", "Metal", "D3D12"} else 1 for d in first]
+        assert ranks == sorted(ranks)
+
+    def test_generic_routine_on_every_adapter(self):
+        rng = np.random.default_rng(5)
+        for d in registry.devices("webgpu"):
+            with registry.open("webgpu", d.ordinal) as dev:
+                x = rng.standard_normal(10_000).astype(F)
+                y = scale_offset(dev, x, 1.5, -2.0, dev.pipeline(SCALE_OFFSET, buffers=2, params=3))
+                np.testing.assert_allclose(y, F(1.5) * x + F(-2.0), rtol=1e-6, err_msg=d.name)
+
+
+@backend_marked
+class TestCompute:
+    def test_three_buffers_2d_groups_default_read_access(self, device):
+        rng = np.random.default_rng(1)
+        n = 16 * 64 * 3
+        x = rng.integers(-1000, 1000, n, dtype=np.int32)
+        y = rng.integers(-1000, 1000, n, dtype=np.int32)
+        bx, by = device.upload(x), device.upload(y)
+        bz = device.upload(np.full(n, 123456, np.int32))  # poisoned
+        p = device.pipeline(MULTIPLY, buffers=3, workgroup_size=(8, 8, 1))
+        device.dispatch(p, [bx, by, bz], (16 * 64 // 64, 3)).wait()
+        np.testing.assert_array_equal(device.download(bz), x * y)
+        np.testing.assert_array_equal(device.download(bx), np.full(n, -1, np.int32))
+        np.testing.assert_array_equal(device.download(by), y)
+
+    def test_back_to_back_dispatches_see_their_own_params(self, device, pipeline):
+        x = np.arange(4096, dtype=F)
+        bx = device.upload(x)
+        outs = [device.alloc(x.size) for _ in range(4)]
+        for k, out in enumerate(outs):  # no waits: each params write is ordered on the queue
+            device.dispatch(pipeline, [bx, out], x.size // 64, (F(k), F(-k), np.uint32(x.size)))
+        for k, out in enumerate(outs):
+            np.testing.assert_array_equal(device.download(out), F(k) * x - F(k))
+
+    def test_python_scalars_pack_as_32_bit(self, device, pipeline):
+        x = np.linspace(-1, 1, 640, dtype=F)
+        bx, by = device.upload(x), device.alloc(x.size)
+        device.dispatch(pipeline, [bx, by], 10, (2.5, 0.25, 640))
+        np.testing.assert_allclose(device.download(by), F(2.5) * x + F(0.25), rtol=1e-6)
+        for bad in [(np.float64(1), F(0), np.uint32(1)), (F(1), F(0), "3"), (F(1), F(0), 2**33), (1e300, F(0), 1)]:
+            with pytest.raises(InvalidArgument) as info:
+                device.dispatch(pipeline, [bx, by], 10, bad)
+            assert info.value.op == "dispatch"
+
+    def test_pipelines_and_bind_groups_are_cached(self, device):
+        p1 = device.pipeline(SCALE_OFFSET, buffers=2, params=3)
+        p2 = device.pipeline(SCALE_OFFSET, buffers=2, params=3)
+        assert p1 is not p2 and p1.program is p2.program
+        program = p1.program
+        bx, by = device.upload(np.ones(64, F)), device.alloc(64)
+        params = (F(2), F(1), np.uint32(64))
+        for _ in range(3):
+            device.dispatch(p1, [bx, by], 1, params)
+        device.dispatch(p2, [bx, by], 1, params)
+        assert len(program.bind_groups) == 1
+        np.testing.assert_array_equal(device.download(by), np.full(64, 3, F))
+        p1.close()
+        p1.close()
+        with pytest.raises(ClosedError):
+            device.dispatch(p1, [bx, by], 1, params)
+        assert device.pipeline(SCALE_OFFSET, buffers=2, params=3).program is program  # still cached
+        by.close()  # closing a buffer drops the bind groups that use it
+        assert len(program.bind_groups) == 0
+
+    def test_sizes_are_padded_but_reported_exactly(self, device):
+        data = np.arange(1001, dtype=np.uint8)
+        buf = device.upload(data)
+        assert (buf.nbytes, buf.size, buf.padded_nbytes) == (1001, 1001, 1004)
+        np.testing.assert_array_equal(device.download(buf), data)
+        head = np.zeros(7, np.uint8)
+        np.testing.assert_array_equal(device.download(buf, head), data[:7])
+        assert device.alloc(3, "float16").nbytes == 6
+
+    def test_submission_done_and_wait(self, device, pipeline):
+        x = np.ones(1 << 18, F)
+        bx, by = device.upload(x), device.alloc(x.size)
+        sub = device.dispatch(pipeline, [bx, by], x.size // 64, (F(3), F(0), np.uint32(x.size)))
+        sub.wait(timeout=60)
+        assert sub.done()
+        later = device.dispatch(pipeline, [by, bx], x.size // 64, (F(1), F(1), np.uint32(x.size)))
+        while not later.done():
+            pass
+        np.testing.assert_array_equal(device.download(bx), np.full(x.size, 4, F))
+        device.close()
+        later.wait()  # waiting after close returns: close finished the work
+
+    def test_wait_from_another_thread(self, device, pipeline):
+        import threading
+
+        x = np.ones(1 << 16, F)
+        bx, by = device.upload(x), device.alloc(x.size)
+        sub = device.dispatch(pipeline, [bx, by], x.size // 64, (F(5), F(0), np.uint32(x.size)))
+        waited = []
+        worker = threading.Thread(target=lambda: waited.append(sub.wait(timeout=60) or sub.done()))
+        worker.start()
+        worker.join()
+        assert waited == [True]
+        np.testing.assert_array_equal(device.download(by), np.full(x.size, 5, F))
+
+
+@backend_marked
+class TestErrors:
+    def test_compile_error_names_the_op_and_carries_naga_log(self, device):
+        with pytest.raises(CompileError) as info:
+            device.pipeline((KERNELS / "broken.wgsl").read_text(), buffers=2, params=3)
+        assert info.value.op == "wgpuDeviceCreateShaderModule"
+        assert "f32" in info.value.log
+        with pytest.raises(CompileError) as info:
+            device.pipeline(SCALE_OFFSET, "no_such_entry", buffers=2, params=3)
+        assert "no_such_entry" in info.value.log
+
+    def test_bindings_that_do_not_match_the_shader(self, device):
+        with pytest.raises(InvalidArgument) as info:  # the shader's uniform sits at binding 2, nothing declared
+            device.pipeline(SCALE_OFFSET, buffers=2, params=0)
+        assert "binding" in str(info.value)
+        with pytest.raises(InvalidArgument):  # binding 2 would be a storage buffer, the shader says uniform
+            device.pipeline(SCALE_OFFSET, buffers=3, params=3)
+
+    def test_bad_inputs(self, device, pipeline):
+        bx, by = device.alloc(64), device.alloc(64)
+        params = (F(1), F(0), np.uint32(64))
+        cases = [
+            lambda: device.dispatch(pipeline, [bx, "not a buffer"], 1, params),
+            lambda: device.dispatch("not a pipeline", [bx, by], 1, params),
+            lambda: device.dispatch(pipeline, [bx, by], (1, 2, 3, 4), params),
+            lambda: device.dispatch(pipeline, [bx, by], (65536,), params),
+            lambda: device.dispatch(pipeline, [bx, by], 2.0, params),
+            lambda: device.download(bx, [0.0] * 4),
+            lambda: device.download(bx, np.zeros(4, F)[::2]),
+            lambda: device.upload(np.zeros(4, object)),
+            lambda: device.alloc(4, "complex256"),
+            lambda: device.pipeline(12345, buffers=2, params=3),
+            lambda: device.pipeline(SCALE_OFFSET, buffers=-1),
+        ]
+        for case in cases:
+            with pytest.raises(InvalidArgument) as info:
+                case()
+            assert info.value.op and info.value.backend == "webgpu"
+
+    def test_binding_larger_than_the_device_allows(self, device, pipeline):
+        bx, by = device.alloc(1024), device.alloc(1024)
+        device.max_binding_bytes = 2048  # as if the device's max-storage-buffer-binding-size were 2 KiB
+        with pytest.raises(InvalidArgument) as info:
+            device.dispatch(pipeline, [bx, by], 1, (F(1), F(0), np.uint32(1)))
+        assert "max-storage-buffer-binding-size" in str(info.value)
+
+    def test_objects_of_another_device_and_after_close(self, device, pipeline):
+        with registry.open("webgpu", 0) as other:
+            foreign = other.pipeline(SCALE_OFFSET, buffers=2, params=3)
+            a, b = device.alloc(64), device.alloc(64)
+            with pytest.raises(InvalidArgument):
+                device.dispatch(foreign, [a, b], 1, (F(1), F(0), np.uint32(64)))
+        buf = device.alloc(64)
+        device.close()
+        device.close()
+        assert buf.closed  # closing the device freed its buffers
+        for call in (lambda: device.dispatch(pipeline, [a, b], 1, ()), lambda: device.download(a),
+                     lambda: device.pipeline(SCALE_OFFSET, buffers=2, params=3), device.synchronize):
+            with pytest.raises(ClosedError):
+                call()
+        buf.close()
+
+
+def test_importing_the_package_imports_no_wgpu():
+    code = "import sys, ironaccel_webgpu, ironaccel_webgpu.plugin; assert 'wgpu' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_probe_without_the_binding_says_what_to_install():
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["wgpu"] = None  # import wgpu raises ImportError
+        from ironaccel_webgpu.backend import Backend
+        result = Backend().probe()
+        assert not result.available
+        assert "wgpu" in result.reason and result.fix == "pip install wgpu", result
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True)
