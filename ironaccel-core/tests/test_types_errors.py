@@ -113,3 +113,13 @@ def test_not_available_carries_fix_library_and_env_var():
     assert e.reason == "loader not found" and e.fix == "apt install libze1"
     assert e.searched == ("/usr/lib/libze_loader.so.1",)
     assert "IRONACCEL_DISABLE=levelzero" in str(e) and "apt install libze1" in str(e)
+
+
+def test_dtype_of_refuses_non_native_byte_order_and_is_memoised():
+    swapped = np.dtype("float32").newbyteorder("S")
+    with pytest.raises(TypeError, match="native byte order"):
+        DType.of(swapped)
+    assert DType.of(np.dtype("int16")) is DType.INT16
+    assert DType.of(np.dtype("int16")) is DType.INT16  # second lookup from the cache
+    with pytest.raises(TypeError):
+        DType.of([1, 2])  # unhashable and not a dtype

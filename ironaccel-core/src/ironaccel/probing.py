@@ -9,6 +9,7 @@ uniform.  `probe_guard` turns that into a `ProbeResult`.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import os
 import sys
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
+from typing import ParamSpec
 
 from .errors import NotAvailable
 from .types import ProbeResult
@@ -177,16 +179,17 @@ def unavailable(exc: NotAvailable, **extra: object) -> ProbeResult:
     )
 
 
-def probe_guard(fn: Callable[[], ProbeResult]) -> Callable[[], ProbeResult]:
-    """Decorate a probe so that NotAvailable becomes an unavailable ProbeResult."""
+_P = ParamSpec("_P")
 
-    def probe(*args: object) -> ProbeResult:
+
+def probe_guard(fn: Callable[_P, ProbeResult]) -> Callable[_P, ProbeResult]:
+    """Decorate a probe (function or method) so NotAvailable becomes an unavailable ProbeResult."""
+
+    @functools.wraps(fn)
+    def probe(*args: _P.args, **kwargs: _P.kwargs) -> ProbeResult:
         try:
-            return fn(*args)  # type: ignore[call-arg]
+            return fn(*args, **kwargs)
         except NotAvailable as exc:
             return unavailable(exc)
 
-    probe.__name__ = fn.__name__
-    probe.__doc__ = fn.__doc__
-    probe.__wrapped__ = fn  # type: ignore[attr-defined]
     return probe

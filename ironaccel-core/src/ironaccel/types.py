@@ -166,25 +166,41 @@ class DType(str, enum.Enum):
 
     @classmethod
     def of(cls, value: DTypeLike) -> DType:
-        """Normalise anything dtype-like to a DType; TypeError if unknown."""
+        """Normalise anything dtype-like to a DType; TypeError if unknown.
+
+        Non-native byte orders are refused: devices read native-endian bytes.
+        Results are memoised, so this is a dict lookup on hot paths.
+        """
         if isinstance(value, DType):
             return value
+        try:
+            return _DTYPE_CACHE[value]
+        except (KeyError, TypeError):  # TypeError: an unhashable value
+            pass
+        found: DType | None = None
         if isinstance(value, str):
-            try:
-                return cls(value.lower())
-            except ValueError:
-                pass
+            found = cls._value2member_map_.get(value.lower())  # type: ignore[assignment]
         else:
             import numpy as np
 
             try:
-                name = np.dtype(value).name  # type: ignore[arg-type]
+                dt = np.dtype(value)  # type: ignore[arg-type]
             except TypeError:
-                name = None
-            if name is not None and name in cls._value2member_map_:
-                return cls(name)
-        raise TypeError(f"unsupported dtype {value!r}; expected one of {[d.value for d in cls]}")
+                dt = None
+            if dt is not None and not dt.isnative:
+                raise TypeError(f"dtype {dt} is not in native byte order; convert with .astype(dt.newbyteorder('='))")
+            if dt is not None:
+                found = cls._value2member_map_.get(dt.name)  # type: ignore[assignment]
+        if found is None:
+            raise TypeError(f"unsupported dtype {value!r}; expected one of {[d.value for d in cls]}")
+        try:
+            _DTYPE_CACHE[value] = found
+        except TypeError:
+            pass
+        return found
 
+
+_DTYPE_CACHE: dict[Any, DType] = {}
 
 DTypeLike = Union[DType, str, "np.dtype", type]
 
