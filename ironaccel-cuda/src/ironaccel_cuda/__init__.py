@@ -1,5 +1,63 @@
-"""ironaccel backend: NVIDIA CUDA driver API on cuda-python.
+"""ironaccel backend: the NVIDIA CUDA driver API on cuda-python.
 
-Importing this package loads no vendor library; the backend loads it on probe."""
+    import ironaccel_cuda as cu
+    dev = cu.Device(0)                                   # or ironaccel.open("cuda", 0)
+    code = cu.Program(src, cu.CompileOptions(std="c++17")).compile("cubin")
+    fn = dev.load_module(code).function("saxpy")
+    x = dev.alloc(n, "float32"); x.copy_from(host)
+    fn.launch(blocks, 256, np.float32(2.0), x, y, np.uint32(n))
+
+Importing this package loads no vendor library and no binding: public names
+are resolved on first use, and the driver is loaded by the first Device,
+probe or compile.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Backend": "backend",
+    "Device": "device",
+    "DeviceAttributes": "device",
+    "device_count": "device",
+    "devices": "device",
+    "Stream": "stream",
+    "Event": "event",
+    "DeviceBuf": "memory",
+    "PinnedBuf": "memory",
+    "pinned": "memory",
+    "Program": "program",
+    "CompileOptions": "program",
+    "ObjectCode": "program",
+    "nvrtc_version": "program",
+    "Module": "module",
+    "Function": "module",
+    "FunctionAttributes": "module",
+    "MemPool": "pool",
+    "PoolStats": "pool",
+    "Graph": "graph",
+    "GraphExec": "graph",
+    "Pipeline": "compute",
+    "Submission": "compute",
+    "clear_memory_cache": "cache",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ironaccel_cuda' has no attribute {name!r}")
+    target = "clear_memory" if name == "clear_memory_cache" else name
+    value = getattr(import_module(f"{__name__}.{module}"), target)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,606 @@
+"""Device: one GPU, opened by ordinal, bound to its primary context.
+
+`Device(0)` (or `ironaccel.open("cuda", 0)`) retains the device's primary
+context once per process and makes it current on the opening thread; it is
+kept until the process exits, so buffers, streams and modules stay valid
+whatever order things are closed in.  Each `Device(...)` call returns a new
+handle object over that shared state; `close()` retires the handle (and the
+pools it created), never the context.
+
+Calls that need a current context (creating streams, events, modules, pinned
+memory; `synchronize`; `memory_info`) make the device's context current on
+the calling thread unless this thread already did so through ironaccel;
+`bind()` forces it (use it after other libraries switched devices on this
+thread).  Stream-ordered calls need no current context.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ironaccel import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, DType, Vendor
+
+from . import _driver as _driver_mod
+from . import _hot
+from ._driver import call, driver, try_call
+from .compute import ComputeDeviceMixin
+from .errors import InvalidArgument, closed, invalid
+from .event import CU_EVENT_DISABLE_TIMING, Event
+from .memory import DeviceBuf, PinnedBuf
+from .stream import Stream
+
+__all__ = ["Device", "DeviceAttributes", "device_count", "devices", "describe"]
+
+CU_STREAM_DEFAULT = 0
+CU_STREAM_NON_BLOCKING = 1
+CU_MEMHOSTALLOC_PORTABLE = 1
+
+
+@dataclass(frozen=True)
+class DeviceAttributes:
+    """The device attributes a dispatcher needs (from cuDeviceGetAttribute)."""
+
+    compute_capability: tuple[int, int]
+    multiprocessor_count: int
+    max_threads_per_block: int
+    max_threads_per_multiprocessor: int
+    max_block_dim: tuple[int, int, int]
+    max_grid_dim: tuple[int, int, int]
+    max_shared_memory_per_block: int
+    max_shared_memory_per_block_optin: int
+    max_shared_memory_per_multiprocessor: int
+    max_registers_per_block: int
+    warp_size: int
+    l2_cache_size: int
+    async_engine_count: int
+    memory_pools_supported: bool
+    unified_addressing: bool
+    managed_memory: bool
+    concurrent_managed_access: bool
+    can_map_host_memory: bool
+    cooperative_launch: bool
+    integrated: bool
+    pci_domain_bus_device: tuple[int, int, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_ATTRS = {
+    "cc_major": "COMPUTE_CAPABILITY_MAJOR",
+    "cc_minor": "COMPUTE_CAPABILITY_MINOR",
+    "multiprocessor_count": "MULTIPROCESSOR_COUNT",
+    "max_threads_per_block": "MAX_THREADS_PER_BLOCK",
+    "max_threads_per_multiprocessor": "MAX_THREADS_PER_MULTIPROCESSOR",
+    "bx": "MAX_BLOCK_DIM_X",
+    "by": "MAX_BLOCK_DIM_Y",
+    "bz": "MAX_BLOCK_DIM_Z",
+    "gx": "MAX_GRID_DIM_X",
+    "gy": "MAX_GRID_DIM_Y",
+    "gz": "MAX_GRID_DIM_Z",
+    "max_shared_memory_per_block": "MAX_SHARED_MEMORY_PER_BLOCK",
+    "max_shared_memory_per_block_optin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+    "max_shared_memory_per_multiprocessor": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
+    "max_registers_per_block": "MAX_REGISTERS_PER_BLOCK",
+    "warp_size": "WARP_SIZE",
+    "l2_cache_size": "L2_CACHE_SIZE",
+    "async_engine_count": "ASYNC_ENGINE_COUNT",
+    "memory_pools_supported": "MEMORY_POOLS_SUPPORTED",
+    "unified_addressing": "UNIFIED_ADDRESSING",
+    "managed_memory": "MANAGED_MEMORY",
+    "concurrent_managed_access": "CONCURRENT_MANAGED_ACCESS",
+    "can_map_host_memory": "CAN_MAP_HOST_MEMORY",
+    "cooperative_launch": "COOPERATIVE_LAUNCH",
+    "integrated": "INTEGRATED",
+    "pci_domain": "PCI_DOMAIN_ID",
+    "pci_bus": "PCI_BUS_ID",
+    "pci_device": "PCI_DEVICE_ID",
+}
+
+
+def query_attributes(cudev: Any) -> DeviceAttributes:
+    """All of `DeviceAttributes` for a CUdevice (no context needed)."""
+    enum = driver().CUdevice_attribute
+    v = {key: int(call("cuDeviceGetAttribute", getattr(enum, "CU_DEVICE_ATTRIBUTE_" + name), cudev))
+         for key, name in _ATTRS.items()}
+    return DeviceAttributes(
+        compute_capability=(v["cc_major"], v["cc_minor"]),
+        multiprocessor_count=v["multiprocessor_count"],
+        max_threads_per_block=v["max_threads_per_block"],
+        max_threads_per_multiprocessor=v["max_threads_per_multiprocessor"],
+        max_block_dim=(v["bx"], v["by"], v["bz"]),
+        max_grid_dim=(v["gx"], v["gy"], v["gz"]),
+        max_shared_memory_per_block=v["max_shared_memory_per_block"],
+        max_shared_memory_per_block_optin=v["max_shared_memory_per_block_optin"],
+        max_shared_memory_per_multiprocessor=v["max_shared_memory_per_multiprocessor"],
+        max_registers_per_block=v["max_registers_per_block"],
+        warp_size=v["warp_size"],
+        l2_cache_size=v["l2_cache_size"],
+        async_engine_count=v["async_engine_count"],
+        memory_pools_supported=bool(v["memory_pools_supported"]),
+        unified_addressing=bool(v["unified_addressing"]),
+        managed_memory=bool(v["managed_memory"]),
+        concurrent_managed_access=bool(v["concurrent_managed_access"]),
+        can_map_host_memory=bool(v["can_map_host_memory"]),
+        cooperative_launch=bool(v["cooperative_launch"]),
+        integrated=bool(v["integrated"]),
+        pci_domain_bus_device=(v["pci_domain"], v["pci_bus"], v["pci_device"]),
+    )
+
+
+def device_count() -> int:
+    """Number of CUDA devices (NotAvailable without a driver or GPU)."""
+    return int(call("cuDeviceGetCount"))
+
+
+def _cudevice(ordinal: Any, op: str = "cuDeviceGet") -> Any:
+    if isinstance(ordinal, bool) or not isinstance(ordinal, (int, np.integer)):
+        raise invalid(op, f"the device ordinal must be an int, got {ordinal!r}")
+    count = device_count()
+    if not 0 <= int(ordinal) < count:
+        raise invalid(op, f"device ordinal {ordinal} is out of range: {count} CUDA device(s) here")
+    return call("cuDeviceGet", int(ordinal))
+
+
+def _name(cudev: Any) -> str:
+    raw = call("cuDeviceGetName", 256, cudev)
+    return raw.split(b"\0", 1)[0].decode(errors="replace").strip()
+
+
+def _uuid(cudev: Any) -> str:
+    raw = call("cuDeviceGetUuid", cudev).bytes
+    b = raw if isinstance(raw, bytes) else bytes(ord(c) & 0xFF for c in raw)
+    h = b.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _pci_bus_id(cudev: Any) -> str:
+    raw = call("cuDeviceGetPCIBusId", 64, cudev)
+    return raw.split(b"\0", 1)[0].decode()
+
+
+_DATACENTER = re.compile(
+    r"\b(TESLA|H100|H200|H800|H20|A100|A800|A30|A40|A10|A16|A2|L40S?|L20|L4|B100|B200|B300|GB200|GB300|GH200|"
+    r"V100|P100|P40|T4|K80)\b"
+)
+_WORKSTATION = re.compile(r"\b(QUADRO|RTX A\d+|RTX PRO|RTX \d000|TITAN)\b")
+
+
+def _tier(name: str, attrs: DeviceAttributes) -> ComputeTier:
+    upper = name.upper()
+    if attrs.integrated:
+        return ComputeTier.MOBILE if any(k in upper for k in ("ORIN", "XAVIER", "TEGRA", "THOR")) else (
+            ComputeTier.CONSUMER)
+    if _DATACENTER.search(upper):
+        return ComputeTier.DATACENTER
+    if _WORKSTATION.search(upper):
+        return ComputeTier.WORKSTATION
+    return ComputeTier.CONSUMER
+
+
+def _capabilities(attrs: DeviceAttributes, peers: bool) -> CapabilityFlags:
+    cc = attrs.compute_capability
+    f = CapabilityFlags.FP64 | CapabilityFlags.GRAPHS | CapabilityFlags.SUBGROUPS | CapabilityFlags.TIMESTAMPS
+    if cc >= (5, 3):
+        f |= CapabilityFlags.FP16
+    if cc >= (6, 1):
+        f |= CapabilityFlags.INT8
+    if cc >= (7, 0):
+        f |= CapabilityFlags.MATRIX_UNITS
+    if cc >= (8, 0):
+        f |= CapabilityFlags.BF16
+    for flag, on in (
+        (CapabilityFlags.UNIFIED_ADDRESSING, attrs.unified_addressing),
+        (CapabilityFlags.MANAGED_MEMORY, attrs.managed_memory),
+        (CapabilityFlags.HOST_MAPPED_MEMORY, attrs.can_map_host_memory),
+        (CapabilityFlags.MEMORY_POOLS, attrs.memory_pools_supported),
+        (CapabilityFlags.COOPERATIVE_LAUNCH, attrs.cooperative_launch),
+        (CapabilityFlags.ASYNC_COPY, attrs.async_engine_count > 0),
+        (CapabilityFlags.PEER_ACCESS, peers),
+        (CapabilityFlags.RUNTIME_COMPILE, _nvrtc_available()),
+    ):
+        if on:
+            f |= flag
+    return f
+
+
+_nvrtc_ok: bool | None = None
+
+
+def _nvrtc_available() -> bool:
+    global _nvrtc_ok
+    if _nvrtc_ok is None:
+        try:
+            from .program import nvrtc_version
+
+            nvrtc_version()
+            _nvrtc_ok = True
+        except Exception:
+            _nvrtc_ok = False
+    return _nvrtc_ok
+
+
+def describe(ordinal: int) -> DeviceDescriptor:
+    """The core DeviceDescriptor of device `ordinal` (no context is created)."""
+    cudev = _cudevice(ordinal)
+    attrs = query_attributes(cudev)
+    name = _name(cudev)
+    total = int(call("cuDeviceTotalMem", cudev))
+    count = device_count()
+    peers = any(
+        int(call("cuDeviceCanAccessPeer", cudev, call("cuDeviceGet", other)))
+        for other in range(count) if other != ordinal
+    )
+    extras = {
+        "compute_capability": f"{attrs.compute_capability[0]}.{attrs.compute_capability[1]}",
+        "arch": f"sm_{attrs.compute_capability[0]}{attrs.compute_capability[1]}",
+        "uuid": _uuid(cudev),
+        "pci_bus_id": _pci_bus_id(cudev),
+        "multiprocessor_count": attrs.multiprocessor_count,
+        "max_threads_per_block": attrs.max_threads_per_block,
+        "max_shared_memory_per_block": attrs.max_shared_memory_per_block,
+        "max_shared_memory_per_multiprocessor": attrs.max_shared_memory_per_multiprocessor,
+        "warp_size": attrs.warp_size,
+        "async_engine_count": attrs.async_engine_count,
+        "l2_cache_size": attrs.l2_cache_size,
+    }
+    return DeviceDescriptor(
+        backend="cuda", ordinal=int(ordinal), name=name, vendor=Vendor.NVIDIA, kind=DeviceKind.GPU,
+        memory_bytes=total, compute_tier=_tier(name, attrs), capabilities=_capabilities(attrs, peers),
+        extras=extras,
+    )
+
+
+def devices() -> list[DeviceDescriptor]:
+    """Descriptors of every CUDA device."""
+    return [describe(i) for i in range(device_count())]
+
+
+class _DeviceState:
+    """What every Device handle of one ordinal shares: context, default stream, attributes."""
+
+    def __init__(self, ordinal: int):
+        self.ordinal = ordinal
+        self.cudev = _cudevice(ordinal, "Device")
+        self.ctx = call("cuDevicePrimaryCtxRetain", self.cudev)
+        _hot.bind(self.ctx)
+        self.attributes = query_attributes(self.cudev)
+        self.total_memory = int(call("cuDeviceTotalMem", self.cudev))
+        self.pools = self.attributes.memory_pools_supported
+        self.reachable = {ordinal}  # devices whose memory kernels here may use (self + enabled peers)
+        self.lock = threading.Lock()
+        self.device = Device._internal(self)
+        h = call("cuStreamCreateWithPriority", CU_STREAM_DEFAULT, 0)
+        self.default_stream = Stream._make(h, self.device, owned=True, permanent=True)
+        self._descriptor: DeviceDescriptor | None = None
+
+    @property
+    def descriptor(self) -> DeviceDescriptor:
+        if self._descriptor is None:
+            self._descriptor = describe(self.ordinal)
+        return self._descriptor
+
+
+_states: dict[int, _DeviceState] = {}
+_states_lock = threading.Lock()
+
+
+def _state_for(ordinal: Any) -> _DeviceState:
+    if ordinal.__class__ is int:
+        st = _states.get(ordinal)
+        if st is not None:
+            return st
+    elif isinstance(ordinal, np.integer) and not isinstance(ordinal, np.bool_):
+        ordinal = int(ordinal)
+    else:
+        raise invalid("Device", f"the device ordinal must be an int, got {ordinal!r}")
+    with _states_lock:
+        st = _states.get(ordinal)
+        if st is None:
+            st = _DeviceState(ordinal)
+            _states[ordinal] = st
+        return st
+
+
+_DTYPE_SPECS: dict[Any, tuple[DType, np.dtype]] = {}
+
+
+def _dtype_spec(dtype: Any, op: str) -> tuple[DType, np.dtype]:
+    try:
+        spec = _DTYPE_SPECS.get(dtype)
+    except TypeError:
+        spec = None
+    if spec is not None:
+        return spec
+    try:
+        dt = DType.of(dtype)
+        npdt = dt.numpy
+    except TypeError as exc:
+        raise invalid(op, str(exc)) from None
+    spec = (dt, npdt)
+    try:
+        _DTYPE_SPECS[dtype] = spec
+    except TypeError:
+        pass
+    return spec
+
+
+def _free_async(buf: DeviceBuf) -> None:
+    h = buf._stream._h
+    if h is _hot.CLOSED:
+        h = buf.device._state.default_stream._h
+    _hot.mem_free_async(buf._dp, h)
+
+
+def _free_sync(buf: DeviceBuf) -> None:
+    _hot.ensure(buf.device._state.ctx)
+    _hot.mem_free(buf._dp)
+
+
+class Device(ComputeDeviceMixin):
+    """An opened CUDA device (also the core `Device` and `ComputeDevice` protocols)."""
+
+    def __init__(self, ordinal: int = 0):
+        if _driver_mod.forked:
+            raise _driver_mod.fork_error("Device")
+        st = _state_for(ordinal)
+        self._init(st)
+        _hot.ensure(st.ctx)
+
+    @classmethod
+    def _internal(cls, st: _DeviceState) -> Device:
+        dev = cls.__new__(cls)
+        dev._init(st)
+        return dev
+
+    def _init(self, st: _DeviceState) -> None:
+        self._state = st
+        self.ordinal = st.ordinal
+        self._closed = False
+        self._pools: list[Any] = []
+
+    # -- identity and attributes -------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.descriptor.name
+
+    @property
+    def uuid(self) -> str:
+        return str(self.descriptor.extras["uuid"])
+
+    @property
+    def pci_bus_id(self) -> str:
+        return str(self.descriptor.extras["pci_bus_id"])
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        return self._state.attributes.compute_capability
+
+    @property
+    def arch(self) -> str:
+        """The NVRTC architecture of this device, e.g. "sm_90"."""
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+    @property
+    def attributes(self) -> DeviceAttributes:
+        return self._state.attributes
+
+    @property
+    def descriptor(self) -> DeviceDescriptor:
+        return self._state.descriptor
+
+    @property
+    def total_memory(self) -> int:
+        return self._state.total_memory
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes of device memory, from cuMemGetInfo."""
+        self._check_open("cuMemGetInfo")
+        self._bind_here()
+        free, total = call("cuMemGetInfo")
+        return int(free), int(total)
+
+    def pool_usage(self) -> tuple[int, int]:
+        """(used, reserved) bytes of the device's stream-ordered pool (what cuMemAllocAsync draws from)."""
+        self._check_open("cuMemPoolGetAttribute")
+        drv = driver()
+        pool = call("cuDeviceGetDefaultMemPool", self._state.cudev)
+        attr = drv.CUmemPool_attribute
+        used = call("cuMemPoolGetAttribute", pool, attr.CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+        reserved = call("cuMemPoolGetAttribute", pool, attr.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+        return int(used), int(reserved)
+
+    # -- context --------------------------------------------------------------
+
+    def bind(self) -> None:
+        """Make this device's context current on the calling thread."""
+        self._check_open("cuCtxSetCurrent")
+        _hot.bind(self._state.ctx)
+
+    def _bind_here(self) -> None:
+        _hot.ensure(self._state.ctx)
+
+    def synchronize(self) -> None:
+        """Wait for all work on this device (cuCtxSynchronize)."""
+        self._check_open("cuCtxSynchronize")
+        self._bind_here()
+        call("cuCtxSynchronize")
+
+    # -- peers ----------------------------------------------------------------
+
+    def can_access_peer(self, other: Device | int) -> bool:
+        """True if kernels on this device can access `other`'s memory (always True for itself)."""
+        peer = self._peer(other, "cuDeviceCanAccessPeer")
+        if peer.ordinal == self.ordinal:
+            return True
+        return bool(int(call("cuDeviceCanAccessPeer", self._state.cudev, peer._state.cudev)))
+
+    def enable_peer_access(self, other: Device | int) -> None:
+        """Let kernels and copies on this device access `other`'s memory directly.  Idempotent."""
+        op = "cuCtxEnablePeerAccess"
+        peer = self._peer(other, op)
+        if peer.ordinal == self.ordinal:
+            return
+        if not self.can_access_peer(peer):
+            raise invalid(op, f"cuda:{self.ordinal} cannot access cuda:{peer.ordinal} (no peer path)")
+        self._bind_here()
+        err, _ = try_call(op, peer._state.ctx, 0)
+        if err not in (0, 704):  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED is fine
+            from .errors import driver_error
+
+            raise driver_error(err, op)
+        self._state.reachable.add(peer.ordinal)
+
+    def _peer(self, other: Any, op: str) -> Device:
+        self._check_open(op)
+        if isinstance(other, Device):
+            return other
+        return Device(other)
+
+    # -- streams and events ------------------------------------------------
+
+    @property
+    def default_stream(self) -> Stream:
+        """The device's permanent stream (blocking: ordered with the legacy default stream)."""
+        return self._state.default_stream
+
+    def create_stream(self, priority: int = 0, non_blocking: bool = True) -> Stream:
+        """A new owned stream; lower `priority` numbers run first (see cuCtxGetStreamPriorityRange)."""
+        op = "cuStreamCreateWithPriority"
+        self._check_open(op)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise invalid(op, f"priority must be an int, got {priority!r}")
+        self._bind_here()
+        flags = CU_STREAM_NON_BLOCKING if non_blocking else CU_STREAM_DEFAULT
+        h = call(op, flags, priority)
+        return Stream._make(h, self, owned=True, priority=priority, non_blocking=non_blocking)
+
+    def create_event(self, timing: bool = False) -> Event:
+        """A new event; `timing=True` enables `elapsed_ms` (slightly slower record/sync)."""
+        if self._closed:
+            raise closed("cuEventCreate", "device")
+        _hot.ensure(self._state.ctx)
+        return Event._make(_hot.event_create(0 if timing else CU_EVENT_DISABLE_TIMING), self, timing)
+
+    # -- memory -------------------------------------------------------------
+
+    def alloc(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
+        """`size` elements of `dtype`, stream-ordered on `stream` (default: the default stream)."""
+        if self._closed:
+            raise closed("cuMemAllocAsync", "device")
+        try:
+            dt, npdt = _DTYPE_SPECS[dtype]
+        except (KeyError, TypeError):
+            dt, npdt = _dtype_spec(dtype, "cuMemAllocAsync")
+        if size.__class__ is not int:
+            size = self._size_arg(size, "cuMemAllocAsync")
+        nbytes = size * npdt.itemsize
+        st = self._state
+        if nbytes <= 0 or nbytes > st.total_memory:
+            raise self._bad_size(size, nbytes, "cuMemAllocAsync")
+        s = st.default_stream if stream is None else stream
+        try:
+            if s._ordinal != self.ordinal:
+                raise self._bad_stream(s, "cuMemAllocAsync")
+            if st.pools:
+                dp = _hot.mem_alloc_async(nbytes, s._h)
+                release = _free_async
+            else:
+                _hot.ensure(st.ctx)
+                dp = _hot.mem_alloc(nbytes)
+                release = _free_sync
+        except (TypeError, AttributeError):
+            raise self._bad_stream(s, "cuMemAllocAsync") from None
+        return DeviceBuf._wrap(dp, size, dt, npdt, self, s, release)
+
+    def alloc_pinned(self, size: int, dtype: Any = "uint8") -> PinnedBuf:
+        """`size` elements of page-locked host memory (cuMemHostAlloc, portable)."""
+        op = "cuMemHostAlloc"
+        self._check_open(op)
+        dt, npdt = _dtype_spec(dtype, op)
+        size = self._size_arg(size, op)
+        nbytes = size * npdt.itemsize
+        if nbytes <= 0 or nbytes > 1 << 46:
+            raise self._bad_size(size, nbytes, op)
+        self._bind_here()
+        ptr = int(call(op, nbytes, CU_MEMHOSTALLOC_PORTABLE))
+        return PinnedBuf._make(ptr, size, dt, self)
+
+    def create_pool(self, stream: Stream | None = None, *, max_block: int = 1 << 26, max_bytes: int = 1 << 32,
+                    front_depth: int = 32, min_block: int = 256) -> Any:
+        """A MemPool of power-of-two buckets on `stream` (default: the default stream); see `MemPool`."""
+        from .pool import MemPool
+
+        self._check_open("MemPool")
+        pool = MemPool(self, stream, max_block=max_block, max_bytes=max_bytes, front_depth=front_depth,
+                       min_block=min_block)
+        self._pools.append(pool)
+        return pool
+
+    # -- modules ------------------------------------------------------------
+
+    def load_module(self, code: Any) -> Any:
+        """Load an ObjectCode, CUBIN/PTX/fatbin bytes, or a file path (str or Path) into this device."""
+        from .module import load_module
+
+        self._check_open("cuModuleLoadData")
+        return load_module(self, code)
+
+    # -- lifetime -----------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Retire this handle: later calls on it raise ClosedError; its pools are closed.  Idempotent.
+
+        The primary context, the default stream, and memory still held by
+        buffers are unaffected (buffers free themselves when closed).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        pools, self._pools = self._pools, []
+        for pool in pools:
+            pool.close()
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Device cuda:{self.ordinal}{' closed' if self._closed else ''}>"
+
+    # -- cold helpers -------------------------------------------------------
+
+    def _check_open(self, op: str) -> None:
+        if self._closed:
+            raise closed(op, "device")
+
+    @staticmethod
+    def _size_arg(size: Any, op: str) -> int:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+            raise invalid(op, f"size must be a positive int (elements), got {size!r}")
+        return int(size)
+
+    def _bad_size(self, size: int, nbytes: int, op: str) -> InvalidArgument:
+        if nbytes <= 0:
+            return invalid(op, f"size must be positive, got {size}")
+        return invalid(op, f"{nbytes} bytes is more than cuda:{self.ordinal} has ({self._state.total_memory})")
+
+    def _bad_stream(self, s: Any, op: str) -> Exception:
+        if not isinstance(s, Stream):
+            return invalid(op, f"stream must be a Stream, got {type(s).__name__}")
+        if s._h is _hot.CLOSED:
+            return closed(op, "stream")
+        return invalid(op, f"the stream is on cuda:{s._ordinal}, not cuda:{self.ordinal}")

@@ -1,0 +1,133 @@
+"""Event: a marker in a stream; record, wait, query, time between two.
+
+Events are cheap to reuse: record the same event again and again.  Timing is
+off by default (cheaper record and synchronize); `elapsed_ms` needs two events
+created with `timing=True`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import _hot
+from ._hot import CLOSED
+from .errors import InvalidState, closed, invalid
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .stream import Stream
+
+__all__ = ["Event"]
+
+CU_EVENT_DISABLE_TIMING = 0x2
+
+
+class Event:
+    """A CUDA event.  Use `dev.create_event(timing=False)`; `close()` is idempotent."""
+
+    __slots__ = ("_h", "device", "_ordinal", "timing", "_default", "__weakref__")
+
+    def __init__(self) -> None:
+        raise TypeError("create events with Device.create_event() or Stream.record()")
+
+    @classmethod
+    def _make(cls, h: Any, device: Device, timing: bool) -> Event:
+        e = object.__new__(cls)
+        e._h = h
+        e.device = device
+        e._ordinal = device.ordinal
+        e.timing = timing
+        e._default = device._state.default_stream
+        return e
+
+    def record(self, stream: Stream | None = None) -> None:
+        """Record this event on `stream` (default: the device's default stream)."""
+        s = self._default if stream is None else stream
+        try:
+            _hot.event_record(self._h, s._h)
+        except (TypeError, AttributeError):
+            raise self._bad("cuEventRecord", s) from None
+
+    def synchronize(self) -> None:
+        """Wait until the work before the last record has completed."""
+        try:
+            _hot.event_sync(self._h)
+        except TypeError:
+            raise self._bad("cuEventSynchronize") from None
+        except InvalidState as exc:
+            self._rebind(exc)
+            _hot.event_sync(self._h)
+
+    def query(self) -> bool:
+        """True when the work before the last record has completed."""
+        try:
+            return _hot.event_query(self._h)
+        except TypeError:
+            raise self._bad("cuEventQuery") from None
+        except InvalidState as exc:
+            self._rebind(exc)
+            return _hot.event_query(self._h)
+
+    def _rebind(self, exc: InvalidState) -> None:
+        """A thread with no current context (CUDA_ERROR_INVALID_CONTEXT): bind ours, else re-raise."""
+        if exc.code != 201:
+            raise exc
+        _hot.bind(self.device._state.ctx)
+
+    def elapsed_ms(self, start: Event) -> float:
+        """Milliseconds from `start` to this event; both recorded, completed, with timing on."""
+        op = "cuEventElapsedTime"
+        if self._h is CLOSED:
+            raise closed(op, "event")
+        if not isinstance(start, Event):
+            raise invalid(op, f"start must be an Event, got {type(start).__name__}")
+        if start._h is CLOSED:
+            raise closed(op, "start event")
+        if not (self.timing and start.timing):
+            raise invalid(op, "both events need timing=True (Device.create_event(timing=True))")
+        from ._driver import call
+
+        return float(call(op, start._h, self._h))
+
+    @property
+    def handle(self) -> int:
+        if self._h is CLOSED:
+            raise closed("Event.handle", "event")
+        return _hot.to_int(self._h)
+
+    @property
+    def closed(self) -> bool:
+        return self._h is CLOSED
+
+    def close(self) -> None:
+        """Destroy the event (pending work still completes).  Idempotent."""
+        h = self._h
+        self._h = CLOSED
+        if h is not CLOSED:
+            _hot.event_destroy(h)
+
+    def __enter__(self) -> Event:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_h", CLOSED) is not CLOSED:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._h is CLOSED else hex(_hot.to_int(self._h))
+        return f"<Event {state} on cuda:{self._ordinal} timing={self.timing}>"
+
+    def _bad(self, op: str, stream: Any = None) -> Exception:
+        from .stream import Stream
+
+        if self._h is CLOSED:
+            return closed(op, "event")
+        if stream is not None and not isinstance(stream, Stream):
+            return invalid(op, f"stream must be a Stream, got {type(stream).__name__}")
+        return closed(op, "stream")

@@ -1,0 +1,190 @@
+"""Stream: an in-order queue of work on one device.
+
+`dev.create_stream()` makes an owned stream (non-blocking by default);
+`dev.default_stream` is the device's permanent stream (created once per
+process and device, ordered with the legacy default stream, never closed);
+`Stream.from_handle(h, dev)` wraps a foreign stream without owning it.
+Streams speak `__cuda_stream__` so cuda.core, CuPy and others can use them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import _hot
+from ._hot import CLOSED
+from .errors import closed, invalid
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .event import Event
+    from .graph import Graph
+
+__all__ = ["Stream"]
+
+_CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
+
+
+class Stream:
+    """A CUDA stream.  Use `dev.create_stream()`; `close()` is idempotent."""
+
+    __slots__ = ("_h", "device", "_ordinal", "_owned", "_permanent", "priority", "non_blocking", "__weakref__")
+
+    def __init__(self) -> None:
+        raise TypeError("create streams with Device.create_stream() or Stream.from_handle()")
+
+    @classmethod
+    def _make(cls, h: Any, device: Device, *, owned: bool, permanent: bool = False, priority: int = 0,
+              non_blocking: bool = False) -> Stream:
+        s = object.__new__(cls)
+        s._h = h
+        s.device = device
+        s._ordinal = device.ordinal
+        s._owned = owned
+        s._permanent = permanent
+        s.priority = priority
+        s.non_blocking = non_blocking
+        return s
+
+    @classmethod
+    def from_handle(cls, handle: int | Any, device: Device) -> Stream:
+        """A non-owning Stream over a foreign `CUstream` (an int, or an object with `__cuda_stream__`).
+
+        `device` must be the device the stream belongs to; closing the
+        wrapper never destroys the foreign stream.
+        """
+        if hasattr(handle, "__cuda_stream__"):
+            handle = handle.__cuda_stream__()[1]
+        if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
+            raise invalid("Stream.from_handle", f"expected a CUstream address (int), got {handle!r}")
+        device._check_open("Stream.from_handle")
+        return cls._make(_hot.stream_handle(handle), device, owned=False)
+
+    # -- the hot path -------------------------------------------------------
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on this stream has finished."""
+        try:
+            _hot.stream_sync(self._h)
+        except TypeError:
+            raise self._closed_error("cuStreamSynchronize") from None
+
+    def query(self) -> bool:
+        """True when all work queued on this stream has finished."""
+        try:
+            return _hot.stream_query(self._h)
+        except TypeError:
+            raise self._closed_error("cuStreamQuery") from None
+
+    def wait(self, event: Event) -> None:
+        """Make later work on this stream wait until `event` has completed."""
+        try:
+            _hot.stream_wait(self._h, event._h)
+        except (TypeError, AttributeError):
+            raise self._bad_event("cuStreamWaitEvent", event) from None
+
+    def record(self, event: Event | None = None) -> Event:
+        """Record `event` (or a new timing-off event) here; returns it."""
+        if event is None:
+            event = self.device.create_event()
+        try:
+            _hot.event_record(event._h, self._h)
+        except (TypeError, AttributeError):
+            raise self._bad_event("cuEventRecord", event) from None
+        return event
+
+    # -- graphs -------------------------------------------------------------
+
+    def begin_capture(self, mode: str = "thread_local") -> None:
+        """Start capturing work issued to this stream into a graph (see `end_capture`)."""
+        from ._driver import call, driver
+
+        if mode not in _CAPTURE_MODES:
+            raise invalid("cuStreamBeginCapture", f"mode must be one of {sorted(_CAPTURE_MODES)}, got {mode!r}")
+        self._check_open("cuStreamBeginCapture")
+        call("cuStreamBeginCapture", self._h, driver().CUstreamCaptureMode(_CAPTURE_MODES[mode]))
+
+    def end_capture(self) -> Graph:
+        """Stop capturing; returns the captured Graph."""
+        from ._driver import call
+        from .graph import Graph
+
+        self._check_open("cuStreamEndCapture")
+        return Graph._make(call("cuStreamEndCapture", self._h), self.device)
+
+    @property
+    def is_capturing(self) -> bool:
+        from ._driver import call
+
+        self._check_open("cuStreamIsCapturing")
+        return int(call("cuStreamIsCapturing", self._h)) == 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+    # -- interop and lifetime -----------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        """The CUstream address."""
+        self._check_open("Stream.handle")
+        return _hot.to_int(self._h)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+    @property
+    def closed(self) -> bool:
+        return self._h is CLOSED
+
+    def close(self) -> None:
+        """Wait for queued work, then destroy the stream (if owned).  Idempotent.
+
+        The device's default stream is permanent: closing it does nothing.
+        """
+        h = self._h
+        if h is CLOSED or self._permanent:
+            return
+        self._h = CLOSED
+        if self._owned:
+            from . import _driver
+
+            try:
+                if not _driver.forked:
+                    _hot.stream_sync(h)
+            finally:
+                _driver.call("cuStreamDestroy", h)
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if self._owned and getattr(self, "_h", CLOSED) is not CLOSED:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._h is CLOSED else hex(_hot.to_int(self._h))
+        return f"<Stream {state} on cuda:{self._ordinal}>"
+
+    # -- cold helpers -------------------------------------------------------
+
+    def _check_open(self, op: str) -> None:
+        if self._h is CLOSED:
+            raise closed(op, "stream")
+
+    def _closed_error(self, op: str) -> Exception:
+        if self._h is CLOSED:
+            return closed(op, "stream")
+        return invalid(op, f"bad stream handle {self._h!r}")
+
+    def _bad_event(self, op: str, event: Any) -> Exception:
+        from .event import Event
+
+        if self._h is CLOSED:
+            return closed(op, "stream")
+        if not isinstance(event, Event):
+            return invalid(op, f"expected an Event, got {type(event).__name__}")
+        return closed(op, "event")

@@ -1,0 +1,48 @@
+"""Fixtures for the GPU suite.
+
+Every module here sets `pytestmark = pytest.mark.backend("cuda")`: without a
+usable CUDA backend the tests skip with the probe's reason, and under
+IRONACCEL_REQUIRE=cuda they fail instead.  The same suite runs on a real GPU
+and, on CPU-only machines, against the fake driver in tests/fakecuda
+(IRONACCEL_CUDA_FAKE=1 is set there; the few checks only a real GPU can make
+look at `FAKE`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from kernels import NAME_EXPRESSIONS, SOURCE
+
+FAKE = os.environ.get("IRONACCEL_CUDA_FAKE") == "1"
+
+
+@pytest.fixture
+def dev() -> Iterator[Any]:
+    import ironaccel_cuda as cu
+
+    d = cu.Device(0)
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="session")
+def kernel_code() -> Any:
+    import ironaccel_cuda as cu
+
+    return cu.Program(SOURCE, name_expressions=NAME_EXPRESSIONS).compile("cubin", arch=cu.Device(0))
+
+
+@pytest.fixture
+def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
+    mod = dev.load_module(kernel_code)
+    yield mod
+    mod.close()

@@ -1,0 +1,107 @@
+"""Errors on a live device: a faulting kernel, a forked child, typed errors that name the call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ironaccel import DriverError, InvalidArgument, OutOfMemory
+
+pytestmark = pytest.mark.backend("cuda")
+
+HERE = Path(__file__).parent
+
+
+def run_child(code: str) -> subprocess.CompletedProcess:
+    script = f"import sys; sys.path.insert(0, {str(HERE)!r})\n" + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ))
+
+
+def test_faulting_kernel_names_the_call_that_saw_it():
+    """An illegal address poisons the context, so this runs in its own process."""
+    out = run_child(
+        """
+        import ironaccel_cuda as cu
+        from ironaccel import DriverError
+        from kernels import SOURCE
+        dev = cu.Device(0)
+        fn = dev.load_module(cu.Program(SOURCE).compile()).function("fault")
+        fn.launch(1, 32, 8)  # a raw pointer into nowhere
+        try:
+            dev.default_stream.synchronize()
+            print("NO ERROR")
+        except DriverError as exc:
+            print("ERR", exc.op, exc.code, exc.code_name)
+            print("MSG", exc)
+        try:
+            dev.alloc(16).close()
+            print("STILL OK")
+        except DriverError as exc:
+            print("THEN", exc.op, exc.code_name)
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    assert lines["ERR"] == "cuStreamSynchronize 700 CUDA_ERROR_ILLEGAL_ADDRESS", out.stdout
+    assert "illegal" in lines["MSG"].lower() and "unusable" in lines["MSG"]
+    assert lines["THEN"] == "cuMemAllocAsync CUDA_ERROR_ILLEGAL_ADDRESS"
+
+
+def test_forked_child_gets_typed_errors():
+    out = run_child(
+        """
+        import os
+        import numpy as np
+        import ironaccel_cuda as cu
+        from ironaccel import InvalidState
+        dev = cu.Device(0)
+        buf = dev.upload(np.arange(4, dtype=np.float32))
+        stream = dev.create_stream()
+        pid = os.fork()
+        if pid == 0:
+            failures = []
+            for name, call in [
+                ("cuMemcpyDtoHAsync", buf.copy_to_host),
+                ("cuStreamSynchronize", stream.synchronize),
+                ("cuStreamCreateWithPriority", dev.create_stream),
+                ("Device", lambda: cu.Device(0)),
+                ("cuMemAllocAsync", lambda: dev.alloc(16)),
+            ]:
+                try:
+                    call()
+                    failures.append(name + ": no error")
+                except InvalidState as exc:
+                    if exc.op != name or "fork" not in str(exc):
+                        failures.append(f"{name}: {exc.op}: {exc}")
+                except Exception as exc:
+                    failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            buf.close()  # closing what the parent owns: no error, and no free of the parent's memory
+            stream.close()
+            print("CHILD", failures, flush=True)
+            os._exit(0 if not failures else 1)
+        _, status = os.waitpid(pid, 0)
+        print("EXIT", os.waitstatus_to_exitcode(status))
+        print("PARENT", buf.copy_to_host().tolist())
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert "EXIT 0" in out.stdout, out.stdout
+    assert "PARENT [0.0, 1.0, 2.0, 3.0]" in out.stdout
+
+
+def test_error_fields(dev):
+    with pytest.raises(OutOfMemory) as info:
+        dev.alloc(dev.total_memory)
+    err = info.value
+    assert isinstance(err, DriverError) and isinstance(err, MemoryError)
+    assert err.backend == "cuda" and err.op == "cuMemAllocAsync" and err.code == 2
+    assert str(err).startswith("cuda: cuMemAllocAsync: CUDA_ERROR_OUT_OF_MEMORY (2)")
+    with pytest.raises(InvalidArgument) as info:
+        dev.alloc(-1)
+    assert info.value.code is None and info.value.op == "cuMemAllocAsync" and isinstance(info.value, ValueError)

@@ -1,0 +1,276 @@
+"""Compile for the device, load modules every way, functions, attributes, occupancy, launches and their bad input."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import struct
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from conftest import SOURCE
+
+import ironaccel_cuda as cu
+from ironaccel import ClosedError, DriverError, InvalidArgument
+
+pytestmark = pytest.mark.backend("cuda")
+
+rng = np.random.default_rng(7)
+
+
+def saxpy_buffers(dev, n):
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    return x, y, dev.upload(x), dev.upload(y)
+
+
+def test_default_arch_is_the_device(dev):
+    code = cu.Program(SOURCE).compile()  # cubin for the current device
+    assert code.kind == "cubin" and code.arch == dev.arch
+    assert code.code[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("name", ["saxpy", "templated::saxpy<float>"])
+def test_saxpy(dev, kernels, name):
+    n = 100_003
+    fn = kernels.function(name)
+    x, y, dx, dy = saxpy_buffers(dev, n)
+    fn.launch((n + 255) // 256, 256, np.float32(2.5), dx, dy, np.uint32(n))
+    np.testing.assert_allclose(dy.copy_to_host(), np.float32(2.5) * x + y, rtol=1e-6)
+    fn.launch((n + 255) // 256, (256, 1, 1), 1.0, dx, dy, n)  # Python float and int fit float and unsigned
+    np.testing.assert_allclose(dy.copy_to_host(), np.float32(2.5) * x + y + x, rtol=1e-5)
+    dx.close()
+    dy.close()
+
+
+def test_function_lookup(dev, kernels):
+    assert kernels.function("saxpy") is kernels.function("saxpy")
+    with pytest.raises(DriverError) as info:
+        kernels.function("no_such_kernel")
+    assert info.value.op == "cuModuleGetFunction" and "no_such_kernel" in str(info.value)
+
+
+def test_attributes_and_occupancy(dev, kernels):
+    fn = kernels.function("saxpy")
+    attrs = fn.attributes
+    assert attrs.registers > 0 and attrs.max_threads_per_block > 0 and attrs.num_params == 4
+    assert attrs.shared_bytes >= 0 and attrs.max_dynamic_shared_bytes >= 0
+    blocks = fn.max_active_blocks_per_sm(256)
+    assert 1 <= blocks <= 64
+    assert fn.param_layout() == ((0, 4), (8, 8), (16, 8), (24, 4))
+    with pytest.raises(InvalidArgument):
+        fn.max_active_blocks_per_sm(0)
+    fn.set_max_dynamic_shared(1024)
+
+
+def test_load_from_bytes_and_file(dev, kernel_code, tmp_path):
+    mod = dev.load_module(kernel_code.code)  # raw CUBIN bytes: no name map, symbols only
+    assert mod.kind == "cubin"
+    mod.function("saxpy")
+    mod.close()
+    path = tmp_path / "kernels.cubin"
+    path.write_bytes(kernel_code.code)
+    mod = dev.load_module(path)
+    mod.function("scale_offset")
+    mod.close()
+    mod = dev.load_module(str(path))
+    mod.close()
+    with pytest.raises(InvalidArgument):
+        dev.load_module(tmp_path / "missing.cubin")
+    with pytest.raises(InvalidArgument):
+        dev.load_module(b"")
+    with pytest.raises(DriverError) as info:
+        dev.load_module(b"not ptx at all")
+    assert info.value.op == "cuModuleLoadData"
+
+
+def _fatbinary() -> str | None:
+    found = shutil.which("fatbinary")
+    candidates = [os.path.join(os.environ[v], "bin", "fatbinary") for v in ("CUDA_HOME", "CUDA_PATH")
+                  if os.environ.get(v)]
+    candidates += sorted(glob.glob("/usr/local/cuda*/bin/fatbinary"), reverse=True)
+    return found or next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def test_load_fatbin(dev, kernel_code, tmp_path):
+    tool = _fatbinary()
+    if tool is None:
+        pytest.skip("no fatbinary tool (CUDA toolkit) to build a fatbin with")
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(kernel_code.code)
+    fatbin = tmp_path / "k.fatbin"
+    major, minor = dev.compute_capability
+    subprocess.run([tool, "--64", f"--create={fatbin}", f"--image3=kind=elf,sm={major}{minor},file={cubin}"],
+                   check=True)
+    assert fatbin.read_bytes()[:4] == b"\x50\xed\x55\xba"
+    mod = dev.load_module(fatbin)
+    assert mod.kind == "fatbin"
+    n = 512
+    x, y, dx, dy = saxpy_buffers(dev, n)
+    mod.function("saxpy").launch(2, 256, 0.5, dx, dy, n)
+    np.testing.assert_allclose(dy.copy_to_host(), 0.5 * x + y, rtol=1e-6)
+    mod.close()
+    dx.close()
+    dy.close()
+
+
+def test_ptx(dev):
+    ptx = cu.Program(SOURCE).compile("ptx")
+    assert ptx.kind == "ptx" and ptx.arch.startswith("compute_") and b".entry" in ptx.code
+    try:
+        mod = dev.load_module(ptx)
+    except DriverError as exc:  # PTX from a newer NVRTC than the driver: the documented limitation
+        assert exc.op == "cuModuleLoadData"
+        assert exc.code_name in ("CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_PTX")
+        assert "CUBIN" in str(exc)
+        return
+    n = 1000
+    x, y, dx, dy = saxpy_buffers(dev, n)
+    mod.function("saxpy").launch(4, 256, 3.0, dx, dy, n)
+    np.testing.assert_allclose(dy.copy_to_host(), 3 * x + y, rtol=1e-6)
+    mod.close()
+
+
+def test_echo_packs_every_scalar_type(dev, kernels):
+    fn = kernels.function("echo16")
+    layout = fn.param_layout()
+    assert len(layout) == 16
+    out = dev.alloc(96, "uint8")
+    out.memset(0)
+    values = [np.int8(-5), np.int16(-300), -70000, np.int64(-(2**40)), 1.25, np.float64(2.5), np.uint8(200),
+              np.uint16(60000), np.uint32(4_000_000_000), np.uint64(2**63 + 5), np.float32(-0.5), -1e300,
+              np.int32(123), 3.5, 2**40]
+    fn.launch(1, 1, out, *values)
+    got = out.copy_to_host()
+    codes = ["b", "h", "i", "q", "f", "d", "B", "H", "I", "Q", "f", "d", "i", "f", "q"]
+    for (offset, size), code, value in zip(layout[1:], codes, values):
+        expected = struct.pack("<" + code, value)
+        assert got[offset:offset + size].tobytes() == expected, (offset, code, value)
+    out.close()
+
+
+def test_raw_pointer_argument(dev, kernels):
+    n = 256
+    x, y, dx, dy = saxpy_buffers(dev, n)
+    kernels.function("saxpy").launch(1, 256, 2.0, dx.ptr, dy.ptr, n)
+    np.testing.assert_allclose(dy.copy_to_host(), 2 * x + y, rtol=1e-6)
+    dx.close()
+    dy.close()
+
+
+def test_launch_on_streams_and_views(dev, kernels):
+    s = dev.create_stream()
+    n = 4096
+    x, y, dx, dy = saxpy_buffers(dev, n)
+    half = n // 2
+    kernels.function("saxpy").launch(half // 256, 256, 2.0, dx[:half], dy[:half], half, stream=s)
+    s.synchronize()
+    expected = y.copy()
+    expected[:half] += 2 * x[:half]
+    np.testing.assert_allclose(dy.copy_to_host(), expected, rtol=1e-6)
+    for b in (dx, dy):
+        b.close()
+    s.close()
+
+
+def test_concurrent_launches_from_threads(dev, kernels):
+    fn = kernels.function("scale_offset")
+    n = 1 << 14
+    errors = []
+
+    def work(k):
+        try:
+            s = dev.create_stream()
+            x = np.full(n, k, np.float32)
+            dx, dy = dev.alloc(n, "float32", stream=s), dev.alloc(n, "float32", stream=s)
+            dx.copy_from(x, stream=s)
+            for _ in range(20):
+                fn.launch(n // 256, 256, dx, dy, float(k), 1.0, n, stream=s)
+            out = dy.copy_to_host(stream=s)
+            s.synchronize()
+            np.testing.assert_array_equal(out, np.full(n, k * k + 1, np.float32))
+            dx.close()
+            dy.close()
+            s.close()
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_bad_launches(dev, kernels):
+    fn = kernels.function("saxpy")
+    n = 256
+    _, _, dx, dy = saxpy_buffers(dev, n)
+    limit = dev.attributes.max_threads_per_block
+    cases = [
+        lambda: fn.launch(1, 256, 2.0, dx, dy),  # too few
+        lambda: fn.launch(1, 256, 2.0, dx, dy, n, n),  # too many
+        lambda: fn.launch(1, 256, "2.0", dx, dy, n),  # wrong type
+        lambda: fn.launch(1, 256, np.float64(2.0), dx, dy, n),  # 8-byte scalar for a 4-byte parameter
+        lambda: fn.launch(1, 256, dx, dx, dy, n),  # pointer for a float
+        lambda: fn.launch(1, 256, 2.0, dx, dy, 2**40),  # does not fit an unsigned int
+        lambda: fn.launch(1, limit * 2, 2.0, dx, dy, n),  # block over the device limit
+        lambda: fn.launch(0, 256, 2.0, dx, dy, n),  # zero grid
+        lambda: fn.launch((1, 0, 1), 256, 2.0, dx, dy, n),
+        lambda: fn.launch(-1, 256, 2.0, dx, dy, n),
+        lambda: fn.launch((1, 1, 1, 1), 256, 2.0, dx, dy, n),
+        lambda: fn.launch("1", 256, 2.0, dx, dy, n),
+        lambda: fn.launch(1, 256, 2.0, dx, dy, n, stream="s"),
+        lambda: fn.launch(1, 256, 2.0, dx, dy, n, shared_mem=-1),
+    ]
+    for i, call in enumerate(cases):
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        assert info.value.op == "cuLaunchKernel", (i, info.value)
+    fn.launch(1, 256, 2.0, dx, dy, n)  # still fine afterwards
+    dev.synchronize()
+    dy.close()
+    with pytest.raises(ClosedError):
+        fn.launch(1, 256, 2.0, dx, dy, n)
+    s = dev.create_stream()
+    s.close()
+    with pytest.raises(ClosedError):
+        fn.launch(1, 256, 2.0, dx, dx, n, stream=s)
+    dx.close()
+
+
+def test_closed_module(dev, kernel_code):
+    mod = dev.load_module(kernel_code)
+    fn = mod.function("saxpy")
+    buf = dev.alloc(16, "float32")
+    mod.close()
+    mod.close()
+    with pytest.raises(ClosedError):
+        fn.launch(1, 16, 1.0, buf, buf, 16)
+    with pytest.raises(ClosedError):
+        mod.function("saxpy")
+    with pytest.raises(ClosedError):
+        fn.attributes  # noqa: B018
+    buf.close()
+
+
+def test_compute_pipeline_from_ptx_text(dev):
+    """ComputeDevice code may be PTX text as well as CUDA C++."""
+    ptx = cu.Program(SOURCE).compile("ptx").code.rstrip(b"\0").decode()
+    try:
+        pipe = dev.pipeline(ptx, "scale_offset", buffers=2, params=3, workgroup_size=(64, 1, 1))
+    except DriverError as exc:  # PTX newer than the driver: the documented limitation
+        assert exc.code_name in ("CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_PTX")
+        return
+    x = np.arange(100, dtype=np.float32)
+    xs, ys = dev.upload(x), dev.alloc(100, "float32")
+    dev.dispatch(pipe, [xs, ys], 2, (np.float32(3), np.float32(-1), np.uint32(100))).wait()
+    np.testing.assert_array_equal(dev.download(ys), 3 * x - 1)
+    with pytest.raises(InvalidArgument):
+        dev.pipeline(ptx, "scale_offset", buffers=1, params=3)  # the kernel takes 5 parameters
+    for b in (xs, ys, pipe):
+        b.close()

@@ -1,0 +1,161 @@
+"""Streams and events: create, default stream, sync/query/wait/record, interop, timing, reuse, closed objects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import FAKE
+
+import ironaccel_cuda as cu
+from ironaccel import ClosedError, InvalidArgument
+
+pytestmark = pytest.mark.backend("cuda")
+
+SPIN_CYCLES = 50_000_000  # ~25 ms on a ~2 GHz SM clock
+
+
+def test_create_stream(dev):
+    s = dev.create_stream()
+    assert s.non_blocking is True and s.priority == 0 and s.device is dev
+    assert s.handle != 0
+    s.synchronize()
+    assert s.query() is True
+    s.close()
+    blocking = dev.create_stream(priority=-1, non_blocking=False)
+    assert blocking.non_blocking is False and blocking.priority == -1
+    blocking.close()
+
+
+def test_default_stream_is_permanent(dev):
+    s = dev.default_stream
+    assert s is dev.default_stream
+    s.close()  # the default stream cannot be closed
+    s.synchronize()
+    assert not s.closed
+
+
+def test_query_sees_running_work(dev, kernels):
+    s = dev.create_stream()
+    kernels.function("spin").launch(1, 1, SPIN_CYCLES, stream=s)
+    if not FAKE:
+        assert s.query() is False
+    s.synchronize()
+    assert s.query() is True
+    s.close()
+
+
+def test_wait_orders_streams(dev, kernels):
+    producer, consumer = dev.create_stream(), dev.create_stream()
+    n = 1 << 16
+    x = dev.alloc(n, "float32", stream=producer)
+    y = dev.alloc(n, "float32", stream=producer)
+    x.copy_from(np.ones(n, np.float32), stream=producer)
+    y.memset(0, stream=producer)
+    kernels.function("spin").launch(1, 1, SPIN_CYCLES // 5, stream=producer)
+    kernels.function("saxpy").launch((n + 255) // 256, 256, 2.0, x, y, n, stream=producer)
+    done = producer.record()
+    consumer.wait(done)
+    out = np.empty(n, np.float32)
+    y.copy_to_host(out, stream=consumer)
+    consumer.synchronize()
+    np.testing.assert_array_equal(out, np.full(n, 2, np.float32))
+    for b in (x, y):
+        b.close()
+    done.close()
+    producer.close()
+    consumer.close()
+
+
+def test_record_returns_event(dev):
+    s = dev.create_stream()
+    e = s.record()
+    assert isinstance(e, cu.Event) and e.timing is False
+    e.synchronize()
+    assert e.query() is True
+    mine = dev.create_event()
+    assert s.record(mine) is mine
+    e.close()
+    mine.close()
+    s.close()
+
+
+def test_cuda_stream_protocol_and_foreign_handle(dev):
+    s = dev.create_stream()
+    version, handle = s.__cuda_stream__()
+    assert version == 0 and handle == s.handle
+    wrapper = cu.Stream.from_handle(handle, dev)
+    wrapper.synchronize()
+    assert wrapper.handle == handle
+    wrapper.close()  # non-owning: the stream itself stays valid
+    s.synchronize()
+    also = cu.Stream.from_handle(s, dev)  # anything with __cuda_stream__
+    assert also.handle == handle
+    s.close()
+    with pytest.raises(InvalidArgument):
+        cu.Stream.from_handle("nope", dev)
+
+
+def test_event_timing(dev, kernels):
+    s = dev.create_stream()
+    start, end = dev.create_event(timing=True), dev.create_event(timing=True)
+    start.record(s)
+    kernels.function("spin").launch(1, 1, SPIN_CYCLES, stream=s)
+    end.record(s)
+    end.synchronize()
+    ms = end.elapsed_ms(start)
+    assert isinstance(ms, float) and ms >= 0
+    if not FAKE:
+        assert ms > 0.5
+    untimed = dev.create_event()
+    untimed.record(s)
+    untimed.synchronize()
+    with pytest.raises(InvalidArgument) as info:
+        untimed.elapsed_ms(start)
+    assert info.value.op == "cuEventElapsedTime"
+    for e in (start, end, untimed):
+        e.close()
+    s.close()
+
+
+def test_event_reuse(dev):
+    s = dev.create_stream()
+    e = dev.create_event()
+    for _ in range(1000):
+        e.record(s)
+        e.synchronize()
+    assert e.query()
+    e.record()  # default stream
+    e.synchronize()
+    e.close()
+    s.close()
+
+
+def test_closed_stream_and_event(dev):
+    s = dev.create_stream()
+    e = dev.create_event()
+    s.close()
+    s.close()
+    for call, op in ((s.synchronize, "cuStreamSynchronize"), (s.query, "cuStreamQuery"),
+                     (lambda: s.record(e), "cuEventRecord"), (lambda: s.wait(e), "cuStreamWaitEvent"),
+                     (lambda: e.record(s), "cuEventRecord"), (lambda: dev.alloc(8, stream=s), "cuMemAllocAsync")):
+        with pytest.raises(ClosedError) as info:
+            call()
+        assert info.value.op == op
+    e.close()
+    e.close()
+    live = dev.create_stream()
+    for call in (e.synchronize, e.query, lambda: e.record(live), lambda: live.wait(e), lambda: live.record(e)):
+        with pytest.raises(ClosedError):
+            call()
+    live.close()
+
+
+def test_wrong_types(dev):
+    s = dev.create_stream()
+    with pytest.raises(InvalidArgument):
+        s.wait("not an event")
+    e = dev.create_event()
+    with pytest.raises(InvalidArgument):
+        e.record("not a stream")
+    e.close()
+    s.close()

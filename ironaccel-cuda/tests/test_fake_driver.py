@@ -1,0 +1,96 @@
+"""The GPU suite and the conformance suite, run on the CPU against a fake libcuda.so.1.
+
+tests/fakecuda/fake_cuda.c implements the driver calls ironaccel_cuda makes,
+over host memory, with the real cuda.h prototypes and the driver's error
+codes; `cuda.bindings` loads it like the real driver.  This runs the real
+binding conversions, result tuples, error mapping, packing, pools, graphs
+and bad-input paths end to end where no GPU exists.  It needs a C compiler
+and cuda.h (a CUDA toolkit); without them it skips.  It proves the Python
+layer, not the GPU: the GPU suite itself must still pass on real hardware.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+SOURCE = HERE / "fakecuda" / "fake_cuda.c"
+
+
+def _cuda_include() -> str | None:
+    candidates = [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    candidates += sorted(glob.glob("/usr/local/cuda*/include"), reverse=True) + ["/usr/include"]
+    candidates += glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages", "nvidia", "*", "include"))
+    for folder in candidates:
+        if os.path.isfile(os.path.join(folder, "cuda.h")) and os.path.isfile(os.path.join(folder, "cudaTypedefs.h")):
+            return folder
+    return None
+
+
+@pytest.fixture(scope="module")
+def fake_lib(tmp_path_factory) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    include = _cuda_include()
+    if cc is None or include is None:
+        pytest.skip(f"needs a C compiler and cuda.h (compiler: {cc}, cuda.h: {include})")
+    folder = tmp_path_factory.mktemp("fakecuda")
+    out = folder / "libcuda.so.1"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Wno-unused-parameter", f"-I{include}", "-o", str(out),
+                    str(SOURCE), "-Wl,-soname,libcuda.so.1", "-lpthread"], check=True)
+    return folder
+
+
+def _env(fake_lib: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("IRONACCEL_REQUIRE", None)  # CuPy / PyTorch interop tests skip here
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(fake_lib), env.get("LD_LIBRARY_PATH")) if p)
+    env["IRONACCEL_CUDA_FAKE"] = "1"
+    env["IRONACCEL_CUDA_CACHE_DIR"] = str(tmp_path / "cache")
+    env.update(extra)
+    return env
+
+
+def _pytest(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *args],
+                          capture_output=True, text=True, env=env, timeout=900, cwd=HERE.parent)
+
+
+def test_gpu_suite_against_the_fake_driver(fake_lib, tmp_path):
+    out = _pytest([str(HERE / "gpu"), str(HERE / "test_conformance.py")], _env(fake_lib, tmp_path))
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    summary = out.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
+
+
+def test_memory_suite_without_memory_pools(fake_lib, tmp_path):
+    """Devices without stream-ordered pools fall back to cuMemAlloc / cuMemFree."""
+    env = _env(fake_lib, tmp_path, FAKE_CUDA_NO_POOLS="1")
+    out = _pytest([str(HERE / "gpu" / "test_memory.py"), str(HERE / "gpu" / "test_pinned.py")], env)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+
+
+def test_driver_without_a_device(fake_lib, tmp_path):
+    code = (
+        "import ironaccel, ironaccel_cuda\n"
+        "r = ironaccel.probe('cuda')\n"
+        "print(r.available, r.code, r.code_name)\n"
+        "print(r.reason)\n"
+        "try:\n"
+        "    ironaccel_cuda.Device(0)\n"
+        "except ironaccel.NotAvailable as exc:\n"
+        "    print('NotAvailable', exc.code)\n"
+    )
+    env = _env(fake_lib, tmp_path, FAKE_CUDA_NO_DEVICE="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "False 100 CUDA_ERROR_NO_DEVICE"
+    assert "found no CUDA-capable device" in lines[1]
+    assert lines[2] == "NotAvailable 100"

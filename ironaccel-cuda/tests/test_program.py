@@ -1,0 +1,285 @@
+"""NVRTC on the CPU: PTX and CUBIN, options, name expressions, compile errors, arch handling, the caches."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("cuda.bindings.nvrtc")
+
+from ironaccel import CompileError, InvalidArgument, Unsupported
+from ironaccel_cuda import CompileOptions, ObjectCode, Program, cache
+from ironaccel_cuda.program import normalize_arch, nvrtc_version, supported_archs
+
+
+def _nvrtc_usable() -> bool:
+    try:
+        nvrtc_version()
+        return True
+    except Exception:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _nvrtc_usable(), reason="NVRTC (nvidia-cuda-nvrtc) is not installed")
+
+SAXPY = r"""
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+template <typename T> __global__ void axpy(T a, const T* x, T* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+ARCH = "sm_90"
+
+
+def test_version_and_archs():
+    major, minor = nvrtc_version()
+    assert major >= 12
+    archs = supported_archs()
+    assert 90 in archs and list(archs) == sorted(archs)
+
+
+def test_cubin(cache_dir):
+    code = Program(SAXPY).compile("cubin", arch=ARCH)
+    assert isinstance(code, ObjectCode) and code.kind == "cubin" and code.arch == "sm_90"
+    assert code.code[:4] == b"\x7fELF" and b"saxpy" in code.code
+    assert code.cache is None
+
+
+def test_ptx(cache_dir):
+    code = Program(SAXPY).compile("ptx", arch=(9, 0))
+    assert code.kind == "ptx" and code.arch == "compute_90"
+    text = code.code.decode()
+    assert ".entry saxpy(" in text and ".target sm_90" in text
+
+
+def test_name_expressions(cache_dir):
+    code = Program(SAXPY, name_expressions=["axpy<float>", "axpy<double>"]).compile("cubin", arch=ARCH)
+    assert set(code.name_map) == {"axpy<float>", "axpy<double>"}
+    assert code.name_map["axpy<float>"].startswith("_Z") and code.name_map["axpy<float>"] != code.name_map[
+        "axpy<double>"]
+    assert code.name_map["axpy<float>"].encode() in code.code
+
+
+def test_bad_name_expression(cache_dir):
+    with pytest.raises(CompileError) as info:
+        Program(SAXPY, name_expressions=["no_such_thing<int>"]).compile("cubin", arch=ARCH)
+    assert info.value.op and info.value.log
+
+
+def test_compile_error_carries_log(cache_dir):
+    broken = 'extern "C" __global__ void k(float* p) { p[0] = undeclared_name; }'
+    with pytest.raises(CompileError) as info:
+        Program(broken, name="broken.cu").compile("ptx", arch=ARCH)
+    err = info.value
+    assert err.op == "nvrtcCompileProgram" and err.backend == "cuda"
+    assert "undeclared_name" in err.log and "broken.cu" in err.log
+    assert err.code_name == "NVRTC_ERROR_COMPILATION" and err.code == 6
+    assert "undeclared_name" in str(err)
+    assert not list(cache_dir.glob("*.bin")) if cache_dir.exists() else True  # failures are not cached
+
+
+def test_options_reach_nvrtc(cache_dir):
+    src = r"""
+    #ifndef SCALE
+    #error SCALE must be defined
+    #endif
+    #include "helper.h"
+    extern "C" __global__ void k(float* p) { p[0] = SCALE * helper(); }
+    """
+    inc = cache_dir.parent / "inc"
+    inc.mkdir()
+    (inc / "helper.h").write_text("__device__ float helper() { return 2.0f; }\n")
+    opts = CompileOptions(std="c++17", defines={"SCALE": "3.0f", "FLAG": None}, include_paths=[str(inc)],
+                          fast_math=True, max_registers=32, line_info=True)
+    code = Program(src, opts).compile("ptx", arch=ARCH)
+    assert b".entry k(" in code.code
+    with pytest.raises(CompileError) as info:
+        Program(src, CompileOptions(include_paths=[str(inc)])).compile("ptx", arch=ARCH)
+    assert "SCALE must be defined" in info.value.log
+    debug = Program(SAXPY, CompileOptions(debug=True)).compile("ptx", arch=ARCH)
+    assert b".debug" in debug.code or b"debug" in debug.code.lower()
+
+
+def test_headers_mapping(cache_dir):
+    src = '#include "consts.h"\nextern "C" __global__ void k(float* p) { p[0] = ANSWER; }\n'
+    code = Program(src, headers={"consts.h": "#define ANSWER 42.0f\n"}).compile("ptx", arch=ARCH)
+    assert b".entry k(" in code.code
+
+
+def test_option_args():
+    opts = CompileOptions(std="c++20", defines=["A", "B=2"], include_paths=["/x"], ftz=True, prec_div=False,
+                          prec_sqrt=True, fmad=False, max_registers=64, line_info=True, debug=True,
+                          extra=["--extra-device-vectorization"])
+    assert opts.to_args() == [
+        "--std=c++20", "-DA", "-DB=2", "--include-path=/x", "--ftz=true", "--prec-div=false", "--prec-sqrt=true",
+        "--fmad=false", "--maxrregcount=64", "--generate-line-info", "--device-debug",
+        "--extra-device-vectorization",
+    ]
+    assert CompileOptions().to_args() == []
+    assert CompileOptions(fast_math=True).to_args() == ["--use_fast_math"]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"std": "c++99"}, {"std": 17}, {"fast_math": 1}, {"ftz": "yes"}, {"max_registers": 0}, {"max_registers": True},
+    {"defines": "A=1"}, {"defines": ["1BAD"]}, {"defines": {"has space": 1}}, {"include_paths": "/x"},
+    {"extra": "--foo"}, {"debug": None},
+])
+def test_bad_options(kwargs):
+    with pytest.raises(InvalidArgument) as info:
+        CompileOptions(**kwargs)
+    assert info.value.op == "CompileOptions"
+
+
+def test_bad_program_input():
+    for args in [("",), ("   ",), (b"bytes",), (SAXPY, "not options")]:
+        with pytest.raises(InvalidArgument):
+            Program(*args)
+    with pytest.raises(InvalidArgument):
+        Program(SAXPY, name_expressions=[""])
+    with pytest.raises(InvalidArgument):
+        Program(SAXPY).compile("fatbin", arch=ARCH)
+
+
+@pytest.mark.parametrize("arch,target,expected", [
+    ("sm_90", "cubin", "sm_90"), ("90", "cubin", "sm_90"), (90, "cubin", "sm_90"), ("9.0", "cubin", "sm_90"),
+    ((9, 0), "cubin", "sm_90"), ("sm_90a", "cubin", "sm_90a"), ("compute_80", "ptx", "compute_80"),
+    ("sm_90", "ptx", "compute_90"),
+])
+def test_normalize_arch(arch, target, expected):
+    assert normalize_arch(arch, target) == expected
+
+
+def test_bad_arch():
+    for arch in ("sm_xx", "hopper", True, (9,)):
+        with pytest.raises(InvalidArgument):
+            normalize_arch(arch, "cubin")
+    with pytest.raises(Unsupported) as info:
+        normalize_arch("sm_35", "cubin")  # older than this NVRTC supports
+    assert "sm_35" in str(info.value)
+    newest = max(supported_archs())
+    assert normalize_arch(newest + 50, "ptx") == f"compute_{newest}"  # PTX for the newest arch NVRTC knows
+
+
+# -- caches -----------------------------------------------------------------------
+
+
+def test_memory_cache(cache_dir):
+    first = Program(SAXPY).compile("cubin", arch=ARCH)
+    second = Program(SAXPY).compile("cubin", arch=ARCH)
+    assert first.cache is None and second.cache == "memory"
+    assert second.code == first.code
+
+
+def test_disk_cache_survives_a_new_process(cache_dir):
+    Program(SAXPY).compile("cubin", arch=ARCH)
+    files = list(cache_dir.glob("*.bin"))
+    assert len(files) == 1
+    script = textwrap.dedent(
+        f"""
+        from ironaccel_cuda import Program
+        code = Program({SAXPY!r}).compile("cubin", arch={ARCH!r})
+        print(code.cache)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ),
+                         check=True)
+    assert out.stdout.strip() == "disk"
+
+
+def test_cache_key_covers_every_input(cache_dir):
+    Program(SAXPY).compile("cubin", arch=ARCH)
+    variants = [
+        Program(SAXPY + "\n// changed"),
+        Program(SAXPY, CompileOptions(fast_math=True)),
+        Program(SAXPY, name_expressions=["axpy<float>"]),
+        Program(SAXPY, headers={"x.h": "int x;"}),
+    ]
+    for prog in variants:
+        assert prog.compile("cubin", arch=ARCH).cache is None
+    assert Program(SAXPY).compile("ptx", arch=ARCH).cache is None
+    assert Program(SAXPY).compile("cubin", arch="sm_80").cache is None
+    assert len(list(cache_dir.glob("*.bin"))) == 7
+
+
+def _only_entry(cache_dir):
+    files = list(cache_dir.glob("*.bin"))
+    assert len(files) == 1
+    return files[0]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "header_only", "foreign_key"])
+def test_damaged_disk_entry_is_a_miss_and_is_rewritten(cache_dir, damage):
+    good = Program(SAXPY).compile("cubin", arch=ARCH)
+    path = _only_entry(cache_dir)
+    blob = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(blob[: len(blob) // 2])
+    elif damage == "flip":
+        path.write_bytes(blob[:-10] + bytes([blob[-10] ^ 0xFF]) + blob[-9:])
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(len(blob)))
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "header_only":
+        path.write_bytes(blob[:40])
+    else:  # a sound entry, but for another key
+        other_key = "0" * 64
+        meta = {"kind": "cubin", "arch": ARCH, "names": {}, "log": ""}
+        path.write_bytes(cache.encode(other_key, meta, b"\x7fELFnot-this-one"))
+    cache.clear_memory()
+    again = Program(SAXPY).compile("cubin", arch=ARCH)
+    assert again.cache is None and again.code == good.code  # recompiled, not the damaged bytes
+    assert path.read_bytes() == blob  # and rewritten
+    cache.clear_memory()
+    assert Program(SAXPY).compile("cubin", arch=ARCH).cache == "disk"
+
+
+def test_cache_disabled_by_env(cache_dir, monkeypatch):
+    monkeypatch.setenv("IRONACCEL_CUDA_CACHE", "0")
+    first = Program(SAXPY).compile("cubin", arch=ARCH)
+    second = Program(SAXPY).compile("cubin", arch=ARCH)
+    assert first.cache is None and second.cache is None
+    assert not cache_dir.exists() or not list(cache_dir.iterdir())
+
+
+def test_cache_dir_is_relocatable(cache_dir, tmp_path, monkeypatch):
+    Program(SAXPY).compile("cubin", arch=ARCH)
+    moved = tmp_path / "moved"
+    cache_dir.rename(moved)
+    monkeypatch.setenv("IRONACCEL_CUDA_CACHE_DIR", str(moved))
+    cache.clear_memory()
+    assert Program(SAXPY).compile("cubin", arch=ARCH).cache == "disk"
+
+
+def test_unwritable_cache_dir_is_skipped(cache_dir, tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("IRONACCEL_CUDA_CACHE_DIR", str(blocker / "sub"))
+    code = Program(SAXPY).compile("cubin", arch=ARCH)  # compiles, caches in memory only
+    assert code.cache is None
+    assert Program(SAXPY).compile("cubin", arch=ARCH).cache == "memory"
+
+
+def test_writes_are_atomic(cache_dir):
+    for i in range(5):
+        Program(SAXPY + f"\n// {i}").compile("ptx", arch=ARCH)
+    names = [p.name for p in cache_dir.iterdir()]
+    assert len(names) == 5 and not [n for n in names if n.startswith(".tmp-")]
+
+
+def test_cache_entry_format():
+    meta = {"kind": "ptx", "arch": "compute_90", "names": {"a": "b"}, "log": "warn"}
+    blob = cache.encode("k" * 64, meta, b"payload")
+    got_meta, payload = cache.decode("k" * 64, blob)
+    assert payload == b"payload" and got_meta["names"] == {"a": "b"}
+    assert cache.decode("x" * 64, blob) is None
+    for cut in range(0, len(blob)):
+        assert cache.decode("k" * 64, blob[:cut]) is None
