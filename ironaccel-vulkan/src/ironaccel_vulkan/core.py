@@ -1,0 +1,405 @@
+"""The state of one opened device, shared by its buffers, pipelines and submissions.
+
+`DeviceCore` owns every Vulkan handle of the device: the instance, the logical
+device and its compute queue, the command pool, descriptor pools, the pipeline
+cache, fences (through `Timeline`), allocations and staging.  The public
+`VulkanDevice` is a thin front; buffers and pipelines keep the core alive, not
+the device, so a device that is dropped without `close()` is still torn down
+by its finalizer.  Every public operation runs under `lock`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter, OrderedDict, deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ironaccel.errors import ClosedError, InvalidArgument, NotAvailable
+
+from . import results
+from .binding import BACKEND, Binding
+from .instance import Instance
+from .physical import ENABLED_FEATURES, PhysicalDeviceInfo, feature_chain
+from .submission import Timeline
+
+__all__ = ["DeviceCore"]
+
+VK_STRUCTURE_TYPE_SUBMIT_INFO = 4
+VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO = 5
+VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO = 12
+VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO = 2
+VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO = 3
+VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO = 39
+VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO = 40
+VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO = 42
+VK_STRUCTURE_TYPE_MEMORY_BARRIER = 46
+VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO = 33
+VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO = 17
+VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT = 0x2
+VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT = 0x1
+VK_DESCRIPTOR_TYPE_STORAGE_BUFFER = 7
+VK_SHARING_MODE_EXCLUSIVE = 0
+
+STAGE_HOST, STAGE_TRANSFER, STAGE_COMPUTE = 0x4000, 0x1000, 0x800
+ACCESS_SHADER_READ, ACCESS_SHADER_WRITE = 0x20, 0x40
+ACCESS_TRANSFER_READ, ACCESS_TRANSFER_WRITE, ACCESS_HOST_READ = 0x800, 0x1000, 0x2000
+
+SETS_PER_POOL = 256
+DESCRIPTORS_PER_POOL = 2048
+_ids = itertools.count(1)
+
+
+class DeviceCore:
+    """Handles and bookkeeping of one opened Vulkan device."""
+
+    def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
+                 *, memory_mode: str, staging_chunk_bytes: int):
+        from .memory import StagingRing
+
+        self.binding = binding
+        self.ffi, self.lib = ffi, lib = binding.ffi, binding.lib
+        self.instance = instance
+        self.physical = physical
+        self.info = info
+        self.lock = threading.RLock()
+        self.closed = False
+        self.handle: Any = None
+        self.stats: Counter[str] = Counter()
+        self.allocations: dict[int, Any] = {}
+        self.gc_queue: deque[Any] = deque()  # allocations and pipeline states released by the garbage collector
+        self.descriptor_pools: list[Any] = []
+        self.free_command_buffers: list[Any] = []
+        self.pipelines: dict[Any, Any] = {}  # cache key -> PipelineState
+        self.limits = info.limits
+        self.mapped = memory_mode == "mapped" or (memory_mode == "auto" and info.unified_memory)
+        self.memory_mode = "mapped" if self.mapped else "staged"
+
+        family = info.compute_family()
+        if family is None:
+            raise NotAvailable(BACKEND, f"{info.name} has no queue family with compute")
+        self.family = family.index
+        self.timestamp_bits = family.timestamp_bits
+        api = min(info.api_version, instance.api_version)
+        self._create_device(api)
+        try:
+            queue = ffi.new("VkQueue*")
+            lib.vkGetDeviceQueue(self.handle, self.family, 0, queue)
+            self.queue = queue[0]
+            pool_info = ffi.new("VkCommandPoolCreateInfo*", {
+                "sType": VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                "flags": VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                "queueFamilyIndex": self.family,
+            })
+            pool = ffi.new("VkCommandPool*")
+            results.check("vkCreateCommandPool", lib.vkCreateCommandPool(self.handle, pool_info, ffi.NULL, pool))
+            self.command_pool = pool[0]
+            cache_info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO})
+            cache = ffi.new("VkPipelineCache*")
+            results.check("vkCreatePipelineCache", lib.vkCreatePipelineCache(self.handle, cache_info, ffi.NULL, cache))
+            self.pipeline_cache = cache[0]
+        except BaseException:
+            lib.vkDestroyDevice(self.handle, ffi.NULL)
+            raise
+        self.timeline = Timeline(self)
+        self.staging = StagingRing(self, staging_chunk_bytes)
+        self.bindings: OrderedDict[Any, Any] = OrderedDict()  # dispatch cache, see dispatch.py
+        self.bindings_of: dict[int, set[Any]] = {}  # allocation or pipeline-state id -> binding keys
+        self._build_barriers()
+
+    # -- creation -------------------------------------------------------------------------------------------
+
+    def _create_device(self, api: int) -> None:
+        ffi, lib = self.ffi, self.lib
+        priority = ffi.new("float[1]", [1.0])
+        queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
+            "sType": VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+            "queueFamilyIndex": self.family,
+            "queueCount": 1,
+            "pQueuePriorities": priority,
+        })
+        supported = {k: v for k, v in self.info.features.items() if v}
+        enabled = {name for names in ENABLED_FEATURES.values() for name in names if name in supported}
+        self.enabled_features = frozenset(enabled)
+        info = ffi.new("VkDeviceCreateInfo*", {
+            "sType": VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+            "queueCreateInfoCount": 1,
+            "pQueueCreateInfos": queue_info,
+        })
+        keep: Any = None
+        if api >= (1 << 22 | 1 << 12):  # Vulkan 1.1: features through the pNext chain
+            root, keep = feature_chain(self.binding, api, dict.fromkeys(enabled, True))
+            info.pNext = root
+        else:
+            core = ffi.new("VkPhysicalDeviceFeatures*")
+            for name in ENABLED_FEATURES["core"]:
+                setattr(core, name, int(name in enabled))
+            info.pEnabledFeatures = core
+            keep = core
+        out = ffi.new("VkDevice*")
+        result = lib.vkCreateDevice(self.physical, info, ffi.NULL, out)
+        del keep
+        if result:
+            results.raise_for("vkCreateDevice", result)
+        self.handle = out[0]
+
+    def _build_barriers(self) -> None:
+        """The memory barriers that open and close every recorded command buffer.
+
+        Each command buffer starts by waiting on the compute and transfer writes before it (and, being an
+        execution dependency, on earlier reads), and ends by making its writes visible to the host and to
+        later copies.  Access masks only name accesses of the stages in the same mask, as the spec demands.
+        """
+        ffi = self.ffi
+
+        def barrier(src: int, dst: int) -> Any:
+            return ffi.new("VkMemoryBarrier*", {"sType": VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                                "srcAccessMask": src, "dstAccessMask": dst})
+
+        self.dispatch_before = barrier(ACCESS_SHADER_WRITE | ACCESS_TRANSFER_WRITE,
+                                       ACCESS_SHADER_READ | ACCESS_SHADER_WRITE)
+        self.dispatch_after = barrier(ACCESS_SHADER_WRITE, ACCESS_HOST_READ | ACCESS_TRANSFER_READ)
+        self.copy_before = barrier(ACCESS_SHADER_WRITE | ACCESS_TRANSFER_WRITE,
+                                   ACCESS_TRANSFER_READ | ACCESS_TRANSFER_WRITE)
+        self.copy_after = barrier(ACCESS_TRANSFER_WRITE, ACCESS_HOST_READ | ACCESS_TRANSFER_READ | ACCESS_TRANSFER_WRITE
+                                  | ACCESS_SHADER_READ | ACCESS_SHADER_WRITE)
+        self.begin_reusable = ffi.new("VkCommandBufferBeginInfo*", {
+            "sType": VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": 0,  # not SIMULTANEOUS_USE: see dispatch.Command
+        })
+        self.copy_region = ffi.new("VkBufferCopy*")
+
+    # -- checks ---------------------------------------------------------------------------------------------
+
+    def check_open(self, op: str) -> None:
+        if self.closed:
+            raise ClosedError(BACKEND, op, "device")
+        if self.gc_queue:
+            self.drain()
+
+    # -- memory ---------------------------------------------------------------------------------------------
+
+    def create_allocation(self, nbytes: int, prefer: Sequence[tuple[int, int]], *, mapped: bool,
+                          usage: int, op: str) -> Any:
+        """A buffer with its own memory of the first preferred type; mapped persistently if `mapped`."""
+        from .memory import Allocation, choose_memory_type
+
+        ffi, lib, device = self.ffi, self.lib, self.handle
+        capacity = (nbytes + 3) & ~3
+        info = ffi.new("VkBufferCreateInfo*", {
+            "sType": VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+            "size": capacity,
+            "usage": usage,
+            "sharingMode": VK_SHARING_MODE_EXCLUSIVE,
+        })
+        out = ffi.new("VkBuffer*")
+        results.check("vkCreateBuffer", lib.vkCreateBuffer(device, info, ffi.NULL, out))
+        buffer = out[0]
+        memory = None
+        try:
+            req = ffi.new("VkMemoryRequirements*")
+            lib.vkGetBufferMemoryRequirements(device, buffer, req)
+            index = choose_memory_type(self.info, req.memoryTypeBits, prefer)
+            if index is None:
+                raise InvalidArgument(BACKEND, op, detail="no memory type fits a storage buffer here")
+            alloc_info = ffi.new("VkMemoryAllocateInfo*", {
+                "sType": VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                "allocationSize": req.size,
+                "memoryTypeIndex": index,
+            })
+            mem = ffi.new("VkDeviceMemory*")
+            result = lib.vkAllocateMemory(device, alloc_info, ffi.NULL, mem)
+            if result:
+                heap = self.info.memory_types[index].heap
+                results.raise_for("vkAllocateMemory", result,
+                                  f"{req.size} bytes from memory type {index} (heap {heap})")
+            memory = mem[0]
+            results.check("vkBindBufferMemory", lib.vkBindBufferMemory(device, buffer, memory, 0))
+            view = None
+            if mapped:
+                ptr = ffi.new("void**")
+                results.check("vkMapMemory", lib.vkMapMemory(device, memory, 0, capacity, 0, ptr))
+                view = np.frombuffer(ffi.buffer(ptr[0], capacity), dtype=np.uint8)
+        except BaseException:
+            lib.vkDestroyBuffer(device, buffer, ffi.NULL)
+            if memory is not None:
+                lib.vkFreeMemory(device, memory, ffi.NULL)
+            raise
+        alloc = Allocation(next(_ids), buffer, memory, nbytes, capacity, view)
+        self.stats["memory_allocations"] += 1
+        return alloc
+
+    def destroy_allocation(self, alloc: Any) -> None:
+        if alloc.buffer is None:
+            return
+        self.lib.vkDestroyBuffer(self.handle, alloc.buffer, self.ffi.NULL)
+        self.lib.vkFreeMemory(self.handle, alloc.memory, self.ffi.NULL)  # unmaps implicitly
+        alloc.buffer = alloc.memory = alloc.view = None
+        alloc.dead = True
+
+    def release(self, alloc: Any) -> None:
+        """Forget `alloc` now and free it once the work that uses it has finished."""
+        with self.lock:
+            if alloc.dead or self.closed:
+                alloc.dead = True
+                return
+            alloc.dead = True
+            self.allocations.pop(alloc.id, None)
+            self.forget_bindings(alloc.id)
+            self.timeline.defer(alloc.last_serial, lambda: self.destroy_allocation(alloc))
+
+    def release_later(self, item: Any) -> None:
+        """Finalizer hook: queue `item` (an allocation or pipeline state); freed on the next operation.
+
+        The garbage collector may run this inside another operation of this device, so it takes no lock.
+        """
+        if not self.closed:
+            self.gc_queue.append(item)
+
+    def drain(self) -> None:
+        with self.lock:
+            while self.gc_queue:
+                item = self.gc_queue.popleft()
+                if hasattr(item, "release_from"):  # a PipelineState
+                    item.release_from(self)
+                else:
+                    self.release(item)
+
+    # -- command buffers ------------------------------------------------------------------------------------
+
+    def allocate_command_buffer(self) -> Any:
+        if self.free_command_buffers:
+            return self.free_command_buffers.pop()
+        ffi = self.ffi
+        info = ffi.new("VkCommandBufferAllocateInfo*", {
+            "sType": VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+            "commandPool": self.command_pool,
+            "level": 0,
+            "commandBufferCount": 1,
+        })
+        out = ffi.new("VkCommandBuffer[1]")
+        results.check("vkAllocateCommandBuffers", self.lib.vkAllocateCommandBuffers(self.handle, info, out))
+        return out[0]
+
+    def free_command_buffer(self, cmd: Any) -> None:
+        """Give back a command buffer that is not pending; it is reset when next recorded."""
+        self.free_command_buffers.append(cmd)
+
+    def submit_info(self, cmd: Any) -> tuple[Any, Any]:
+        """A prebuilt VkSubmitInfo* for one command buffer, and what keeps it alive."""
+        ffi = self.ffi
+        cmds = ffi.new("VkCommandBuffer[1]", [cmd])
+        info = ffi.new("VkSubmitInfo*", {
+            "sType": VK_STRUCTURE_TYPE_SUBMIT_INFO,
+            "commandBufferCount": 1,
+            "pCommandBuffers": cmds,
+        })
+        return info, cmds
+
+    def record_copy(self, cmd: Any, src: Any, src_offset: int, dst: Any, dst_offset: int, size: int) -> None:
+        """Record `cmd` (not pending) as: barrier, one buffer copy, barrier to host, transfer and shader."""
+        ffi, lib = self.ffi, self.lib
+        results.check("vkResetCommandBuffer", lib.vkResetCommandBuffer(cmd, 0))
+        results.check("vkBeginCommandBuffer", lib.vkBeginCommandBuffer(cmd, self.begin_reusable))
+        lib.vkCmdPipelineBarrier(cmd, STAGE_COMPUTE | STAGE_TRANSFER, STAGE_TRANSFER, 0,
+                                 1, self.copy_before, 0, ffi.NULL, 0, ffi.NULL)
+        region = self.copy_region
+        region.srcOffset, region.dstOffset, region.size = src_offset, dst_offset, size
+        lib.vkCmdCopyBuffer(cmd, src, dst, 1, region)
+        lib.vkCmdPipelineBarrier(cmd, STAGE_TRANSFER, STAGE_HOST | STAGE_TRANSFER | STAGE_COMPUTE, 0,
+                                 1, self.copy_after, 0, ffi.NULL, 0, ffi.NULL)
+        results.check("vkEndCommandBuffer", lib.vkEndCommandBuffer(cmd))
+
+    # -- descriptor sets ------------------------------------------------------------------------------------
+
+    def allocate_descriptor_set(self, layout: Any) -> tuple[Any, Any]:
+        """A descriptor set of `layout`, from the first pool with room; returns (set, pool)."""
+        ffi, lib = self.ffi, self.lib
+        layouts = ffi.new("VkDescriptorSetLayout[1]", [layout])
+        out = ffi.new("VkDescriptorSet[1]")
+        for pool in reversed(self.descriptor_pools):
+            info = ffi.new("VkDescriptorSetAllocateInfo*", {
+                "sType": 34, "descriptorPool": pool, "descriptorSetCount": 1, "pSetLayouts": layouts})
+            result = lib.vkAllocateDescriptorSets(self.handle, info, out)
+            if result == results.VK_SUCCESS:
+                return out[0], pool
+            if result not in (results.VK_ERROR_OUT_OF_POOL_MEMORY, results.VK_ERROR_FRAGMENTED_POOL):
+                results.raise_for("vkAllocateDescriptorSets", result)
+        pool = self._create_descriptor_pool()
+        info = ffi.new("VkDescriptorSetAllocateInfo*", {
+            "sType": 34, "descriptorPool": pool, "descriptorSetCount": 1, "pSetLayouts": layouts})
+        results.check("vkAllocateDescriptorSets", lib.vkAllocateDescriptorSets(self.handle, info, out))
+        return out[0], pool
+
+    def _create_descriptor_pool(self) -> Any:
+        ffi = self.ffi
+        sizes = ffi.new("VkDescriptorPoolSize[1]", [{"type": VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                     "descriptorCount": DESCRIPTORS_PER_POOL}])
+        info = ffi.new("VkDescriptorPoolCreateInfo*", {
+            "sType": VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+            "flags": VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
+            "maxSets": SETS_PER_POOL,
+            "poolSizeCount": 1,
+            "pPoolSizes": sizes,
+        })
+        out = ffi.new("VkDescriptorPool*")
+        results.check("vkCreateDescriptorPool", self.lib.vkCreateDescriptorPool(self.handle, info, ffi.NULL, out))
+        self.descriptor_pools.append(out[0])
+        return out[0]
+
+    def free_descriptor_set(self, descriptor_set: Any, pool: Any) -> None:
+        sets = self.ffi.new("VkDescriptorSet[1]", [descriptor_set])
+        self.lib.vkFreeDescriptorSets(self.handle, pool, 1, sets)
+
+    # -- dispatch cache bookkeeping (the cache itself is in dispatch.py) ------------------------------------
+
+    def forget_bindings(self, owner_id: int) -> None:
+        """Drop every cached descriptor set and command that uses the allocation or pipeline `owner_id`."""
+        for key in self.bindings_of.pop(owner_id, ()):
+            entry = self.bindings.pop(key, None)
+            if entry is None:
+                continue
+            entry.retire(self)
+            for other in key:
+                keys = self.bindings_of.get(other)
+                if keys is not None:
+                    keys.discard(key)
+
+    # -- teardown -------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wait for the queue, destroy everything this device created, then the instance; idempotent."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            ffi, lib, device = self.ffi, self.lib, self.handle
+            try:
+                lib.vkDeviceWaitIdle(device)
+            finally:
+                self.gc_queue.clear()
+                self.timeline.destroy()
+                for entry in self.bindings.values():
+                    entry.retire(self)
+                self.bindings.clear()
+                self.bindings_of.clear()
+                for state in list(self.pipelines.values()):
+                    state.destroy(self)
+                self.pipelines.clear()
+                self.staging.destroy()
+                for alloc in list(self.allocations.values()):
+                    self.destroy_allocation(alloc)
+                self.allocations.clear()
+                for pool in self.descriptor_pools:
+                    lib.vkDestroyDescriptorPool(device, pool, ffi.NULL)
+                self.descriptor_pools.clear()
+                lib.vkDestroyCommandPool(device, self.command_pool, ffi.NULL)  # frees its command buffers
+                self.free_command_buffers.clear()
+                lib.vkDestroyPipelineCache(device, self.pipeline_cache, ffi.NULL)
+                lib.vkDestroyDevice(device, ffi.NULL)
+                self.handle = None
+                self.instance.close()
+

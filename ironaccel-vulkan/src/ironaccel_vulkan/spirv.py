@@ -1,0 +1,228 @@
+"""SPIR-V as ironaccel accepts it: validated words and a small reflection.
+
+Drivers assume valid SPIR-V (anything else is undefined behaviour, often a
+crash), so before a module reaches the driver this checks what is cheap to
+check: the type and length of the input, the magic number (either byte order),
+the header, and that the instruction stream is well formed.  The reflection
+then reads what a pipeline must agree with: entry points and their execution
+model and local size, the descriptor bindings, and how many bytes of push
+constants the code reads.  Full semantic validation is the validation layer's
+job (IRONACCEL_VULKAN_VALIDATION=1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ironaccel.errors import CompileError, InvalidArgument
+
+from .binding import BACKEND
+
+__all__ = ["MAGIC", "Binding", "EntryPoint", "ModuleInfo", "to_words", "reflect"]
+
+MAGIC = 0x07230203
+_SWAPPED_MAGIC = 0x03022307
+
+# Opcodes
+OP_ENTRY_POINT, OP_EXECUTION_MODE = 15, 16
+OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX = 21, 22, 23, 24
+OP_TYPE_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 30, 32
+OP_CONSTANT, OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE = 43, 59, 71, 72
+# Operands
+MODEL_GLCOMPUTE = 5
+MODE_LOCAL_SIZE = 17
+DECO_BLOCK, DECO_BUFFER_BLOCK, DECO_ARRAY_STRIDE, DECO_MATRIX_STRIDE = 2, 3, 6, 7
+DECO_BINDING, DECO_DESCRIPTOR_SET, DECO_OFFSET = 33, 34, 35
+SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER = 0, 2, 9, 12
+MODELS = {0: "Vertex", 1: "TessellationControl", 2: "TessellationEvaluation", 3: "Geometry", 4: "Fragment",
+          5: "GLCompute", 6: "Kernel"}
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    name: str
+    model: int
+    local_size: tuple[int, int, int] | None
+
+
+@dataclass(frozen=True)
+class Binding:
+    set: int
+    binding: int
+    kind: str  # "storage", "uniform", "other"
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """What a pipeline needs to know about a module."""
+
+    version: tuple[int, int]
+    entry_points: dict[str, EntryPoint]
+    bindings: tuple[Binding, ...]
+    push_constant_bytes: int | None  # None: no push-constant block, or one of a size not computed here
+    uses_push_constants: bool = False
+    words: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.uint32))
+
+
+def to_words(code: Any, op: str = "pipeline") -> np.ndarray:
+    """The code as native-endian uint32 words; InvalidArgument for the wrong kind of input,
+    CompileError for input that is not a SPIR-V module."""
+    if isinstance(code, str):
+        raise InvalidArgument(
+            BACKEND, op, detail="Vulkan pipelines take SPIR-V (bytes or uint32 words), not source text; "
+            "compile GLSL with `glslangValidator -V file.comp` and pass the .spv bytes"
+        )
+    if isinstance(code, (bytes, bytearray, memoryview)):
+        raw = bytes(code)
+        if len(raw) % 4:
+            raise CompileError(BACKEND, op, log=f"not SPIR-V: {len(raw)} bytes is not a whole number of 32-bit words")
+        words = np.frombuffer(raw, dtype="<u4").astype(np.uint32)
+    elif isinstance(code, np.ndarray):
+        if code.dtype != np.uint32 or code.ndim != 1:
+            raise InvalidArgument(BACKEND, op, detail=f"SPIR-V arrays must be 1-D uint32, got {code.dtype}{code.shape}")
+        words = np.ascontiguousarray(code)
+    elif isinstance(code, Sequence):
+        try:
+            as_int = np.asarray(code)
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidArgument(BACKEND, op, detail="SPIR-V words must be a flat sequence of integers") from None
+        if as_int.dtype.kind not in "iu" and as_int.size:
+            raise InvalidArgument(BACKEND, op, detail="SPIR-V words must be integers")
+        as_int = as_int.astype(np.int64) if as_int.dtype != np.uint64 else as_int
+        if as_int.ndim != 1 or (as_int.size and (as_int.min() < 0 or as_int.max() > 0xFFFFFFFF)):
+            raise InvalidArgument(BACKEND, op, detail="SPIR-V words must be a flat sequence of 32-bit unsigned ints")
+        words = as_int.astype(np.uint32)
+    else:
+        raise InvalidArgument(BACKEND, op, detail=f"SPIR-V must be bytes or uint32 words, got {type(code).__name__}")
+    if words.size < 5:
+        raise CompileError(BACKEND, op, log=f"not SPIR-V: {words.size} words is shorter than the 5-word header")
+    if words[0] == _SWAPPED_MAGIC:
+        words = words.byteswap()
+    elif words[0] != MAGIC:
+        raise CompileError(BACKEND, op, log=f"not SPIR-V: magic number 0x{int(words[0]):08x}, expected 0x{MAGIC:08x}")
+    return words
+
+
+def _string(words: np.ndarray, start: int, end: int) -> tuple[str, int]:
+    """A nul-terminated literal string starting at word `start`; returns it and the next word index."""
+    raw = words[start:end].astype("<u4").tobytes()
+    nul = raw.find(b"\0")
+    if nul < 0:
+        raise ValueError("unterminated string")
+    return raw[:nul].decode("utf-8", errors="replace"), start + nul // 4 + 1
+
+
+def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
+    """Validate the module's structure and read its interface; CompileError says what is wrong and where."""
+    words = to_words(code, op)
+    version = int(words[1])
+    major, minor = (version >> 16) & 0xFF, (version >> 8) & 0xFF
+    if major != 1 or minor > 6 or version & 0xFF0000FF:
+        raise CompileError(BACKEND, op, log=f"not SPIR-V: unsupported version word 0x{version:08x}")
+    if int(words[3]) == 0:
+        raise CompileError(BACKEND, op, log="malformed SPIR-V: the id bound is 0")
+
+    entries: list[tuple[int, int, str]] = []
+    local_sizes: dict[int, tuple[int, int, int]] = {}
+    decorations: dict[int, dict[int, int]] = {}
+    member_offsets: dict[int, dict[int, int]] = {}
+    types: dict[int, tuple[int, list[int]]] = {}
+    constants: dict[int, int] = {}
+    variables: list[tuple[int, int, int]] = []  # (pointer type, id, storage class)
+
+    w = words.tolist()
+    i, n = 5, len(w)
+    try:
+        while i < n:
+            head = w[i]
+            count, opcode = head >> 16, head & 0xFFFF
+            if count == 0 or i + count > n:
+                raise CompileError(
+                    BACKEND, op,
+                    log=f"malformed SPIR-V: instruction at word {i} (opcode {opcode}) has word count {count}, "
+                    f"{n - i} words remain",
+                )
+            ops = w[i + 1: i + count]
+            if opcode == OP_ENTRY_POINT:
+                name, _ = _string(words, i + 3, i + count)
+                entries.append((ops[0], ops[1], name))
+            elif opcode == OP_EXECUTION_MODE and len(ops) >= 5 and ops[1] == MODE_LOCAL_SIZE:
+                local_sizes[ops[0]] = (ops[2], ops[3], ops[4])
+            elif opcode == OP_DECORATE and len(ops) >= 2:
+                decorations.setdefault(ops[0], {})[ops[1]] = ops[2] if len(ops) > 2 else 1
+            elif opcode == OP_MEMBER_DECORATE and len(ops) >= 4 and ops[2] == DECO_OFFSET:
+                member_offsets.setdefault(ops[0], {})[ops[1]] = ops[3]
+            elif opcode in (OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_ARRAY,
+                            OP_TYPE_STRUCT, OP_TYPE_POINTER):
+                types[ops[0]] = (opcode, ops[1:])
+            elif opcode == OP_CONSTANT and len(ops) >= 3:
+                constants[ops[1]] = ops[2]
+            elif opcode == OP_VARIABLE and len(ops) >= 3:
+                variables.append((ops[0], ops[1], ops[2]))
+            i += count
+    except ValueError as exc:
+        raise CompileError(BACKEND, op, log=f"malformed SPIR-V near word {i}: {exc}") from None
+
+    entry_points = {
+        name: EntryPoint(name, model, local_sizes.get(fn_id)) for model, fn_id, name in entries
+    }
+
+    def size_of(type_id: int) -> int | None:
+        kind, rest = types.get(type_id, (0, []))
+        if kind in (OP_TYPE_INT, OP_TYPE_FLOAT):
+            return rest[0] // 8
+        if kind == OP_TYPE_VECTOR:
+            inner = size_of(rest[0])
+            return None if inner is None else inner * rest[1]
+        if kind == OP_TYPE_MATRIX:
+            stride = decorations.get(type_id, {}).get(DECO_MATRIX_STRIDE)
+            column = size_of(rest[0])
+            return None if column is None else (stride or column) * rest[1]
+        if kind == OP_TYPE_ARRAY:
+            stride = decorations.get(type_id, {}).get(DECO_ARRAY_STRIDE)
+            length = constants.get(rest[1])
+            return None if stride is None or length is None else stride * length
+        if kind == OP_TYPE_STRUCT:
+            offsets = member_offsets.get(type_id, {})
+            end = 0
+            for index, member in enumerate(rest):
+                member_size = size_of(member)
+                if member_size is None or index not in offsets:
+                    return None
+                end = max(end, offsets[index] + member_size)
+            return end
+        return None
+
+    bindings: list[Binding] = []
+    push_bytes: int | None = None
+    uses_push = False
+    for pointer_type, var_id, storage in variables:
+        pointee = types.get(pointer_type, (0, [0, 0]))[1][1] if types.get(pointer_type) else 0
+        if storage == SC_PUSH_CONSTANT:
+            uses_push = True
+            push_bytes = size_of(pointee)
+            continue
+        deco = decorations.get(var_id, {})
+        if DECO_BINDING not in deco:
+            continue
+        block = decorations.get(pointee, {})
+        if storage == SC_STORAGE_BUFFER or (storage == SC_UNIFORM and DECO_BUFFER_BLOCK in block):
+            kind = "storage"
+        elif storage == SC_UNIFORM:
+            kind = "uniform"
+        else:
+            kind = "other"  # images, samplers: not bound by a ComputeDevice
+        bindings.append(Binding(deco.get(DECO_DESCRIPTOR_SET, 0), deco[DECO_BINDING], kind))
+
+    return ModuleInfo(
+        version=(major, minor),
+        entry_points=entry_points,
+        bindings=tuple(sorted(bindings, key=lambda b: (b.set, b.binding))),
+        push_constant_bytes=push_bytes,
+        uses_push_constants=uses_push,
+        words=words,
+    )

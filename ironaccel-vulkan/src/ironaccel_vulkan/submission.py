@@ -1,0 +1,200 @@
+"""Queue submissions as a timeline of serials, each with a recycled fence.
+
+Every `vkQueueSubmit` gets the next serial; most also get a fence (staged
+uploads do not: something fenced always follows them, and `wait` submits an
+empty fenced batch if nothing has).  A fence signal covers all work submitted
+before it on the queue, so waiting for serial S retires every serial up to S
+at once; their fences go back to a free list.  Objects
+record the serial of their last use, which is all it takes to know whether
+they may be freed, re-recorded or read.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import results
+
+if TYPE_CHECKING:
+    from .core import DeviceCore
+
+__all__ = ["Timeline", "VulkanSubmission"]
+
+VK_STRUCTURE_TYPE_FENCE_CREATE_INFO = 8
+MAX_IN_FLIGHT = 256
+MAX_UNFENCED = 32  # a run of unfenced submissions gets a fence at least this often
+NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF
+
+
+class Timeline:
+    """Serials, fences and deferred work of one queue."""
+
+    def __init__(self, core: DeviceCore):
+        self.core = core
+        self.ffi, self.lib = core.ffi, core.lib
+        self.submitted = 0
+        self.completed = 0
+        self.fenced = 0  # the serial of the last fenced submission
+        self.in_flight: deque[tuple[int, Any]] = deque()
+        self.free: list[Any] = []
+        self.deferred: deque[tuple[int, Callable[[], None]]] = deque()
+        self._fence_ptr = self.ffi.new("VkFence[1]")
+        self._fence_array = self.ffi.new("VkFence[]", MAX_IN_FLIGHT)
+        self._fence_info = self.ffi.new("VkFenceCreateInfo*", {"sType": VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
+
+    def _fence(self) -> Any:
+        if not self.free:
+            self.poll()
+        if self.free:
+            return self.free.pop()
+        if len(self.in_flight) >= MAX_IN_FLIGHT:
+            self.wait(self.in_flight[0][0])
+            return self.free.pop()
+        out = self.ffi.new("VkFence*")
+        results.check("vkCreateFence", self.lib.vkCreateFence(self.core.handle, self._fence_info, self.ffi.NULL, out))
+        self.core.stats["fences_created"] += 1
+        return out[0]
+
+    def submit(self, submit_info: Any, fenced: bool = True) -> int:
+        """Submit one prebuilt VkSubmitInfo (or an empty batch, for None); returns its serial."""
+        if not fenced and self.submitted - self.fenced < MAX_UNFENCED:
+            fence = self.ffi.NULL
+        else:
+            fenced, fence = True, self._fence()
+        result = self.lib.vkQueueSubmit(self.core.queue, 0 if submit_info is None else 1,
+                                        self.ffi.NULL if submit_info is None else submit_info, fence)
+        if result:
+            if fenced:
+                self.free.append(fence)
+            results.raise_for("vkQueueSubmit", result)
+        self.submitted += 1
+        if fenced:
+            self.in_flight.append((self.submitted, fence))
+            self.fenced = self.submitted
+        self.core.stats["submits"] += 1
+        return self.submitted
+
+    def _cover(self, serial: int) -> None:
+        """Make sure a fence follows `serial`: submit an empty fenced batch if none does yet."""
+        if serial > self.fenced:
+            self.submit(None)
+
+    def poll(self) -> int:
+        """Retire whatever has finished, without blocking; returns the completed serial."""
+        get_status = self.lib.vkGetFenceStatus
+        device = self.core.handle
+        done = 0
+        for serial, fence in self.in_flight:
+            status = get_status(device, fence)
+            if status == results.VK_SUCCESS:
+                done = serial  # this one and every earlier one have finished
+                continue
+            if status != results.VK_NOT_READY:
+                results.raise_for("vkGetFenceStatus", status)
+            break
+        if done:
+            self._retire(done)
+        return self.completed
+
+    def is_done(self, serial: int) -> bool:
+        if serial <= self.completed:
+            return True
+        self._cover(serial)
+        return serial <= self.poll()
+
+    def wait(self, serial: int, timeout: float | None = None) -> None:
+        """Block until `serial` has finished (WaitTimeout after `timeout` seconds)."""
+        if serial <= self.completed:
+            return
+        if serial > self.submitted:
+            raise ValueError(f"serial {serial} was never submitted")
+        self._cover(serial)
+        for s, fence in self.in_flight:
+            if s >= serial:
+                self._fence_ptr[0] = fence
+                ns = NO_TIMEOUT if timeout is None else max(0, int(timeout * 1e9))
+                result = self.lib.vkWaitForFences(self.core.handle, 1, self._fence_ptr, 1, ns)
+                if result:
+                    results.raise_for("vkWaitForFences", result)
+                self._retire(s, waited=True)
+                return
+
+    def wait_all(self) -> None:
+        if self.submitted > self.completed:
+            self.wait(self.submitted)
+
+    def _retire(self, serial: int, waited: bool = False) -> None:
+        """Recycle the fences up to `serial` (signalled: `serial` was waited for or polled done)."""
+        retired = []
+        while self.in_flight and self.in_flight[0][0] <= serial:
+            retired.append(self.in_flight.popleft()[1])
+        if len(retired) == 1 and waited:  # the common case: the fence just waited for, still in _fence_ptr
+            results.check("vkResetFences", self.lib.vkResetFences(self.core.handle, 1, self._fence_ptr))
+            self.free.append(retired[0])
+        elif retired:
+            fences = self._fence_array
+            for i, fence in enumerate(retired):
+                fences[i] = fence
+            # Earlier fences are covered by the later signal; this wait returns at once.
+            results.check("vkWaitForFences", self.lib.vkWaitForFences(self.core.handle, len(retired), fences, 1,
+                                                                      NO_TIMEOUT))
+            results.check("vkResetFences", self.lib.vkResetFences(self.core.handle, len(retired), fences))
+            self.free.extend(retired)
+        self.completed = max(self.completed, serial)
+        while self.deferred and self.deferred[0][0] <= self.completed:
+            self.deferred.popleft()[1]()
+
+    def defer(self, serial: int, action: Callable[[], None]) -> None:
+        """Run `action` once `serial` has finished (now, if it has)."""
+        if serial <= self.completed:
+            action()
+        elif self.deferred and self.deferred[-1][0] > serial:
+            items = sorted([*self.deferred, (serial, action)], key=lambda item: item[0])
+            self.deferred = deque(items)
+        else:
+            self.deferred.append((serial, action))
+
+    def destroy(self) -> None:
+        """Destroy every fence (the device must be idle) and run what was deferred."""
+        destroy = self.lib.vkDestroyFence
+        for _, fence in self.in_flight:
+            destroy(self.core.handle, fence, self.ffi.NULL)
+        for fence in self.free:
+            destroy(self.core.handle, fence, self.ffi.NULL)
+        self.in_flight.clear()
+        self.free.clear()
+        self.completed = self.submitted
+        while self.deferred:
+            self.deferred.popleft()[1]()
+
+
+class VulkanSubmission:
+    """Work handed to the queue: `wait()` blocks until it (and everything before it) has finished."""
+
+    __slots__ = ("_core", "serial")
+
+    def __init__(self, core: DeviceCore, serial: int):
+        self._core = core
+        self.serial = serial
+
+    def wait(self, timeout: float | None = None) -> None:
+        core = self._core
+        if self.serial <= core.timeline.completed:
+            return
+        with core.lock:
+            if core.closed:
+                return  # closing waited for every submission
+            core.timeline.wait(self.serial, timeout)
+
+    def done(self) -> bool:
+        core = self._core
+        if self.serial <= core.timeline.completed:
+            return True
+        with core.lock:
+            return core.closed or core.timeline.is_done(self.serial)
+
+    def __repr__(self) -> str:
+        return f"<VulkanSubmission serial={self.serial} done={self.done()}>"
+
