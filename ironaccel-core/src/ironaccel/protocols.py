@@ -168,7 +168,7 @@ class ComputeDevice(Protocol):
     `workgroup_size` tells backends whose code cannot declare it (CUDA's block).
 
     Ordering: every call on one ComputeDevice is ordered after every earlier
-    call on it, as on one in-order queue.  `dispatch` returns at once with a
+    call on it, as on one in-order queue (`write` included).  `dispatch` returns at once with a
     `Submission`; `download` waits for the work before it and returns the data;
     `synchronize` waits for everything.  Objects of one device used on
     another, and any use after `close`, raise typed errors naming the op.
@@ -182,6 +182,14 @@ class ComputeDevice(Protocol):
 
     def alloc(self, size: int, dtype: Any = "float32") -> ComputeBuffer:
         """A new device buffer of `size` elements (contents undefined)."""
+        ...
+
+    def write(self, buffer: ComputeBuffer, array: Any) -> None:
+        """Copy a C-contiguous array into the start of an existing buffer.
+
+        Ordered like everything else: work submitted before it still sees the
+        old contents, work after it the new.  `array` may be reused at once.
+        """
         ...
 
     def download(self, buffer: ComputeBuffer, out: Any = None) -> Any:

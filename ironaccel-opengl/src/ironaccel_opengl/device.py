@@ -97,6 +97,18 @@ class OpenGLDevice:
         dtype = _dtype(array.dtype, "upload")
         return self._new_buffer(array.size, dtype, "upload", array if array.size else None)
 
+    def write(self, buffer: OpenGLBuffer, array: Any) -> None:
+        """Copy a C-contiguous array into the start of `buffer` (glBufferSubData, in GL command order)."""
+        self._enter("write")
+        handle = self._own(buffer, "write")
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            raise InvalidArgument(BACKEND, "write", detail="the array is not C-contiguous")
+        if array.nbytes > buffer.nbytes:
+            raise InvalidArgument(BACKEND, "write", detail=f"{array.nbytes} bytes into a buffer of {buffer.nbytes}")
+        if array.nbytes:
+            handle.write(array.reshape(-1).view(np.uint8))
+
     def download(self, buffer: OpenGLBuffer, out: Any = None) -> np.ndarray:
         """The buffer's contents as a new array, or copied into `out`; GL orders it after earlier dispatches."""
         if self._closed or threading.get_ident() != self._thread:

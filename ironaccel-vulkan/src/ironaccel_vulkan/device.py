@@ -118,7 +118,7 @@ class VulkanDevice:
             return buf
 
     def write(self, buffer: VulkanBuffer, array: Any) -> None:
-        """Copy a C-contiguous array into an existing buffer, after the work before it (not in the protocol)."""
+        """Copy a C-contiguous array into the start of an existing buffer, after the work before it."""
         core = self._core
         with core.lock:
             core.check_open("write")

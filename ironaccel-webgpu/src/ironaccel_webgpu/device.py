@@ -96,6 +96,26 @@ class WebGPUDevice:
         with self._lock:
             return self._new_buffer(array.size, dtype, "upload", data)
 
+    def write(self, buffer: WebGPUBuffer, array: Any) -> None:
+        """Copy a C-contiguous array into the start of `buffer`, in queue order (wgpuQueueWriteBuffer)."""
+        self._check_open("write")
+        handle = self._own(buffer, "write")
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            raise InvalidArgument(BACKEND, "write", detail="the array is not C-contiguous")
+        if array.nbytes > buffer.nbytes:
+            raise InvalidArgument(BACKEND, "write", detail=f"{array.nbytes} bytes into a buffer of {buffer.nbytes}")
+        data = array.reshape(-1).view(np.uint8)
+        if array.nbytes % 4:  # WebGPU writes whole 4-byte words
+            if array.nbytes != buffer.nbytes:
+                raise InvalidArgument(BACKEND, "write", detail=f"{array.nbytes} bytes: a partial write must be a "
+                                      "multiple of 4 bytes in webgpu")
+            data = np.zeros(padded(array.nbytes), np.uint8)
+            data[: array.nbytes] = array.reshape(-1).view(np.uint8)
+        if data.nbytes:
+            with self._lock:
+                self.queue.write_buffer(handle, 0, data)
+
     def download(self, buffer: WebGPUBuffer, out: Any = None) -> np.ndarray:
         """The buffer's contents as a new array, or copied into `out`; waits for earlier work."""
         self._check_open("download")

@@ -197,6 +197,35 @@ class ComputeDeviceConformance:
         xs.close()
         ys.close()
 
+    def test_write_refills_a_buffer_in_order(self, device: ComputeDevice, pipeline: Any) -> None:
+        rng = np.random.default_rng()
+        n = 1000
+        xs, ys = device.alloc(n, "float32"), device.alloc(n, "float32")
+        groups = (n + 63) // 64
+        for _ in range(3):
+            data = rng.standard_normal(n).astype(np.float32)
+            device.write(xs, data)
+            device.dispatch(pipeline, [xs, ys], groups, (np.float32(2), np.float32(0), np.uint32(n)))
+            np.testing.assert_array_equal(device.download(ys), 2 * data)
+        # A write after a dispatch must not change what that dispatch reads.
+        old = data
+        device.dispatch(pipeline, [xs, ys], groups, (np.float32(1), np.float32(0), np.uint32(n)))
+        device.write(xs, np.zeros(n, np.float32))
+        np.testing.assert_array_equal(device.download(ys), old)
+        head = rng.standard_normal(16).astype(np.float32)
+        device.write(xs, head)  # a partial write fills the start only
+        got = device.download(xs)
+        np.testing.assert_array_equal(got[:16], head)
+        np.testing.assert_array_equal(got[16:], 0)
+        with pytest.raises(InvalidArgument):
+            device.write(xs, np.zeros(n + 1, np.float32))
+        with pytest.raises(InvalidArgument):
+            device.write(xs, np.zeros((8, 8), np.float32)[:, ::2])
+        xs.close()
+        with pytest.raises(ClosedError):
+            device.write(xs, head)
+        ys.close()
+
     def test_compile_error_carries_log(self, device: ComputeDevice) -> None:
         with pytest.raises(CompileError) as info:
             device.pipeline(self.broken_code, self.entry, buffers=2, params=3, workgroup_size=(WORKGROUP, 1, 1))

@@ -126,6 +126,16 @@ class MemoryDevice:
             raise InvalidArgument(NAME, "alloc", detail=f"size {size} out of range")
         return MemoryBuffer(self, np.empty(int(size), dt.numpy))
 
+    def write(self, buffer: MemoryBuffer, array: Any) -> None:
+        self._check_open("write")
+        data = self._own(buffer, "write")
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            raise InvalidArgument(NAME, "write", detail="array is not C-contiguous")
+        if array.nbytes > data.nbytes:
+            raise InvalidArgument(NAME, "write", detail=f"{array.nbytes} bytes into a buffer of {data.nbytes}")
+        data.view(np.uint8)[: array.nbytes] = array.reshape(-1).view(np.uint8)
+
     def download(self, buffer: MemoryBuffer, out: Any = None) -> np.ndarray:
         self._check_open("download")
         data = self._own(buffer, "download")
