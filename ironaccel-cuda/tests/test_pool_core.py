@@ -1,4 +1,5 @@
-"""The MemPool's bucket cache (`_hot.PoolCore`) on the CPU, with the driver calls replaced by a counting fake."""
+"""The MemPool's bucket cache of the pure-Python hot path (`_hotpy.PoolCore`) on the CPU, with the driver calls
+replaced by a counting fake.  (The compiled PoolCore runs the same behaviours in the fake-driver GPU suite.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 pytest.importorskip("cuda.bindings.driver")
 
-from ironaccel_cuda import _hot
+from ironaccel_cuda import _hotpy as _hot
 
 
 class FakeDriver:
@@ -63,7 +64,7 @@ def test_buckets_hits_and_misses(driver):
     assert again is entry
     small = core.take(1)
     assert small[2] == 8 and driver.live[small[1]] == 256  # min_block
-    st = core.stats()
+    st = core.counters()
     assert st["hits"] == 1 and st["misses"] == 2 and st["bytes_reserved"] == 1024 + 256
     assert st["bytes_in_use"] == 1024 + 256 and st["bytes_held"] == 0
 
@@ -74,7 +75,7 @@ def test_over_the_cap(driver):
     _, dp, b = entry
     assert b == -1 and driver.live[dp] == (1 << 12) + 1
     core.give(entry)
-    assert dp not in driver.live and core.stats()["bypass"] == 1 and core.stats()["bytes_held"] == 0
+    assert dp not in driver.live and core.counters()["bypass"] == 1 and core.counters()["bytes_held"] == 0
 
 
 def test_spill_and_refill_through_the_shared_lists(driver):
@@ -82,7 +83,7 @@ def test_spill_and_refill_through_the_shared_lists(driver):
     blocks = [core.take(512) for _ in range(10)]
     for entry in blocks:
         core.give(entry)
-    st = core.stats()
+    st = core.counters()
     assert st["blocks_held"] == 10 and st["bytes_in_use"] == 0
     got = []
 
@@ -102,7 +103,7 @@ def test_max_bytes_bounds_the_shared_lists(driver):
     blocks = [core.take(512) for _ in range(20)]
     for entry in blocks:
         core.give(entry)
-    st = core.stats()
+    st = core.counters()
     shared = sum(len(lst) << i for i, lst in enumerate(core._shared))
     assert shared <= 1024
     assert st["bytes_reserved"] == st["bytes_held"]  # released blocks left the books
@@ -117,8 +118,8 @@ def test_drain_and_closed_pool(driver):
         core.give(entry)
     released = core.drain()
     assert released == sum(1 << k for k in range(8, 16))
-    assert core.stats()["bytes_held"] == 0 and len(driver.live) == 1
-    core.closed = True
+    assert core.counters()["bytes_held"] == 0 and len(driver.live) == 1
+    core._closed = True
     core.give(keep)  # after close: straight back to the driver
     assert not driver.live
     stream._h = _hot.CLOSED
@@ -163,7 +164,7 @@ def test_sixteen_threads_never_share_a_block(driver):
     assert not errors, errors[:3]
     for entry in handoff:
         core.give(entry)
-    st = core.stats()
+    st = core.counters()
     assert st["hits"] + st["misses"] == 16 * 2000
     assert st["bytes_in_use"] == 0 and st["bytes_reserved"] == st["bytes_held"]
     assert st["threads"] == 17  # the 16 workers and this thread (it returned the last hand-offs)

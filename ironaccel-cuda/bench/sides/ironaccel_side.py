@@ -10,7 +10,9 @@ API change is adapted here. Names used:
   .function(name) -> Function; Function.launch(grid, block, *args, stream=s);
   Device.create_pool(stream=s) -> MemPool (.alloc(nbytes) -> DeviceBuf, .close());
   Stream.begin_capture() / .end_capture() -> Graph; Graph.instantiate() -> GraphExec
-  (.launch(stream), .close()); the disk-cache folder variable IRONACCEL_CUDA_CACHE_DIR.
+  (.launch(stream), .close()); the disk-cache folder variable IRONACCEL_CUDA_CACHE_DIR;
+  ironaccel_cuda.FAST_PATH (which hot path ran) and ironaccel_cuda.transfer.settings() (how pageable copies
+  were staged), both recorded with the versions.
 """
 
 from __future__ import annotations
@@ -74,6 +76,17 @@ def fast_path_state(ia) -> str:
     return "pure Python (_hot.py)" if origin.endswith(".py") else f"compiled ({Path(origin).name})"
 
 
+def staging_state() -> str:
+    """How ironaccel stages pageable copies in this run (threads, chunk, slots, thresholds)."""
+    try:
+        from ironaccel_cuda import transfer
+    except ImportError:
+        return "?"
+    cfg = transfer.settings()
+    return (f"{cfg['threads']} copy threads, chunks up to {cfg['chunk'] >> 10} KiB in {cfg['slots']} page-locked "
+            f"slots from {cfg['pipeline_min'] >> 10} KiB; bounce buffer up to {cfg['bounce_max'] >> 10} KiB")
+
+
 def disk_cached_compiler(cache_dir: Path, arch: str) -> Callable[[str], bytes]:
     """Compile through ironaccel's own caches, the disk cache placed in cache_dir (fresh-process NVRTC row).
 
@@ -112,7 +125,8 @@ class IronaccelSide(Side):
         self.args = {n: (self.out, *kernel_ints(n)) for n in (4, 16)}
         self._tokens = itertools.count()
         self._run_token = uuid.uuid4().hex
-        return {"ironaccel-cuda": getattr(ia, "__version__", "?"), "ironaccel fast path": fast_path_state(ia)}
+        return {"ironaccel-cuda": getattr(ia, "__version__", "?"), "ironaccel fast path": fast_path_state(ia),
+                "ironaccel pageable copies": staging_state()}
 
     def close(self) -> None:
         self.stream.synchronize()

@@ -31,7 +31,7 @@ _EXPORTS = {
     "PinnedBuf": "memory",
     "pinned": "memory",
     "Program": "program",
-    "CompileOptions": "program",
+    "CompileOptions": "options",
     "ObjectCode": "program",
     "nvrtc_version": "program",
     "Module": "module",
@@ -46,10 +46,14 @@ _EXPORTS = {
     "clear_memory_cache": "cache",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", "FAST_PATH", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "FAST_PATH":  # which hot path is in use: "compiled (...)" or "pure Python (...)"
+        from . import _hot
+
+        return _hot.DESCRIPTION
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ironaccel_cuda' has no attribute {name!r}")

@@ -101,6 +101,29 @@ class ComputeDeviceMixin:
             raise
         return buf
 
+    def write(self, buffer: DeviceBuf, array: Any) -> None:
+        """Copy a C-contiguous array into the start of `buffer`, in order on the default stream.
+
+        Work queued before the write still reads the old contents; `array` may be reused at once.
+        """
+        from . import _hot
+
+        op = "write"
+        self._check_open(op)  # type: ignore[attr-defined]
+        self._own(buffer, op)
+        if not isinstance(array, np.ndarray):
+            array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            raise invalid(op, "the array is not C-contiguous (use np.ascontiguousarray)")
+        nbytes = array.nbytes
+        if nbytes > buffer.nbytes:
+            raise invalid(op, f"{nbytes} bytes do not fit a buffer of {buffer.nbytes} bytes")
+        if nbytes == 0:
+            return
+        default = self._state.default_stream
+        _hot.memcpy_htod(buffer._dp, array.reshape(-1).view(np.uint8), nbytes, default._h)
+        _hot.stream_sync(default._h)
+
     def download(self, buffer: DeviceBuf, out: np.ndarray | None = None) -> np.ndarray:
         """The buffer's contents as a new numpy array, or into `out`, after all earlier work."""
         op = "download"

@@ -27,10 +27,11 @@ from ironaccel import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind
 
 from . import _driver as _driver_mod
 from . import _hot
+from . import dtypes as _dtypes
 from ._driver import call, driver, try_call
 from .compute import ComputeDeviceMixin
 from .errors import InvalidArgument, closed, invalid
-from .event import CU_EVENT_DISABLE_TIMING, Event
+from .event import Event
 from .memory import DeviceBuf, PinnedBuf
 from .stream import Stream
 
@@ -307,43 +308,21 @@ def _state_for(ordinal: Any) -> _DeviceState:
         return st
 
 
-_DTYPE_SPECS: dict[Any, tuple[DType, np.dtype]] = {}
-
-
 def _dtype_spec(dtype: Any, op: str) -> tuple[DType, np.dtype]:
-    try:
-        spec = _DTYPE_SPECS.get(dtype)
-    except TypeError:
-        spec = None
-    if spec is not None:
-        return spec
-    try:
-        dt = DType.of(dtype)
-        npdt = dt.numpy
-    except TypeError as exc:
-        raise invalid(op, str(exc)) from None
-    spec = (dt, npdt)
-    try:
-        _DTYPE_SPECS[dtype] = spec
-    except TypeError:
-        pass
-    return spec
+    """(DType, numpy dtype) for `dtype`, InvalidArgument naming `op` otherwise."""
+    dt, npdt, _ = _dtypes.spec(dtype, op)
+    return dt, npdt
 
 
-def _free_async(buf: DeviceBuf) -> None:
-    h = buf._stream._h
-    if h is _hot.CLOSED:
-        h = buf.device._state.default_stream._h
-    _hot.mem_free_async(buf._dp, h)
+_hot.set_types(buffer=DeviceBuf, event=Event)
 
 
-def _free_sync(buf: DeviceBuf) -> None:
-    _hot.ensure(buf.device._state.ctx)
-    _hot.mem_free(buf._dp)
+class Device(_hot.DeviceCore, ComputeDeviceMixin):
+    """An opened CUDA device (also the core `Device` and `ComputeDevice` protocols).
 
-
-class Device(ComputeDeviceMixin):
-    """An opened CUDA device (also the core `Device` and `ComputeDevice` protocols)."""
+    alloc(size, dtype="uint8", stream=None) and create_event(timing=False) are
+    the hot methods, inherited from `_hot.DeviceCore`.
+    """
 
     def __init__(self, ordinal: int = 0):
         if _driver_mod.forked:
@@ -357,12 +336,6 @@ class Device(ComputeDeviceMixin):
         dev = cls.__new__(cls)
         dev._init(st)
         return dev
-
-    def _init(self, st: _DeviceState) -> None:
-        self._state = st
-        self.ordinal = st.ordinal
-        self._closed = False
-        self._pools: list[Any] = []
 
     # -- identity and attributes -------------------------------------------
 
@@ -482,43 +455,7 @@ class Device(ComputeDeviceMixin):
         h = call(op, flags, priority)
         return Stream._make(h, self, owned=True, priority=priority, non_blocking=non_blocking)
 
-    def create_event(self, timing: bool = False) -> Event:
-        """A new event; `timing=True` enables `elapsed_ms` (slightly slower record/sync)."""
-        if self._closed:
-            raise closed("cuEventCreate", "device")
-        _hot.ensure(self._state.ctx)
-        return Event._make(_hot.event_create(0 if timing else CU_EVENT_DISABLE_TIMING), self, timing)
-
     # -- memory -------------------------------------------------------------
-
-    def alloc(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
-        """`size` elements of `dtype`, stream-ordered on `stream` (default: the default stream)."""
-        if self._closed:
-            raise closed("cuMemAllocAsync", "device")
-        try:
-            dt, npdt = _DTYPE_SPECS[dtype]
-        except (KeyError, TypeError):
-            dt, npdt = _dtype_spec(dtype, "cuMemAllocAsync")
-        if size.__class__ is not int:
-            size = self._size_arg(size, "cuMemAllocAsync")
-        nbytes = size * npdt.itemsize
-        st = self._state
-        if nbytes <= 0 or nbytes > st.total_memory:
-            raise self._bad_size(size, nbytes, "cuMemAllocAsync")
-        s = st.default_stream if stream is None else stream
-        try:
-            if s._ordinal != self.ordinal:
-                raise self._bad_stream(s, "cuMemAllocAsync")
-            if st.pools:
-                dp = _hot.mem_alloc_async(nbytes, s._h)
-                release = _free_async
-            else:
-                _hot.ensure(st.ctx)
-                dp = _hot.mem_alloc(nbytes)
-                release = _free_sync
-        except (TypeError, AttributeError):
-            raise self._bad_stream(s, "cuMemAllocAsync") from None
-        return DeviceBuf._wrap(dp, size, dt, npdt, self, s, release)
 
     def alloc_pinned(self, size: int, dtype: Any = "uint8") -> PinnedBuf:
         """`size` elements of page-locked host memory (cuMemHostAlloc, portable)."""

@@ -14,59 +14,25 @@ from ._hot import CLOSED
 from .errors import InvalidState, closed, invalid
 
 if TYPE_CHECKING:
-    from .device import Device
-    from .stream import Stream
+    pass
 
 __all__ = ["Event"]
 
 CU_EVENT_DISABLE_TIMING = 0x2
 
 
-class Event:
-    """A CUDA event.  Use `dev.create_event(timing=False)`; `close()` is idempotent."""
+class Event(_hot.EventCore):
+    """A CUDA event.  Use `dev.create_event(timing=False)`; `close()` is idempotent.
 
-    __slots__ = ("_h", "device", "_ordinal", "timing", "_default", "__weakref__")
+    record(stream=None), synchronize(), query() and close() are the hot
+    methods, inherited from `_hot.EventCore` (which also destroys a
+    forgotten event when it is garbage collected).
+    """
+
+    __slots__ = ()
 
     def __init__(self) -> None:
         raise TypeError("create events with Device.create_event() or Stream.record()")
-
-    @classmethod
-    def _make(cls, h: Any, device: Device, timing: bool) -> Event:
-        e = object.__new__(cls)
-        e._h = h
-        e.device = device
-        e._ordinal = device.ordinal
-        e.timing = timing
-        e._default = device._state.default_stream
-        return e
-
-    def record(self, stream: Stream | None = None) -> None:
-        """Record this event on `stream` (default: the device's default stream)."""
-        s = self._default if stream is None else stream
-        try:
-            _hot.event_record(self._h, s._h)
-        except (TypeError, AttributeError):
-            raise self._bad("cuEventRecord", s) from None
-
-    def synchronize(self) -> None:
-        """Wait until the work before the last record has completed."""
-        try:
-            _hot.event_sync(self._h)
-        except TypeError:
-            raise self._bad("cuEventSynchronize") from None
-        except InvalidState as exc:
-            self._rebind(exc)
-            _hot.event_sync(self._h)
-
-    def query(self) -> bool:
-        """True when the work before the last record has completed."""
-        try:
-            return _hot.event_query(self._h)
-        except TypeError:
-            raise self._bad("cuEventQuery") from None
-        except InvalidState as exc:
-            self._rebind(exc)
-            return _hot.event_query(self._h)
 
     def _rebind(self, exc: InvalidState) -> None:
         """A thread with no current context (CUDA_ERROR_INVALID_CONTEXT): bind ours, else re-raise."""
@@ -99,25 +65,11 @@ class Event:
     def closed(self) -> bool:
         return self._h is CLOSED
 
-    def close(self) -> None:
-        """Destroy the event (pending work still completes).  Idempotent."""
-        h = self._h
-        self._h = CLOSED
-        if h is not CLOSED:
-            _hot.event_destroy(h)
-
     def __enter__(self) -> Event:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_h", CLOSED) is not CLOSED:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     def __repr__(self) -> str:
         state = "closed" if self._h is CLOSED else hex(_hot.to_int(self._h))

@@ -84,7 +84,7 @@ class GraphExec:
     @classmethod
     def _make(cls, h: Any, device: Device) -> GraphExec:
         e = object.__new__(cls)
-        e._h = h
+        e._h = _hot.graph_exec_handle(int(h))
         e.device = device
         e._ordinal = device.ordinal
         e._default = device._state.default_stream

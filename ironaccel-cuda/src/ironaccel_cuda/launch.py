@@ -44,16 +44,17 @@ _FLOAT_CODES = {2: "e", 4: "f", 8: "d"}
 class ArgPacker:
     """A prepared argument block for one kernel and one tuple of argument types."""
 
-    __slots__ = ("pack", "params", "_block", "_pointers", "fmt", "size")
+    __slots__ = ("pack", "params", "_block", "_pointers", "fmt", "size", "kinds")
 
     def __init__(self, pack: Callable[[Sequence[Any]], None], params: int, block: Any, pointers: Any, fmt: str,
-                 size: int):
+                 size: int, kinds: tuple[tuple[str, int, bool], ...] = ()):
         self.pack = pack  # pack(args) writes the values; raises struct.error/AttributeError/TypeError on bad input
         self.params = params  # address of the void* array (0 when the kernel takes no parameters)
         self._block = block
         self._pointers = pointers
         self.fmt = fmt
         self.size = size
+        self.kinds = kinds  # per argument: (struct code, offset, is a buffer); the compiled launch reads it
 
 
 def _code_for(index: int, value: Any, size: int, op: str, name: str) -> tuple[str, str]:
@@ -133,6 +134,7 @@ def build_packer(layout: Sequence[tuple[int, int]], args: Sequence[Any], *, ordi
     fmt = ["<"]
     exprs = []
     checks = []
+    kinds = []
     cursor = 0
     for i, ((offset, size), value) in enumerate(zip(layout, args)):
         if offset < cursor:
@@ -140,6 +142,7 @@ def build_packer(layout: Sequence[tuple[int, int]], args: Sequence[Any], *, ordi
         if offset > cursor:
             fmt.append(f"{offset - cursor}x")
         code, expr = _code_for(i, value, size, op, name)
+        kinds.append((code, offset, isinstance(value, DeviceBuf)))
         fmt.append(code)
         exprs.append(expr)
         cursor = offset + size
@@ -166,7 +169,8 @@ def build_packer(layout: Sequence[tuple[int, int]], args: Sequence[Any], *, ordi
         "bad_device": bad_device,
     }
     exec(compile(source, f"<ironaccel_cuda packer for {name}>", "exec"), namespace)
-    return ArgPacker(namespace["pack"], ctypes.addressof(pointers), block, pointers, layout_struct.format, total)
+    return ArgPacker(namespace["pack"], ctypes.addressof(pointers), block, pointers, layout_struct.format, total,
+                     tuple(kinds))
 
 
 def pack_error(args: Sequence[Any], exc: Exception, name: str, op: str = "cuLaunchKernel") -> Exception:

@@ -44,73 +44,24 @@ def _np_dtype(dtype: DType) -> np.dtype:
     return dtype.numpy
 
 
-class DeviceBuf:
-    """Typed device memory.  `ptr` is the device address (None once closed)."""
+class DeviceBufMethods:
+    """DeviceBuf's methods off the hot path.
 
-    __slots__ = (
-        "ptr", "nbytes", "size", "dtype", "device", "_ordinal", "_npdt", "_dp", "_stream", "_release", "_tag",
-        "_base", "_views", "__weakref__",
-    )
+    `DeviceBuf` (below) is made by `_hot.buffer_class`: its fields and hot
+    methods (close, copy_from / copy_to_host of numpy arrays, `_wrap`) come
+    from the hot module, everything else from here.
+    """
+
+    __slots__ = ()
 
     def __init__(self) -> None:
         raise TypeError("allocate with Device.alloc(), MemPool.alloc() or DeviceBuf.from_foreign()")
-
-    # -- construction (internal) ------------------------------------------
-
-    @classmethod
-    def _wrap(cls, dp: Any, size: int, dtype: DType, npdt: np.dtype, device: Device, stream: Stream,
-              release: Any, tag: int = 0, base: Any = None) -> DeviceBuf:
-        b = _new(cls)
-        b.ptr = _hot.to_int(dp)
-        b.nbytes = size * npdt.itemsize
-        b.size = size
-        b.dtype = dtype
-        b.device = device
-        b._ordinal = device.ordinal
-        b._npdt = npdt
-        b._dp = dp
-        b._stream = stream
-        b._release = release
-        b._tag = tag
-        b._base = base
-        b._views = None
-        return b
-
-    # -- lifetime -----------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self.ptr is None
-
-    def close(self) -> None:
-        """Free the memory (stream-ordered on the home stream).  Idempotent; closes views too."""
-        release = self._release
-        self._release = None  # taken before any call: a racing close() sees None and frees nothing
-        if self.ptr is None:
-            return
-        self.ptr = None
-        views = self._views
-        if views is not None:
-            self._views = None
-            for ref in views:
-                view = ref()
-                if view is not None:
-                    view.close()
-        if release is not None:
-            release(self)
 
     def __enter__(self) -> DeviceBuf:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_release", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     # -- views --------------------------------------------------------------
 
@@ -174,39 +125,8 @@ class DeviceBuf:
         if sync:
             _hot.stream_sync(s._h)
 
-    def copy_from(self, src: Any, stream: Stream | None = None) -> None:
-        """Copy a host array, another DeviceBuf (any device) or a foreign device array into this buffer.
-
-        Sizes and dtypes must match exactly; host arrays must be C-contiguous.
-        Synchronous without `stream`, asynchronous on `stream` with it (a host
-        array then must stay alive and unchanged until the stream reaches the copy).
-        """
-        if src.__class__ is _ndarray:
-            if stream is None:
-                s, sync = self._stream, True
-            else:
-                s, sync = stream, False
-            try:
-                bad = (
-                    self.ptr is None
-                    or s._ordinal != self._ordinal
-                    or (src.dtype is not self._npdt and src.dtype != self._npdt)
-                    or src.nbytes != self.nbytes
-                    or (src.ndim > 1 and not src.flags.c_contiguous)
-                )
-            except AttributeError:
-                bad = True
-            if bad:
-                raise self._copy_mismatch("cuMemcpyHtoDAsync", src, s)
-            try:
-                _hot.memcpy_htod(self._dp, src, self.nbytes, s._h)
-            except IronAccelError:
-                raise
-            except (TypeError, ValueError, RuntimeError, BufferError) as exc:
-                raise self._diagnose("cuMemcpyHtoDAsync", s, src, exc) from None
-            if sync:
-                _hot.stream_sync(s._h)
-            return
+    def _copy_from_other(self, src: Any, stream: Stream | None) -> None:
+        """copy_from for everything but an exact numpy array (the hot case, in `_hot.BufCore`)."""
         if isinstance(src, DeviceBuf):
             self._copy_device(src, stream)
             return
@@ -225,47 +145,6 @@ class DeviceBuf:
             return
         raise invalid("DeviceBuf.copy_from", f"cannot copy from {type(src).__name__}; pass a numpy array or a "
                       "device array")
-
-    def copy_to_host(self, out: np.ndarray | None = None, stream: Stream | None = None) -> np.ndarray:
-        """Copy into a new numpy array (1-D, `size` elements), or into `out`; returns the array.
-
-        `out` must be a writeable C-contiguous array of the same dtype and byte
-        size.  Synchronous without `stream`; with it, the array is filled when
-        the stream reaches the copy.
-        """
-        if stream is None:
-            s, sync = self._stream, True
-        else:
-            s, sync = stream, False
-        if out is None:
-            if self.ptr is None:
-                raise closed("cuMemcpyDtoHAsync", "buffer")
-            out = np.empty(self.size, self._npdt)
-            bad = False
-        else:
-            bad = (
-                out.__class__ is not _ndarray
-                or self.ptr is None
-                or (out.dtype is not self._npdt and out.dtype != self._npdt)
-                or out.nbytes != self.nbytes
-                or (out.ndim > 1 and not out.flags.c_contiguous)
-                or not out.flags.writeable
-            )
-        try:
-            bad = bad or s._ordinal != self._ordinal
-        except AttributeError:
-            bad = True
-        if bad:
-            raise self._copy_mismatch("cuMemcpyDtoHAsync", out, s, to_host=True)
-        try:
-            _hot.memcpy_dtoh(out, self._dp, self.nbytes, s._h)
-        except IronAccelError:
-            raise
-        except (TypeError, ValueError, RuntimeError, BufferError) as exc:
-            raise self._diagnose("cuMemcpyDtoHAsync", s, out, exc) from None
-        if sync:
-            _hot.stream_sync(s._h)
-        return out
 
     def _copy_device(self, src: DeviceBuf, stream: Stream | None) -> None:
         op = "cuMemcpyDtoDAsync"
@@ -406,7 +285,7 @@ class DeviceBuf:
         size = int(np.prod(imported.shape))
         default = device._state.default_stream
         return DeviceBuf._wrap(_hot.devptr(imported.ptr), size, imported.dtype, _np_dtype(imported.dtype), device,
-                               default, _release_imported, base=(obj, imported))
+                               default, _hot.RELEASE_IMPORTED, base=(obj, imported))
 
     @classmethod
     def _from_cai(cls, obj: Any, cai: dict[str, Any]) -> DeviceBuf:
@@ -487,11 +366,8 @@ class DeviceBuf:
         return invalid(op, f"{type(exc).__name__}: {exc}" if exc else "bad arguments")
 
 
-def _release_imported(buf: DeviceBuf) -> None:
-    base = buf._base
-    buf._base = None
-    if base is not None:
-        base[1].release()
+DeviceBuf = _hot.buffer_class(DeviceBufMethods)
+"""Typed device memory: `ptr` is the device address (None once closed); see DeviceBufMethods."""
 
 
 # -- pinned host memory -------------------------------------------------------
@@ -529,6 +405,7 @@ class PinnedBuf:
         p.dtype = dtype
         p.device = device
         p._array = np.asarray(_HostArrayOwner(ptr, size, npdt, p))
+        _hot.pinned_add(ptr, p.nbytes)
         return p
 
     @property
@@ -546,6 +423,7 @@ class PinnedBuf:
         self.ptr = None
         if ptr is not None:
             self._array = None
+            _hot.pinned_remove(ptr)
             from ._driver import call
 
             call("cuMemFreeHost", ptr)
@@ -592,9 +470,11 @@ def pinned(array: np.ndarray, device: Device | None = None) -> Iterator[np.ndarr
     dev._bind_here()
     ptr = array.ctypes.data
     call(op, ptr, array.nbytes, CU_MEMHOSTREGISTER_PORTABLE)
+    _hot.pinned_add(ptr, array.nbytes)
     try:
         yield array
     finally:
+        _hot.pinned_remove(ptr)
         dev._bind_here()
         call("cuMemHostUnregister", ptr)
 

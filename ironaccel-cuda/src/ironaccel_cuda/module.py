@@ -9,7 +9,6 @@ name expression given to `Program` (`"saxpy<float>"`) or by its symbol.
 from __future__ import annotations
 
 import os
-import struct
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,11 +18,10 @@ from . import _hot
 from ._driver import call, driver, try_call
 from ._hot import CLOSED
 from .errors import closed, invalid
-from .launch import ArgPacker, build_packer, pack_error, param_layout_fallback
+from .launch import ArgPacker, build_packer, param_layout_fallback
 
 if TYPE_CHECKING:
     from .device import Device
-    from .stream import Stream
 
 __all__ = ["Module", "Function", "FunctionAttributes", "load_module", "image_kind"]
 
@@ -173,19 +171,23 @@ def _dim3(value: Any, what: str) -> tuple[int, int, int]:
     return (*parts, 1, 1)[:3]  # type: ignore[return-value]
 
 
-class Function:
-    """A kernel in a loaded Module."""
+class Function(_hot.FunctionCore):
+    """A kernel in a loaded Module.
 
-    __slots__ = ("_h", "module", "name", "device", "_ordinal", "_default", "_reachable", "_layout", "_tls",
-                 "__weakref__")
+    launch(grid, block, *args, stream=None, shared_mem=0) is the hot method,
+    inherited from `_hot.FunctionCore`; argument packing is prepared once per
+    tuple of argument types (`_prepare`) and reused.
+    """
+
+    __slots__ = ("module", "device", "_layout")
 
     def __init__(self) -> None:
         raise TypeError("get functions with Module.function()")
 
     @classmethod
     def _make(cls, h: Any, module: Module, name: str) -> Function:
-        f = object.__new__(cls)
-        f._h = h
+        f = cls.__new__(cls)
+        f._h = _hot.function_handle(int(h))
         f.module = module
         f.name = name
         f.device = module.device
@@ -196,39 +198,6 @@ class Function:
         f._layout = False  # not queried yet; None: the driver cannot report it
         f._tls = threading.local()
         return f
-
-    # -- the hot path -------------------------------------------------------
-
-    def launch(self, grid: Any, block: Any, *args: Any, stream: Stream | None = None, shared_mem: int = 0) -> None:
-        """Queue the kernel on `stream` (default: the device's default stream).
-
-        `grid` and `block` are ints or (x, y, z) tuples; `shared_mem` is the
-        dynamic shared memory per block in bytes.  Arguments: see `launch`'s
-        module docstring for how they map onto the kernel's parameters.
-        """
-        try:
-            packer = self._tls.packers[tuple(map(type, args))]
-        except (AttributeError, KeyError):
-            packer = self._prepare(args)
-        try:
-            packer.pack(args)
-        except (struct.error, AttributeError, TypeError, ValueError) as exc:
-            raise pack_error(args, exc, self.name) from None
-        if grid.__class__ is int:
-            gx, gy, gz = grid, 1, 1
-        else:
-            gx, gy, gz = _dim3(grid, "grid")
-        if block.__class__ is int:
-            bx, by, bz = block, 1, 1
-        else:
-            bx, by, bz = _dim3(block, "block")
-        s = self._default if stream is None else stream
-        try:
-            if s._ordinal != self._ordinal:
-                raise self._bad_stream(s)
-            _hot.launch(self._h, gx, gy, gz, bx, by, bz, shared_mem, s._h, packer.params)
-        except (TypeError, AttributeError, OverflowError) as exc:
-            raise self._launch_error(s, exc, (gx, gy, gz), (bx, by, bz), shared_mem) from None
 
     # -- attributes ---------------------------------------------------------
 

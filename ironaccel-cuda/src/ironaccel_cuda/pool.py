@@ -24,13 +24,10 @@ blocks to the driver; `close()` does that and retires the pool (idempotent).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import _hot
 from .errors import closed, invalid
-from .memory import DeviceBuf
-
-_new = object.__new__
 
 if TYPE_CHECKING:
     from .device import Device
@@ -66,8 +63,11 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-class MemPool:
-    """Power-of-two bucket cache over stream-ordered allocation; see the module docstring."""
+class MemPool(_hot.PoolCore):
+    """Power-of-two bucket cache over stream-ordered allocation; see the module docstring.
+
+    alloc(size, dtype="uint8") is the hot method, inherited from `_hot.PoolCore`.
+    """
 
     def __init__(self, device: Device, stream: Stream | None = None, *, max_block: int = 1 << 26,
                  max_bytes: int = 1 << 32, front_depth: int = 32, min_block: int = 256):
@@ -87,53 +87,16 @@ class MemPool:
             raise invalid(op, "the pool's stream must be a Stream of the same device")
         if s._h is _hot.CLOSED:
             raise closed(op, "stream")
-        self.device = device
-        self.stream = s
-        self._state = st
-        self._core = _hot.PoolCore(s, st.default_stream._h, min_block=min_block, max_block=max_block,
-                                   front_depth=front_depth, max_bytes=max_bytes)
-        self._release = self._core.give_buf  # bound once: DeviceBuf.close() calls it
-        self._ordinal = device.ordinal
-        self._max = st.total_memory
-        self._closed = False
-        self._dtypes: dict[Any, Any] = {}
-
-    def alloc(self, size: int, dtype: Any = "uint8") -> DeviceBuf:
-        """`size` elements of `dtype` from the pool (a DeviceBuf whose close() returns it here)."""
-        if self._closed:
-            raise closed("MemPool.alloc", "pool")
-        try:
-            dt, npdt, itemsize = self._dtypes[dtype]
-        except (KeyError, TypeError):
-            dt, npdt, itemsize = self._dtype(dtype)
-        if size.__class__ is not int:
-            size = self.device._size_arg(size, "MemPool.alloc")
-        nbytes = size * itemsize
-        if nbytes <= 0 or nbytes > self._max:
-            raise self.device._bad_size(size, nbytes, "MemPool.alloc")
-        entry = self._core.take(nbytes)
-        b = _new(DeviceBuf)
-        b.ptr = entry[0]
-        b.nbytes = nbytes
-        b.size = size
-        b.dtype = dt
-        b.device = self.device
-        b._ordinal = self._ordinal
-        b._npdt = npdt
-        b._dp = entry[1]
-        b._stream = self.stream
-        b._release = self._release
-        b._tag = entry
-        b._base = None
-        b._views = None
-        return b
+        super().__init__(s, st.default_stream._h, min_block=min_block, max_block=max_block,
+                         front_depth=front_depth, max_bytes=max_bytes)
+        self._attach(device, st.total_memory)
 
     def stats(self) -> PoolStats:
-        return PoolStats(**self._core.stats())
+        return PoolStats(**self.counters())
 
     def trim(self) -> int:
         """Give every cached block back to the driver; returns the bytes released."""
-        return self._core.drain()
+        return self.drain()
 
     @property
     def closed(self) -> bool:
@@ -144,8 +107,7 @@ class MemPool:
         if self._closed:
             return
         self._closed = True
-        self._core.closed = True
-        self._core.drain()
+        self.drain()
 
     def __enter__(self) -> MemPool:
         return self
@@ -155,14 +117,3 @@ class MemPool:
 
     def __repr__(self) -> str:
         return f"<MemPool on cuda:{self.device.ordinal}{' closed' if self._closed else ''}>"
-
-    def _dtype(self, dtype: Any) -> Any:
-        from .device import _dtype_spec
-
-        dt, npdt = _dtype_spec(dtype, "MemPool.alloc")
-        spec = (dt, npdt, npdt.itemsize)
-        try:
-            self._dtypes[dtype] = spec
-        except TypeError:
-            pass
-        return spec

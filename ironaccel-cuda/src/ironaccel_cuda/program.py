@@ -8,24 +8,69 @@ CUBIN for the device's own architecture is the default because it needs no
 driver JIT: PTX made by a newer NVRTC than the driver cannot be loaded.
 Results are cached in memory and on disk (see `cache`); `ObjectCode.cache`
 says where a result came from.  Failures raise `CompileError` with NVRTC's log.
+
+A cache hit never loads NVRTC.  Loading it costs about 140 ms -- far more than
+reading a cached CUBIN -- so the cache key identifies the NVRTC build without
+loading it.  The first process that loads NVRTC records in the cache folder
+(`nvrtc-<environment>.json`; one record per Python environment and library
+search path) the file it actually loaded (its real path, read from
+/proc/self/maps), that file's size and modification time, NVRTC's version and
+its supported architectures.  A later process that finds the same file
+unchanged (one `stat`) takes the version and architectures from the record;
+if the file changed or vanished, or the record is unreadable, NVRTC is loaded
+and the record rewritten.  The key holds the version and the file's identity,
+so a different or rebuilt NVRTC never hits another's entries; if a compile
+then loads a different NVRTC than the record named, the key is recomputed
+from the loaded one.  Where the loaded file cannot be found (no
+/proc/self/maps) NVRTC is always loaded.  This module imports nothing heavy
+(not the `ironaccel` core, not `cuda.bindings`) until a compile misses.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import cache
-from .errors import BACKEND, CompileError, NotAvailable, Unsupported, invalid
+
+if TYPE_CHECKING:
+    from .options import CompileOptions
 
 __all__ = ["CompileOptions", "Program", "ObjectCode", "nvrtc_version", "supported_archs", "normalize_arch"]
 
+
+def __getattr__(name: str) -> Any:
+    if name == "CompileOptions":  # defined in `options`, imported only when used (a cache hit never needs it)
+        from .options import CompileOptions
+
+        return CompileOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+BACKEND = "cuda"
 NVRTC_FIX = "pip install nvidia-cuda-nvrtc (or ironaccel-cuda[nvrtc]), or install the CUDA toolkit"
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _invalid(op: str, detail: str) -> Exception:
+    from .errors import invalid
+
+    return invalid(op, detail)
+
+
+def _not_available(reason: str, **kwargs: Any) -> Exception:
+    from .errors import NotAvailable
+
+    return NotAvailable(BACKEND, reason, fix=NVRTC_FIX, **kwargs)
+
+
+def _unsupported(op: str, why: str) -> Exception:
+    from .errors import Unsupported
+
+    return Unsupported(BACKEND, op, why)
 
 
 def _nvrtc() -> ModuleType:
@@ -34,130 +79,136 @@ def _nvrtc() -> ModuleType:
     return import_binding(BACKEND, "cuda.bindings.nvrtc", "cuda-bindings")
 
 
-_version: tuple[int, int] | None = None
-_archs: tuple[int, ...] | None = None
+# -- which NVRTC, without loading it ---------------------------------------------------------
+
+_info: tuple[tuple[int, int], tuple[int, ...], str] | None = None  # (version, archs, identity)
+_loaded: tuple[tuple[int, int], tuple[int, ...], str] | None = None  # the same, read from the loaded library
+
+
+def _record_name() -> str:
+    """The identity record's file name: one per Python environment and library search path."""
+    parts = [sys.prefix, sys.executable] + [os.environ.get(v, "") for v in (
+        "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", "CUDA_PYTHON_NVRTC_PATH")]
+    return f"nvrtc-{cache.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}.json"
+
+
+def _file_identity(path: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{path}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def _loaded_library_path() -> str | None:
+    """The real path of the libnvrtc mapped into this process (Linux), else None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rsplit(None, 1)[-1]
+                if path.rsplit("/", 1)[-1].startswith("libnvrtc.so"):
+                    return os.path.realpath(path)
+    except OSError:
+        pass
+    return None
+
+
+def _from_record() -> tuple[tuple[int, int], tuple[int, ...], str] | None:
+    record = cache.read_json(_record_name())
+    try:
+        version = (int(record["version"][0]), int(record["version"][1]))
+        archs = tuple(int(a) for a in record["archs"])
+        identity = str(record["identity"])
+        path = str(record["path"])
+    except (TypeError, KeyError, IndexError, ValueError):
+        return None
+    if not archs or _file_identity(path) != identity:
+        return None
+    return version, archs, identity
+
+
+def _load_info() -> tuple[tuple[int, int], tuple[int, ...], str]:
+    """Load NVRTC, ask it its version and architectures, and record the file it came from."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    nv = _nvrtc()
+    try:
+        err, major, minor = nv.nvrtcVersion()
+    except RuntimeError as exc:  # cuda.pathfinder could not find libnvrtc
+        raise _not_available(f"NVRTC (libnvrtc) could not be loaded: {exc}", library="libnvrtc.so") from exc
+    if err:
+        raise _not_available(f"nvrtcVersion failed: {err!r}")
+    err, archs = nv.nvrtcGetSupportedArchs()
+    if err:
+        raise _not_available(f"nvrtcGetSupportedArchs failed: {err!r}")
+    version = (int(major), int(minor))
+    arch_list = tuple(sorted(int(a) for a in archs))
+    path = _loaded_library_path()
+    identity = (_file_identity(path) if path else None) or "unidentified"
+    if path and identity != "unidentified" and cache.cache_enabled():
+        import json
+
+        record = {"path": path, "identity": identity, "version": list(version), "archs": list(arch_list)}
+        cache.write_atomic(_record_name(), json.dumps(record).encode())
+    _loaded = (version, arch_list, identity)
+    return _loaded
+
+
+def _nvrtc_info() -> tuple[tuple[int, int], tuple[int, ...], str]:
+    """(version, supported archs, identity) of NVRTC: from the record when its file is unchanged, else loaded."""
+    global _info
+    if _info is None:
+        found = _from_record() if _loaded is None and cache.cache_enabled() else None
+        _info = found if found is not None else _load_info()
+    return _info
 
 
 def nvrtc_version() -> tuple[int, int]:
     """(major, minor) of the NVRTC library; NotAvailable if it cannot be loaded."""
-    global _version
-    if _version is None:
-        nv = _nvrtc()
-        try:
-            err, major, minor = nv.nvrtcVersion()
-        except RuntimeError as exc:  # cuda.pathfinder could not find libnvrtc
-            raise NotAvailable(BACKEND, f"NVRTC (libnvrtc) could not be loaded: {exc}", fix=NVRTC_FIX,
-                               library="libnvrtc.so") from exc
-        if err:
-            raise NotAvailable(BACKEND, f"nvrtcVersion failed: {err!r}", fix=NVRTC_FIX)
-        _version = (int(major), int(minor))
-    return _version
+    return _nvrtc_info()[0]
 
 
 def supported_archs() -> tuple[int, ...]:
     """The compute capabilities this NVRTC can target, e.g. (75, 80, ..., 120)."""
-    global _archs
-    if _archs is None:
-        nvrtc_version()
-        nv = _nvrtc()
-        err, archs = nv.nvrtcGetSupportedArchs()
-        if err:
-            raise NotAvailable(BACKEND, f"nvrtcGetSupportedArchs failed: {err!r}", fix=NVRTC_FIX)
-        _archs = tuple(sorted(int(a) for a in archs))
-    return _archs
+    return _nvrtc_info()[1]
 
 
-@dataclass(frozen=True)
-class CompileOptions:
-    """Typed NVRTC options.  `None` leaves NVRTC's default.
-
-    std: "c++11" / "c++14" / "c++17" / "c++20".  defines: {"NAME": value or
-    None} or ["NAME", "NAME=VALUE"].  include_paths: folders for #include.
-    fast_math: --use_fast_math (implies ftz, fast division and sqrt, fmad).
-    ftz / prec_div / prec_sqrt / fmad: the individual switches.
-    max_registers: --maxrregcount.  line_info: -lineinfo.  debug: -G.
-    extra: further raw NVRTC options, passed last.
-    """
-
-    std: str | None = None
-    defines: Mapping[str, Any] | Sequence[str] = field(default_factory=dict)
-    include_paths: Sequence[str] = ()
-    fast_math: bool = False
-    ftz: bool | None = None
-    prec_div: bool | None = None
-    prec_sqrt: bool | None = None
-    fmad: bool | None = None
-    max_registers: int | None = None
-    line_info: bool = False
-    debug: bool = False
-    extra: Sequence[str] = ()
-
-    def __post_init__(self) -> None:
-        op = "CompileOptions"
-        if self.std is not None and not re.fullmatch(r"c\+\+(03|11|14|17|20|23)", str(self.std)):
-            raise invalid(op, f"std must look like 'c++17', got {self.std!r}")
-        for name in ("fast_math", "line_info", "debug"):
-            if not isinstance(getattr(self, name), bool):
-                raise invalid(op, f"{name} must be a bool, got {getattr(self, name)!r}")
-        for name in ("ftz", "prec_div", "prec_sqrt", "fmad"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, bool):
-                raise invalid(op, f"{name} must be a bool or None, got {value!r}")
-        if self.max_registers is not None and (
-            isinstance(self.max_registers, bool) or not isinstance(self.max_registers, int) or self.max_registers <= 0
-        ):
-            raise invalid(op, f"max_registers must be a positive int, got {self.max_registers!r}")
-        if isinstance(self.include_paths, (str, bytes)) or isinstance(self.extra, (str, bytes)):
-            raise invalid(op, "include_paths and extra are sequences of str, not a single str")
-        if isinstance(self.defines, (str, bytes)):
-            raise invalid(op, "defines is a mapping or a sequence of 'NAME[=VALUE]', not a single str")
-        for name in self._define_args():
-            if not re.fullmatch(r"-D[A-Za-z_]\w*(=.*)?", name, re.S):
-                raise invalid(op, f"bad define {name[2:]!r}")
-
-    def _define_args(self) -> list[str]:
-        if isinstance(self.defines, Mapping):
-            return [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in self.defines.items()]
-        return [f"-D{d}" for d in self.defines]
-
-    def to_args(self) -> list[str]:
-        """The NVRTC option strings (without the architecture)."""
-        args: list[str] = []
-        if self.std:
-            args.append(f"--std={self.std}")
-        args += self._define_args()
-        args += [f"--include-path={p}" for p in self.include_paths]
-        if self.fast_math:
-            args.append("--use_fast_math")
-        for name, flag in (("ftz", "--ftz"), ("prec_div", "--prec-div"), ("prec_sqrt", "--prec-sqrt"),
-                           ("fmad", "--fmad")):
-            value = getattr(self, name)
-            if value is not None:
-                args.append(f"{flag}={'true' if value else 'false'}")
-        if self.max_registers is not None:
-            args.append(f"--maxrregcount={self.max_registers}")
-        if self.line_info:
-            args.append("--generate-line-info")
-        if self.debug:
-            args.append("--device-debug")
-        args += [str(x) for x in self.extra]
-        return args
-
-
-@dataclass(frozen=True)
 class ObjectCode:
     """Compiled device code: `code` bytes of `kind` ("cubin" or "ptx") for `arch`.
 
     `name_map` maps each name expression to its mangled symbol; `log` holds
     NVRTC's warnings; `cache` is "memory", "disk" or None (freshly compiled).
+    Immutable; `replace(**changes)` makes a changed copy.
     """
 
-    code: bytes
-    kind: str
-    arch: str
-    name_map: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
-    log: str = ""
-    cache: str | None = None
+    __slots__ = ("code", "kind", "arch", "name_map", "log", "cache")
+
+    def __init__(self, code: bytes, kind: str, arch: str, name_map: Mapping[str, str] = _EMPTY, log: str = "",
+                 cache: str | None = None):
+        for name, value in (("code", code), ("kind", kind), ("arch", arch), ("name_map", name_map), ("log", log),
+                            ("cache", cache)):
+            object.__setattr__(self, name, value)
+
+    def replace(self, **changes: Any) -> ObjectCode:
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return ObjectCode(**fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ObjectCode is immutable: cannot set {name!r} (use replace())")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ObjectCode is immutable: cannot delete {name!r}")
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.code, self.kind, self.arch, tuple(sorted(self.name_map.items())), self.log, self.cache)
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is ObjectCode and self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
 
     def __repr__(self) -> str:
         return f"<ObjectCode {self.kind} {self.arch} {len(self.code)} bytes cache={self.cache}>"
@@ -179,23 +230,35 @@ def normalize_arch(arch: Any, target: str) -> str:
         text = str(arch).strip().replace(".", "") if not isinstance(arch, bool) else "?"
         m = _ARCH.fullmatch(text)
         if m is None:
-            raise invalid(op, f"arch must look like 'sm_90', 90 or (9, 0), got {arch!r}")
+            raise _invalid(op, f"arch must look like 'sm_90', 90 or (9, 0), got {arch!r}")
         digits, suffix = m.group(1), m.group(2)
     number = int(digits)
-    archs = supported_archs()
+    version, archs, _ = _nvrtc_info()
     if target == "ptx":
         usable = [a for a in archs if a <= number]
         if not usable:
-            raise Unsupported(BACKEND, op, f"NVRTC {nvrtc_version()} cannot target compute_{number} (supports {archs})")
+            raise _unsupported(op, f"NVRTC {version} cannot target compute_{number} (supports {archs})")
         chosen = number if number in archs else usable[-1]
         return f"compute_{chosen}{suffix if chosen == number else ''}"
     if number not in archs:
-        raise Unsupported(
-            BACKEND, op,
-            f"NVRTC {nvrtc_version()[0]}.{nvrtc_version()[1]} cannot make CUBIN for sm_{number} (supports "
+        raise _unsupported(
+            op,
+            f"NVRTC {version[0]}.{version[1]} cannot make CUBIN for sm_{number} (supports "
             f"{', '.join(map(str, archs))}); install a matching nvidia-cuda-nvrtc or compile to PTX",
         )
     return f"sm_{number}{suffix}"
+
+
+def _arch_token(arch: Any) -> Any:
+    """What `arch` means, as a hashable value that costs nothing to compute twice (None: not cacheable)."""
+    if arch is None:
+        return ("cc", _current_arch())
+    cc = getattr(arch, "compute_capability", None)
+    if cc is not None:
+        return ("cc", cc)
+    if arch.__class__ in (str, int, tuple):
+        return (arch.__class__, arch)
+    return None
 
 
 def _current_arch() -> tuple[int, int]:
@@ -218,55 +281,109 @@ class Program:
     def __init__(self, source: str, options: CompileOptions | None = None, name_expressions: Iterable[str] = (), *,
                  name: str = "ironaccel.cu", headers: Mapping[str, str] | None = None):
         op = "nvrtcCreateProgram"
-        if not isinstance(source, str) or not source.strip():
-            raise invalid(op, "source must be a non-empty str of CUDA C++")
-        if options is not None and not isinstance(options, CompileOptions):
-            raise invalid(op, f"options must be CompileOptions, got {type(options).__name__}")
-        names = tuple(name_expressions)
-        if any(not isinstance(n, str) or not n for n in names):
-            raise invalid(op, f"name expressions must be non-empty str, got {names!r}")
-        headers = dict(headers or {})
-        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in headers.items()):
-            raise invalid(op, "headers maps include names (str) to their source (str)")
+        if source.__class__ is not str or not source or source.isspace():
+            raise _invalid(op, "source must be a non-empty str of CUDA C++")
+        if options is None:
+            option_args: tuple[str, ...] = ()  # what CompileOptions() gives, without importing it
+        else:
+            from .options import CompileOptions
+
+            if not isinstance(options, CompileOptions):
+                raise _invalid(op, f"options must be CompileOptions, got {type(options).__name__}")
+            option_args = options._args()
+        names = name_expressions if name_expressions.__class__ is tuple else tuple(name_expressions)
+        for n in names:
+            if n.__class__ is not str or not n:
+                raise _invalid(op, f"name expressions must be non-empty str, got {names!r}")
+        header_items: tuple[tuple[str, str], ...] = ()
+        if headers:
+            header_items = tuple(sorted(dict(headers).items()))
+            if any(not isinstance(k, str) or not isinstance(v, str) for k, v in header_items):
+                raise _invalid(op, "headers maps include names (str) to their source (str)")
         self.source = source
-        self.options = options or CompileOptions()
+        self._options = options
         self.name_expressions = names
         self.name = name
-        self.headers = headers
+        self.headers = dict(header_items)
+        self._inputs = (source, header_items, names, option_args, name)
+
+    @property
+    def options(self) -> CompileOptions:
+        if self._options is None:
+            from .options import CompileOptions
+
+            self._options = CompileOptions()
+        return self._options
 
     def compile(self, target: str = "cubin", arch: Any = None) -> ObjectCode:
         """Compile to "cubin" (default) or "ptx" for `arch` (default: the current device's)."""
         op = "nvrtcCompileProgram"
-        if target not in ("cubin", "ptx"):
-            raise invalid(op, f"target must be 'cubin' or 'ptx', got {target!r}")
-        version = nvrtc_version()
-        arch_name = normalize_arch(arch, target)
-        args = [*self.options.to_args(), f"--gpu-architecture={arch_name}"]
+        if target != "cubin" and target != "ptx":
+            raise _invalid(op, f"target must be 'cubin' or 'ptx', got {target!r}")
         enabled = cache.cache_enabled()
-        key = cache.cache_key(
-            source=self.source, headers=sorted(self.headers.items()), names=list(self.name_expressions),
-            options=args, target=target, arch=arch_name, nvrtc=f"{version[0]}.{version[1]}",
-        )
+        fast_key = None
         if enabled:
-            hit = cache.memory_get(key)
-            if hit is not None:
-                return dataclasses.replace(hit, cache="memory")
-            entry = cache.disk_get(key)
-            if entry is not None:
-                meta, payload = entry
-                code = ObjectCode(payload, target, arch_name, MappingProxyType(dict(meta.get("names", {}))),
-                                  str(meta.get("log", "")), cache="disk")
-                cache.memory_put(key, dataclasses.replace(code, cache=None))
-                return code
-        code = self._compile(args, target, arch_name)
+            token = _arch_token(arch)
+            if token is not None:
+                fast_key = (self._inputs, target, token)
+                hit = cache.fast_get(fast_key)
+                if hit is not None:
+                    return hit
+        info = _nvrtc_info()
+        arch_name, args, key = self._key(target, arch, info)
+        if enabled:
+            found = self._lookup(key, target, arch_name, fast_key)
+            if found is not None:
+                return found
+        nv = _nvrtc()  # the compile loads NVRTC: if it is not the one the record named, key on the loaded one
+        loaded = _load_info()
+        if loaded != info:
+            global _info
+            _info = loaded
+            arch_name, args, key = self._key(target, arch, loaded)
+            if enabled:
+                found = self._lookup(key, target, arch_name, fast_key)
+                if found is not None:
+                    return found
+        code = self._compile(nv, args, target, arch_name)
         if enabled:
             cache.memory_put(key, code)
+            if fast_key is not None:
+                cache.fast_put(fast_key, code.replace(cache="memory"))
             cache.disk_put(key, {"kind": target, "arch": arch_name, "names": dict(code.name_map), "log": code.log},
                            code.code)
         return code
 
-    def _compile(self, args: list[str], target: str, arch_name: str) -> ObjectCode:
-        nv = _nvrtc()
+    def _key(self, target: str, arch: Any, info: tuple[tuple[int, int], tuple[int, ...], str]
+             ) -> tuple[str, list[str], str]:
+        arch_name = normalize_arch(arch, target)
+        args = [*self._inputs[3], f"--gpu-architecture={arch_name}"]
+        version, _, identity = info
+        key = cache.cache_key(
+            source=self.source, headers=[list(h) for h in self._inputs[1]], names=list(self.name_expressions),
+            options=args, target=target, arch=arch_name, nvrtc=f"{version[0]}.{version[1]}", nvrtc_file=identity,
+        )
+        return arch_name, args, key
+
+    def _lookup(self, key: str, target: str, arch_name: str, fast_key: Any) -> ObjectCode | None:
+        hit = cache.memory_get(key)
+        if hit is not None:
+            code = hit.replace(cache="memory")
+            if fast_key is not None:
+                cache.fast_put(fast_key, code)
+            return code
+        entry = cache.disk_get(key)
+        if entry is None:
+            return None
+        meta, payload = entry
+        code = ObjectCode(payload, target, arch_name, MappingProxyType(dict(meta.get("names", {}))),
+                          str(meta.get("log", "")), cache="disk")
+        cache.memory_put(key, code.replace(cache=None))
+        if fast_key is not None:
+            cache.fast_put(fast_key, code.replace(cache="memory"))
+        return code
+
+    def _compile(self, nv: ModuleType, args: list[str], target: str, arch_name: str) -> ObjectCode:
         header_names = [k.encode() for k in self.headers]
         header_srcs = [v.encode() for v in self.headers.values()]
         err, prog = nv.nvrtcCreateProgram(self.source.encode(), self.name.encode(), len(header_srcs), header_srcs,
@@ -280,6 +397,8 @@ class Program:
             (err,) = nv.nvrtcCompileProgram(prog, len(options), options)
             log = _log(nv, prog)
             if err:
+                from .errors import CompileError
+
                 raise CompileError(BACKEND, "nvrtcCompileProgram", log or _error_string(nv, err), int(err),
                                    getattr(err, "name", None))
             if target == "ptx":
@@ -326,5 +445,7 @@ def _error_string(nv: ModuleType, err: Any) -> str:
 
 def _check(nv: ModuleType, err: Any, op: str, what: str = "") -> None:
     if err:
+        from .errors import CompileError
+
         message = _error_string(nv, err)
         raise CompileError(BACKEND, op, f"{what}: {message}" if what else message, int(err), getattr(err, "name", None))

@@ -17,7 +17,6 @@ from .errors import closed, invalid
 
 if TYPE_CHECKING:
     from .device import Device
-    from .event import Event
     from .graph import Graph
 
 __all__ = ["Stream"]
@@ -25,10 +24,14 @@ __all__ = ["Stream"]
 _CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 
 
-class Stream:
-    """A CUDA stream.  Use `dev.create_stream()`; `close()` is idempotent."""
+class Stream(_hot.StreamCore):
+    """A CUDA stream.  Use `dev.create_stream()`; `close()` is idempotent.
 
-    __slots__ = ("_h", "device", "_ordinal", "_owned", "_permanent", "priority", "non_blocking", "__weakref__")
+    synchronize(), query(), wait(event) and record(event=None) are the hot
+    methods, inherited from `_hot.StreamCore`.
+    """
+
+    __slots__ = ("device", "_owned", "_permanent", "priority", "non_blocking")
 
     def __init__(self) -> None:
         raise TypeError("create streams with Device.create_stream() or Stream.from_handle()")
@@ -36,8 +39,8 @@ class Stream:
     @classmethod
     def _make(cls, h: Any, device: Device, *, owned: bool, permanent: bool = False, priority: int = 0,
               non_blocking: bool = False) -> Stream:
-        s = object.__new__(cls)
-        s._h = h
+        s = cls.__new__(cls)
+        s._h = _hot.stream_handle(int(h))
         s.device = device
         s._ordinal = device.ordinal
         s._owned = owned
@@ -58,40 +61,7 @@ class Stream:
         if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
             raise invalid("Stream.from_handle", f"expected a CUstream address (int), got {handle!r}")
         device._check_open("Stream.from_handle")
-        return cls._make(_hot.stream_handle(handle), device, owned=False)
-
-    # -- the hot path -------------------------------------------------------
-
-    def synchronize(self) -> None:
-        """Wait until all work queued on this stream has finished."""
-        try:
-            _hot.stream_sync(self._h)
-        except TypeError:
-            raise self._closed_error("cuStreamSynchronize") from None
-
-    def query(self) -> bool:
-        """True when all work queued on this stream has finished."""
-        try:
-            return _hot.stream_query(self._h)
-        except TypeError:
-            raise self._closed_error("cuStreamQuery") from None
-
-    def wait(self, event: Event) -> None:
-        """Make later work on this stream wait until `event` has completed."""
-        try:
-            _hot.stream_wait(self._h, event._h)
-        except (TypeError, AttributeError):
-            raise self._bad_event("cuStreamWaitEvent", event) from None
-
-    def record(self, event: Event | None = None) -> Event:
-        """Record `event` (or a new timing-off event) here; returns it."""
-        if event is None:
-            event = self.device.create_event()
-        try:
-            _hot.event_record(event._h, self._h)
-        except (TypeError, AttributeError):
-            raise self._bad_event("cuEventRecord", event) from None
-        return event
+        return cls._make(handle, device, owned=False)
 
     # -- graphs -------------------------------------------------------------
 

@@ -376,8 +376,16 @@ CUresult cuMemHostUnregister(void *p) {
     LEAVE(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 }
 int fake_cuda_registered(void) { int n = 0; for (int i = 0; i < 64; i++) n += registered[i] != NULL; return n; }
+CUresult cuMemHostGetFlags(unsigned int *flags, void *p) {
+    ENTER(); struct alloc *a = find_alloc((const char *)p, 0, 1); if (!a) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    *flags = 0; LEAVE(CUDA_SUCCESS);
+}
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr p) {
-    ENTER(); struct alloc *a = find_alloc((const char *)(uintptr_t)p, 0, 0); if (!a) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    ENTER();
+    if (attr == CU_POINTER_ATTRIBUTE_MEMORY_TYPE && find_alloc((const char *)(uintptr_t)p, 0, 1)) {  /* cuMemHostAlloc'd */
+        *(unsigned *)data = CU_MEMORYTYPE_HOST; LEAVE(CUDA_SUCCESS);
+    }
+    struct alloc *a = find_alloc((const char *)(uintptr_t)p, 0, 0); if (!a) LEAVE(CUDA_ERROR_INVALID_VALUE);
     if (attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) { *(int *)data = a->dev; LEAVE(CUDA_SUCCESS); }
     if (attr == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) { *(unsigned *)data = CU_MEMORYTYPE_DEVICE; LEAVE(CUDA_SUCCESS); }
     LEAVE(CUDA_ERROR_INVALID_VALUE);
@@ -531,6 +539,7 @@ static const struct { const char *name; void *fn; } SYMS[] = {
     {"cuMemsetD8Async", (void *)cuMemsetD8Async}, {"cuMemsetD16Async", (void *)cuMemsetD16Async},
     {"cuMemsetD32Async", (void *)cuMemsetD32Async}, SYM(cuMemHostAlloc), SYM(cuMemFreeHost),
     {"cuMemHostRegister", (void *)cuMemHostRegister_v2}, SYM(cuMemHostUnregister), SYM(cuPointerGetAttribute),
+    SYM(cuMemHostGetFlags),
     SYM(cuDeviceGetDefaultMemPool), SYM(cuMemPoolGetAttribute),
     SYM(cuModuleLoadData), SYM(cuModuleUnload), SYM(cuModuleGetFunction), SYM(cuFuncGetParamInfo),
     SYM(cuFuncGetAttribute), SYM(cuFuncSetAttribute), SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor),
@@ -539,6 +548,7 @@ static const struct { const char *name; void *fn; } SYMS[] = {
     SYM(cuGraphGetNodes), {"cuGraphInstantiate", (void *)cuGraphInstantiateWithFlags},
     {"cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags}, {"cuGraphLaunch", (void *)cuGraphLaunch},
     {"cuGraphExecUpdate", (void *)cuGraphExecUpdate_v2}, SYM(cuGraphDestroy), SYM(cuGraphExecDestroy),
+    {"cuGetProcAddress", (void *)cuGetProcAddress_v2},
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,

@@ -39,7 +39,7 @@ def test_saxpy(dev, kernels, name):
     fn = kernels.function(name)
     x, y, dx, dy = saxpy_buffers(dev, n)
     fn.launch((n + 255) // 256, 256, np.float32(2.5), dx, dy, np.uint32(n))
-    np.testing.assert_allclose(dy.copy_to_host(), np.float32(2.5) * x + y, rtol=1e-6)
+    np.testing.assert_allclose(dy.copy_to_host(), np.float32(2.5) * x + y, rtol=1e-5, atol=1e-6)
     fn.launch((n + 255) // 256, (256, 1, 1), 1.0, dx, dy, n)  # Python float and int fit float and unsigned
     np.testing.assert_allclose(dy.copy_to_host(), np.float32(2.5) * x + y + x, rtol=1e-5)
     dx.close()
@@ -111,7 +111,7 @@ def test_load_fatbin(dev, kernel_code, tmp_path):
     n = 512
     x, y, dx, dy = saxpy_buffers(dev, n)
     mod.function("saxpy").launch(2, 256, 0.5, dx, dy, n)
-    np.testing.assert_allclose(dy.copy_to_host(), 0.5 * x + y, rtol=1e-6)
+    np.testing.assert_allclose(dy.copy_to_host(), 0.5 * x + y, rtol=1e-5, atol=1e-6)
     mod.close()
     dx.close()
     dy.close()
@@ -130,7 +130,7 @@ def test_ptx(dev):
     n = 1000
     x, y, dx, dy = saxpy_buffers(dev, n)
     mod.function("saxpy").launch(4, 256, 3.0, dx, dy, n)
-    np.testing.assert_allclose(dy.copy_to_host(), 3 * x + y, rtol=1e-6)
+    np.testing.assert_allclose(dy.copy_to_host(), 3 * x + y, rtol=1e-5, atol=1e-6)
     mod.close()
 
 
@@ -152,11 +152,42 @@ def test_echo_packs_every_scalar_type(dev, kernels):
     out.close()
 
 
+def test_echo_alternating_signatures_and_rare_types(dev, kernels):
+    """Two argument-type signatures used in turn (each keeps its own prepared packing), fresh values every
+    launch, and the rare types (bool_, float16, complex64) that take the struct packer."""
+    fn = kernels.function("echo16")
+    layout = fn.param_layout()
+    out = dev.alloc(96, "uint8")
+    rng = np.random.default_rng(16)
+    codes_a = ["b", "h", "i", "q", "f", "d", "B", "H", "I", "Q", "f", "d", "i", "f", "q"]
+    codes_b = ["?", "e", "i", "ff", "f", "d", "B", "H", "I", "Q", "f", "d", "i", "f", "q"]
+    for round_ in range(6):
+        ints = [int(v) for v in rng.integers(-100, 100, 4)]
+        if round_ % 2 == 0:
+            values = [np.int8(ints[0]), np.int16(ints[1]), ints[2], np.int64(ints[3]), float(ints[0]) / 4,
+                      np.float64(rng.standard_normal()), np.uint8(round_), np.uint16(round_ * 7), np.uint32(round_),
+                      np.uint64(2**64 - 1 - round_), np.float32(ints[1]), rng.standard_normal(), np.int32(ints[2]),
+                      0.5 * round_, ints[3] * 2**33]
+            codes = codes_a
+        else:
+            values = [np.bool_(round_ % 4 == 1), np.float16(ints[0] / 8), ints[1],
+                      np.complex64(complex(ints[2], ints[3])), 1.5, np.float64(ints[0]), np.uint8(1), np.uint16(2),
+                      np.uint32(3), np.uint64(4), np.float32(5), 6.0, np.int32(7), 8.0, 9]
+            codes = codes_b
+        out.memset(0)
+        fn.launch(1, 1, out, *values)
+        got = out.copy_to_host()
+        for (offset, size), code, value in zip(layout[1:], codes, values):
+            packed = struct.pack("<ff", value.real, value.imag) if code == "ff" else struct.pack("<" + code, value)
+            assert len(packed) == size and got[offset:offset + size].tobytes() == packed, (round_, offset, code)
+    out.close()
+
+
 def test_raw_pointer_argument(dev, kernels):
     n = 256
     x, y, dx, dy = saxpy_buffers(dev, n)
     kernels.function("saxpy").launch(1, 256, 2.0, dx.ptr, dy.ptr, n)
-    np.testing.assert_allclose(dy.copy_to_host(), 2 * x + y, rtol=1e-6)
+    np.testing.assert_allclose(dy.copy_to_host(), 2 * x + y, rtol=1e-5, atol=1e-6)
     dx.close()
     dy.close()
 
@@ -170,7 +201,7 @@ def test_launch_on_streams_and_views(dev, kernels):
     s.synchronize()
     expected = y.copy()
     expected[:half] += 2 * x[:half]
-    np.testing.assert_allclose(dy.copy_to_host(), expected, rtol=1e-6)
+    np.testing.assert_allclose(dy.copy_to_host(), expected, rtol=1e-5, atol=1e-6)
     for b in (dx, dy):
         b.close()
     s.close()
