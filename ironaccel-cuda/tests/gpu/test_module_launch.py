@@ -41,7 +41,7 @@ def test_saxpy(dev, kernels, name):
     fn.launch((n + 255) // 256, 256, np.float32(2.5), dx, dy, np.uint32(n))
     np.testing.assert_allclose(dy.copy_to_host(), np.float32(2.5) * x + y, rtol=1e-5, atol=1e-6)
     fn.launch((n + 255) // 256, (256, 1, 1), 1.0, dx, dy, n)  # Python float and int fit float and unsigned
-    np.testing.assert_allclose(dy.copy_to_host(), np.float32(2.5) * x + y + x, rtol=1e-5)
+    np.testing.assert_allclose(dy.copy_to_host(), np.float32(2.5) * x + y + x, rtol=1e-5, atol=1e-6)
     dx.close()
     dy.close()
 

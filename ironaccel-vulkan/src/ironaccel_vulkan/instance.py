@@ -192,6 +192,10 @@ class Instance:
         messages = "; ".join(str(m) for m in self.log.since(0))
         if messages:
             reason += f"; loader says: {messages}"
+        if "static TLS block" in messages:  # seen on NVIDIA once other TLS-heavy libraries were loaded first
+            fix = ("the driver could not get static thread-local storage in this process: start Python with "
+                   "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=32768, or create the Vulkan instance before "
+                   "loading other GPU libraries")
         return NotAvailable(BACKEND, reason, fix=fix, code=result, code_name=name, library=loader)
 
     # -- use ------------------------------------------------------------------------------------------------
