@@ -123,3 +123,29 @@ def test_dtype_of_refuses_non_native_byte_order_and_is_memoised():
     assert DType.of(np.dtype("int16")) is DType.INT16  # second lookup from the cache
     with pytest.raises(TypeError):
         DType.of([1, 2])  # unhashable and not a dtype
+
+
+def test_compute_helpers_check_and_pack():
+    import struct
+
+    from ironaccel.compute import check_out, host_array, pack_params, workgroups
+
+    assert workgroups("x", 5, (10, 10, 10)) == (5, 1, 1)
+    assert workgroups("x", (np.int64(2), 3), (10, 10, 10)) == (2, 3, 1)
+    for bad in (0, 11, (1, 11), (1, 2, 3, 4), (), "4", 2.0, True, (True,)):
+        with pytest.raises(InvalidArgument) as info:
+            workgroups("x", bad, (10, 10, 10))
+        assert info.value.backend == "x" and info.value.op == "dispatch"
+    packed = pack_params("x", (np.float32(1.5), np.uint32(7), 3, -2, 2**31, 0.25), 6)
+    assert packed == struct.pack("<fIiiIf", 1.5, 7, 3, -2, 2**31, 0.25)
+    for bad in ((np.float64(1),), (True,), ("1",), (2**32,), (np.int64(1),), (1e300,)):
+        with pytest.raises(InvalidArgument, match="param"):
+            pack_params("x", bad, 1)
+    with pytest.raises(InvalidArgument, match="takes 2 params"):
+        pack_params("x", (1,), 2)
+    with pytest.raises(InvalidArgument):
+        host_array("x", np.zeros((4, 4))[:, ::2], "upload")
+    with pytest.raises(InvalidArgument):
+        host_array("x", np.zeros(4, ">f4"), "upload")
+    with pytest.raises(InvalidArgument):
+        check_out("x", np.zeros(5, np.float32), 16)

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from ironaccel.compute import check_out, element_type, host_array, numpy_dtype, pack_params, workgroups
 from ironaccel.errors import ClosedError, InvalidArgument, InvalidState, OutOfMemory
 from ironaccel.types import DeviceDescriptor, DType
 
 from .context import GLCalls, create_context
 from .memory import OpenGLBuffer
-from .params import pack_params
 from .pipeline import OpenGLPipeline, Program
 from .sync import Completion, Submission
 
@@ -42,6 +42,7 @@ class OpenGLDevice:
         self._calls = GLCalls(self.ctx)
         info = self.ctx.info
         self.max_groups = tuple(int(v) for v in info["GL_MAX_COMPUTE_WORK_GROUP_COUNT"])
+        self._group_limits = self.max_groups
         self.max_buffer_bytes = int(info["GL_MAX_SHADER_STORAGE_BLOCK_SIZE"])
         self.max_storage_blocks = int(info["GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS"])
         self._barrier = moderngl.SHADER_STORAGE_BARRIER_BIT | moderngl.BUFFER_UPDATE_BARRIER_BIT
@@ -84,26 +85,20 @@ class OpenGLDevice:
     def alloc(self, size: int, dtype: Any = "float32") -> OpenGLBuffer:
         """A new storage buffer of `size` elements (contents undefined)."""
         self._enter("alloc")
-        return self._new_buffer(size, _dtype(dtype, "alloc"), "alloc")
+        return self._new_buffer(size, element_type(BACKEND, dtype, "alloc"), "alloc")
 
     def upload(self, array: Any) -> OpenGLBuffer:
         """A new storage buffer holding a copy of a C-contiguous numpy array (flattened)."""
         self._enter("upload")
-        array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            raise InvalidArgument(BACKEND, "upload", detail="the array is not C-contiguous")
-        if not array.dtype.isnative:
-            raise InvalidArgument(BACKEND, "upload", detail=f"the array's byte order is not native ({array.dtype})")
-        dtype = _dtype(array.dtype, "upload")
+        array = host_array(BACKEND, array, "upload")
+        dtype = element_type(BACKEND, array.dtype, "upload")
         return self._new_buffer(array.size, dtype, "upload", array if array.size else None)
 
     def write(self, buffer: OpenGLBuffer, array: Any) -> None:
         """Copy a C-contiguous array into the start of `buffer` (glBufferSubData, in GL command order)."""
         self._enter("write")
         handle = self._own(buffer, "write")
-        array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            raise InvalidArgument(BACKEND, "write", detail="the array is not C-contiguous")
+        array = host_array(BACKEND, array, "write")
         if array.nbytes > buffer.nbytes:
             raise InvalidArgument(BACKEND, "write", detail=f"{array.nbytes} bytes into a buffer of {buffer.nbytes}")
         if array.nbytes:
@@ -116,10 +111,10 @@ class OpenGLDevice:
         self._make_current()
         handle = self._own(buffer, "download")
         if out is None:
-            out = np.empty(buffer.size, _numpy_dtype(buffer.dtype))
+            out = np.empty(buffer.size, numpy_dtype(buffer.dtype))
             handle.read_into(out)
         else:
-            _check_out(out, buffer.nbytes)
+            check_out(BACKEND, out, buffer.nbytes)
             if out.nbytes:
                 handle.read_into(out.reshape(-1).view(np.uint8), out.nbytes)
         self._completion.completed = self._completion.submitted  # the read waited for all of it
@@ -202,7 +197,7 @@ class OpenGLDevice:
         if None in handles:
             for buf in buffers:
                 self._own(buf, "dispatch")  # raises for the first foreign or closed buffer
-        data = pack_params(params, program.params) if program.params or params else b""
+        data = pack_params(BACKEND, params, program.params) if program.params or params else b""
         bound = self._bound
         for slot, handle in enumerate(handles):
             if bound[slot] is not handle:
@@ -228,19 +223,8 @@ class OpenGLDevice:
         return pipeline.checked(self, "dispatch")
 
     def _groups(self, groups: Any) -> tuple[int, int, int]:
-        """(x, y, z) workgroup counts, checked against the device's limits (plain ints take the fast path)."""
-        if type(groups) is int:
-            x, y, z = groups, 1, 1
-        elif type(groups) is tuple and 1 <= len(groups) <= 3:
-            x, y, z = (*groups, 1, 1)[:3]
-        else:
-            x, y, z = _convert_groups(groups)
-        if type(x) is not int or type(y) is not int or type(z) is not int:
-            x, y, z = _convert_groups(groups)
-        if not (0 < x <= self.max_groups[0] and 0 < y <= self.max_groups[1] and 0 < z <= self.max_groups[2]):
-            raise InvalidArgument(BACKEND, "dispatch", detail=f"groups {(x, y, z)} outside 1..{self.max_groups} per "
-                                  "dimension (GL_MAX_COMPUTE_WORK_GROUP_COUNT)")
-        return x, y, z
+        """(x, y, z) workgroup counts, checked against the device's limits."""
+        return workgroups(BACKEND, groups, self._group_limits, "dispatch", "GL_MAX_COMPUTE_WORK_GROUP_COUNT")
 
     def synchronize(self) -> None:
         """Wait for everything dispatched so far."""
@@ -286,53 +270,6 @@ class OpenGLDevice:
 
     def __repr__(self) -> str:
         return f"<OpenGLDevice {self.descriptor.name}{' closed' if self._closed else ''}>"
-
-
-def _convert_groups(groups: Any) -> tuple[int, int, int]:
-    """Workgroup counts from any 1 to 3 integers (numpy ones included); InvalidArgument otherwise."""
-    try:
-        dims = [groups] if isinstance(groups, (int, np.integer)) else list(groups)
-    except TypeError:
-        dims = []
-    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
-        raise InvalidArgument(BACKEND, "dispatch", detail=f"groups must be 1 to 3 positive ints, got {groups!r}")
-    x, y, z = (*(int(d) for d in dims), 1, 1)[:3]
-    return x, y, z
-
-
-_DTYPES: dict[Any, DType] = {}
-_NUMPY: dict[DType, np.dtype] = {}
-
-
-def _numpy_dtype(dtype: DType) -> np.dtype:
-    found = _NUMPY.get(dtype)
-    if found is None:
-        found = _NUMPY[dtype] = dtype.numpy
-    return found
-
-
-def _dtype(value: Any, op: str) -> DType:
-    """DType.of, memoised for numpy dtypes and names (DType.of costs microseconds on the upload path)."""
-    try:
-        return _DTYPES[value]
-    except (KeyError, TypeError):
-        pass
-    try:
-        dtype = DType.of(value)
-    except TypeError as exc:
-        raise InvalidArgument(BACKEND, op, detail=str(exc)) from None
-    if isinstance(value, (str, np.dtype)):
-        _DTYPES[value] = dtype
-    return dtype
-
-
-def _check_out(out: Any, nbytes: int) -> None:
-    if not isinstance(out, np.ndarray):
-        raise InvalidArgument(BACKEND, "download", detail=f"out must be a numpy array, got {type(out).__name__}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise InvalidArgument(BACKEND, "download", detail="out must be a writeable C-contiguous array")
-    if out.nbytes > nbytes:
-        raise InvalidArgument(BACKEND, "download", detail=f"out holds {out.nbytes} bytes, the buffer only {nbytes}")
 
 
 def _source(code: Any) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ironaccel.compute import element_type, host_array
 from ironaccel.errors import InvalidArgument
 from ironaccel.types import DeviceDescriptor, DType
 
@@ -103,7 +104,7 @@ class VulkanDevice:
             core.check_open("alloc")
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
                 raise InvalidArgument(BACKEND, "alloc", detail=f"size must be an int, got {size!r}")
-            dt = _dtype(dtype, "alloc")
+            dt = element_type(BACKEND, dtype, "alloc")
             return self._new_buffer(int(size) * dt.itemsize, dt, int(size), "alloc")
 
     def upload(self, array: Any) -> VulkanBuffer:
@@ -111,8 +112,8 @@ class VulkanDevice:
         core = self._core
         with core.lock:
             core.check_open("upload")
-            data = _host_array(array, "upload")
-            dt = _dtype(data.dtype, "upload")
+            data = host_array(BACKEND, array, "upload")
+            dt = element_type(BACKEND, data.dtype, "upload")
             buf = self._new_buffer(data.nbytes, dt, data.size, "upload")
             self._write(buf._alloc, _bytes_of(data))
             return buf
@@ -123,7 +124,7 @@ class VulkanDevice:
         with core.lock:
             core.check_open("write")
             alloc = own(core, buffer, "write")
-            data = _host_array(array, "write")
+            data = host_array(BACKEND, array, "write")
             if data.nbytes > alloc.nbytes:
                 raise InvalidArgument(BACKEND, "write", detail=f"{data.nbytes} bytes into a buffer of {alloc.nbytes}")
             if alloc.view is not None:
@@ -202,22 +203,6 @@ class VulkanDevice:
     def __repr__(self) -> str:
         state = "closed" if self.closed else self.memory_mode
         return f"<VulkanDevice {self.descriptor.ordinal}: {self.descriptor.name} ({state})>"
-
-
-def _dtype(dtype: Any, op: str) -> DType:
-    try:
-        return DType.of(dtype)
-    except TypeError as exc:
-        raise InvalidArgument(BACKEND, op, detail=str(exc)) from None
-
-
-def _host_array(array: Any, op: str) -> np.ndarray:
-    data = array if type(array) is np.ndarray else np.asarray(array)
-    if not data.flags.c_contiguous:
-        raise InvalidArgument(BACKEND, op, detail="the array is not C-contiguous; pass np.ascontiguousarray(a)")
-    if data.dtype.hasobject:
-        raise InvalidArgument(BACKEND, op, detail="object arrays cannot be copied to a device")
-    return data
 
 
 def _bytes_of(data: np.ndarray) -> np.ndarray:

@@ -13,13 +13,11 @@ is released, are freed once their last submission has finished.
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from ironaccel.compute import pack_params, workgroups
 from ironaccel.errors import InvalidArgument
 
 from . import results
@@ -38,7 +36,6 @@ MAX_COMMANDS_PER_SET = 16
 VK_PIPELINE_BIND_POINT_COMPUTE = 1
 SHADER_STAGE_COMPUTE = 0x20
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
-_INT32 = (-(1 << 31), 1 << 31)
 
 
 class Recording:
@@ -135,64 +132,6 @@ class BindingSet:
         core.timeline.defer(last, free)
 
 
-def workgroups(core: DeviceCore, groups: Any, op: str = "dispatch") -> tuple[int, int, int]:
-    """(x, y, z) workgroup counts, each >= 1 and within maxComputeWorkGroupCount."""
-    limit = core.limits["max_workgroup_count"]
-    kind = type(groups)
-    if kind is int and 0 < groups <= limit[0]:  # the common cases first: plain ints, in range
-        return (groups, 1, 1)
-    if kind is tuple and 0 < len(groups) <= 3:
-        x, y, z = groups + (1, 1)[: 3 - len(groups)]
-        if type(x) is int and type(y) is int and type(z) is int and 0 < x <= limit[0] and 0 < y <= limit[1] \
-                and 0 < z <= limit[2]:
-            return (x, y, z)
-    if isinstance(groups, (int, np.integer)) and not isinstance(groups, bool):
-        dims: tuple[int, ...] = (int(groups), 1, 1)
-    elif isinstance(groups, (tuple, list)) and 1 <= len(groups) <= 3 and all(
-        isinstance(g, (int, np.integer)) and not isinstance(g, bool) for g in groups
-    ):
-        dims = (*(int(g) for g in groups), 1, 1)[:3]
-    else:
-        raise InvalidArgument(BACKEND, op, detail=f"groups must be an int or 1 to 3 ints, got {groups!r}")
-    if min(dims) < 1 or any(d > m for d, m in zip(dims, limit)):
-        raise InvalidArgument(BACKEND, op, detail=f"groups {dims} outside 1..maxComputeWorkGroupCount {tuple(limit)}")
-    return dims  # type: ignore[return-value]
-
-
-_FORMATS_32: dict[type, str] = {np.float32: "f", np.int32: "i", np.uint32: "I"}
-_packers: dict[tuple[type, ...], Any] = {}
-
-
-def pack_params(params: Sequence[Any], expected: int, op: str = "dispatch") -> bytes:
-    """The push-constant bytes: each param as one 32-bit value (numpy 32-bit scalars, Python int or float)."""
-    if len(params) != expected:
-        raise InvalidArgument(BACKEND, op, detail=f"the pipeline takes {expected} params, got {len(params)}")
-    types = tuple(map(type, params))
-    packer = _packers.get(types)
-    if packer is None and all(t in _FORMATS_32 for t in types):  # numpy 32-bit scalars: one struct per signature
-        packer = _packers[types] = struct.Struct("<" + "".join(_FORMATS_32[t] for t in types)).pack
-    if packer is not None:
-        return packer(*params)
-    parts = []
-    for i, p in enumerate(params):
-        if isinstance(p, np.generic):
-            if p.dtype.itemsize != 4 or p.dtype.kind not in "fiu":
-                raise InvalidArgument(BACKEND, op, detail=f"param {i} is {p.dtype}; params are 32-bit "
-                                      "(np.float32, np.int32, np.uint32)")
-            parts.append(p.tobytes())
-        elif isinstance(p, bool) or not isinstance(p, (int, float)):
-            raise InvalidArgument(BACKEND, op, detail=f"param {i} is {type(p).__name__}; params are 32-bit scalars")
-        elif isinstance(p, float):
-            parts.append(np.float32(p).tobytes())
-        elif _INT32[0] <= p < _INT32[1]:
-            parts.append(np.int32(p).tobytes())
-        elif 0 <= p < 1 << 32:
-            parts.append(np.uint32(p).tobytes())
-        else:
-            raise InvalidArgument(BACKEND, op, detail=f"param {i} = {p} does not fit in 32 bits")
-    return b"".join(parts)
-
-
 def _binding_set(core: DeviceCore, state: PipelineState, allocs: list[Any]) -> BindingSet:
     key = (state.id, *(a.id for a in allocs))
     entry = core.bindings.get(key)
@@ -272,8 +211,8 @@ def dispatch(core: DeviceCore, pipeline: Any, buffers: Sequence[Any], groups: An
         raise InvalidArgument(BACKEND, "dispatch", detail=f"the pipeline binds {state.buffers} buffers, "
                               f"got {len(buffers)}")
     allocs = [own(core, b, "dispatch") for b in buffers]
-    dims = workgroups(core, groups)
-    push = pack_params(params, state.params)
+    dims = workgroups(BACKEND, groups, core.limits["max_workgroup_count"], "dispatch", "maxComputeWorkGroupCount")
+    push = pack_params(BACKEND, params, state.params)
     entry = _binding_set(core, state, allocs)
     recording = _command(core, entry, dims, push).ready(core, entry)
     serial = core.timeline.submit(recording.submit)

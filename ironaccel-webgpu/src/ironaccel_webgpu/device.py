@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from ironaccel.compute import check_out, element_type, host_array, numpy_dtype, pack_params, workgroups
 from ironaccel.errors import ClosedError, InvalidArgument
 from ironaccel.types import DeviceDescriptor, DType
 
 from .adapters import WANTED_FEATURES, WANTED_LIMITS
 from .errors import translate
 from .memory import Staging, WebGPUBuffer, map_for_read, padded
-from .params import pack_params
 from .pipeline import Program, WebGPUPipeline
 from .submission import Completion, Submission
 
@@ -49,6 +49,7 @@ class WebGPUDevice:
         self.max_buffer_bytes = int(device_limits["max-buffer-size"])
         self.max_binding_bytes = int(device_limits["max-storage-buffer-binding-size"])
         self.max_groups = int(device_limits["max-compute-workgroups-per-dimension"])
+        self._group_limits = (self.max_groups,) * 3
         self._usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         self._staging = Staging(wgpu, self.gpu)
         self._completion = Completion(self)
@@ -78,17 +79,13 @@ class WebGPUDevice:
     def alloc(self, size: int, dtype: Any = "float32") -> WebGPUBuffer:
         """A new storage buffer of `size` elements (contents undefined)."""
         self._check_open("alloc")
-        return self._new_buffer(size, _dtype(dtype, "alloc"), "alloc")
+        return self._new_buffer(size, element_type(BACKEND, dtype, "alloc"), "alloc")
 
     def upload(self, array: Any) -> WebGPUBuffer:
         """A new storage buffer holding a copy of a C-contiguous numpy array (flattened)."""
         self._check_open("upload")
-        array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            raise InvalidArgument(BACKEND, "upload", detail="the array is not C-contiguous")
-        if not array.dtype.isnative:
-            raise InvalidArgument(BACKEND, "upload", detail=f"the array's byte order is not native ({array.dtype})")
-        dtype = _dtype(array.dtype, "upload")
+        array = host_array(BACKEND, array, "upload")
+        dtype = element_type(BACKEND, array.dtype, "upload")
         data = array
         if array.nbytes % 4:  # WebGPU sizes are multiples of 4 bytes
             data = np.zeros(padded(array.nbytes), np.uint8)
@@ -100,9 +97,7 @@ class WebGPUDevice:
         """Copy a C-contiguous array into the start of `buffer`, in queue order (wgpuQueueWriteBuffer)."""
         self._check_open("write")
         handle = self._own(buffer, "write")
-        array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            raise InvalidArgument(BACKEND, "write", detail="the array is not C-contiguous")
+        array = host_array(BACKEND, array, "write")
         if array.nbytes > buffer.nbytes:
             raise InvalidArgument(BACKEND, "write", detail=f"{array.nbytes} bytes into a buffer of {buffer.nbytes}")
         data = array.reshape(-1).view(np.uint8)
@@ -121,9 +116,9 @@ class WebGPUDevice:
         self._check_open("download")
         handle = self._own(buffer, "download")
         if out is None:
-            out = np.empty(buffer.size, _numpy_dtype(buffer.dtype))
+            out = np.empty(buffer.size, numpy_dtype(buffer.dtype))
         else:
-            _check_out(out, buffer.nbytes)
+            check_out(BACKEND, out, buffer.nbytes)
         nbytes = out.nbytes
         if nbytes == 0:
             return out
@@ -208,7 +203,7 @@ class WebGPUDevice:
         buffers = list(buffers)
         for buf in buffers:
             self._own(buf, "dispatch")
-        data = pack_params(params, program.params) if program.params or params else b""
+        data = pack_params(BACKEND, params, program.params) if program.params or params else b""
         with self._lock:
             group = program.bind_group(self, buffers)
             if program.uniform is not None and data != program.last_params:
@@ -226,19 +221,8 @@ class WebGPUDevice:
             return Submission(completion, completion.submitted)
 
     def _groups(self, groups: Any) -> tuple[int, int, int]:
-        """(x, y, z) workgroup counts, checked against the device's limits (plain ints take the fast path)."""
-        if type(groups) is int:
-            x, y, z = groups, 1, 1
-        elif type(groups) is tuple and 1 <= len(groups) <= 3:
-            x, y, z = (*groups, 1, 1)[:3]
-        else:
-            x, y, z = _convert_groups(groups)
-        if type(x) is not int or type(y) is not int or type(z) is not int:
-            x, y, z = _convert_groups(groups)
-        if not (0 < x <= self.max_groups and 0 < y <= self.max_groups and 0 < z <= self.max_groups):
-            raise InvalidArgument(BACKEND, "dispatch", detail=f"groups {(x, y, z)} outside 1..{self.max_groups} per "
-                                  "dimension (the device's max-compute-workgroups-per-dimension)")
-        return x, y, z
+        """(x, y, z) workgroup counts, checked against the device's limits."""
+        return workgroups(BACKEND, groups, self._group_limits, "dispatch", "max-compute-workgroups-per-dimension")
 
     def synchronize(self) -> None:
         """Wait for everything submitted so far."""
@@ -288,53 +272,6 @@ class WebGPUDevice:
 
     def __repr__(self) -> str:
         return f"<WebGPUDevice {self.descriptor.ordinal}: {self.descriptor.name}{' closed' if self._closed else ''}>"
-
-
-def _convert_groups(groups: Any) -> tuple[int, int, int]:
-    """Workgroup counts from any 1 to 3 integers (numpy ones included); InvalidArgument otherwise."""
-    try:
-        dims = [groups] if isinstance(groups, (int, np.integer)) else list(groups)
-    except TypeError:
-        dims = []
-    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
-        raise InvalidArgument(BACKEND, "dispatch", detail=f"groups must be 1 to 3 positive ints, got {groups!r}")
-    x, y, z = (*(int(d) for d in dims), 1, 1)[:3]
-    return x, y, z
-
-
-_DTYPES: dict[Any, DType] = {}
-_NUMPY: dict[DType, np.dtype] = {}
-
-
-def _numpy_dtype(dtype: DType) -> np.dtype:
-    found = _NUMPY.get(dtype)
-    if found is None:
-        found = _NUMPY[dtype] = dtype.numpy
-    return found
-
-
-def _dtype(value: Any, op: str) -> DType:
-    """DType.of, memoised for numpy dtypes and names (DType.of costs microseconds on the upload path)."""
-    try:
-        return _DTYPES[value]
-    except (KeyError, TypeError):
-        pass
-    try:
-        dtype = DType.of(value)
-    except TypeError as exc:
-        raise InvalidArgument(BACKEND, op, detail=str(exc)) from None
-    if isinstance(value, (str, np.dtype)):
-        _DTYPES[value] = dtype
-    return dtype
-
-
-def _check_out(out: Any, nbytes: int) -> None:
-    if not isinstance(out, np.ndarray):
-        raise InvalidArgument(BACKEND, "download", detail=f"out must be a numpy array, got {type(out).__name__}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise InvalidArgument(BACKEND, "download", detail="out must be a writeable C-contiguous array")
-    if out.nbytes > nbytes:
-        raise InvalidArgument(BACKEND, "download", detail=f"out holds {out.nbytes} bytes, the buffer only {nbytes}")
 
 
 def _source(code: Any) -> str:
