@@ -36,6 +36,33 @@ class RunConfig:
     nvrtc_pairs: int = 4  # later (disk hit, cold compile) pairs inside each disk-hit process
 
 
+# The packages a fresh-process NVRTC child imports on each side, beside the bench's own modules.
+_SIDE_PACKAGES = {"ironaccel": ("ironaccel_cuda", "ironaccel"), "cuda.core": ("cuda.core",)}
+
+
+def precompile_bytecode(side: str) -> None:
+    """Write missing .pyc files for the bench and the side's packages (as `pip install` does by default), so
+    fresh processes do not compile Python source -- with PYTHONDONTWRITEBYTECODE=1, or an install made with
+    --no-compile, each would otherwise recompile every module it imports.  Failures (read-only folders) are
+    ignored: the children then run as before."""
+    import compileall
+    import importlib.util
+
+    folders = [BENCH_DIR]
+    for name in _SIDE_PACKAGES.get(side, ()):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            folders += [Path(p) for p in spec.submodule_search_locations]
+    for folder in folders:
+        try:
+            compileall.compile_dir(str(folder), quiet=2, workers=1)
+        except Exception:
+            pass
+
+
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) < 400 else text[:400] + "..."
@@ -209,6 +236,7 @@ class Runner:
         command = [sys.executable, str(BENCH_DIR / "nvrtc_child.py"), "--side", side, "--cache-dir", str(cache_dir),
                    "--arch", arch, "--sources", str(source_file)]
         env = child_environment()
+        precompile_bytecode(side)
 
         def child(*extra: str) -> dict:
             done = subprocess.run(command + list(extra), capture_output=True, text=True, env=env, timeout=300)

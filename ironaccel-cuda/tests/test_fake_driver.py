@@ -100,6 +100,13 @@ def test_memory_suite_without_memory_pools(fake_lib, tmp_path, hot_env):
     _passed(out)
 
 
+def test_transfer_suite_with_a_tight_staging_pipeline(fake_lib, tmp_path, hot_env):
+    """Few threads and slots, odd chunk counts, non-temporal stores: every slot is reused within a copy."""
+    env = _env(fake_lib, tmp_path, hot_env, IRONACCEL_CUDA_COPY_THREADS="2", IRONACCEL_CUDA_COPY_SLOTS="2",
+               IRONACCEL_CUDA_COPY_SPLIT="7", IRONACCEL_CUDA_COPY_NT="3", IRONACCEL_CUDA_COPY_CHUNK="65536")
+    _passed(_pytest([str(HERE / "gpu" / "test_transfer.py")], env))
+
+
 def test_driver_without_a_device(fake_lib, tmp_path, hot_env):
     code = (
         "import ironaccel, ironaccel_cuda\n"

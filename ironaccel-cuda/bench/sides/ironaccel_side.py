@@ -83,8 +83,10 @@ def staging_state() -> str:
     except ImportError:
         return "?"
     cfg = transfer.settings()
-    return (f"{cfg['threads']} copy threads, chunks up to {cfg['chunk'] >> 10} KiB in {cfg['slots']} page-locked "
-            f"slots from {cfg['pipeline_min'] >> 10} KiB; bounce buffer up to {cfg['bounce_max'] >> 10} KiB")
+    return (f"{cfg['threads']} copy threads, chunks up to {cfg['chunk'] >> 10} KiB "
+            f"(1/{cfg.get('split', 32)} of a copy) in {cfg['slots']} page-locked slots from "
+            f"{cfg['pipeline_min'] >> 10} KiB, non-temporal stores {cfg.get('nt', 0)}; "
+            f"bounce buffer up to {cfg['bounce_max'] >> 10} KiB")
 
 
 def disk_cached_compiler(cache_dir: Path, arch: str) -> Callable[[str], bytes]:

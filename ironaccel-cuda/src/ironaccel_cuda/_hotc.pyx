@@ -219,62 +219,144 @@ cdef extern from *:
         char *slots;            /* nslots * chunk bytes, page-locked */
         size_t chunk;
         int nslots;
+        int split;              /* a copy is cut into about this many chunks */
+        int nt;                 /* non-temporal stores: bit 0 into the slots (h2d), bit 1 into the host (d2h) */
         ia_h events[IA_MAX_SLOTS];
         char *bounce;           /* page-locked bounce buffer for small copies */
         size_t bounce_size;
         atomic_int bounce_busy;
     } ia_staging;
 
+    /* The workers sleep on `seq` itself (a futex on Linux), so a new job wakes them all at once: with a
+       condition variable each woken thread must take the mutex in turn, which chains the wake-ups.  A job
+       is `open` from publish to finish; a worker counts itself in `active` before it looks at the job, so
+       finish waits only for workers inside it, never for one that has not woken up yet. */
     typedef struct {
         pthread_mutex_t mu;
         pthread_cond_t cv;
         pthread_mutex_t job_mu;     /* one pipelined copy at a time */
         int nthreads;
-        atomic_ulong seq;           /* job generation */
+        atomic_uint seq;            /* job generation (32 bits: a futex word) */
+        atomic_int open;            /* the job may be worked on */
+        atomic_int active;          /* workers inside a job */
         /* the job */
         int dir;                    /* 0: host -> slots, 1: slots -> host */
+        int nt;                     /* non-temporal stores for this job's copies */
         char *host;
         char *slots;
         size_t nbytes, chunk, stride, nchunks;  /* chunk: bytes per chunk of this copy; stride: slot size */
         int nslots;
-        atomic_size_t next;         /* next chunk a worker claims */
+        atomic_size_t next;         /* next chunk a copier claims */
         atomic_size_t limit;        /* chunks below it may be copied */
         atomic_size_t ncopied;
         atomic_uchar *copied;       /* per chunk: its host copy is done */
-        atomic_int abort;
-        atomic_int active;          /* workers inside the job */
+        size_t copied_cap;
     } ia_pool_t;
 
     static ia_pool_t ia_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+
+    #ifdef __linux__
+    #include <linux/futex.h>
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    #include <limits.h>
+    static void ia_seq_wait(unsigned seen) {
+        syscall(SYS_futex, (unsigned *)&ia_pool.seq, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+    }
+    static void ia_seq_bump(void) {
+        atomic_fetch_add_explicit(&ia_pool.seq, 1, memory_order_release);
+        syscall(SYS_futex, (unsigned *)&ia_pool.seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    }
+    #else
+    static void ia_seq_wait(unsigned seen) {
+        pthread_mutex_lock(&ia_pool.mu);
+        while (atomic_load_explicit(&ia_pool.seq, memory_order_acquire) == seen)
+            pthread_cond_wait(&ia_pool.cv, &ia_pool.mu);
+        pthread_mutex_unlock(&ia_pool.mu);
+    }
+    static void ia_seq_bump(void) {
+        pthread_mutex_lock(&ia_pool.mu);
+        atomic_fetch_add_explicit(&ia_pool.seq, 1, memory_order_release);
+        pthread_cond_broadcast(&ia_pool.cv);
+        pthread_mutex_unlock(&ia_pool.mu);
+    }
+    #endif
 
     static double ia_now_us(void) {
         struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
         return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
     }
 
+    /* memcpy with non-temporal stores where they help (x86-64): large copies into memory that the CPU will not
+       read back soon -- the slots the DMA engine reads, or a host array -- skip the read-for-ownership of every
+       destination line and leave no dirty lines for the DMA to snoop.  Ends with a store fence, so the data is
+       visible before any flag stored after it. */
+    static void ia_copy(char *dst, const char *src, size_t len, int nt) {
+    #if defined(__x86_64__)
+        if (nt && len >= 4096) {
+            size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+            memcpy(dst, src, head);
+            dst += head; src += head; len -= head;
+            size_t body = len & ~(size_t)63;
+            for (size_t i = 0; i < body; i += 64) {
+                __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+                __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+                __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+                __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+                _mm_stream_si128((__m128i *)(dst + i), a);
+                _mm_stream_si128((__m128i *)(dst + i + 16), b);
+                _mm_stream_si128((__m128i *)(dst + i + 32), c);
+                _mm_stream_si128((__m128i *)(dst + i + 48), d);
+            }
+            memcpy(dst + body, src + body, len - body);
+            _mm_sfence();
+            return;
+        }
+    #else
+        (void)nt;
+    #endif
+        memcpy(dst, src, len);
+    }
+
+    /* Copy chunk c between the host and its slot, and mark it done. */
+    static void ia_copy_chunk(ia_pool_t *P, size_t c) {
+        size_t off = c * P->chunk, len = P->nbytes - off < P->chunk ? P->nbytes - off : P->chunk;
+        char *slot = P->slots + (c % (size_t)P->nslots) * P->stride;
+        if (P->dir == 0) ia_copy(slot, P->host + off, len, P->nt & 1);
+        else ia_copy(P->host + off, slot, len, P->nt & 2);
+        atomic_store_explicit(&P->copied[c], 1, memory_order_release);
+        atomic_fetch_add_explicit(&P->ncopied, 1, memory_order_release);
+    }
+
+    /* Claim chunk `want` (or, with IA_ANY, the next one) if it is unclaimed and may be copied now; -1 if not. */
+    #define IA_ANY ((size_t)-1)
+    static long ia_claim(ia_pool_t *P, size_t want) {
+        size_t c = atomic_load_explicit(&P->next, memory_order_relaxed);
+        if ((want != IA_ANY && c != want) || c >= P->nchunks || c >= atomic_load_explicit(&P->limit, memory_order_acquire)) return -1;
+        if (!atomic_compare_exchange_strong_explicit(&P->next, &c, c + 1, memory_order_relaxed, memory_order_relaxed))
+            return -1;
+        return (long)c;
+    }
+
     static void ia_work(void) {
         ia_pool_t *P = &ia_pool;
         for (;;) {
-            if (atomic_load_explicit(&P->abort, memory_order_relaxed)) return;
+            if (!atomic_load_explicit(&P->open, memory_order_relaxed)) return;
             size_t c = atomic_fetch_add_explicit(&P->next, 1, memory_order_relaxed);
             if (c >= P->nchunks) return;
             while (atomic_load_explicit(&P->limit, memory_order_acquire) <= c) {
-                if (atomic_load_explicit(&P->abort, memory_order_relaxed)) return;
+                if (!atomic_load_explicit(&P->open, memory_order_relaxed)) return;
                 IA_RELAX();
             }
-            size_t off = c * P->chunk, len = P->nbytes - off < P->chunk ? P->nbytes - off : P->chunk;
-            char *slot = P->slots + (c % (size_t)P->nslots) * P->stride;
-            if (P->dir == 0) memcpy(slot, P->host + off, len); else memcpy(P->host + off, slot, len);
-            atomic_store_explicit(&P->copied[c], 1, memory_order_release);
-            atomic_fetch_add_explicit(&P->ncopied, 1, memory_order_release);
+            ia_copy_chunk(P, c);
         }
     }
 
     static void *ia_worker(void *arg) {
         ia_pool_t *P = &ia_pool;
-        unsigned long seen = (unsigned long)(uintptr_t)arg;
+        unsigned seen = (unsigned)(uintptr_t)arg;
         for (;;) {
-            unsigned long cur = atomic_load_explicit(&P->seq, memory_order_acquire);
+            unsigned cur = atomic_load_explicit(&P->seq, memory_order_acquire);
             if (cur == seen) {
                 double until = ia_now_us() + 100.0;  /* spin a while: back-to-back copies find us awake */
                 int spins = 0;
@@ -282,15 +364,11 @@ cdef extern from *:
                     IA_RELAX();
                     if (++spins == 256) { spins = 0; if (ia_now_us() > until) break; }
                 }
-                if (cur == seen) {
-                    pthread_mutex_lock(&P->mu);
-                    while ((cur = atomic_load_explicit(&P->seq, memory_order_acquire)) == seen)
-                        pthread_cond_wait(&P->cv, &P->mu);
-                    pthread_mutex_unlock(&P->mu);
-                }
+                while ((cur = atomic_load_explicit(&P->seq, memory_order_acquire)) == seen) ia_seq_wait(seen);
             }
             seen = cur;
-            ia_work();
+            atomic_fetch_add(&P->active, 1);   /* seq_cst, paired with finish's store of open */
+            if (atomic_load(&P->open)) ia_work();
             atomic_fetch_sub_explicit(&P->active, 1, memory_order_release);
         }
         return NULL;
@@ -305,7 +383,7 @@ cdef extern from *:
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         int started = 0;
-        unsigned long seq = atomic_load(&P->seq);
+        unsigned seq = atomic_load(&P->seq);
         for (int i = 0; i < nthreads; i++) {
             pthread_t t;
             if (pthread_create(&t, &attr, ia_worker, (void *)(uintptr_t)seq) != 0) break;
@@ -318,41 +396,47 @@ cdef extern from *:
 
     static int ia_pool_threads(void) { return ia_pool.nthreads; }
 
-    /* The chunk size of one copy: about 32 chunks, 64 KiB at least, the slot size at most (see `transfer`). */
+    /* The chunk size of one copy: about `split` chunks, 64 KiB at least, the slot size at most (see `transfer`). */
     static size_t ia_chunk_for(ia_staging *st, size_t nbytes) {
-        size_t chunk = (nbytes / 32 + 0xFFFF) & ~(size_t)0xFFFF;
+        size_t chunk = (nbytes / (size_t)(st->split > 0 ? st->split : 32) + 0xFFFF) & ~(size_t)0xFFFF;
         if (chunk < 0x10000) chunk = 0x10000;
         return chunk < st->chunk ? chunk : st->chunk;
     }
 
+    /* Open a job (no worker is inside one: the last finish saw to that) and wake the workers. */
     static int ia_pool_publish(int dir, char *host, size_t nbytes, size_t chunk, ia_staging *st, size_t limit) {
         ia_pool_t *P = &ia_pool;
         size_t n = (nbytes + chunk - 1) / chunk;
-        atomic_uchar *copied = calloc(n ? n : 1, sizeof *copied);
-        if (!copied) return -1;
-        P->dir = dir; P->host = host; P->slots = st->slots; P->nbytes = nbytes; P->chunk = chunk; P->stride = st->chunk;
-        P->nchunks = n; P->nslots = st->nslots; P->copied = copied;
+        if (n > P->copied_cap) {
+            atomic_uchar *grown = malloc(n * sizeof *grown);
+            if (!grown) return -1;
+            free((void *)P->copied);
+            P->copied = grown;
+            P->copied_cap = n;
+        }
+        for (size_t i = 0; i < n; i++) atomic_store_explicit(&P->copied[i], 0, memory_order_relaxed);
+        P->dir = dir; P->nt = st->nt; P->host = host; P->slots = st->slots; P->nbytes = nbytes; P->chunk = chunk;
+        P->stride = st->chunk; P->nchunks = n; P->nslots = st->nslots;
         atomic_store(&P->next, 0); atomic_store(&P->limit, limit); atomic_store(&P->ncopied, 0);
-        atomic_store(&P->abort, 0); atomic_store(&P->active, P->nthreads);
-        pthread_mutex_lock(&P->mu);
-        atomic_fetch_add_explicit(&P->seq, 1, memory_order_release);
-        pthread_cond_broadcast(&P->cv);
-        pthread_mutex_unlock(&P->mu);
+        atomic_store(&P->open, 1);
+        ia_seq_bump();
         return 0;
     }
 
-    static void ia_pool_finish(int abort) {
+    /* Close the job and wait for the workers inside it (those still waking up will find it closed). */
+    static void ia_pool_finish(void) {
         ia_pool_t *P = &ia_pool;
-        if (abort) atomic_store(&P->abort, 1);
-        while (atomic_load_explicit(&P->active, memory_order_acquire) > 0) IA_RELAX();
-        free((void *)P->copied);
-        P->copied = NULL;
+        atomic_store(&P->open, 0);
+        while (atomic_load(&P->active) > 0) IA_RELAX();
     }
 
     #define IA_NOT_READY 600
     #define IA_CHUNK_LEN(c) (nbytes - (c) * chunk < chunk ? nbytes - (c) * chunk : chunk)
 
     /* Pageable host -> device through the slots.  Called without the GIL, holding job_mu.
+       The DMA of chunk k is issued as soon as its copy is done, in order; the calling thread copies the next
+       chunk itself whenever no worker has claimed it yet (at the start, before the workers are awake, the
+       first chunks are its own).  A slot's event is recorded only when a later chunk reuses the slot.
        Returns 0 or a CUresult; *op names the call that failed. */
     static int ia_pipe_htod(ia_staging *st, ia_dptr dst, const char *src, size_t nbytes, ia_h stream, const char **op) {
         ia_pool_t *P = &ia_pool;
@@ -365,8 +449,10 @@ cdef extern from *:
                 size_t slot = issued % K;
                 err = ia_cu.htod(dst + issued * chunk, st->slots + slot * stride, IA_CHUNK_LEN(issued), stream);
                 if (err) { *op = "cuMemcpyHtoDAsync"; break; }
-                err = ia_cu.event_record(st->events[slot], stream);
-                if (err) { *op = "cuEventRecord"; break; }
+                if (issued + K < n) {  /* chunk issued + K will reuse this slot */
+                    err = ia_cu.event_record(st->events[slot], stream);
+                    if (err) { *op = "cuEventRecord"; break; }
+                }
                 issued++;
                 continue;
             }
@@ -379,15 +465,19 @@ cdef extern from *:
                 }
                 if (q != IA_NOT_READY) { err = q; *op = "cuEventQuery"; break; }
             }
+            long c = ia_claim(P, issued);  /* the chunk the DMA waits for is unclaimed: copy it here */
+            if (c >= 0) { ia_copy_chunk(P, (size_t)c); continue; }
             IA_RELAX();
         }
-        ia_pool_finish(err != 0);
+        ia_pool_finish();
         int s = ia_cu.stream_sync(stream);  /* the copy has landed, and no DMA still reads a slot */
         if (!err && s) { err = s; *op = "cuStreamSynchronize"; }
         return err;
     }
 
-    /* Device -> pageable host through the slots (same conditions). */
+    /* Device -> pageable host through the slots (same conditions).  The calling thread issues the DMAs (up to
+       one per slot ahead of the copies) and marks chunks landed as their events complete; once everything has
+       landed it copies out chunks too. */
     static int ia_pipe_dtoh(ia_staging *st, char *dst, ia_dptr src, size_t nbytes, ia_h stream, const char **op) {
         ia_pool_t *P = &ia_pool;
         size_t chunk = ia_chunk_for(st, nbytes), stride = st->chunk, K = (size_t)st->nslots;
@@ -395,15 +485,6 @@ cdef extern from *:
         int err = 0;
         if (ia_pool_publish(1, dst, nbytes, chunk, st, 0)) { *op = "malloc"; return 2; }
         for (;;) {
-            if (issued < n && (issued < K || atomic_load_explicit(&P->copied[issued - K], memory_order_acquire))) {
-                size_t slot = issued % K;
-                err = ia_cu.dtoh(st->slots + slot * stride, src + issued * chunk, IA_CHUNK_LEN(issued), stream);
-                if (err) { *op = "cuMemcpyDtoHAsync"; break; }
-                err = ia_cu.event_record(st->events[slot], stream);
-                if (err) { *op = "cuEventRecord"; break; }
-                issued++;
-                continue;
-            }
             if (landed < issued) {
                 int q = ia_cu.event_query(st->events[landed % K]);
                 if (q == 0) {
@@ -413,10 +494,23 @@ cdef extern from *:
                 }
                 if (q != IA_NOT_READY) { err = q; *op = "cuEventQuery"; break; }
             }
+            if (issued < n && (issued < K || atomic_load_explicit(&P->copied[issued - K], memory_order_acquire))) {
+                size_t slot = issued % K;
+                err = ia_cu.dtoh(st->slots + slot * stride, src + issued * chunk, IA_CHUNK_LEN(issued), stream);
+                if (err) { *op = "cuMemcpyDtoHAsync"; break; }
+                err = ia_cu.event_record(st->events[slot], stream);
+                if (err) { *op = "cuEventRecord"; break; }
+                issued++;
+                continue;
+            }
             if (atomic_load_explicit(&P->ncopied, memory_order_acquire) >= n) break;
+            if (landed == n) {  /* nothing left to issue or watch: help copy out */
+                long c = ia_claim(P, IA_ANY);
+                if (c >= 0) { ia_copy_chunk(P, (size_t)c); continue; }
+            }
             IA_RELAX();
         }
-        ia_pool_finish(err != 0);
+        ia_pool_finish();
         if (err) ia_cu.stream_sync(stream);
         return err;
     }
@@ -489,6 +583,8 @@ cdef extern from *:
         char* slots
         size_t chunk
         int nslots
+        int split
+        int nt
         ia_h events[256]
         char* bounce
         size_t bounce_size
@@ -1104,6 +1200,8 @@ cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
             raise
         st.chunk = chunk
         st.nslots = nslots
+        st.split = int(cfg["split"])
+        st.nt = int(cfg["nt"])
         st.bounce_size = bounce
         with nogil:
             ia_pool_start(_threads)

@@ -472,12 +472,13 @@ class _Staging:
     next chunks into the other (numpy releases the GIL while copying).
     """
 
-    def __init__(self, ctx: Any, chunk: int, slots: int, threads: int):
+    def __init__(self, ctx: Any, chunk: int, slots: int, threads: int, split: int = 32):
         from concurrent.futures import ThreadPoolExecutor
 
         from ._driver import call
 
         self.chunk = chunk  # slot size
+        self.split = max(1, split)
         self.threads = max(1, threads)
         self.half = max(1, slots // 2)
         total = 2 * self.half * chunk
@@ -490,8 +491,8 @@ class _Staging:
         self.pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="ironaccel-cuda-copy")
 
     def _chunk_for(self, nbytes: int) -> int:
-        """About 32 chunks, 64 KiB at least, the slot size at most (see `transfer`)."""
-        chunk = (nbytes // 32 + 0xFFFF) & ~0xFFFF
+        """About `split` chunks, 64 KiB at least, the slot size at most (see `transfer`)."""
+        chunk = (nbytes // self.split + 0xFFFF) & ~0xFFFF
         return min(max(chunk, 0x10000), self.chunk)
 
     def _chunks(self, nbytes: int, chunk: int, wave: int) -> list[tuple[int, int, int]]:
@@ -562,7 +563,7 @@ def _staging_for(buf: Any) -> _Staging:
             st = _staging.get(ordinal)
             if st is None:
                 cfg = transfer.settings()
-                st = _Staging(buf.device._state.ctx, cfg["chunk"], cfg["slots"], cfg["threads"])
+                st = _Staging(buf.device._state.ctx, cfg["chunk"], cfg["slots"], cfg["threads"], cfg["split"])
                 _staging[ordinal] = st
     return st
 

@@ -29,7 +29,6 @@ from the loaded one.  Where the loaded file cannot be found (no
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType, ModuleType
@@ -214,7 +213,19 @@ class ObjectCode:
         return f"<ObjectCode {self.kind} {self.arch} {len(self.code)} bytes cache={self.cache}>"
 
 
-_ARCH = re.compile(r"(?:sm_|compute_)?(\d+)([af]?)")
+_ARCH_PATTERN = r"(?:sm_|compute_)?(\d+)([af]?)"
+
+
+def _parse_arch(text: str) -> tuple[str, str] | None:
+    """("90", "a") from "sm_90a", "compute_90a" or "90a"; None if `text` is not such a name.  Plain names
+    are parsed with str methods (a fresh process need not compile the regex on a cache hit)."""
+    body = text[3:] if text.startswith("sm_") else text[8:] if text.startswith("compute_") else text
+    if body.isascii() and body.isdigit():
+        return body, ""
+    import re
+
+    m = re.fullmatch(_ARCH_PATTERN, text)
+    return None if m is None else (m.group(1), m.group(2))
 
 
 def normalize_arch(arch: Any, target: str) -> str:
@@ -228,10 +239,10 @@ def normalize_arch(arch: Any, target: str) -> str:
         digits, suffix = f"{arch[0]}{arch[1]}", ""
     else:
         text = str(arch).strip().replace(".", "") if not isinstance(arch, bool) else "?"
-        m = _ARCH.fullmatch(text)
-        if m is None:
+        parsed = _parse_arch(text)
+        if parsed is None:
             raise _invalid(op, f"arch must look like 'sm_90', 90 or (9, 0), got {arch!r}")
-        digits, suffix = m.group(1), m.group(2)
+        digits, suffix = parsed
     number = int(digits)
     version, archs, _ = _nvrtc_info()
     if target == "ptx":

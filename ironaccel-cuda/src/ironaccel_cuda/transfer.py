@@ -12,13 +12,18 @@ size): small enough that the first DMA starts soon after the copy begins and
 the last host copy ends soon after the last DMA, large enough that issuing a
 DMA per chunk keeps up with the copy engine.  The slots (page-locked memory,
 made on a device's first large copy and kept for the life of the process)
-cost `slots x chunk` bytes per device: 16 MiB by default with 8 threads.
+cost `slots x chunk` bytes per device: 24 MiB by default with 12 threads.
+The calling thread copies too whenever the chunk the DMA engine waits for is
+still unclaimed, so a copy never waits for the workers to wake up to start.
 
-Environment (read at the first large copy):
+Environment (read at the first large copy; `bench/sweep_transfer.py` measures them on a GPU):
 
 * ``IRONACCEL_CUDA_COPY_THREADS``: copy threads (default: min(12, usable CPUs - 4), at least 1).
 * ``IRONACCEL_CUDA_COPY_CHUNK``: slot size = largest chunk (default 512 KiB, a multiple of 4 KiB).
 * ``IRONACCEL_CUDA_COPY_SLOTS``: page-locked slots per device (default 4 x threads, at least 8).
+* ``IRONACCEL_CUDA_COPY_SPLIT``: a copy is cut into about this many chunks (default 32).
+* ``IRONACCEL_CUDA_COPY_NT``: non-temporal stores (compiled path, x86-64): 1 into the slots (host to
+  device), 2 into the host array (device to host), 3 both, 0 none (default 1).
 * ``IRONACCEL_CUDA_PIPELINE_MIN``: smallest synchronous pageable copy that is staged (default 256 KiB).
 * ``IRONACCEL_CUDA_BOUNCE_MAX``: largest pageable copy sent through the bounce buffer (default 64 KiB).
 """
@@ -60,7 +65,7 @@ def usable_cpus() -> int:
 
 
 def settings() -> dict[str, int]:
-    """{"threads", "chunk", "slots", "pipeline_min", "bounce_max"} for this process."""
+    """{"threads", "chunk", "slots", "split", "nt", "pipeline_min", "bounce_max"} for this process."""
     global _settings
     if _settings is None:
         threads = _env_int("IRONACCEL_CUDA_COPY_THREADS", max(1, min(12, usable_cpus() - 4)), 1, 64)
@@ -70,6 +75,8 @@ def settings() -> dict[str, int]:
             "threads": threads,
             "chunk": chunk,
             "slots": slots,
+            "split": _env_int("IRONACCEL_CUDA_COPY_SPLIT", 32, 1, 4096),
+            "nt": _env_int("IRONACCEL_CUDA_COPY_NT", 1, 0, 3),
             "pipeline_min": _env_int("IRONACCEL_CUDA_PIPELINE_MIN", 256 << 10, 1, 1 << 40),
             "bounce_max": _env_int("IRONACCEL_CUDA_BOUNCE_MAX", 64 << 10, 0, 1 << 24),
         }
