@@ -303,7 +303,8 @@ def test_threads_share_a_device(device: Any, so: Any) -> None:
             rng = np.random.default_rng(seed)
             for _ in range(10):
                 x = rng.standard_normal(4096, dtype=F32)
-                np.testing.assert_allclose(scale_offset(device, x, seed, 1.0, so), F32(seed) * x + 1, rtol=1e-5)
+                np.testing.assert_allclose(scale_offset(device, x, seed, 1.0, so), F32(seed) * x + 1, rtol=1e-5,
+                                           atol=1e-6 * (1 + abs(seed)))  # GPUs fuse a*x+b into an FMA
         except BaseException as exc:
             errors.append(exc)
 

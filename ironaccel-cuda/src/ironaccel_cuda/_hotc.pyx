@@ -618,6 +618,7 @@ cdef class PoolCore
 
 cdef int NOT_READY = 600
 cdef int INVALID_CONTEXT = 201
+cdef int INVALID_VALUE = 1
 cdef unsigned int CU_EVENT_DISABLE_TIMING = 0x2
 cdef unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x1
 
@@ -723,7 +724,8 @@ def _bind_driver():
 # -- the error path (cold) ---------------------------------------------------------
 
 cdef int _recover(uintptr_t stream) except -1:
-    """After CUDA_ERROR_INVALID_CONTEXT: make `stream`'s context current; 1 to retry."""
+    """After CUDA_ERROR_INVALID_CONTEXT (no current context) or CUDA_ERROR_INVALID_VALUE (another device's
+    context current, seen on a two-GPU H200 host): make `stream`'s context current; 1 to retry."""
     global ia_tls_ctx
     cdef ia_h ctx = NULL
     cdef ia_h cur = NULL
@@ -744,7 +746,7 @@ cdef int _again(int err, str op, uintptr_t stream, bint has_stream) except -1:
         return 0
     if err == IA_DISABLED:
         raise _errors.InvalidState(_errors.BACKEND, op, detail=_disabled_reason)
-    if has_stream and err == INVALID_CONTEXT and _recover(stream):
+    if has_stream and (err == INVALID_CONTEXT or err == INVALID_VALUE) and _recover(stream):
         return 0
     raise _errors.driver_error(err, op)
 
@@ -1255,7 +1257,7 @@ cdef int _copy_in_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except 
                 if err == 0:
                     _n_pipeline += 1
                     return 0
-                if not (err == INVALID_CONTEXT and _recover(s)):  # a thread with no current context: retry once
+                if not ((err == INVALID_CONTEXT or err == INVALID_VALUE) and _recover(s)):  # a thread with no current context: retry once
                     _pipe_error(err, op)
     _htod(buf._addr, host, n, s, n >= _GIL_FREE_COPY)
     _stream_drain(s)
@@ -1302,7 +1304,7 @@ cdef int _copy_out_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except
                 if err == 0:
                     _n_pipeline += 1
                     return 0
-                if not (err == INVALID_CONTEXT and _recover(s)):
+                if not ((err == INVALID_CONTEXT or err == INVALID_VALUE) and _recover(s)):
                     _pipe_error(err, op)
     _dtoh(host, buf._addr, n, s, n >= _GIL_FREE_COPY)
     _stream_drain(s)

@@ -138,6 +138,7 @@ _new = object.__new__
 
 _NOT_READY = 600
 _INVALID_CONTEXT = 201
+_INVALID_VALUE = 1
 CU_EVENT_DISABLE_TIMING = 0x2
 CU_MEMHOSTALLOC_PORTABLE = 0x1
 
@@ -205,8 +206,9 @@ def _fail(err: Any, op: str) -> None:
 
 
 def _recover(err: Any, stream: Any) -> bool:
-    """After CUDA_ERROR_INVALID_CONTEXT: make `stream`'s context current; True to retry."""
-    if err != _INVALID_CONTEXT:
+    """After CUDA_ERROR_INVALID_CONTEXT (no current context) or CUDA_ERROR_INVALID_VALUE (another
+    device's context current, seen on a two-GPU H200 host): make `stream`'s context current; True to retry."""
+    if err != _INVALID_CONTEXT and err != _INVALID_VALUE:
         return False
     res = _cuStreamGetCtx(stream)
     if res[0]:

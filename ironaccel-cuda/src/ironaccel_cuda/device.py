@@ -429,6 +429,15 @@ class Device(_hot.DeviceCore, ComputeDeviceMixin):
             from .errors import driver_error
 
             raise driver_error(err, op)
+        if peer.attributes.memory_pools_supported:
+            # Stream-ordered memory (cuMemAllocAsync, MemPool) comes from the peer's pool, which
+            # cuCtxEnablePeerAccess does not open: without this a kernel here faults on it.
+            drv = driver()
+            desc = drv.CUmemAccessDesc()
+            desc.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            desc.location.id = self.ordinal
+            desc.flags = drv.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+            call("cuMemPoolSetAccess", call("cuDeviceGetDefaultMemPool", peer._state.cudev), [desc], 1)
         self._state.reachable.add(peer.ordinal)
 
     def _peer(self, other: Any, op: str) -> Device:

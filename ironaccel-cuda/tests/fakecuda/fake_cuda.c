@@ -397,6 +397,13 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT || attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) { *(cuuint64_t *)v = used[d]; LEAVE(CUDA_SUCCESS); }
     LEAVE(CUDA_ERROR_INVALID_VALUE);
 }
+CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
+    ENTER(); int d = (int)((int *)pool - pools); if (d < 0 || d >= ndev() || (count && !map)) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    for (size_t i = 0; i < count; i++)
+        if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || map[i].location.id < 0 || map[i].location.id >= ndev())
+            LEAVE(CUDA_ERROR_INVALID_VALUE);
+    LEAVE(CUDA_SUCCESS);
+}
 
 /* ---- modules and functions ---- */
 CUresult cuModuleLoadData(CUmodule *pm, const void *image) {
@@ -540,7 +547,7 @@ static const struct { const char *name; void *fn; } SYMS[] = {
     {"cuMemsetD32Async", (void *)cuMemsetD32Async}, SYM(cuMemHostAlloc), SYM(cuMemFreeHost),
     {"cuMemHostRegister", (void *)cuMemHostRegister_v2}, SYM(cuMemHostUnregister), SYM(cuPointerGetAttribute),
     SYM(cuMemHostGetFlags),
-    SYM(cuDeviceGetDefaultMemPool), SYM(cuMemPoolGetAttribute),
+    SYM(cuDeviceGetDefaultMemPool), SYM(cuMemPoolGetAttribute), SYM(cuMemPoolSetAccess),
     SYM(cuModuleLoadData), SYM(cuModuleUnload), SYM(cuModuleGetFunction), SYM(cuFuncGetParamInfo),
     SYM(cuFuncGetAttribute), SYM(cuFuncSetAttribute), SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor),
     {"cuLaunchKernel", (void *)cuLaunchKernel}, {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2},
