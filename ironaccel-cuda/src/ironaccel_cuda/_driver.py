@@ -138,6 +138,25 @@ def call(op: str, *args: Any) -> Any:
     return result[1:]
 
 
+def trim_after_oom() -> None:
+    """Cold path of a failed cuMemAllocAsync: give back what the attempt left reserved.
+
+    Seen on the H200: after cuMemAllocAsync of the whole device failed, the current
+    device's default pool kept nearly all of its memory reserved (25 MiB free of
+    140 GB), so another process could not even create a context.  Trimming the pool
+    to zero releases only memory that no allocation uses.
+    """
+    try:
+        drv = driver()
+        err, dev = drv.cuCtxGetDevice()
+        if not err:
+            err, pool = drv.cuDeviceGetDefaultMemPool(dev)
+            if not err:
+                drv.cuMemPoolTrimTo(pool, 0)
+    except Exception:
+        pass
+
+
 def try_call(op: str, *args: Any) -> tuple[int, Any]:
     """Like `call` but returns (code, outputs) instead of raising on a driver error."""
     if forked:

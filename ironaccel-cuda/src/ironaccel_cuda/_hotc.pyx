@@ -619,6 +619,7 @@ cdef class PoolCore
 cdef int NOT_READY = 600
 cdef int INVALID_CONTEXT = 201
 cdef int INVALID_VALUE = 1
+cdef int OUT_OF_MEMORY = 2
 cdef unsigned int CU_EVENT_DISABLE_TIMING = 0x2
 cdef unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x1
 
@@ -748,6 +749,9 @@ cdef int _again(int err, str op, uintptr_t stream, bint has_stream) except -1:
         raise _errors.InvalidState(_errors.BACKEND, op, detail=_disabled_reason)
     if has_stream and (err == INVALID_CONTEXT or err == INVALID_VALUE) and _recover(stream):
         return 0
+    if err == OUT_OF_MEMORY and op == "cuMemAllocAsync":
+        from ._driver import trim_after_oom
+        trim_after_oom()
     raise _errors.driver_error(err, op)
 
 

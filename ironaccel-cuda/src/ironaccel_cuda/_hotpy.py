@@ -139,6 +139,7 @@ _new = object.__new__
 _NOT_READY = 600
 _INVALID_CONTEXT = 201
 _INVALID_VALUE = 1
+_OUT_OF_MEMORY = 2
 CU_EVENT_DISABLE_TIMING = 0x2
 CU_MEMHOSTALLOC_PORTABLE = 0x1
 
@@ -321,6 +322,10 @@ def mem_alloc_async(nbytes: int, s: Any) -> Any:
     if res[0]:
         if _recover(res[0], s):
             return mem_alloc_async(nbytes, s)
+        if res[0] == _OUT_OF_MEMORY:
+            from ._driver import trim_after_oom
+
+            trim_after_oom()
         _fail(res[0], "cuMemAllocAsync")
     return res[1]
 

@@ -231,8 +231,12 @@ def test_bad_dtype(dev):
 
 
 def test_out_of_memory(dev):
+    free_before = dev.memory_info()[0]
     with pytest.raises(OutOfMemory) as info:
         dev.alloc(dev.total_memory, "uint8")
+    dev.synchronize()
+    free_after = dev.memory_info()[0]  # a failed attempt must not leave the pool holding the device
+    assert free_after >= free_before - (256 << 20), (free_before >> 20, free_after >> 20)
     expected_op = "cuMemAllocAsync" if dev.attributes.memory_pools_supported else "cuMemAlloc"
     assert info.value.op == expected_op and info.value.code_name == "CUDA_ERROR_OUT_OF_MEMORY"
     dev.alloc(16).close()  # the device still works
