@@ -17,7 +17,7 @@ import numpy as np
 from .errors import InvalidArgument
 from .types import DType
 
-__all__ = ["workgroups", "pack_params", "element_type", "numpy_dtype", "host_array", "check_out"]
+__all__ = ["workgroups", "pack_params", "element_type", "numpy_dtype", "host_array", "check_out", "source_text"]
 
 
 def workgroups(
@@ -116,3 +116,21 @@ def check_out(backend: str, out: Any, nbytes: int, op: str = "download") -> None
         raise InvalidArgument(backend, op, detail="out must be a writeable C-contiguous array")
     if out.nbytes > nbytes:
         raise InvalidArgument(backend, op, detail=f"out holds {out.nbytes} bytes, the buffer only {nbytes}")
+
+
+_SPIRV_MAGIC = (b"\x03\x02\x23\x07", b"\x07\x23\x02\x03")
+
+
+def source_text(backend: str, code: Any, language: str, op: str = "pipeline") -> str:
+    """`code` as shader source text (str, or UTF-8 bytes); SPIR-V and word lists are refused."""
+    if isinstance(code, (bytes, bytearray, memoryview)):
+        raw = bytes(code)
+        if raw[:4] in _SPIRV_MAGIC:
+            raise InvalidArgument(backend, op, detail=f"this is SPIR-V; {backend} code is {language} source")
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as exc:
+            raise InvalidArgument(backend, op, detail=f"code bytes are not UTF-8 text: {exc}") from None
+    if not isinstance(code, str):
+        raise InvalidArgument(backend, op, detail=f"{backend} code is {language} source, got {type(code).__name__}")
+    return code

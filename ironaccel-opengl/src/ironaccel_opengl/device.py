@@ -17,7 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ironaccel.compute import check_out, element_type, host_array, numpy_dtype, pack_params, workgroups
+from ironaccel.compute import (
+    check_out,
+    element_type,
+    host_array,
+    numpy_dtype,
+    pack_params,
+    source_text,
+    workgroups,
+)
 from ironaccel.errors import ClosedError, InvalidArgument, InvalidState, OutOfMemory
 from ironaccel.types import DeviceDescriptor, DType
 
@@ -145,7 +153,7 @@ class OpenGLDevice:
     ) -> OpenGLPipeline:
         """Compile and link GLSL 430 `code` (cached per device) into a pipeline with `buffers` storage buffers."""
         self._enter("pipeline")
-        code = _source(code)
+        code = source_text(BACKEND, code, "GLSL 430")
         if entry != "main":
             raise InvalidArgument(BACKEND, "pipeline", detail=f"GLSL compute shaders start at main, not {entry!r}")
         for name, value in (("buffers", buffers), ("params", params)):
@@ -271,17 +279,3 @@ class OpenGLDevice:
     def __repr__(self) -> str:
         return f"<OpenGLDevice {self.descriptor.name}{' closed' if self._closed else ''}>"
 
-
-def _source(code: Any) -> str:
-    """`code` as GLSL 430 compute shader source: str, or UTF-8 bytes; SPIR-V and word lists are refused."""
-    if isinstance(code, (bytes, bytearray, memoryview)):
-        raw = bytes(code)
-        if raw[:4] in (b"\x03\x02\x23\x07", b"\x07\x23\x02\x03"):
-            raise InvalidArgument(BACKEND, "pipeline", detail="this is SPIR-V; opengl code is GLSL 430 source")
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise InvalidArgument(BACKEND, "pipeline", detail=f"code bytes are not UTF-8 text: {exc}") from None
-    if not isinstance(code, str):
-        raise InvalidArgument(BACKEND, "pipeline", detail=f"opengl code is GLSL 430 source, got {type(code).__name__}")
-    return code

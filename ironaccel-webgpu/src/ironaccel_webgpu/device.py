@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from ironaccel.compute import check_out, element_type, host_array, numpy_dtype, pack_params, workgroups
+from ironaccel.compute import (
+    check_out,
+    element_type,
+    host_array,
+    numpy_dtype,
+    pack_params,
+    source_text,
+    workgroups,
+)
 from ironaccel.errors import ClosedError, InvalidArgument
 from ironaccel.types import DeviceDescriptor, DType
 
@@ -158,7 +166,7 @@ class WebGPUDevice:
     ) -> WebGPUPipeline:
         """Compile WGSL `code` (cached per device) into a pipeline with `buffers` storage bindings."""
         self._check_open("pipeline")
-        code = _source(code)
+        code = source_text(BACKEND, code, "WGSL")
         for name, value, low in (("buffers", buffers, 0), ("params", params, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidArgument(BACKEND, "pipeline", detail=f"{name} must be an int >= {low}, got {value!r}")
@@ -273,17 +281,3 @@ class WebGPUDevice:
     def __repr__(self) -> str:
         return f"<WebGPUDevice {self.descriptor.ordinal}: {self.descriptor.name}{' closed' if self._closed else ''}>"
 
-
-def _source(code: Any) -> str:
-    """`code` as WGSL source: str, or UTF-8 bytes; SPIR-V and word lists are refused."""
-    if isinstance(code, (bytes, bytearray, memoryview)):
-        raw = bytes(code)
-        if raw[:4] in (b"\x03\x02\x23\x07", b"\x07\x23\x02\x03"):
-            raise InvalidArgument(BACKEND, "pipeline", detail="this is SPIR-V; webgpu code is WGSL source")
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise InvalidArgument(BACKEND, "pipeline", detail=f"code bytes are not UTF-8 text: {exc}") from None
-    if not isinstance(code, str):
-        raise InvalidArgument(BACKEND, "pipeline", detail=f"webgpu code is WGSL source, got {type(code).__name__}")
-    return code
