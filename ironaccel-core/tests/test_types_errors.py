@@ -149,3 +149,24 @@ def test_compute_helpers_check_and_pack():
         host_array("x", np.zeros(4, ">f4"), "upload")
     with pytest.raises(InvalidArgument):
         check_out("x", np.zeros(5, np.float32), 16)
+
+
+def test_evict_unused_keeps_programs_in_use_and_releases_the_oldest_first():
+    from collections import OrderedDict
+
+    from ironaccel.compute import evict_unused
+
+    class Program:
+        def __init__(self, users):
+            self.users, self.released = users, False
+
+        def release(self):
+            self.released = True
+
+    programs = OrderedDict((k, Program(users)) for k, users in (("a", 1), ("b", 0), ("c", 0), ("d", 0)))
+    old = dict(programs)
+    evict_unused(programs, 2)
+    assert list(programs) == ["a", "d"]  # "a" is in use; "b" and "c" were the oldest unused
+    assert old["b"].released and old["c"].released and not old["a"].released
+    evict_unused(programs, 0)
+    assert list(programs) == ["a"]

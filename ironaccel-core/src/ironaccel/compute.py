@@ -9,7 +9,7 @@ per params signature.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,10 @@ import numpy as np
 from .errors import InvalidArgument
 from .types import DType
 
-__all__ = ["workgroups", "pack_params", "element_type", "numpy_dtype", "host_array", "check_out", "source_text"]
+__all__ = [
+    "workgroups", "pack_params", "element_type", "numpy_dtype", "host_array", "check_out", "source_text",
+    "evict_unused",
+]
 
 
 def workgroups(
@@ -134,3 +137,19 @@ def source_text(backend: str, code: Any, language: str, op: str = "pipeline") ->
     if not isinstance(code, str):
         raise InvalidArgument(backend, op, detail=f"{backend} code is {language} source, got {type(code).__name__}")
     return code
+
+
+def evict_unused(programs: MutableMapping[Any, Any], limit: int) -> None:
+    """Shrink a least-recently-used program cache to `limit` by releasing programs no pipeline uses.
+
+    The cache maps keys to objects with `users` (live pipelines) and `release()`;
+    programs in use stay, so the cache may stay over the limit until they close.
+    """
+    if len(programs) <= limit:
+        return
+    for key, program in list(programs.items()):
+        if program.users == 0:
+            del programs[key]
+            program.release()
+            if len(programs) <= limit:
+                return

@@ -24,8 +24,40 @@ if TYPE_CHECKING:
 __all__ = ["Graph", "GraphExec"]
 
 
-class Graph:
+class _Owned:
+    """Lifetime of a handle this object destroys with `_destroy` (idempotent close, context manager, GC)."""
+
+    _h: Any
+    _destroy = ""
+
+    @property
+    def closed(self) -> bool:
+        return self._h is CLOSED
+
+    def close(self) -> None:
+        h = self._h
+        self._h = CLOSED
+        if h is not CLOSED:
+            call(self._destroy, h)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_h", CLOSED) is not CLOSED:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+
+class Graph(_Owned):
     """A captured graph.  `close()` destroys it (idempotent); instantiated copies stay valid."""
+
+    _destroy = "cuGraphDestroy"
 
     def __init__(self) -> None:
         raise TypeError("make graphs with Stream.begin_capture() / Stream.end_capture()")
@@ -51,32 +83,11 @@ class Graph:
         self.device._bind_here()
         return GraphExec._make(call(op, self._h, 0), self.device)
 
-    @property
-    def closed(self) -> bool:
-        return self._h is CLOSED
 
-    def close(self) -> None:
-        h = self._h
-        self._h = CLOSED
-        if h is not CLOSED:
-            call("cuGraphDestroy", h)
-
-    def __enter__(self) -> Graph:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_h", CLOSED) is not CLOSED:
-            try:
-                self.close()
-            except Exception:
-                pass
-
-
-class GraphExec:
+class GraphExec(_Owned):
     """An instantiated graph, ready to launch on any stream of its device."""
+
+    _destroy = "cuGraphExecDestroy"
 
     def __init__(self) -> None:
         raise TypeError("make executable graphs with Graph.instantiate()")
@@ -120,28 +131,5 @@ class GraphExec:
             from .errors import driver_error
 
             raise driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
-
-    @property
-    def closed(self) -> bool:
-        return self._h is CLOSED
-
-    def close(self) -> None:
-        h = self._h
-        self._h = CLOSED
-        if h is not CLOSED:
-            call("cuGraphExecDestroy", h)
-
-    def __enter__(self) -> GraphExec:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_h", CLOSED) is not CLOSED:
-            try:
-                self.close()
-            except Exception:
-                pass
 
 

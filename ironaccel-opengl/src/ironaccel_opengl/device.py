@@ -20,6 +20,7 @@ import numpy as np
 from ironaccel.compute import (
     check_out,
     element_type,
+    evict_unused,
     host_array,
     numpy_dtype,
     pack_params,
@@ -167,20 +168,10 @@ class OpenGLDevice:
         if program is None or program.released:
             program = Program(self.ctx, code, buffers, params)
             self._programs[key] = program
-            self._evict_programs()
+            evict_unused(self._programs, MAX_PROGRAMS)
         else:
             self._programs.move_to_end(key)
         return OpenGLPipeline(self, program, entry, tuple(workgroup_size))  # type: ignore[arg-type]
-
-    def _evict_programs(self) -> None:
-        if len(self._programs) <= MAX_PROGRAMS:
-            return
-        for key, program in list(self._programs.items()):
-            if program.users == 0:
-                del self._programs[key]
-                program.release()
-                if len(self._programs) <= MAX_PROGRAMS:
-                    return
 
     def dispatch(
         self,

@@ -19,6 +19,7 @@ import numpy as np
 from ironaccel.compute import (
     check_out,
     element_type,
+    evict_unused,
     host_array,
     numpy_dtype,
     pack_params,
@@ -176,20 +177,10 @@ class WebGPUDevice:
             if program is None or program.pipeline is None:
                 program = Program(self, code, entry, buffers, params)
                 self._programs[key] = program
-                self._evict_programs()
+                evict_unused(self._programs, MAX_PROGRAMS)
             else:
                 self._programs.move_to_end(key)
             return WebGPUPipeline(self, program, entry, tuple(workgroup_size))  # type: ignore[arg-type]
-
-    def _evict_programs(self) -> None:
-        if len(self._programs) <= MAX_PROGRAMS:
-            return
-        for key, program in list(self._programs.items()):
-            if program.users == 0:
-                del self._programs[key]
-                program.release()
-                if len(self._programs) <= MAX_PROGRAMS:
-                    return
 
     def dispatch(
         self,
