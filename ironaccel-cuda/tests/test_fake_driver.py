@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
-SOURCE = HERE / "fakecuda" / "fake_cuda.c"
+SOURCES = sorted((HERE / "fakecuda").glob("*.c"))  # fake_cuda.c plus one file per area
 
 
 def _cuda_include() -> str | None:
@@ -47,7 +47,7 @@ def fake_lib(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("fakecuda")
     out = folder / "libcuda.so.1"
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Wno-unused-parameter", f"-I{include}", "-o", str(out),
-                    str(SOURCE), "-Wl,-soname,libcuda.so.1", "-lpthread"], check=True)
+                    *map(str, SOURCES), "-Wl,-soname,libcuda.so.1", "-lpthread"], check=True)
     return folder
 
 

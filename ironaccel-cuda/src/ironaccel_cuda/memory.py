@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
-__all__ = ["DeviceBuf", "PinnedBuf", "pinned"]
+__all__ = ["DeviceBuf", "PinnedBuf", "adopt", "pinned"]
 
 _ndarray = np.ndarray
 _new = object.__new__
@@ -368,6 +368,44 @@ class DeviceBufMethods:
 
 DeviceBuf = _hot.buffer_class(DeviceBufMethods)
 """Typed device memory: `ptr` is the device address (None once closed); see DeviceBufMethods."""
+
+
+class _ReleaseOnce:
+    """Calls `release()` of an adopted allocation once, however the buffer ends (close or collection)."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Any):
+        self._fn = fn
+
+    def release(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()
+
+
+def adopt(ptr: int, size: int, dtype: Any, device: Device, *, stream: Stream | None = None,
+          release: Any = None, keepalive: Any = None) -> DeviceBuf:
+    """A DeviceBuf over `size` elements of `dtype` at device address `ptr` that something else allocated.
+
+    `release()` (if given) is called once, when the buffer is closed or collected, and must give the
+    memory back (allocators, IPC imports and virtual-memory buffers use this); without it the buffer
+    is a view that frees nothing.  `keepalive` is referenced until then.  `stream` is the home stream
+    (default: the device's default stream).
+    """
+    from . import dtypes as _dtypes
+
+    op = "DeviceBuf.adopt"
+    dt, npdt, _ = _dtypes.spec(dtype, op)
+    if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0:
+        raise invalid(op, f"ptr must be a positive device address (int), got {ptr!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise invalid(op, f"size must be a positive int (elements), got {size!r}")
+    home = device._state.default_stream if stream is None else stream
+    if release is None:
+        return DeviceBuf._wrap(_hot.devptr(ptr), size, dt, npdt, device, home, None, base=keepalive)
+    return DeviceBuf._wrap(_hot.devptr(ptr), size, dt, npdt, device, home, _hot.RELEASE_IMPORTED,
+                           base=(keepalive, _ReleaseOnce(release)))
 
 
 # -- pinned host memory -------------------------------------------------------

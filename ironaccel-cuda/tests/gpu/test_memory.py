@@ -316,3 +316,30 @@ def test_buffer_of_another_device_is_rejected(dev):
     buf._ordinal = 0
     buf.close()
     s.close()
+
+
+def test_adopt_wraps_foreign_memory_and_releases_it_once(dev):
+    from ironaccel_cuda._driver import call
+    from ironaccel_cuda.memory import adopt
+
+    dev.bind()
+    ptr = int(call("cuMemAlloc", 4096))
+    released = []
+
+    def release():
+        released.append(ptr)
+        call("cuMemFree", ptr)
+
+    buf = adopt(ptr, 1024, "float32", dev, release=release)
+    host = np.arange(1024, dtype=np.float32)
+    buf.copy_from(host)
+    np.testing.assert_array_equal(buf.copy_to_host(), host)
+    view = buf[10:20]
+    np.testing.assert_array_equal(view.copy_to_host(), host[10:20])
+    buf.close()
+    buf.close()
+    assert released == [ptr] and view.closed
+    with pytest.raises(InvalidArgument):
+        adopt(0, 4, "uint8", dev)
+    with pytest.raises(InvalidArgument):
+        adopt(ptr, 0, "uint8", dev)
