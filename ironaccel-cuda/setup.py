@@ -1,70 +1,91 @@
-"""Build script: everything is in pyproject.toml except the optional compiled fast path.
+"""Build script: everything is in pyproject.toml except the compiled core, `ironaccel_cuda._core`.
 
-`ironaccel_cuda._hotc` (Cython, no CUDA headers needed) is built when Cython >= 0.29.30 and a
-C compiler are present.  Anything missing or failing -- or IRONACCEL_CUDA_PURE_BUILD=1 -- gives
-a pure-Python install that works the same, only slower (`ironaccel_cuda.FAST_PATH` says which).
+The core is Cython (native/_core.pyx and its includes) over C (native/*.c), and needs no CUDA headers,
+toolkit or driver to build: native/cuda_shim.h declares the few cuda.h types it uses, and the driver's entry
+points are looked up at run time.  The C is compiled on its own with -Wall -Wextra -Werror.  A C compiler
+and Cython 3 are required; without them the build stops at once with what to install.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import sysconfig
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_clib import build_clib
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join("src", "ironaccel_cuda", "_hotc.pyx")
+NATIVE = "native"
+C_SOURCES = [f"{NATIVE}/{name}" for name in ("driver.c", "pinned.c", "staging.c", "hostmem.c")]
+C_FLAGS = ["-O2", "-std=c11", "-fPIC", "-pthread", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror"]
+NATIVE_LIB = "ironaccel_cuda_native"
 
 
-def _warn(message: str) -> None:
-    print(f"ironaccel-cuda: {message}; installing the pure-Python hot path", file=sys.stderr)
+def _fail(message: str) -> None:
+    sys.exit(f"ironaccel-cuda: {message}")
 
 
-def _extensions() -> list:
-    if os.environ.get("IRONACCEL_CUDA_PURE_BUILD", "").strip() not in ("", "0"):
-        _warn("IRONACCEL_CUDA_PURE_BUILD is set")
-        return []
+def _check_toolchain() -> None:
     if os.name != "posix":
-        _warn("the compiled fast path is built on POSIX systems only")
-        return []
+        _fail("the compiled core builds on POSIX systems (Linux) only")
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        _fail(f"no C compiler ({cc!r} not found): install one, e.g. `apt-get install gcc` or `dnf install gcc`, "
+              "or install the prebuilt wheel (`pip install ironaccel-cuda`) instead of building from source")
     try:
-        import Cython
-        from Cython.Build import cythonize
+        import Cython  # noqa: F401
     except ImportError:
-        _warn("Cython is not installed")
-        return []
-    from setuptools import Extension
+        _fail("Cython 3 is needed to build from source: `pip install 'cython>=3'` (pip's build isolation "
+              "installs it from pyproject.toml), or install the prebuilt wheel")
+
+
+def _generate_declarations() -> None:
+    subprocess.run([sys.executable, os.path.join(NATIVE, "gen_entry_points.py")], check=True, cwd=HERE)
+
+
+class BuildClib(build_clib):
+    """Compile the native C with its own warnings-as-errors flags (Cython's generated C gets the defaults)."""
+
+    def build_libraries(self, libraries):  # type: ignore[no-untyped-def]
+        for name, info in libraries:
+            objects = self.compiler.compile(info["sources"], output_dir=self.build_temp,
+                                            include_dirs=info.get("include_dirs"), extra_postargs=info["cflags"])
+            self.compiler.create_static_lib(objects, name, output_dir=self.build_clib)
+
+
+class BuildExt(build_ext):
+    def run(self) -> None:
+        self.run_command("build_clib")
+        clib = self.get_finalized_command("build_clib")
+        for ext in self.extensions:
+            ext.library_dirs.append(clib.build_clib)
+        super().run()
+
+
+def _extensions() -> list[Extension]:
+    _check_toolchain()
+    _generate_declarations()
+    from Cython.Build import cythonize
 
     ext = Extension(
-        "ironaccel_cuda._hotc",
-        [SOURCE],
+        "ironaccel_cuda._core",
+        [f"{NATIVE}/_core.pyx"],
+        include_dirs=[NATIVE],
+        libraries=[NATIVE_LIB],
         extra_compile_args=["-O2", "-pthread", "-Wno-unused-function"],
         extra_link_args=["-pthread"],
     )
-    try:
-        return cythonize([ext], quiet=True, language_level=3,
-                         compiler_directives={"language_level": 3, "binding": False})
-    except Exception as exc:
-        _warn(f"Cython {getattr(Cython, '__version__', '?')} could not translate {SOURCE} ({exc})")
-        return []
-
-
-class OptionalBuildExt(build_ext):
-    """build_ext that never fails the install: without a working compiler the package stays pure Python."""
-
-    def run(self) -> None:
-        try:
-            super().run()
-        except Exception as exc:
-            _warn(f"building the compiled fast path failed ({exc})")
-
-    def build_extension(self, ext) -> None:
-        try:
-            super().build_extension(ext)
-        except Exception as exc:
-            _warn(f"compiling {ext.name} failed ({exc})")
+    return cythonize([ext], quiet=True, language_level=3,
+                     compiler_directives={"language_level": 3, "binding": False})
 
 
 os.chdir(HERE)
-setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+setup(
+    ext_modules=_extensions(),
+    libraries=[(NATIVE_LIB, {"sources": C_SOURCES, "cflags": C_FLAGS, "include_dirs": [NATIVE]})],
+    cmdclass={"build_clib": BuildClib, "build_ext": BuildExt},
+)

@@ -94,7 +94,7 @@ def child(reps: int, idle_s: float) -> dict:
     import numpy as np
 
     import ironaccel_cuda as cu
-    from ironaccel_cuda import _hot, transfer
+    from ironaccel_cuda import _core, transfer
 
     dev = cu.Device(0)
     top = max(SIZES)
@@ -104,7 +104,7 @@ def child(reps: int, idle_s: float) -> dict:
     buf = dev.alloc(top, "uint8")
     pinned = dev.alloc_pinned(top, "uint8")
     pinned.array[:] = src
-    results: dict = {"settings": transfer.settings(), "fast_path": cu.FAST_PATH, "cases": {}}
+    results: dict = {"settings": transfer.settings(), "cases": {}}
     try:
         for n in SIZES:  # exact copies both ways, through whatever path this config takes
             buf.memset(0x5A)
@@ -129,7 +129,8 @@ def child(reps: int, idle_s: float) -> dict:
                 if not name.endswith("pinned"):
                     entry["idle"] = _median_ns(copy, reps, idle_s)
                 results["cases"][f"{name}/{n}"] = entry
-        results["paths_taken"] = {k: v for k, v in _hot.staging_info().items() if k in ("pipeline", "bounce", "direct")}
+        info = _core.staging_info()
+        results["paths_taken"] = {k: info[k] for k in ("pipeline", "bounce", "direct")}
     finally:
         pinned.close()
         buf.close()

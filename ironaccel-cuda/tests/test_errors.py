@@ -17,7 +17,7 @@ from ironaccel import (
     InvalidState,
     OutOfMemory,
 )
-from ironaccel_cuda import _hot
+from ironaccel_cuda import _core
 from ironaccel_cuda.errors import closed, code_name, driver_error, invalid
 
 
@@ -58,45 +58,44 @@ def test_input_errors():
     assert isinstance(c, ClosedError) and "stream is closed" in str(c)
 
 
-HOT_CALLS = [
-    ("stream_sync", lambda h: _hot.stream_sync(h)),
-    ("stream_query", lambda h: _hot.stream_query(h)),
-    ("stream_wait", lambda h: _hot.stream_wait(h, h)),
-    ("event_record", lambda h: _hot.event_record(h, h)),
-    ("event_sync", lambda h: _hot.event_sync(h)),
-    ("event_query", lambda h: _hot.event_query(h)),
-    ("event_destroy", lambda h: _hot.event_destroy(h)),
-    ("mem_alloc_async", lambda h: _hot.mem_alloc_async(16, h)),
-    ("mem_free_async", lambda h: _hot.mem_free_async(h, h)),
-    ("mem_free", lambda h: _hot.mem_free(h)),
-    ("memcpy_htod", lambda h: _hot.memcpy_htod(h, b"x", 1, h)),
-    ("memcpy_dtoh", lambda h: _hot.memcpy_dtoh(bytearray(1), h, 1, h)),
-    ("memcpy_dtod", lambda h: _hot.memcpy_dtod(h, h, 1, h)),
-    ("memset_d8", lambda h: _hot.memset_d8(h, 0, 1, h)),
-    ("memset_d16", lambda h: _hot.memset_d16(h, 0, 1, h)),
-    ("memset_d32", lambda h: _hot.memset_d32(h, 0, 1, h)),
-    ("launch", lambda h: _hot.launch(h, 1, 1, 1, 1, 1, 1, 0, h, 0)),
-    ("graph_launch", lambda h: _hot.graph_launch(h, h)),
+CORE_CALLS = [
+    ("stream_sync", lambda h: _core.stream_sync(h)),
+    ("stream_query", lambda h: _core.stream_query(h)),
+    ("stream_wait", lambda h: _core.stream_wait(h, h)),
+    ("event_record", lambda h: _core.event_record(h, h)),
+    ("event_sync", lambda h: _core.event_sync(h)),
+    ("event_query", lambda h: _core.event_query(h)),
+    ("event_destroy", lambda h: _core.event_destroy(h)),
+    ("mem_alloc_async", lambda h: _core.mem_alloc_async(16, h)),
+    ("mem_free_async", lambda h: _core.mem_free_async(h, h)),
+    ("mem_free", lambda h: _core.mem_free(h)),
+    ("memcpy_htod", lambda h: _core.memcpy_htod(h, b"x", 1, h)),
+    ("memcpy_dtoh", lambda h: _core.memcpy_dtoh(bytearray(1), h, 1, h)),
+    ("memcpy_dtod", lambda h: _core.memcpy_dtod(h, h, 1, h)),
+    ("memset_d8", lambda h: _core.memset_d8(h, 0, 1, h)),
+    ("memset_d16", lambda h: _core.memset_d16(h, 0, 1, h)),
+    ("memset_d32", lambda h: _core.memset_d32(h, 0, 1, h)),
+    ("graph_launch", lambda h: _core.graph_launch(h, h)),
 ]
 
 
-@pytest.mark.parametrize("name,call", HOT_CALLS, ids=[n for n, _ in HOT_CALLS])
+@pytest.mark.parametrize("name,call", CORE_CALLS, ids=[n for n, _ in CORE_CALLS])
 def test_closed_handle_raises_type_error_before_the_driver(name, call):
     """The contract callers rely on to turn use-after-close into ClosedError."""
     with pytest.raises(TypeError):
-        call(_hot.CLOSED)
+        call(_core.CLOSED)
 
 
 def test_disable_after_fork_contract():
     code = textwrap.dedent(
         """
-        from ironaccel_cuda import _hot
+        from ironaccel_cuda import _core
         from ironaccel import InvalidState
-        _hot.disable("forked")
-        assert _hot.mem_free_async(1, 1) is None and _hot.event_destroy(1) is None and _hot.mem_free(1) is None
-        for call, op in [(lambda: _hot.stream_sync(1), "cuStreamSynchronize"),
-                         (lambda: _hot.launch(1, 1, 1, 1, 1, 1, 1, 0, 1, 0), "cuLaunchKernel"),
-                         (lambda: _hot.mem_alloc_async(8, 1), "cuMemAllocAsync")]:
+        _core.disable("forked")
+        assert _core.mem_free_async(1, 1) is None and _core.event_destroy(1) is None and _core.mem_free(1) is None
+        for call, op in [(lambda: _core.stream_sync(1), "cuStreamSynchronize"),
+                         (lambda: _core.graph_launch(1, 1), "cuGraphLaunch"),
+                         (lambda: _core.mem_alloc_async(8, 1), "cuMemAllocAsync")]:
             try:
                 call()
             except InvalidState as exc:

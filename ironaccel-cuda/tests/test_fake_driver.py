@@ -1,47 +1,37 @@
-"""The GPU suite and the conformance suite, run on the CPU against a fake libcuda.so.1, once per hot path.
+"""The GPU suite and the conformance suite, run on the CPU against a fake libcuda.so.1.
 
 tests/fakecuda/fake_cuda.c implements the driver calls ironaccel_cuda makes,
 over host memory, with the real cuda.h prototypes and the driver's error
 codes; `cuda.bindings` loads it like the real driver, and so does the
-compiled hot path (through cuGetProcAddress).  This runs the real binding
+compiled core (through cuGetProcAddress).  This runs the real binding
 conversions, the compiled module's C calls, result tuples, error mapping,
 packing, pools, the copy pipeline, graphs and bad-input paths end to end where
-no GPU exists -- for the pure-Python hot path and for the compiled one (built
-here first if it is not installed; see compiled_build.py).  It needs a C
-compiler and cuda.h (a CUDA toolkit); without them it skips.  It proves the
-Python and C layers, not the GPU: the GPU suite itself must still pass on
-real hardware.
+no GPU exists.  It needs a C compiler and cuda.h (a CUDA toolkit); without them
+it skips.  It proves the Python and C layers, not the GPU: the GPU suite itself
+must still pass on real hardware.
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+import cbuild
+
 HERE = Path(__file__).parent
 SOURCES = sorted((HERE / "fakecuda").glob("*.c"))  # fake_cuda.c plus one file per area
 
 
-def _cuda_include() -> str | None:
-    candidates = [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    candidates += sorted(glob.glob("/usr/local/cuda*/include"), reverse=True) + ["/usr/include"]
-    candidates += glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages", "nvidia", "*", "include"))
-    for folder in candidates:
-        if os.path.isfile(os.path.join(folder, "cuda.h")) and os.path.isfile(os.path.join(folder, "cudaTypedefs.h")):
-            return folder
-    return None
-
-
 @pytest.fixture(scope="module")
 def fake_lib(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    include = _cuda_include()
+    cc = cbuild.compiler()
+    include = cbuild.cuda_include()
     if cc is None or include is None:
         pytest.skip(f"needs a C compiler and cuda.h (compiler: {cc}, cuda.h: {include})")
     folder = tmp_path_factory.mktemp("fakecuda")
@@ -51,25 +41,12 @@ def fake_lib(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(params=["python", "compiled"])
-def hot_env(request) -> dict[str, str]:
-    """Environment selecting one hot path for a child pytest, which checks it got that one."""
-    if request.param == "python":
-        return {"IRONACCEL_CUDA_PURE": "1", "IRONACCEL_CUDA_REQUIRE_COMPILED": "0", "EXPECT_HOT": "python"}
-    path = request.getfixturevalue("compiled_path")
-    env = {"IRONACCEL_CUDA_PURE": "0", "IRONACCEL_CUDA_REQUIRE_COMPILED": "1", "EXPECT_HOT": "compiled"}
-    if path:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH")) if p)
-    return env
-
-
-def _env(fake_lib: Path, tmp_path: Path, hot: dict[str, str], **extra: str) -> dict[str, str]:
+def _env(fake_lib: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("IRONACCEL_REQUIRE", None)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(fake_lib), env.get("LD_LIBRARY_PATH")) if p)
     env["IRONACCEL_CUDA_FAKE"] = "1"
     env["IRONACCEL_CUDA_CACHE_DIR"] = str(tmp_path / "cache")
-    env.update(hot)
     env.update(extra)
     return env
 
@@ -85,32 +62,32 @@ def _passed(out: subprocess.CompletedProcess) -> None:
     assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
 
 
-def test_gpu_suite_against_the_fake_driver(fake_lib, tmp_path, hot_env):
+def test_gpu_suite_against_the_fake_driver(fake_lib, tmp_path):
     # Interop needs a real GPU: CuPy and PyTorch load the real libcuda, not the fake.
     args = [str(HERE / "gpu"), str(HERE / "test_conformance.py"), f"--ignore={HERE / 'gpu' / 'test_interop.py'}"]
-    out = _pytest(args, _env(fake_lib, tmp_path, hot_env))
+    out = _pytest(args, _env(fake_lib, tmp_path))
     _passed(out)
 
 
-def test_memory_suite_without_memory_pools(fake_lib, tmp_path, hot_env):
+def test_memory_suite_without_memory_pools(fake_lib, tmp_path):
     """Devices without stream-ordered pools fall back to cuMemAlloc / cuMemFree."""
-    env = _env(fake_lib, tmp_path, hot_env, FAKE_CUDA_NO_POOLS="1")
+    env = _env(fake_lib, tmp_path, FAKE_CUDA_NO_POOLS="1")
     out = _pytest([str(HERE / "gpu" / "test_memory.py"), str(HERE / "gpu" / "test_pinned.py"),
                    str(HERE / "gpu" / "test_transfer.py")], env)
     _passed(out)
 
 
-def test_transfer_suite_with_a_tight_staging_pipeline(fake_lib, tmp_path, hot_env):
+def test_transfer_suite_with_a_tight_staging_pipeline(fake_lib, tmp_path):
     """Few threads and slots, odd chunk counts, non-temporal stores: every slot is reused within a copy."""
-    env = _env(fake_lib, tmp_path, hot_env, IRONACCEL_CUDA_COPY_THREADS="2", IRONACCEL_CUDA_COPY_SLOTS="2",
+    env = _env(fake_lib, tmp_path, IRONACCEL_CUDA_COPY_THREADS="2", IRONACCEL_CUDA_COPY_SLOTS="2",
                IRONACCEL_CUDA_COPY_SPLIT="7", IRONACCEL_CUDA_COPY_NT="3", IRONACCEL_CUDA_COPY_CHUNK="65536")
     _passed(_pytest([str(HERE / "gpu" / "test_transfer.py")], env))
 
 
-def test_driver_without_a_device(fake_lib, tmp_path, hot_env):
+def test_driver_without_a_device(fake_lib, tmp_path):
     code = (
         "import ironaccel, ironaccel_cuda\n"
-        "from ironaccel_cuda import _hot\n"
+        "from ironaccel_cuda import _core\n"
         "r = ironaccel.probe('cuda')\n"
         "print(r.available, r.code, r.code_name)\n"
         "print(r.reason)\n"
@@ -119,19 +96,15 @@ def test_driver_without_a_device(fake_lib, tmp_path, hot_env):
         "except ironaccel.NotAvailable as exc:\n"
         "    print('NotAvailable', exc.code)\n"
         "try:\n"
-        "    _hot.stream_sync(_hot.stream_handle(1))\n"  # the compiled path binds the driver at its first call
+        "    _core.stream_sync(1)\n"  # the compiled core binds the driver at its first call
         "except ironaccel.IronAccelError as exc:\n"
         "    print('hot', type(exc).__name__, exc.code)\n"
-        "print(_hot.IMPLEMENTATION)\n"
     )
-    env = _env(fake_lib, tmp_path, hot_env, FAKE_CUDA_NO_DEVICE="1")
+    env = _env(fake_lib, tmp_path, FAKE_CUDA_NO_DEVICE="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "False 100 CUDA_ERROR_NO_DEVICE"
     assert "found no CUDA-capable device" in lines[1]
     assert lines[2] == "NotAvailable 100"
-    # compiled: binding the driver runs cuInit, which says why; pure Python: the binding's call is refused
-    expected = "hot NotAvailable 100" if hot_env["EXPECT_HOT"] == "compiled" else "hot InvalidState 3"
-    assert lines[3] == expected
-    assert lines[4] == hot_env["EXPECT_HOT"]
+    assert lines[3] == "hot NotAvailable 100"  # binding the driver runs cuInit, which says why

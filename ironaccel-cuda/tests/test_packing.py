@@ -12,7 +12,6 @@ import pytest
 pytest.importorskip("cuda.bindings.driver")
 
 from ironaccel import ClosedError, DType, InvalidArgument
-from ironaccel_cuda import _hot
 from ironaccel_cuda.launch import build_packer, pack_error, param_layout_fallback
 from ironaccel_cuda.memory import DeviceBuf
 
@@ -22,7 +21,7 @@ DEVICE1 = SimpleNamespace(ordinal=1)
 
 def fake_buf(ptr: int, device=DEVICE0, size: int = 4) -> DeviceBuf:
     """A DeviceBuf over a made-up address (never dereferenced here)."""
-    return DeviceBuf._wrap(_hot.devptr(ptr), size, DType.FLOAT32, np.dtype(np.float32), device, None, None)
+    return DeviceBuf._wrap(ptr, size, DType.FLOAT32, np.dtype(np.float32), device, None, None)
 
 
 def block_bytes(packer) -> bytes:

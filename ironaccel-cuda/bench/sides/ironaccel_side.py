@@ -11,7 +11,7 @@ API change is adapted here. Names used:
   Device.create_pool(stream=s) -> MemPool (.alloc(nbytes) -> DeviceBuf, .close());
   Stream.begin_capture() / .end_capture() -> Graph; Graph.instantiate() -> GraphExec
   (.launch(stream), .close()); the disk-cache folder variable IRONACCEL_CUDA_CACHE_DIR;
-  ironaccel_cuda.FAST_PATH (which hot path ran) and ironaccel_cuda.transfer.settings() (how pageable copies
+  the compiled core's file and ironaccel_cuda.transfer.settings() (how pageable copies
   were staged), both recorded with the versions.
 """
 
@@ -66,14 +66,10 @@ def _compile(ia, source: str, arch: str | None):  # -> ObjectCode
 
 
 def fast_path_state(ia) -> str:
-    """Which implementation of the hot driver calls is in use: the optional compiled one or pure Python."""
-    for name in ("FAST_PATH", "fast_path"):  # a public flag, should the package grow one
-        value = getattr(ia, name, None)
-        if value is not None:
-            return str(value() if callable(value) else value)
-    spec = importlib.util.find_spec("ironaccel_cuda._hot")
-    origin = spec.origin if spec is not None and spec.origin else ""
-    return "pure Python (_hot.py)" if origin.endswith(".py") else f"compiled ({Path(origin).name})"
+    """The compiled core in use (its file): ironaccel-cuda has one hot path, compiled."""
+    spec = importlib.util.find_spec("ironaccel_cuda._core")
+    origin = spec.origin if spec is not None and spec.origin else "missing"
+    return f"compiled ({Path(origin).name})"
 
 
 def staging_state() -> str:

@@ -36,24 +36,23 @@ _EXPORTS = {
     "nvrtc_version": "program",
     "Module": "module",
     "Function": "module",
+    "LaunchConfig": "module",
+    "PreparedLaunch": "module",
     "FunctionAttributes": "module",
     "MemPool": "pool",
     "PoolStats": "pool",
     "Graph": "graph",
     "GraphExec": "graph",
     "Pipeline": "compute",
+    "host_cache": "memory",
     "Submission": "compute",
     "clear_memory_cache": "cache",
 }
 
-__all__ = ["__version__", "FAST_PATH", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "FAST_PATH":  # which hot path is in use: "compiled (...)" or "pure Python (...)"
-        from . import _hot
-
-        return _hot.DESCRIPTION
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ironaccel_cuda' has no attribute {name!r}")

@@ -7,11 +7,11 @@ cannot find libcuda.so.1) instead of returning a code; that, a missing binding a
 
 `call(op, *args)` is the one way to make a driver call off the hot path: it
 names the op, checks the result and returns the outputs.  Hot calls live in
-`_hot`.
+`_core`.
 
 Fork: CUDA cannot be used in a child forked after the parent initialised it.
 An `os.register_at_fork` hook marks the child, and every later call (cold or
-hot) raises `InvalidState` naming the op -- without a per-call `getpid`.
+compiled) raises `InvalidState` naming the op -- without a per-call `getpid`.
 """
 
 from __future__ import annotations
@@ -187,9 +187,9 @@ def _after_fork_in_child() -> None:
     forked = True
     import sys
 
-    hot = sys.modules.get(__package__ + "._hot")
-    if hot is not None:
-        hot.disable(FORK_DETAIL)
+    core = sys.modules.get(__package__ + "._core")
+    if core is not None:
+        core.disable(FORK_DETAIL)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

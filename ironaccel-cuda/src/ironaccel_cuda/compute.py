@@ -106,7 +106,7 @@ class ComputeDeviceMixin:
 
         Work queued before the write still reads the old contents; `array` may be reused at once.
         """
-        from . import _hot
+        from . import _core
 
         op = "write"
         self._check_open(op)  # type: ignore[attr-defined]
@@ -121,8 +121,8 @@ class ComputeDeviceMixin:
         if nbytes == 0:
             return
         default = self._state.default_stream
-        _hot.memcpy_htod(buffer._dp, array.reshape(-1).view(np.uint8), nbytes, default._h)
-        _hot.stream_sync(default._h)
+        _core.memcpy_htod(buffer._dp, array.reshape(-1).view(np.uint8), nbytes, default._h)
+        _core.stream_sync(default._h)
 
     def download(self, buffer: DeviceBuf, out: np.ndarray | None = None) -> np.ndarray:
         """The buffer's contents as a new numpy array, or into `out`, after all earlier work."""
@@ -132,11 +132,11 @@ class ComputeDeviceMixin:
         return self._download(buffer, out)
 
     def _download(self, buffer: DeviceBuf, out: np.ndarray | None) -> np.ndarray:
-        from . import _hot
+        from . import _core
 
         default = self._state.default_stream
         result = buffer.copy_to_host(out, stream=default)
-        _hot.stream_sync(default._h)
+        _core.stream_sync(default._h)
         return result
 
     def pipeline(self, code: str | bytes | Sequence[int], entry: str = "main", *, buffers: int, params: int = 0,

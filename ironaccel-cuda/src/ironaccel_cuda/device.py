@@ -25,14 +25,14 @@ import numpy as np
 
 from ironaccel import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, DType, Vendor
 
+from . import _core
 from . import _driver as _driver_mod
-from . import _hot
 from . import dtypes as _dtypes
 from ._driver import call, driver, try_call
 from .compute import ComputeDeviceMixin
 from .errors import InvalidArgument, closed, invalid
 from .event import Event
-from .memory import DeviceBuf, PinnedBuf
+from .memory import PinnedBuf
 from .stream import Stream
 
 __all__ = ["Device", "DeviceAttributes", "device_count", "devices", "describe"]
@@ -269,7 +269,7 @@ class _DeviceState:
         self.ordinal = ordinal
         self.cudev = _cudevice(ordinal, "Device")
         self.ctx = call("cuDevicePrimaryCtxRetain", self.cudev)
-        _hot.bind(self.ctx)
+        _core.bind(self.ctx)
         self.attributes = query_attributes(self.cudev)
         self.total_memory = int(call("cuDeviceTotalMem", self.cudev))
         self.pools = self.attributes.memory_pools_supported
@@ -314,14 +314,14 @@ def _dtype_spec(dtype: Any, op: str) -> tuple[DType, np.dtype]:
     return dt, npdt
 
 
-_hot.set_types(buffer=DeviceBuf, event=Event)
+_core.set_event_type(Event)
 
 
-class Device(_hot.DeviceCore, ComputeDeviceMixin):
+class Device(_core.DeviceCore, ComputeDeviceMixin):
     """An opened CUDA device (also the core `Device` and `ComputeDevice` protocols).
 
     alloc(size, dtype="uint8", stream=None) and create_event(timing=False) are
-    the hot methods, inherited from `_hot.DeviceCore`.
+    the hot methods, inherited from `_core.DeviceCore`.
     """
 
     def __init__(self, ordinal: int = 0):
@@ -329,7 +329,7 @@ class Device(_hot.DeviceCore, ComputeDeviceMixin):
             raise _driver_mod.fork_error("Device")
         st = _state_for(ordinal)
         self._init(st)
-        _hot.ensure(st.ctx)
+        _core.ensure(st.ctx)
 
     @classmethod
     def _internal(cls, st: _DeviceState) -> Device:
@@ -395,10 +395,10 @@ class Device(_hot.DeviceCore, ComputeDeviceMixin):
     def bind(self) -> None:
         """Make this device's context current on the calling thread."""
         self._check_open("cuCtxSetCurrent")
-        _hot.bind(self._state.ctx)
+        _core.bind(self._state.ctx)
 
     def _bind_here(self) -> None:
-        _hot.ensure(self._state.ctx)
+        _core.ensure(self._state.ctx)
 
     def synchronize(self) -> None:
         """Wait for all work on this device (cuCtxSynchronize)."""
@@ -547,6 +547,6 @@ class Device(_hot.DeviceCore, ComputeDeviceMixin):
     def _bad_stream(self, s: Any, op: str) -> Exception:
         if not isinstance(s, Stream):
             return invalid(op, f"stream must be a Stream, got {type(s).__name__}")
-        if s._h is _hot.CLOSED:
+        if s._h is _core.CLOSED:
             return closed(op, "stream")
         return invalid(op, f"the stream is on cuda:{s._ordinal}, not cuda:{self.ordinal}")

@@ -48,6 +48,8 @@ _INVALID_ARGUMENT = {
     701,  # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
     704,  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
     705,  # CUDA_ERROR_PEER_ACCESS_NOT_ENABLED
+    720,  # CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+    912,  # CUDA_ERROR_INVALID_CLUSTER_SIZE
     712,  # CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
     713,  # CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 }
@@ -55,7 +57,7 @@ _OUT_OF_MEMORY = {2}  # CUDA_ERROR_OUT_OF_MEMORY
 # Codes that mean "not now / not in this state".
 _INVALID_STATE = {3, 4, 201, 202, 600} | set(range(900, 910))
 # Sticky errors: the context is unusable afterwards.
-_STICKY = {700, 714, 715, 716, 717, 718, 719, 720}
+_STICKY = {700, 714, 715, 716, 717, 718, 719}
 _HINTS = {
     3: "CUDA is not initialised in this process (was it forked after CUDA was used?)",
     201: "no CUDA context is current on this thread; call device.bind() in this thread",
@@ -64,6 +66,10 @@ _HINTS = {
     222: "the PTX was made by a newer compiler than this driver supports; compile to CUBIN instead",
     600: "the work is not complete yet",
     700: "a kernel accessed an illegal address",
+    720: "a cooperative grid must fit on the device at once: at most max_active_blocks_per_sm(block) x "
+         "multiprocessor_count blocks",
+    912: "the cluster does not fit: each grid dimension must be a multiple of the cluster's, and clusters above 8 "
+         "blocks need LaunchConfig(non_portable_cluster=True) and a device that supports them",
 }
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _hot
-from ._hot import CLOSED
+from . import _core
+from ._core import CLOSED
 from .errors import InvalidState, closed, invalid
 
 if TYPE_CHECKING:
@@ -21,11 +21,11 @@ __all__ = ["Event"]
 CU_EVENT_DISABLE_TIMING = 0x2
 
 
-class Event(_hot.EventCore):
+class Event(_core.EventCore):
     """A CUDA event.  Use `dev.create_event(timing=False)`; `close()` is idempotent.
 
     record(stream=None), synchronize(), query() and close() are the hot
-    methods, inherited from `_hot.EventCore` (which also destroys a
+    methods, inherited from `_core.EventCore` (which also destroys a
     forgotten event when it is garbage collected).
     """
 
@@ -38,7 +38,7 @@ class Event(_hot.EventCore):
         """A thread with no current context (CUDA_ERROR_INVALID_CONTEXT): bind ours, else re-raise."""
         if exc.code != 201:
             raise exc
-        _hot.bind(self.device._state.ctx)
+        _core.bind(self.device._state.ctx)
 
     def elapsed_ms(self, start: Event) -> float:
         """Milliseconds from `start` to this event; both recorded, completed, with timing on."""
@@ -59,7 +59,7 @@ class Event(_hot.EventCore):
     def handle(self) -> int:
         if self._h is CLOSED:
             raise closed("Event.handle", "event")
-        return _hot.to_int(self._h)
+        return int(self._h)
 
     @property
     def closed(self) -> bool:
@@ -72,7 +72,7 @@ class Event(_hot.EventCore):
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._h is CLOSED else hex(_hot.to_int(self._h))
+        state = "closed" if self._h is CLOSED else hex(int(self._h))
         return f"<Event {state} on cuda:{self._ordinal} timing={self.timing}>"
 
     def _bad(self, op: str, stream: Any = None) -> Exception:

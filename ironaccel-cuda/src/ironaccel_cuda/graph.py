@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _hot
+from . import _core
+from ._core import CLOSED
 from ._driver import call, try_call
-from ._hot import CLOSED
 from .errors import closed, invalid
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class GraphExec(_Owned):
     @classmethod
     def _make(cls, h: Any, device: Device) -> GraphExec:
         e = object.__new__(cls)
-        e._h = _hot.graph_exec_handle(int(h))
+        e._h = int(h)
         e.device = device
         e._ordinal = device.ordinal
         e._default = device._state.default_stream
@@ -107,7 +107,7 @@ class GraphExec(_Owned):
         try:
             if s._ordinal != self._ordinal:
                 raise invalid("cuGraphLaunch", f"the stream is on cuda:{s._ordinal}, the graph on cuda:{self._ordinal}")
-            _hot.graph_launch(self._h, s._h)
+            _core.graph_launch(self._h, s._h)
         except (TypeError, AttributeError):
             if self._h is CLOSED:
                 raise closed("cuGraphLaunch", "graph") from None

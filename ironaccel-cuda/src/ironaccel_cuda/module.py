@@ -14,16 +14,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _hot
+from . import _core
+from ._core import CLOSED
 from ._driver import call, driver, try_call
-from ._hot import CLOSED
 from .errors import closed, invalid
 from .launch import ArgPacker, build_packer, param_layout_fallback
 
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Module", "Function", "FunctionAttributes", "load_module", "image_kind"]
+__all__ = ["Module", "Function", "FunctionAttributes", "LaunchConfig", "PreparedLaunch", "load_module", "image_kind"]
+
+LaunchConfig = _core.LaunchConfig
+PreparedLaunch = _core.PreparedLaunch
 
 _ELF = b"\x7fELF"
 _FATBIN = b"\x50\xed\x55\xba"
@@ -171,11 +174,11 @@ def _dim3(value: Any, what: str) -> tuple[int, int, int]:
     return (*parts, 1, 1)[:3]  # type: ignore[return-value]
 
 
-class Function(_hot.FunctionCore):
+class Function(_core.FunctionCore):
     """A kernel in a loaded Module.
 
     launch(grid, block, *args, stream=None, shared_mem=0) is the hot method,
-    inherited from `_hot.FunctionCore`; argument packing is prepared once per
+    inherited from `_core.FunctionCore`; argument packing is prepared once per
     tuple of argument types (`_prepare`) and reused.
     """
 
@@ -187,7 +190,7 @@ class Function(_hot.FunctionCore):
     @classmethod
     def _make(cls, h: Any, module: Module, name: str) -> Function:
         f = cls.__new__(cls)
-        f._h = _hot.function_handle(int(h))
+        f._h = int(h)
         f.module = module
         f.name = name
         f.device = module.device
@@ -235,11 +238,31 @@ class Function(_hot.FunctionCore):
         attr = driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         call(op, self._h, attr, int(nbytes))
 
+    def prepare(self, grid: Any, block: Any, *args: Any, stream: Any = None, shared_mem: int = 0,
+                config: LaunchConfig | None = None) -> PreparedLaunch:
+        """This launch with its arguments packed once: calling the result queues it again (see PreparedLaunch).
+
+        For repeated launches of one kernel with the same shape: a call costs the driver call and a check
+        that the function, the stream and each buffer argument are still open.
+        """
+        if self._h is CLOSED:
+            raise closed("cuLaunchKernel", "function (its module was closed)")
+        layout = self.param_layout()
+        if layout is None:
+            layout = param_layout_fallback(args)
+        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name)
+        return _core.prepare_launch(self, grid, block, args, stream, shared_mem, config, packer)
+
+    def _allow_non_portable_clusters(self) -> None:
+        """Cold, once per function: let clusters above 8 blocks run (LaunchConfig(non_portable_cluster=True))."""
+        attr = driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+        call("cuFuncSetAttribute", self._h, attr, 1)
+
     @property
     def handle(self) -> int:
         if self._h is CLOSED:
             raise closed("Function.handle", "function")
-        return _hot.to_int(self._h)
+        return int(self._h)
 
     def __repr__(self) -> str:
         return f"<Function {self.name!r} on cuda:{self._ordinal}{' closed' if self._h is CLOSED else ''}>"

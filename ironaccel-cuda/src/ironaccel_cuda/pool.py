@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from . import _hot
+from . import _core
 from .errors import closed, invalid
 
 if TYPE_CHECKING:
@@ -63,10 +63,10 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-class MemPool(_hot.PoolCore):
+class MemPool(_core.PoolCore):
     """Power-of-two bucket cache over stream-ordered allocation; see the module docstring.
 
-    alloc(size, dtype="uint8") is the hot method, inherited from `_hot.PoolCore`.
+    alloc(size, dtype="uint8") is the hot method, inherited from `_core.PoolCore`.
     """
 
     def __init__(self, device: Device, stream: Stream | None = None, *, max_block: int = 1 << 26,
@@ -85,7 +85,7 @@ class MemPool(_hot.PoolCore):
         s = st.default_stream if stream is None else stream
         if getattr(s, "_ordinal", None) != device.ordinal:
             raise invalid(op, "the pool's stream must be a Stream of the same device")
-        if s._h is _hot.CLOSED:
+        if s._h is _core.CLOSED:
             raise closed(op, "stream")
         super().__init__(s, st.default_stream._h, min_block=min_block, max_block=max_block,
                          front_depth=front_depth, max_bytes=max_bytes)

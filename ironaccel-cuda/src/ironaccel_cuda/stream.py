@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _hot
-from ._hot import CLOSED
+from . import _core
+from ._core import CLOSED
 from .errors import closed, invalid
 
 if TYPE_CHECKING:
@@ -24,11 +24,11 @@ __all__ = ["Stream"]
 _CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 
 
-class Stream(_hot.StreamCore):
+class Stream(_core.StreamCore):
     """A CUDA stream.  Use `dev.create_stream()`; `close()` is idempotent.
 
     synchronize(), query(), wait(event) and record(event=None) are the hot
-    methods, inherited from `_hot.StreamCore`.
+    methods, inherited from `_core.StreamCore`.
     """
 
     __slots__ = ("device", "_owned", "_permanent", "priority", "non_blocking")
@@ -40,7 +40,7 @@ class Stream(_hot.StreamCore):
     def _make(cls, h: Any, device: Device, *, owned: bool, permanent: bool = False, priority: int = 0,
               non_blocking: bool = False) -> Stream:
         s = cls.__new__(cls)
-        s._h = _hot.stream_handle(int(h))
+        s._h = int(h)
         s.device = device
         s._ordinal = device.ordinal
         s._owned = owned
@@ -95,7 +95,7 @@ class Stream(_hot.StreamCore):
     def handle(self) -> int:
         """The CUstream address."""
         self._check_open("Stream.handle")
-        return _hot.to_int(self._h)
+        return int(self._h)
 
     def __cuda_stream__(self) -> tuple[int, int]:
         return (0, self.handle)
@@ -118,7 +118,7 @@ class Stream(_hot.StreamCore):
 
             try:
                 if not _driver.forked:
-                    _hot.stream_sync(h)
+                    _core.stream_sync(h)
             finally:
                 _driver.call("cuStreamDestroy", h)
 
@@ -136,7 +136,7 @@ class Stream(_hot.StreamCore):
                 pass
 
     def __repr__(self) -> str:
-        state = "closed" if self._h is CLOSED else hex(_hot.to_int(self._h))
+        state = "closed" if self._h is CLOSED else hex(int(self._h))
         return f"<Stream {state} on cuda:{self._ordinal}>"
 
     # -- cold helpers -------------------------------------------------------

@@ -21,6 +21,7 @@
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -568,6 +569,14 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     }
     for (size_t i = 0; i < sizeof SYMS / sizeof *SYMS; i++)
         if (strcmp(SYMS[i].name, symbol) == 0) { *pfn = SYMS[i].fn; if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS; return CUDA_SUCCESS; }
+    /* Entry points the other files of this folder define (one file per area) are found by name. */
+    static const char *const suffixes[] = {"", "_v2", "_v3"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]);
+        void *fn = dlsym(RTLD_DEFAULT, name);
+        if (fn) { *pfn = fn; if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS; return CUDA_SUCCESS; }
+    }
     *pfn = NULL;
     if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;

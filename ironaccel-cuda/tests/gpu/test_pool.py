@@ -246,3 +246,57 @@ def test_stress_16_threads(dev):
     pool.close()
     dev.synchronize()
     assert dev.pool_usage()[0] == before
+
+
+def test_spill_and_refill_through_the_shared_lists(dev):
+    pool = dev.create_pool(front_depth=4)
+    bufs = [pool.alloc(512) for _ in range(10)]
+    for b in bufs:
+        b.close()
+    st = pool.stats()
+    assert st.blocks_held == 10 and st.bytes_in_use == 0 and st.misses == 10
+    got = []
+    t = threading.Thread(target=lambda: got.extend(pool.alloc(512) for _ in range(10)))
+    t.start()
+    t.join()
+    # the other thread found the spilled blocks in the shared lists before asking the driver
+    assert pool.stats().misses < 20
+    assert len({b.ptr for b in got}) == 10
+    for b in got:
+        b.close()
+    pool.close()
+
+
+def test_max_bytes_bounds_the_shared_lists(dev):
+    pool = dev.create_pool(front_depth=2, max_bytes=1024)
+    bufs = [pool.alloc(512) for _ in range(20)]
+    for b in bufs:
+        b.close()
+    st = pool.stats()
+    assert st.bytes_reserved == st.bytes_held < 20 * 512  # blocks past the bound went back to the driver
+    assert st.bytes_held <= 2 * 512 + 1024  # the closing thread's list (front_depth) plus the shared bound
+    pool.close()
+
+
+def test_pool_alloc_in_a_forked_child_is_refused(dev):
+    import os
+
+    pool = dev.create_pool()
+    pool.alloc(256).close()  # warm: the thread-local list holds a block
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            pool.alloc(256)
+            msg = b"allocated"
+        except Exception as exc:
+            msg = f"{type(exc).__name__}".encode()
+        os.write(w, msg)
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 100)
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert got == b"InvalidState"
+    pool.close()

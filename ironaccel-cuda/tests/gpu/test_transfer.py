@@ -135,7 +135,7 @@ CHILD = textwrap.dedent(
         buf.copy_to_host(out)
         ok.append(bool(np.array_equal(out, data)))
         buf.close()
-    print(json.dumps({"ok": ok, "settings": transfer.settings(), "fast_path": cu.FAST_PATH}))
+    print(json.dumps({"ok": ok, "settings": transfer.settings()}))
     """
 )
 
@@ -169,10 +169,10 @@ def test_many_chunks_through_few_slots():
 
 
 def test_each_copy_path_is_taken(dev):
-    """Small copies use the bounce buffer (compiled path), middle ones the driver, large ones the pipeline."""
-    from ironaccel_cuda import _hot
+    """Small copies use the bounce buffer, middle ones the driver, large ones the pipeline."""
+    from ironaccel_cuda import _core
 
-    before = _hot.staging_info()
+    before = _core.staging_info()
     small, large = max(1, before["bounce_max"] // 2), max(4 * before["pipeline_min"], 2 << 20)
     middle = (before["bounce_max"] + before["pipeline_min"]) // 2
     for n in (small, middle, large):
@@ -183,12 +183,9 @@ def test_each_copy_path_is_taken(dev):
         buf.copy_to_host(out)
         assert np.array_equal(out, data)
         buf.close()
-    after = _hot.staging_info()
+    after = _core.staging_info()
     taken = {k: after[k] - before[k] for k in ("pipeline", "bounce", "direct")}
-    if _hot.IMPLEMENTATION == "compiled":
-        assert taken == {"pipeline": 2, "bounce": 2, "direct": 2}, taken
-    else:  # pure Python has no bounce buffer: small copies go to the driver
-        assert taken == {"pipeline": 2, "bounce": 0, "direct": 4}, taken
+    assert taken == {"pipeline": 2, "bounce": 2, "direct": 2}, taken
 
 
 def test_page_locked_memory_is_copied_directly(dev):
@@ -197,9 +194,9 @@ def test_page_locked_memory_is_copied_directly(dev):
 
     from cuda.bindings import driver
 
-    from ironaccel_cuda import _hot
+    from ironaccel_cuda import _core
 
-    n = max(2 << 20, 4 * _hot.staging_info()["pipeline_min"])
+    n = max(2 << 20, 4 * _core.staging_info()["pipeline_min"])
     data = rng.integers(0, 256, n, dtype=np.uint8)
     buf = dev.alloc(n)
     ours = dev.alloc_pinned(n, "uint8")
@@ -207,14 +204,14 @@ def test_page_locked_memory_is_copied_directly(dev):
     err, ptr = driver.cuMemHostAlloc(n, 0)  # as CuPy or PyTorch would
     assert not err
     theirs = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
-    before = _hot.staging_info()
+    before = _core.staging_info()
     for host in (ours.array, theirs):
         host[:] = data
         buf.copy_from(host)
         host[:] = 0
         buf.copy_to_host(host)
         assert np.array_equal(host, data)
-    after = _hot.staging_info()
+    after = _core.staging_info()
     assert after["pipeline"] == before["pipeline"] and after["direct"] - before["direct"] == 4
     driver.cuMemFreeHost(ptr)
     ours.close()

@@ -1,0 +1,259 @@
+# Copies between host memory and the device: direct, through the bounce buffer, or through the staging
+# pipeline (staging.c), chosen by size and by whether the host memory is page-locked (pinned.c).
+
+cdef size_t _GIL_FREE_COPY = 64 * 1024  # direct copies at least this large run without the GIL
+
+
+cdef int _htod(CUdeviceptr dp, const void* host, size_t n, uintptr_t s, bint release_gil) except -1:
+    cdef int err
+    while True:
+        if release_gil:
+            with nogil:
+                err = cuMemcpyHtoDAsync(dp, host, n, <CUstream>s)
+        else:
+            err = cuMemcpyHtoDAsync(dp, host, n, <CUstream>s)
+        if err == 0:
+            return 0
+        _again(err, IA_cuMemcpyHtoDAsync, s, True)
+
+
+cdef int _dtoh(void* host, CUdeviceptr dp, size_t n, uintptr_t s, bint release_gil) except -1:
+    cdef int err
+    while True:
+        if release_gil:
+            with nogil:
+                err = cuMemcpyDtoHAsync(host, dp, n, <CUstream>s)
+        else:
+            err = cuMemcpyDtoHAsync(host, dp, n, <CUstream>s)
+        if err == 0:
+            return 0
+        _again(err, IA_cuMemcpyDtoHAsync, s, True)
+
+
+def memcpy_htod(uintptr_t dp, host, size_t nbytes, uintptr_t s):
+    """Queue a copy of `nbytes` from `host` (a buffer or an address) to `dp` on stream `s`."""
+    cdef Py_buffer view
+    if type(host) is int:
+        _htod(dp, <const void*><uintptr_t>host, nbytes, s, nbytes >= _GIL_FREE_COPY)
+        return
+    PyObject_GetBuffer(host, &view, PyBUF_ANY_CONTIGUOUS)
+    try:
+        if <size_t>view.len < nbytes:
+            raise _errors.invalid("cuMemcpyHtoDAsync", f"the host buffer has {view.len} bytes, the copy needs {nbytes}")
+        _htod(dp, view.buf, nbytes, s, nbytes >= _GIL_FREE_COPY)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def memcpy_dtoh(host, uintptr_t dp, size_t nbytes, uintptr_t s):
+    """Queue a copy of `nbytes` from `dp` into `host` (a writable buffer or an address) on stream `s`."""
+    cdef Py_buffer view
+    if type(host) is int:
+        _dtoh(<void*><uintptr_t>host, dp, nbytes, s, nbytes >= _GIL_FREE_COPY)
+        return
+    PyObject_GetBuffer(host, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE)
+    try:
+        if <size_t>view.len < nbytes:
+            raise _errors.invalid("cuMemcpyDtoHAsync", f"the host buffer has {view.len} bytes, the copy needs {nbytes}")
+        _dtoh(view.buf, dp, nbytes, s, nbytes >= _GIL_FREE_COPY)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def pinned_add(uintptr_t ptr, size_t nbytes):
+    """Record [ptr, ptr + nbytes) as page-locked by ironaccel (PinnedBuf, `pinned()`)."""
+    if ia_pin_add(ptr, ptr + nbytes):
+        raise MemoryError("pinned_add")
+
+
+def pinned_remove(uintptr_t ptr):
+    ia_pin_remove(ptr)
+
+
+def pinned_known(uintptr_t ptr, size_t nbytes):
+    """True if [ptr, ptr + nbytes) lies in memory page-locked through ironaccel."""
+    return ia_pin_known(ptr, nbytes) != 0
+
+
+cdef size_t _pipeline_min = 0
+cdef size_t _bounce_max = 0
+cdef int _threads = 0
+cdef bint _settings_read = False
+cdef object _staging_lock = threading.Lock()
+cdef ia_staging* _staging[64]  # per device ordinal; static storage starts zeroed
+
+
+cdef int _read_settings() except -1:
+    global _pipeline_min, _bounce_max, _threads, _settings_read
+    from . import transfer
+
+    cfg = transfer.settings()
+    _pipeline_min = cfg["pipeline_min"]
+    _bounce_max = cfg["bounce_max"]
+    _threads = cfg["threads"]
+    _settings_read = True
+    return 0
+
+
+cdef long long _n_pipeline = 0, _n_bounce = 0, _n_direct = 0
+
+
+def staging_info():
+    """How pageable copies are staged (see `transfer`), and how many synchronous copies took each path."""
+    from . import transfer
+
+    return {**transfer.settings(), "pipeline": _n_pipeline, "bounce": _n_bounce, "direct": _n_direct}
+
+
+cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
+    """The staging slots, events and bounce buffer of the buffer's device (made on first use, kept)."""
+    cdef int ordinal = buf._ordinal
+    cdef ia_staging* st
+    cdef int i
+    if ordinal < 0 or ordinal >= 64:
+        raise _errors.invalid("staging", f"device ordinal {ordinal} is out of range")
+    st = _staging[ordinal]
+    if st != NULL:
+        return st
+    from . import transfer
+    from ._driver import call
+
+    with _staging_lock:
+        st = _staging[ordinal]
+        if st != NULL:
+            return st
+        cfg = transfer.settings()
+        nslots = min(int(cfg["slots"]), IA_MAX_SLOTS)
+        chunk = int(cfg["chunk"])
+        bounce = max(int(cfg["bounce_max"]), 4096)
+        _ensure_ctx(<uintptr_t>int(buf.device._state.ctx))
+        st = <ia_staging*>calloc(1, sizeof(ia_staging))
+        if st == NULL:
+            raise MemoryError("staging")
+        try:
+            st.slots = <char*><uintptr_t>int(call("cuMemHostAlloc", nslots * chunk, CU_MEMHOSTALLOC_PORTABLE))
+            st.bounce = <char*><uintptr_t>int(call("cuMemHostAlloc", bounce, CU_MEMHOSTALLOC_PORTABLE))
+            for i in range(nslots):
+                st.events[i] = <CUevent>_event_create(CU_EVENT_DISABLE_TIMING)
+        except BaseException:
+            for i in range(nslots):
+                if st.events[i] != NULL:
+                    cuEventDestroy(st.events[i])
+            for ptr in (<uintptr_t>st.slots, <uintptr_t>st.bounce):
+                if ptr:
+                    call("cuMemFreeHost", ptr)
+            free(st)
+            raise
+        st.chunk = chunk
+        st.nslots = nslots
+        st.split = int(cfg["split"])
+        st.nt = int(cfg["nt"])
+        st.bounce_size = bounce
+        with nogil:
+            ia_pool_start(_threads)
+        _staging[ordinal] = st
+        return st
+
+
+cdef int _pipe_error(int err, const char* op) except -1:
+    name = "staging" if op == NULL else op.decode()
+    if name == "malloc":
+        raise MemoryError("the staging pipeline could not allocate its chunk table")
+    _again_named(err, name, 0, False)
+    raise _errors.driver_error(err, name)
+
+
+cdef inline bint _staged(size_t n, char* host):
+    """A synchronous copy of `n` pageable bytes at `host` goes through the pipeline."""
+    return n >= _pipeline_min and not ia_pin_known(<uintptr_t>host, n) and not ia_pin_driver(<uintptr_t>host)
+
+
+cdef int _copy_in_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except -1:
+    """A synchronous host -> device copy of `n` bytes from `host` (the buffer is big enough)."""
+    global _n_pipeline, _n_bounce, _n_direct
+    cdef ia_staging* st
+    cdef int err = 0
+    cdef const char* op = NULL
+    if not _settings_read:
+        _read_settings()
+    if not _disabled:
+        if n <= _bounce_max and not ia_pin_known(<uintptr_t>host, n):
+            st = _staging_for(buf)
+            if ia_bounce_take(st) == 0:
+                memcpy(st.bounce, host, n)
+                err = cuMemcpyHtoDAsync(buf._addr, st.bounce, n, <CUstream>s)
+                if err == 0:
+                    with nogil:
+                        err = cuStreamSynchronize(<CUstream>s)
+                        if err == 0:
+                            ia_bounce_give(st)
+                    if err:  # keep the bounce buffer until the copy has surely landed
+                        try:
+                            _stream_drain(s)
+                        finally:
+                            ia_bounce_give(st)
+                    _n_bounce += 1
+                    return 0
+                ia_bounce_give(st)  # not queued: the direct path below reports (or recovers from) the error
+        elif _staged(n, host) and _staging_for(buf) != NULL and ia_pool_threads() > 0:
+            st = _staging[buf._ordinal]
+            while True:
+                with nogil:
+                    ia_pipe_lock()
+                    err = ia_pipe_htod(st, buf._addr, host, n, <CUstream>s, &op)
+                    ia_pipe_unlock()
+                if err == 0:
+                    _n_pipeline += 1
+                    return 0
+                if not ((err == INVALID_CONTEXT or err == INVALID_VALUE) and _recover(s)):
+                    _pipe_error(err, op)  # a thread with no current context: retried once above
+    _htod(buf._addr, host, n, s, n >= _GIL_FREE_COPY)
+    _stream_drain(s)
+    _n_direct += 1
+    return 0
+
+
+cdef int _copy_out_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except -1:
+    """A synchronous device -> host copy of `n` bytes into `host`."""
+    global _n_pipeline, _n_bounce, _n_direct
+    cdef ia_staging* st
+    cdef int err = 0
+    cdef const char* op = NULL
+    if not _settings_read:
+        _read_settings()
+    if not _disabled:
+        if n <= _bounce_max and not ia_pin_known(<uintptr_t>host, n):
+            st = _staging_for(buf)
+            if ia_bounce_take(st) == 0:
+                err = cuMemcpyDtoHAsync(st.bounce, buf._addr, n, <CUstream>s)
+                if err == 0:
+                    with nogil:
+                        err = cuStreamSynchronize(<CUstream>s)
+                        if err == 0:
+                            memcpy(host, st.bounce, n)
+                            ia_bounce_give(st)
+                    if err:
+                        try:
+                            _stream_drain(s)
+                            memcpy(host, st.bounce, n)
+                        finally:
+                            ia_bounce_give(st)
+                    _n_bounce += 1
+                    return 0
+                ia_bounce_give(st)
+        elif _staged(n, host) and _staging_for(buf) != NULL and ia_pool_threads() > 0:
+            st = _staging[buf._ordinal]
+            while True:
+                with nogil:
+                    ia_pipe_lock()
+                    err = ia_pipe_dtoh(st, host, buf._addr, n, <CUstream>s, &op)
+                    ia_pipe_unlock()
+                if err == 0:
+                    _n_pipeline += 1
+                    return 0
+                if not ((err == INVALID_CONTEXT or err == INVALID_VALUE) and _recover(s)):
+                    _pipe_error(err, op)
+    _dtoh(host, buf._addr, n, s, n >= _GIL_FREE_COPY)
+    _stream_drain(s)
+    _n_direct += 1
+    return 0

@@ -1,0 +1,111 @@
+# DeviceCore: Device's per-handle fields and its hot methods (alloc, create_event); device.py adds the rest.
+
+cdef object _spec_key = None
+cdef tuple _spec_val = None
+
+
+cdef inline tuple _dtype_spec(object dtype, str op):
+    global _spec_key, _spec_val
+    if dtype is _spec_key:
+        return _spec_val
+    spec = _dtypes.SPECS.get(dtype) if type(dtype) is str else None
+    if spec is None:
+        spec = _dtypes.spec(dtype, op)
+    _spec_key = dtype
+    _spec_val = spec
+    return spec
+
+
+cdef class DeviceCore:
+    """Device's per-handle fields and its hot methods (alloc, create_event).
+
+    Cold helpers of the subclass: `_size_arg(size, op)`, `_bad_size(size, nbytes, op)`, `_bad_stream(s, op)`.
+    """
+
+    cdef public object _state
+    cdef public object _pools
+    cdef public int ordinal
+    cdef public bint _closed
+    cdef uintptr_t _ctx
+    cdef object _default
+    cdef long long _total
+    cdef bint _has_pools
+
+    def _init(self, st):
+        self._state = st
+        self.ordinal = st.ordinal
+        self._closed = False
+        self._pools = []
+        self._ctx = <uintptr_t>int(st.ctx)
+        self._total = st.total_memory
+        self._has_pools = bool(st.pools)
+        self._default = None
+
+    cdef object _default_stream(self):
+        if self._default is None:
+            self._default = self._state.default_stream
+        return self._default
+
+    def create_event(self, timing=False):
+        """A new event; `timing=True` enables `elapsed_ms` (slightly slower record/sync)."""
+        cdef EventCore e
+        if self._closed:
+            raise _errors.closed("cuEventCreate", "device")
+        _ensure_ctx(self._ctx)
+        h = _event_create(0 if timing else CU_EVENT_DISABLE_TIMING)
+        e = EventCore.__new__(_EVENT_TYPE)
+        e._hv = h
+        e._isclosed = False
+        e.device = self
+        e._ordinal = self.ordinal
+        e.timing = timing
+        e._default = self._default_stream()
+        return e
+
+    def alloc(self, size, dtype="uint8", stream=None):
+        """`size` elements of `dtype`, stream-ordered on `stream` (default: the default stream)."""
+        cdef long long n, itemsize, nbytes
+        cdef StreamCore ss
+        cdef CUdeviceptr dp
+        cdef DeviceBuf b
+        cdef int kind
+        if self._closed:
+            raise _errors.closed("cuMemAllocAsync", "device")
+        spec = _dtype_spec(dtype, "cuMemAllocAsync")
+        if type(size) is not int:
+            size = self._size_arg(size, "cuMemAllocAsync")
+        itemsize = spec[2]
+        try:
+            n = PyLong_AsLongLong(size)
+        except OverflowError:
+            n = -1 if size < 0 else self._total + 1
+        if n <= 0 or n > self._total // itemsize:
+            raise self._bad_size(size, size * itemsize, "cuMemAllocAsync")
+        nbytes = n * itemsize
+        s = self._default_stream() if stream is None else stream
+        if not isinstance(s, StreamCore) or (<StreamCore>s)._ordinal != self.ordinal or (<StreamCore>s)._isclosed:
+            raise self._bad_stream(s, "cuMemAllocAsync")
+        ss = <StreamCore>s
+        if self._has_pools:
+            dp = _mem_alloc_async(<size_t>nbytes, ss._hv)
+            kind = K_ASYNC
+        else:
+            _ensure_ctx(self._ctx)
+            dp = _mem_alloc(<size_t>nbytes)
+            kind = K_SYNC
+        b = DeviceBuf.__new__(DeviceBuf)
+        b.ptr = PyLong_FromUnsignedLongLong(dp)
+        b._addr = <uintptr_t>dp
+        b._nbytes = <size_t>nbytes
+        b.size = size
+        b.nbytes = size if itemsize == 1 else nbytes
+        b.dtype = spec[0]
+        b._npdt = spec[1]
+        b.device = self
+        b._ordinal = self.ordinal
+        b._stream = s
+        b._kind = kind
+        b._ctx = self._ctx
+        b._tag = 0
+        return b
+

@@ -1,0 +1,376 @@
+# Binding the driver table, the error path, the current context, and the driver calls cold code makes
+# through this module (so that they too are one C call).
+
+# release kinds of a buffer
+cdef enum:
+    K_NONE = 0
+    K_ASYNC = 1
+    K_SYNC = 2
+    K_POOL = 3
+    K_IMPORTED = 4
+
+RELEASE_FREE_ASYNC = K_ASYNC
+RELEASE_FREE_SYNC = K_SYNC
+RELEASE_IMPORTED = K_IMPORTED
+
+cdef bint _disabled = False
+cdef object _disabled_reason = ""
+cdef object _bind_lock = threading.Lock()
+cdef bint _bound = False
+
+ENTRY_POINTS = tuple((ia_names[i].decode(), ia_abi[i]) for i in range(IA_N_ENTRY_POINTS))
+"""(name, ABI version) of every driver entry point this module calls, from entry_points.h."""
+
+
+def _bind_driver():
+    """Look up every entry point (after cuInit); NotAvailable says why not.  Missing ones fail when called."""
+    global _bound
+    from . import _driver
+
+    cdef void* addrs[64]
+    cdef int i
+    if IA_N_ENTRY_POINTS > 64:
+        raise RuntimeError("the entry-point table outgrew _bind_driver's array")
+    with _bind_lock:
+        if _bound or _disabled:
+            return
+        drv = _driver.driver()  # cuInit, or NotAvailable / the fork error
+        flags = drv.CUdriverProcAddress_flags
+        ptds = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM")  # as cuda.bindings reads it
+        mode = flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if ptds else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
+        for i in range(IA_N_ENTRY_POINTS):
+            res = drv.cuGetProcAddress(ia_names[i], ia_abi[i], mode)
+            addrs[i] = NULL if res[0] else <void*><uintptr_t>int(res[1])
+        ia_table_install(addrs)
+        _bound = True
+
+
+cdef str _op_name(int op):
+    return ia_names[op].decode()
+
+
+cdef int _recover(uintptr_t stream) except -1:
+    """After CUDA_ERROR_INVALID_CONTEXT (no current context) or CUDA_ERROR_INVALID_VALUE (another device's
+    context current, seen on a two-GPU H200 host): make `stream`'s context current; 1 to retry."""
+    global ia_tls_ctx
+    cdef CUcontext ctx = NULL
+    cdef CUcontext cur = NULL
+    if cuStreamGetCtx(<CUstream>stream, &ctx) != 0:
+        return 0
+    if cuCtxGetCurrent(&cur) == 0 and cur == ctx:
+        return 0  # already current: retrying would not help
+    if cuCtxSetCurrent(ctx) != 0:
+        return 0
+    ia_tls_ctx = <uintptr_t>ctx
+    return 1
+
+
+cdef int _again_named(int err, str op, uintptr_t stream, bint has_stream) except -1:
+    """Cold: returns 0 when the caller should retry the call, else raises the typed error naming `op`."""
+    if err == IA_UNBOUND:
+        _bind_driver()
+        return 0
+    if err == IA_DISABLED:
+        raise _errors.InvalidState(_errors.BACKEND, op, detail=_disabled_reason)
+    if err == IA_MISSING:
+        raise _errors.Unsupported(_errors.BACKEND, op, f"this driver has no {op} (cuGetProcAddress found none)")
+    if has_stream and (err == INVALID_CONTEXT or err == INVALID_VALUE) and _recover(stream):
+        return 0
+    if err == OUT_OF_MEMORY and (op == "cuMemAllocAsync" or op == "cuMemAllocFromPoolAsync"):
+        from ._driver import trim_after_oom
+        trim_after_oom()
+    raise _errors.driver_error(err, op)
+
+
+cdef inline int _again(int err, int op, uintptr_t stream, bint has_stream) except -1:
+    return _again_named(err, _op_name(op), stream, has_stream)
+
+
+# -- context ------------------------------------------------------------------------
+
+cdef int _bind_ctx(uintptr_t ctx) except -1:
+    global ia_tls_ctx
+    cdef int err
+    while True:
+        err = cuCtxSetCurrent(<CUcontext>ctx)
+        if err == 0:
+            break
+        _again(err, IA_cuCtxSetCurrent, 0, False)
+    ia_tls_ctx = ctx
+    return 0
+
+
+cdef inline int _ensure_ctx(uintptr_t ctx) except -1:
+    if ia_tls_ctx != ctx:
+        _bind_ctx(ctx)
+    return 0
+
+
+def bind(ctx):
+    """Make `ctx` current on this thread (always calls cuCtxSetCurrent)."""
+    _bind_ctx(<uintptr_t>int(ctx))
+
+
+def ensure(ctx):
+    """Make `ctx` current unless this thread already made it current through us."""
+    _ensure_ctx(<uintptr_t>int(ctx))
+
+
+# -- streams and events ---------------------------------------------------------------
+
+cdef int _stream_sync(uintptr_t s) except -1:
+    cdef int err
+    while True:
+        err = cuStreamQuery(<CUstream>s)  # an idle stream needs no more than this, and keeps the GIL
+        if err == 0:
+            return 0
+        if err != IA_UNBOUND and err != IA_DISABLED:
+            with nogil:
+                err = cuStreamSynchronize(<CUstream>s)
+            if err == 0:
+                return 0
+        _again(err, IA_cuStreamSynchronize, s, True)
+
+
+cdef int _stream_drain(uintptr_t s) except -1:
+    """Synchronize a stream known to be busy (work was just queued): no query first, the GIL released."""
+    cdef int err
+    while True:
+        with nogil:
+            err = cuStreamSynchronize(<CUstream>s)
+        if err == 0:
+            return 0
+        _again(err, IA_cuStreamSynchronize, s, True)
+
+
+cdef int _stream_query(uintptr_t s) except -1:
+    cdef int err
+    while True:
+        err = cuStreamQuery(<CUstream>s)
+        if err == 0:
+            return 1
+        if err == NOT_READY:
+            return 0
+        _again(err, IA_cuStreamQuery, s, True)
+
+
+cdef int _stream_wait(uintptr_t s, uintptr_t e) except -1:
+    cdef int err
+    while True:
+        err = cuStreamWaitEvent(<CUstream>s, <CUevent>e, 0)
+        if err == 0:
+            return 0
+        _again(err, IA_cuStreamWaitEvent, s, True)
+
+
+cdef uintptr_t _event_create(unsigned int flags) except? 0:
+    cdef CUevent e = NULL
+    cdef int err
+    while True:
+        err = cuEventCreate(&e, flags)
+        if err == 0:
+            return <uintptr_t>e
+        _again(err, IA_cuEventCreate, 0, False)
+
+
+cdef int _event_destroy(uintptr_t e) except -1:
+    cdef int err
+    while True:
+        err = cuEventDestroy(<CUevent>e)
+        if err == 0:
+            return 0
+        _again(err, IA_cuEventDestroy, 0, False)
+
+
+cdef int _event_record(uintptr_t e, uintptr_t s) except -1:
+    cdef int err
+    while True:
+        err = cuEventRecord(<CUevent>e, <CUstream>s)
+        if err == 0:
+            return 0
+        _again(err, IA_cuEventRecord, s, True)
+
+
+cdef int _event_sync(uintptr_t e) except -1:
+    cdef int err
+    while True:
+        err = cuEventQuery(<CUevent>e)
+        if err == 0:
+            return 0
+        if err != IA_UNBOUND and err != IA_DISABLED:
+            with nogil:
+                err = cuEventSynchronize(<CUevent>e)
+            if err == 0:
+                return 0
+        _again(err, IA_cuEventSynchronize, 0, False)
+
+
+cdef int _event_query(uintptr_t e) except -1:
+    cdef int err
+    while True:
+        err = cuEventQuery(<CUevent>e)
+        if err == 0:
+            return 1
+        if err == NOT_READY:
+            return 0
+        _again(err, IA_cuEventQuery, 0, False)
+
+
+def stream_sync(uintptr_t s):
+    _stream_sync(s)
+
+
+def stream_query(uintptr_t s):
+    return _stream_query(s) == 1
+
+
+def stream_wait(uintptr_t s, uintptr_t e):
+    _stream_wait(s, e)
+
+
+def event_create(unsigned int flags):
+    """A new event in the current context (call `ensure` first)."""
+    return PyLong_FromUnsignedLongLong(_event_create(flags))
+
+
+def event_destroy(uintptr_t e):
+    _event_destroy(e)
+
+
+def event_record(uintptr_t e, uintptr_t s):
+    _event_record(e, s)
+
+
+def event_sync(uintptr_t e):
+    _event_sync(e)
+
+
+def event_query(uintptr_t e):
+    return _event_query(e) == 1
+
+
+# -- memory -----------------------------------------------------------------------------
+
+cdef CUdeviceptr _mem_alloc_async(size_t nbytes, uintptr_t s) except? 0:
+    cdef CUdeviceptr dp = 0
+    cdef int err
+    while True:
+        err = cuMemAllocAsync(&dp, nbytes, <CUstream>s)
+        if err == 0:
+            return dp
+        _again(err, IA_cuMemAllocAsync, s, True)
+
+
+cdef CUdeviceptr _mem_alloc_from_pool(size_t nbytes, uintptr_t pool, uintptr_t s) except? 0:
+    cdef CUdeviceptr dp = 0
+    cdef int err
+    while True:
+        err = cuMemAllocFromPoolAsync(&dp, nbytes, <CUmemoryPool>pool, <CUstream>s)
+        if err == 0:
+            return dp
+        _again(err, IA_cuMemAllocFromPoolAsync, s, True)
+
+
+cdef int _mem_free_async(CUdeviceptr dp, uintptr_t s) except -1:
+    cdef int err
+    while True:
+        err = cuMemFreeAsync(dp, <CUstream>s)
+        if err == 0:
+            return 0
+        _again(err, IA_cuMemFreeAsync, s, True)
+
+
+cdef CUdeviceptr _mem_alloc(size_t nbytes) except? 0:
+    cdef CUdeviceptr dp = 0
+    cdef int err
+    while True:
+        err = cuMemAlloc(&dp, nbytes)
+        if err == 0:
+            return dp
+        _again(err, IA_cuMemAlloc, 0, False)
+
+
+cdef int _mem_free(CUdeviceptr dp) except -1:
+    cdef int err
+    while True:
+        err = cuMemFree(dp)
+        if err == 0:
+            return 0
+        _again(err, IA_cuMemFree, 0, False)
+
+
+def mem_alloc_async(size_t nbytes, uintptr_t s):
+    return PyLong_FromUnsignedLongLong(_mem_alloc_async(nbytes, s))
+
+
+def mem_alloc_from_pool(size_t nbytes, uintptr_t pool, uintptr_t s):
+    """cuMemAllocFromPoolAsync: `nbytes` from driver pool `pool`, stream-ordered on `s`."""
+    return PyLong_FromUnsignedLongLong(_mem_alloc_from_pool(nbytes, pool, s))
+
+
+def mem_free_async(uintptr_t dp, uintptr_t s):
+    _mem_free_async(dp, s)
+
+
+def mem_alloc(size_t nbytes):
+    """Synchronous allocation in the current context (devices without memory pools)."""
+    return PyLong_FromUnsignedLongLong(_mem_alloc(nbytes))
+
+
+def mem_free(uintptr_t dp):
+    _mem_free(dp)
+
+
+def memcpy_dtod(uintptr_t dst, uintptr_t src, size_t nbytes, uintptr_t s):
+    cdef int err
+    while True:
+        err = cuMemcpyDtoDAsync(dst, src, nbytes, <CUstream>s)
+        if err == 0:
+            return
+        _again(err, IA_cuMemcpyDtoDAsync, s, True)
+
+
+def memset_d8(uintptr_t dp, unsigned char value, size_t count, uintptr_t s):
+    cdef int err
+    while True:
+        err = cuMemsetD8Async(dp, value, count, <CUstream>s)
+        if err == 0:
+            return
+        _again(err, IA_cuMemsetD8Async, s, True)
+
+
+def memset_d16(uintptr_t dp, unsigned short value, size_t count, uintptr_t s):
+    cdef int err
+    while True:
+        err = cuMemsetD16Async(dp, value, count, <CUstream>s)
+        if err == 0:
+            return
+        _again(err, IA_cuMemsetD16Async, s, True)
+
+
+def memset_d32(uintptr_t dp, unsigned int value, size_t count, uintptr_t s):
+    cdef int err
+    while True:
+        err = cuMemsetD32Async(dp, value, count, <CUstream>s)
+        if err == 0:
+            return
+        _again(err, IA_cuMemsetD32Async, s, True)
+
+
+def graph_launch(uintptr_t exe, uintptr_t s):
+    cdef int err
+    while True:
+        err = cuGraphLaunch(<CUgraphExec>exe, <CUstream>s)
+        if err == 0:
+            return
+        _again(err, IA_cuGraphLaunch, s, True)
+
+
+# -- fork -----------------------------------------------------------------------------------
+
+def disable(reason):
+    """In a forked child: every entry point raises InvalidState, except releases, which do nothing."""
+    global _disabled, _disabled_reason
+    _disabled = True
+    _disabled_reason = reason
+    ia_table_stub(IA_DISABLED)

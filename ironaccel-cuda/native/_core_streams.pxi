@@ -1,0 +1,128 @@
+# StreamCore and EventCore: the hot methods of Stream and Event (stream.py / event.py add the cold ones).
+
+cdef object _EVENT_TYPE = None
+
+
+def set_event_type(event):
+    """The EventCore subclass (event.Event) that DeviceCore.create_event returns."""
+    global _EVENT_TYPE
+    if not issubclass(event, EventCore):
+        raise TypeError("set_event_type wants a subclass of EventCore")
+    _EVENT_TYPE = event
+
+
+cdef class StreamCore:
+    """Stream's hot methods.  Cold helpers of the subclass: `_closed_error(op)`, `_bad_event(op, event)`."""
+
+    cdef uintptr_t _hv
+    cdef bint _isclosed
+    cdef public int _ordinal
+    cdef object __weakref__
+
+    def __cinit__(self):
+        self._isclosed = True
+
+    @property
+    def _h(self):
+        return CLOSED if self._isclosed else PyLong_FromUnsignedLongLong(self._hv)
+
+    @_h.setter
+    def _h(self, value):
+        if value is CLOSED:
+            self._isclosed = True
+        else:
+            self._hv = <uintptr_t>int(value)
+            self._isclosed = False
+
+    def synchronize(self):
+        """Wait until all work queued on this stream has finished."""
+        if self._isclosed:
+            raise self._closed_error("cuStreamSynchronize")
+        _stream_sync(self._hv)
+
+    def query(self):
+        """True when all work queued on this stream has finished."""
+        if self._isclosed:
+            raise self._closed_error("cuStreamQuery")
+        return _stream_query(self._hv) == 1
+
+    def wait(self, event):
+        """Make later work on this stream wait until `event` has completed."""
+        if self._isclosed or not isinstance(event, EventCore) or (<EventCore>event)._isclosed:
+            raise self._bad_event("cuStreamWaitEvent", event)
+        _stream_wait(self._hv, (<EventCore>event)._hv)
+
+    def record(self, event=None):
+        """Record `event` (or a new timing-off event) here; returns it."""
+        if event is None:
+            event = self.device.create_event()
+        if self._isclosed or not isinstance(event, EventCore) or (<EventCore>event)._isclosed:
+            raise self._bad_event("cuEventRecord", event)
+        _event_record((<EventCore>event)._hv, self._hv)
+        return event
+
+
+cdef class EventCore:
+    """Event's hot methods.  Cold helpers of the subclass: `_bad(op, stream=None)`, `_rebind(exc)`."""
+
+    cdef uintptr_t _hv
+    cdef bint _isclosed
+    cdef public int _ordinal
+    cdef public object _default
+    cdef public object device
+    cdef public object timing
+    cdef object __weakref__
+
+    def __cinit__(self):
+        self._isclosed = True
+
+    def __dealloc__(self):
+        if not self._isclosed:
+            self._isclosed = True
+            cuEventDestroy(<CUevent>self._hv)  # a forgotten event: destroyed, errors ignored
+
+    @property
+    def _h(self):
+        return CLOSED if self._isclosed else PyLong_FromUnsignedLongLong(self._hv)
+
+    @_h.setter
+    def _h(self, value):
+        if value is CLOSED:
+            self._isclosed = True
+        else:
+            self._hv = <uintptr_t>int(value)
+            self._isclosed = False
+
+    def record(self, stream=None):
+        """Record this event on `stream` (default: the device's default stream)."""
+        s = self._default if stream is None else stream
+        if self._isclosed or not isinstance(s, StreamCore) or (<StreamCore>s)._isclosed:
+            raise self._bad("cuEventRecord", s)
+        _event_record(self._hv, (<StreamCore>s)._hv)
+
+    def synchronize(self):
+        """Wait until the work before the last record has completed."""
+        if self._isclosed:
+            raise self._bad("cuEventSynchronize")
+        try:
+            _event_sync(self._hv)
+        except _errors.InvalidState as exc:
+            self._rebind(exc)
+            _event_sync(self._hv)
+
+    def query(self):
+        """True when the work before the last record has completed."""
+        if self._isclosed:
+            raise self._bad("cuEventQuery")
+        try:
+            return _event_query(self._hv) == 1
+        except _errors.InvalidState as exc:
+            self._rebind(exc)
+            return _event_query(self._hv) == 1
+
+    def close(self):
+        """Destroy the event (pending work still completes).  Idempotent."""
+        if self._isclosed:
+            return
+        self._isclosed = True
+        _event_destroy(self._hv)
