@@ -8,8 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import ironaccel_cuda as cu
 from ironaccel import DriverError, InvalidArgument, OutOfMemory
 
 pytestmark = pytest.mark.backend("cuda")
@@ -105,3 +107,76 @@ def test_error_fields(dev):
     with pytest.raises(InvalidArgument) as info:
         dev.alloc(-1)
     assert info.value.code is None and info.value.op == "cuMemAllocAsync" and isinstance(info.value, ValueError)
+
+
+def test_dlpack_consumer_streams_are_checked(dev):
+    buf = dev.alloc(16, "float32")
+    for bad in (0xDEADBEEF, 0xDEADBEE8, "abc", -5, 2.5, 1 << 70, True, 0):
+        with pytest.raises(InvalidArgument) as info:
+            buf.__dlpack__(stream=bad)
+        assert info.value.op == "__dlpack__"
+    s = dev.create_stream()
+    for ok in (None, -1, 1, 2, s.handle):
+        capsule = buf.__dlpack__(stream=ok)
+        assert capsule is not None
+    s.close()
+    with pytest.raises(InvalidArgument):
+        buf.__dlpack__(max_version="1.0")
+    buf.close()
+
+
+class _CAI:
+    def __init__(self, cai):
+        self.__cuda_array_interface__ = cai
+
+
+def test_malformed_cuda_array_interface_is_refused(dev):
+    buf = dev.alloc(16, "float32")
+    good = dict(buf.__cuda_array_interface__)
+    cases = [
+        {k: v for k, v in good.items() if k != "shape"},
+        {k: v for k, v in good.items() if k != "data"},
+        {**good, "typestr": "<q9"},
+        {**good, "typestr": 5},
+        {**good, "data": good["data"][0]},
+        {**good, "data": ("0x10", False)},
+        {**good, "shape": 16},
+        {**good, "shape": (4, "4")},
+        {**good, "shape": (-1,)},
+        {**good, "strides": (4, 4)},
+        {**good, "strides": "4"},
+        {**good, "mask": good["data"]},
+        {**good, "stream": "s"},
+        {**good, "stream": 0xDEADBEEF},
+        "not a dict",
+    ]
+    for cai in cases:
+        with pytest.raises(InvalidArgument) as info:
+            cu.DeviceBuf.from_foreign(_CAI(cai))
+        assert info.value.op == "DeviceBuf.from_foreign", cai
+    view = cu.DeviceBuf.from_foreign(_CAI(good))
+    assert view.ptr == buf.ptr and view.size == 16
+    view.close()
+    buf.close()
+
+
+def test_large_host_arrays_reuse_their_regions(dev):
+    n = 8 << 20
+    buf = dev.alloc(n, "uint8")
+    buf.copy_from(np.full(n, 7, np.uint8))
+    cu.host_cache(trim=True)
+    first = buf.copy_to_host()
+    addr = first.ctypes.data
+    assert cu.host_cache()["outstanding"] >= 1 and (first == 7).all()
+    del first
+    assert cu.host_cache()["kept_bytes"] >= n
+    second = buf.copy_to_host()
+    assert second.ctypes.data == addr and (second == 7).all() and second.flags.writeable
+    second[:] = 1  # the array is the caller's: writable, and never shared with a later one
+    third = buf.copy_to_host()
+    assert third.ctypes.data != addr and (third == 7).all() and (second == 1).all()
+    del second, third
+    with pytest.raises(InvalidArgument):
+        cu.host_cache(budget=-1)
+    assert cu.host_cache(trim=True)["kept_bytes"] == 0
+    buf.close()
