@@ -81,6 +81,25 @@ def launch(nargs: int) -> OpSpec:
     return OpSpec(f"launch/{nargs}", "launch", f"kernel launch, {nargs} arguments", "launch", (("nargs", nargs),))
 
 
+def launch_prepared(nargs: int) -> OpSpec:
+    """A launch repeated with the same arguments: ironaccel's Function.prepare; peers repeat their launch call."""
+    return OpSpec(f"launch_prepared/{nargs}", "launch_prepared",
+                  f"kernel launch, {nargs} arguments, repeated (prepared)", "launch", (("nargs", nargs),))
+
+
+def launch_cluster(cluster: int) -> OpSpec:
+    """A launch with a thread-block-cluster attribute (cuLaunchKernelEx), grid of two clusters."""
+    return OpSpec(f"launch_cluster/{cluster}", "launch_cluster",
+                  f"kernel launch, 4 arguments, cluster of {cluster} (launch attributes)", "launch",
+                  (("cluster", cluster),))
+
+
+def copy_to_new(nbytes: int) -> OpSpec:
+    """Device to a new host array (the library allocates the destination), synchronous."""
+    return OpSpec(f"d2h_new/{nbytes}", "copy_to_new", f"device to a new host array {human_bytes(nbytes)}", "transfer",
+                  (("nbytes", nbytes),), nbytes)
+
+
 def launch_call_overhead(nargs: int) -> OpSpec:
     """A no-op Python call shaped like ironaccel's launch call: the unavoidable Python cost."""
     return OpSpec(
@@ -121,9 +140,11 @@ def plan(*, quick: bool = False, groups: frozenset[str] | None = None) -> list[O
     ops += [stream_alloc(n) for n in ALLOC_SIZES]
     ops += [pool_alloc(n) for n in ALLOC_SIZES]
     ops += [launch(n) for n in LAUNCH_ARGS]
+    ops += [launch_prepared(4), launch_cluster(2)]
     ops += [eager_launches(GRAPH_LAUNCHES), graph_replay(GRAPH_LAUNCHES)]
     ops += [nvrtc_cold(), nvrtc_memory_hit()]
     ops += transfer_ops(QUICK_TRANSFER_SIZES if quick else TRANSFER_SIZES)
+    ops += [copy_to_new(64 * MiB)]
     if groups is not None:
         ops = [op for op in ops if op.group in groups]
     return ops

@@ -59,8 +59,17 @@ def _cell_text(row: Row, name: str, *, bandwidth: bool) -> str:
     cell = row.cells.get(name)
     if cell is None:
         return "—"
-    figure = format_gbps(row.nbytes, cell.ns) if bandwidth else format_ns(cell.ns)
-    return figure + format_ratio(cell)
+    shown = format_gbps if bandwidth else (lambda _n, ns: format_ns(ns))
+    figure = shown(row.nbytes, cell.ns)
+    if cell.ratio is not None and cell.base_ns is not None:
+        figure += f" (ironaccel {shown(row.nbytes, cell.base_ns)} in this pairing)"
+    return figure + format_ratio(cell) + (" ✗" if cell.disagreement() else "")
+
+
+def disagreements(result: RunResult) -> list[str]:
+    """Every cell whose paired medians and ratio disagree: a report that contradicts itself."""
+    return [f"{row.title} / {SIDE_LABELS.get(name, name)}: {why}"
+            for row in result.rows for name, cell in row.cells.items() if (why := cell.disagreement())]
 
 
 def _table(rows: list[Row], columns: list[str], *, bandwidth: bool) -> list[str]:
@@ -96,7 +105,8 @@ METHOD_NOTE = (
     "ratios peer time / ironaccel time with its bootstrap 95% interval, from batches of ironaccel and "
     "that peer timed back to back in alternating order. 'faster' = ironaccel faster (the whole interval "
     "above 1), 'slower' = ironaccel slower (wholly below 1), otherwise parity. — = not offered by that "
-    "side; ⚠ = an error on that row (see the JSON)."
+    "side; ⚠ = an error on that row (see the JSON). Beside a peer's figure is ironaccel's median from the same "
+    "pairing, the one its ratio was computed from; ✗ marks a cell whose medians and ratio disagree (listed below)."
 )
 
 
@@ -124,11 +134,17 @@ def markdown(result: RunResult) -> str:
         if not rows:
             continue
         out += [f"## {title}", "", *_table(rows, columns, bandwidth=bandwidth), ""]
-    notes = sorted({(name, cell.note) for row in result.rows for name, cell in row.cells.items() if cell.note})
-    if notes:
-        out += ["## What each side calls", ""]
-        out += [f"- {SIDE_LABELS.get(name, name)}: {note}" for name, note in notes]
+    calls = [row for row in result.rows if row.cells]
+    if calls:
+        out += ["## What each side calls", "", "| operation | " + " | ".join(SIDE_LABELS.get(n, n) for n in columns)
+                + " |", "|---|" + "---|" * len(columns)]
+        for row in calls:
+            named = [row.cells[n].note or "(not named)" if n in row.cells else "—" for n in columns]
+            out.append("| " + " | ".join([row.title] + named) + " |")
         out.append("")
+    bad = disagreements(result)
+    if bad:
+        out += ["## Cells that contradict themselves (✗)", ""] + [f"- {line}" for line in bad] + [""]
     if result.specials:
         out += ["## Comparisons behind the targets", ""]
         for special in result.specials:
@@ -152,13 +168,20 @@ def write_json(result: RunResult, path: Path) -> None:
     path.write_text(json.dumps(result.to_json(), indent=1, sort_keys=False, default=str) + "\n")
 
 
+def _sweep_point(row: Row) -> tuple[str, str] | None:
+    """(direction, memory) of a row of the transfer sweep ("h2d/pageable/<bytes>"), else None."""
+    parts = row.key.split("/")
+    return (parts[0], parts[1]) if row.group == "transfer" and len(parts) == 3 else None
+
+
 def transfer_series(result: RunResult) -> dict[tuple[str, str, str], list[tuple[int, float]]]:
     """(direction, memory, side) -> [(bytes, GB/s)] sorted by size."""
     series: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
     for row in result.rows:
-        if row.group != "transfer":
+        point = _sweep_point(row)
+        if point is None:
             continue
-        direction, memory, _ = row.key.split("/")
+        direction, memory = point
         for name, cell in row.cells.items():
             series.setdefault((direction, memory, name), []).append((row.nbytes, row.nbytes / cell.ns))
     return {key: sorted(points) for key, points in series.items()}
@@ -168,12 +191,11 @@ def ratio_series(result: RunResult) -> dict[tuple[str, str], list[tuple[int, flo
     """(direction, memory) -> [(bytes, median, low, high)] of ironaccel against the fastest peer."""
     series: dict[tuple[str, str], list[tuple[int, float, float, float]]] = {}
     for row in result.rows:
-        if row.group != "transfer":
-            continue
+        point = _sweep_point(row)
         peer = row.fastest_peer()
-        if peer is None or peer.ratio is None:
+        if point is None or peer is None or peer.ratio is None:
             continue
-        direction, memory, _ = row.key.split("/")
+        direction, memory = point
         series.setdefault((direction, memory), []).append((row.nbytes, peer.ratio.median, peer.ratio.low,
                                                           peer.ratio.high))
     return {key: sorted(points) for key, points in series.items()}

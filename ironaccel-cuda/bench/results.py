@@ -16,9 +16,17 @@ def _interval_from(data: dict | None) -> Interval | None:
     return Interval(float(data["median"]), float(data["low"]), float(data["high"]), int(data["n"]))
 
 
+CONSISTENCY_SLACK = 1.10  # how far outside its interval the ratio of a cell's paired medians may fall
+
+
 @dataclass
 class Cell:
-    """One side on one row. `ratio` = this side's time / ironaccel's time, paired (above 1: ironaccel faster)."""
+    """One side on one row. `ratio` = this side's time / ironaccel's time, paired (above 1: ironaccel faster).
+
+    `ns` is this side's median; for a peer, `base_ns` is ironaccel's median in the same pairing (the rounds
+    the ratio came from), so the two medians printed beside a ratio are the ones it was computed from.
+    `note` names the call this side makes.
+    """
 
     side: str
     ns: float
@@ -26,10 +34,25 @@ class Cell:
     rounds: int = 0
     batch: int = 0
     note: str = ""
+    base_ns: float | None = None
 
     @property
     def verdict(self) -> str:
         return verdict(self.ratio)
+
+    def disagreement(self) -> str | None:
+        """Why this cell contradicts itself, or None: its paired medians and its ratio must tell the same story
+        (the medians' ratio inside the ratio's interval, widened by CONSISTENCY_SLACK each way)."""
+        if self.ratio is None:
+            return None
+        if self.base_ns is None or self.base_ns <= 0:
+            return "a ratio without ironaccel's median from the same pairing"
+        of_medians = self.ns / self.base_ns
+        low, high = self.ratio.low / CONSISTENCY_SLACK, self.ratio.high * CONSISTENCY_SLACK
+        if not low <= of_medians <= high:
+            return (f"medians {self.ns:,.0f} ns vs ironaccel {self.base_ns:,.0f} ns give {of_medians:.2f}x, outside "
+                    f"the ratio's interval [{self.ratio.low:.2f}, {self.ratio.high:.2f}]")
+        return None
 
     def to_json(self) -> dict:
         return {
@@ -40,6 +63,7 @@ class Cell:
             "rounds": self.rounds,
             "batch": self.batch,
             "note": self.note,
+            "ironaccel_ns_paired": self.base_ns,
         }
 
     @classmethod
@@ -47,6 +71,7 @@ class Cell:
         return cls(
             data["side"], float(data["ns_per_op"]), _interval_from(data.get("ratio_vs_ironaccel")),
             int(data.get("rounds", 0)), int(data.get("batch", 0)), data.get("note", ""),
+            data.get("ironaccel_ns_paired"),
         )
 
 

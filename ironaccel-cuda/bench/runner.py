@@ -180,7 +180,10 @@ class Runner:
                 base_batch = samples.batch[0]
                 ratio = samples.ratio([name], [BASELINE], resamples=resamples, seed=seed)
                 row.cells[name] = Cell(name, samples.median_ns(name), ratio, len(samples.per_op_ns),
-                                       samples.batch[1], case.note)
+                                       samples.batch[1], case.note, samples.median_ns(BASELINE))
+                why = row.cells[name].disagreement()
+                if why:
+                    row.errors.append(f"{name}: the cell contradicts itself: {why}")
             if not base_ns:
                 samples = self._sample([(BASELINE, base)], row.errors)
                 if samples is not None:

@@ -44,7 +44,8 @@ def _from_cell(name: str, threshold: float, row: Row | None, peer: str, peer_lab
     if base is None or cell is None or cell.ratio is None:
         missing = "ironaccel" if base is None else peer_label
         return TargetResult(name, threshold, None, f"{missing} not measured on this row")
-    detail = f"ironaccel {base.ns:,.0f} ns vs {peer_label} {cell.ns:,.0f} ns"
+    paired = cell.base_ns if cell.base_ns is not None else base.ns
+    detail = f"ironaccel {paired:,.0f} ns vs {peer_label} {cell.ns:,.0f} ns (one pairing)"
     return TargetResult(name, threshold, cell.ratio, detail)
 
 
@@ -79,7 +80,8 @@ def evaluate(result: RunResult, measure_special: MeasureSpecial) -> list[TargetR
             out.append(_from_cell(f"MemPool alloc+free {size} >= 6x raw stream-ordered alloc+free", 6.0,
                                   result.row(key), "cuda.bindings", "raw cuMemAllocAsync/cuMemFreeAsync"))
 
-    large = [row for row in result.rows if row.group == "transfer" and row.nbytes >= 16 * ops.MiB]
+    large = [row for row in result.rows
+             if row.group == "transfer" and row.nbytes >= 16 * ops.MiB and row.key.count("/") == 2]
     for row in large:
         direction, memory, _ = row.key.split("/")
         if memory != "pageable":
@@ -126,6 +128,24 @@ def evaluate(result: RunResult, measure_special: MeasureSpecial) -> list[TargetR
                                      lambda s: "(floor + call) / ironaccel: " + _medians(s)))
         else:
             out.append(TargetResult(name, 1 / 1.2, None, "ironaccel or the C floor not measured"))
+
+    prepared_key = ops.launch_prepared(4).key
+    if prepared_key in keys:
+        out.append(_from_cell("prepared launch, 4 args >= 1.2x cuda.core launch()", 1.2, result.row(prepared_key),
+                              "cuda.core", "cuda.core"))
+
+    new_key = ops.copy_to_new(64 * ops.MiB).key
+    if new_key in keys and BASELINE in result.row(new_key).cells:
+        spec = SpecialSpec(
+            "d2h_new_vs_out/64MiB",
+            (("into a new array", BASELINE, ops.copy_to_new(64 * ops.MiB)),
+             ("into out=", BASELINE, ops.copy("d2h", 64 * ops.MiB, False))),
+            ("into out=",), ("into a new array",),
+        )
+        special = measure_special(spec)
+        result.specials.append(special)
+        out.append(_from_special("copy_to_host() into a new 64 MiB array within 1.3x of out=", 1 / 1.3, special,
+                                 lambda s: "out= / new array: " + _medians(s)))
 
     ahead = [ops.stream_sync().key, ops.event_cycle().key] + [ops.stream_alloc(n).key for n in ops.ALLOC_SIZES]
     for key in ahead:

@@ -160,10 +160,12 @@ def test_plan_covers_issue_4_with_unique_keys():
     assert {op.group for op in full} == set(ops.GROUPS)
     sizes = sorted({op.nbytes for op in full if op.group == "transfer"})
     assert sizes[0] == 256 and sizes[-1] == 256 * ops.MiB and len(sizes) == 11
-    assert len([op for op in full if op.group == "transfer"]) == 44  # 11 sizes x 2 directions x 2 memories
+    # 11 sizes x 2 directions x 2 memories, and the copy into a new array
+    assert len([op for op in full if op.group == "transfer"]) == 45
     assert {op.key for op in full if op.group == "alloc"} == {"stream_alloc/256", "stream_alloc/65536",
                                                                 "stream_alloc/1048576"}
-    assert [op.key for op in ops.plan(groups=frozenset({"launch"}))] == ["launch/4", "launch/16"]
+    assert [op.key for op in ops.plan(groups=frozenset({"launch"}))] == ["launch/4", "launch/16", "launch_prepared/4",
+                                                                         "launch_cluster/2"]
     assert len(ops.plan(quick=True)) < len(full)
     with pytest.raises(ValueError):
         ops.copy("sideways", 1, False)
@@ -472,3 +474,34 @@ def test_floor_side_serves_timed_batches(floor_binary, tmp_path):
     finally:
         side.close()
     assert side.process.proc.returncode == 0
+
+
+def test_every_peer_cell_carries_the_medians_of_its_own_pairing(fake_run):
+    result, _ = fake_run
+    for row in result.rows:
+        for name, cell in row.cells.items():
+            if cell.ratio is not None:
+                assert cell.base_ns is not None and cell.disagreement() is None, (row.key, name)
+    assert report.disagreements(result) == []
+    text = report.markdown(result)
+    assert "in this pairing" in text and "## What each side calls" in text
+    assert " ✗ |" not in text and "contradict themselves" not in text
+
+
+def test_a_cell_whose_medians_and_ratio_disagree_is_flagged():
+    from harness import Interval
+    from results import Cell, Row
+
+    # the 2026-11-30 report printed "event cycle: 1.73x ahead of cuda.core, ironaccel 1,636 ns vs cuda.core
+    # 1,524 ns": the ratio came from one pairing, ironaccel's median from all of them pooled
+    bad = Cell("cuda.core", 1524.0, Interval(1.73, 1.70, 1.76, 40), 40, 100, "Event()", 1636.0)
+    good = Cell("cuda.core", 1524.0, Interval(1.73, 1.70, 1.76, 40), 40, 100, "Event()", 880.0)
+    assert bad.disagreement() and "outside the ratio's interval" in bad.disagreement()
+    assert good.disagreement() is None
+    assert Cell("cupy", 10.0, Interval(1.0, 0.9, 1.1, 5)).disagreement()  # a ratio with no paired median
+    result = RunResult()
+    result.rows.append(Row("event_cycle", "event create/record/sync/destroy", "host", 0,
+                           {"ironaccel": Cell("ironaccel", 1636.0), "cuda.core": bad}))
+    assert len(report.disagreements(result)) == 1
+    text = report.markdown(result)
+    assert " ✗ |" in text and "contradict themselves" in text

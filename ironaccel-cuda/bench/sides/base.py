@@ -34,6 +34,7 @@ extern "C" __global__ void bench_saxpy(float a, const float* x, float* y, int n)
 """
 GRID = (1, 1, 1)
 BLOCK = (32, 1, 1)
+CLUSTER_GRID = 2  # blocks of a launch with a cluster attribute: a multiple of every cluster size measured
 
 
 def kernel_name(nargs: int) -> str:
@@ -158,6 +159,18 @@ class Side:
 
     def launch(self, nargs: int) -> Case:
         raise Unsupported("launch")
+
+    def launch_prepared(self, nargs: int) -> Case:
+        """A launch repeated with the same arguments; a library without a prepared form repeats its launch."""
+        case = self.launch(nargs)
+        case.note = f"{case.note} (no prepared form: the same call)" if case.note else case.note
+        return case
+
+    def launch_cluster(self, cluster: int) -> Case:
+        raise Unsupported("launch_cluster")
+
+    def copy_to_new(self, nbytes: int) -> Case:
+        raise Unsupported("copy_to_new")
 
     def launch_call_overhead(self, nargs: int) -> Case:
         raise Unsupported("launch_call_overhead")

@@ -16,6 +16,7 @@ from harness import Case
 
 from sides.base import (
     BLOCK,
+    CLUSTER_GRID,
     GRID,
     NVRTC_SOURCE,
     BenchContext,
@@ -164,6 +165,22 @@ class CudaCoreSide(Side):
             expect_kernel_result(self._read_out(), nargs, self.name)
 
         return Case(run, settle=stream.sync, check=check, note="launch(stream, config, kernel, *args)")
+
+    def launch_cluster(self, cluster: int) -> Case:
+        launch, stream, kernel, args = self.core.launch, self.stream, self.kernels[4], self.args[4]
+        config = self.core.LaunchConfig(grid=CLUSTER_GRID, cluster=cluster, block=BLOCK)
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                launch(stream, config, kernel, *args)
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+
+        return Case(run, settle=stream.sync, check=check,
+                    note="launch(stream, LaunchConfig(grid, cluster=k, block), kernel, *args)")
 
     def eager_launches(self, count: int) -> Case:
         launch, stream, config = self.core.launch, self.stream, self.config

@@ -7,7 +7,8 @@ API change is adapted here. Names used:
   DeviceBuf.close(), .copy_from(ndarray) and .copy_to_host(out=ndarray) (synchronous without a
   stream); Device.alloc_pinned(size, "uint8") -> PinnedBuf (.array, .close());
   Program(source).compile("cubin", arch="sm_XY") -> ObjectCode (.code); Device.load_module(code)
-  .function(name) -> Function; Function.launch(grid, block, *args, stream=s);
+  .function(name) -> Function; Function.launch(grid, block, *args, stream=s, config=LaunchConfig(cluster=k));
+  Function.prepare(grid, block, *args, stream=s) -> a callable PreparedLaunch; DeviceBuf.copy_to_host() (new array);
   Device.create_pool(stream=s) -> MemPool (.alloc(nbytes) -> DeviceBuf, .close());
   Stream.begin_capture() / .end_capture() -> Graph; Graph.instantiate() -> GraphExec
   (.launch(stream), .close()); the disk-cache folder variable IRONACCEL_CUDA_CACHE_DIR;
@@ -28,6 +29,7 @@ import numpy as np
 from harness import Case
 
 from sides.base import (
+    CLUSTER_GRID,
     KERNEL_SOURCE,
     NVRTC_SOURCE,
     BenchContext,
@@ -113,6 +115,7 @@ class IronaccelSide(Side):
     def open(self, ctx: BenchContext) -> dict[str, str]:
         self.ia = ia = _import()
         self.ctx = ctx
+        self._ia = ia
         self.dev = ia.Device(ctx.device)
         self.stream = self.dev.create_stream()
         module = self.dev.load_module(_compile(ia, KERNEL_SOURCE, None))
@@ -275,6 +278,54 @@ class IronaccelSide(Side):
             expect_kernel_result(self._read_out(), nargs, self.name)
 
         return Case(run, settle=stream.synchronize, check=check, note="Function.launch(grid, block, *args, stream=s)")
+
+    def launch_prepared(self, nargs: int) -> Case:
+        prepared = self.functions[nargs].prepare(GRID, BLOCK, *self.args[nargs], stream=self.stream)
+        stream = self.stream
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                prepared()
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), nargs, self.name)
+
+        return Case(run, settle=stream.synchronize, check=check,
+                    note="p = Function.prepare(grid, block, *args, stream=s); p()")
+
+    def launch_cluster(self, cluster: int) -> Case:
+        fn, args, stream = self.functions[4], self.args[4], self.stream
+        config = self._ia.LaunchConfig(cluster=cluster)
+
+        def run(n: int) -> None:
+            launch = fn.launch
+            for _ in range(n):
+                launch(CLUSTER_GRID, BLOCK, *args, stream=stream, config=config)
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+
+        return Case(run, settle=stream.synchronize, check=check,
+                    note="Function.launch(grid, block, *args, stream=s, config=LaunchConfig(cluster=k))")
+
+    def copy_to_new(self, nbytes: int) -> Case:
+        host = self.ctx.host
+        buf = self.dev.alloc(nbytes, "uint8")
+        buf.copy_from(np.ascontiguousarray(host.src[:nbytes]))
+
+        def run(n: int) -> None:
+            get = buf.copy_to_host
+            for _ in range(n):
+                get()
+
+        def check() -> None:
+            host.expect_equal(buf.copy_to_host(), nbytes, "ironaccel d2h new array")
+
+        return Case(run, check=check, close=buf.close, note="DeviceBuf.copy_to_host() (a new array, synchronous)")
 
     def launch_call_overhead(self, nargs: int) -> Case:
         fn, args, stream = _NoopLauncher(), self.args[nargs], self.stream

@@ -83,8 +83,20 @@ class TorchSide(Side):
 
         return Case(run, settle=stream.synchronize, check=check, note="caching_allocator_alloc/delete")
 
+    def copy_to_new(self, nbytes: int) -> Case:
+        torch, host = self.torch, self.ctx.host
+        device_tensor = torch.from_numpy(np.ascontiguousarray(host.src[:nbytes])).to(self.device)
+
+        def run(n: int) -> None:
+            cpu = device_tensor.cpu
+            for _ in range(n):
+                cpu()
+
+        return Case(run, check=lambda: host.expect_equal(device_tensor.cpu().numpy(), nbytes, "PyTorch d2h new"),
+                    note="Tensor.cpu() (a new tensor, synchronous)")
+
     def copy(self, direction: str, nbytes: int, pinned: bool) -> Case:
-        torch, stream, host = self.torch, self.stream, self.ctx.host
+        torch, host = self.torch, self.ctx.host
         device_tensor = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
         if pinned:
             host_tensor = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
@@ -95,11 +107,10 @@ class TorchSide(Side):
             host_tensor = torch.from_numpy(view)
         src, dst = (host_tensor, device_tensor) if direction == "h2d" else (device_tensor, host_tensor)
 
-        def run(n: int) -> None:
-            with torch.cuda.stream(stream):
-                put = dst.copy_
-                for _ in range(n):
-                    put(src)
+        def run(n: int) -> None:  # on the default stream, as a plain copy_ runs
+            put = dst.copy_
+            for _ in range(n):
+                put(src)
 
         def check() -> None:
             if direction == "h2d":
@@ -112,4 +123,4 @@ class TorchSide(Side):
                 run(1)
                 host.expect_equal(view, nbytes, "PyTorch d2h")
 
-        return Case(run, check=check, note="Tensor.copy_(non_blocking=False)")
+        return Case(run, check=check, note="Tensor.copy_(src) (synchronous), preallocated tensor")
