@@ -46,3 +46,22 @@ def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
     mod = dev.load_module(kernel_code)
     yield mod
     mod.close()
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    """With IRONACCEL_CUDA_LEAK_REPORT=1: list every buffer still owning device memory after the suite (and who
+    holds it), so that a memcheck leak report at exit can be traced to a test."""
+    if os.environ.get("IRONACCEL_CUDA_LEAK_REPORT") != "1":
+        return
+    import gc
+
+    try:
+        from ironaccel_cuda import DeviceBuf
+    except ImportError:
+        return
+    gc.collect()
+    live = [obj for obj in gc.get_objects() if isinstance(obj, DeviceBuf) and not obj.closed and obj._base is None]
+    print(f"\n[leak report] {len(live)} DeviceBuf(s) own device memory at the end of the session")
+    for buf in live[:20]:
+        holders = [type(r).__name__ for r in gc.get_referrers(buf) if r is not live]
+        print(f"[leak report]   {buf!r} held by {holders}")
