@@ -35,6 +35,7 @@ __all__ = [
     "invalid",
     "closed",
     "code_name",
+    "HostFuncError",
 ]
 
 BACKEND = "cuda"
@@ -65,6 +66,18 @@ _HINTS = {
     600: "the work is not complete yet",
     700: "a kernel accessed an illegal address",
 }
+
+
+class HostFuncError(DriverError):
+    """A host function (`Stream.launch_host_func`, a graph host node) raised; `__cause__` is its exception.
+
+    Raised by the next `synchronize()` / `query()` of the stream it ran on;
+    `others` holds the later failures reported at the same time.
+    """
+
+    def __init__(self, detail: str):
+        self.others: list[HostFuncError] = []
+        super().__init__(BACKEND, "cuLaunchHostFunc", detail=detail)
 
 
 def code_name(code: int) -> str:
