@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._driver import call, driver, try_call
-from .errors import closed, driver_error, invalid
+from .errors import closed, invalid
 
 if TYPE_CHECKING:
     from .device import Device
@@ -316,7 +316,10 @@ def split_sms(device: Device, sm_count: int, groups: int | None = None, *, cosch
     flags = 0 if coscheduling else CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING
     err, out = try_call(op, groups if groups is not None else total, whole, flags, sm_count)
     if err:
-        raise driver_error(err, op, f"{groups or 'as many'} groups of {sm_count} SMs of {total}")
+        from .errors import InvalidArgument, code_name
+
+        raise InvalidArgument("cuda", op, err, code_name(err),
+                              f"{groups or 'as many'} groups of at least {sm_count} SMs of {total} cannot be made")
     parts, made = list(out[0]), int(out[1])
     if groups is not None and made < groups:
         raise invalid(op, f"only {made} groups of at least {sm_count} SMs fit on cuda:{device.ordinal} ({total} SMs, "
