@@ -337,7 +337,10 @@ class Graph(_Owned):
         params.conditional.type = types[kind]
         params.conditional.size = 1
         params.conditional.ctx = ctx
-        h = call(op, self._h, deps, None, len(deps), params)
+        try:
+            h = call(op, self._h, deps, None, len(deps), params)
+        except TypeError:  # a binding of the CUDA 12.2 API: no edge data
+            h = call(op, self._h, deps, len(deps), params)
         node = self._node(h, kind, ConditionalNode)
         node.handle = int(handle)
         node.body = Graph._make(params.conditional.phGraph_out[0], self.device, parent=self)

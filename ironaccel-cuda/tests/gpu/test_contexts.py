@@ -128,7 +128,7 @@ def test_green_contexts_run_on_disjoint_sms(dev):
     blocks = 4 * total
     outs = {}
     streams = {name: g.create_stream() for name, g in (("a", a), ("b", b))}
-    for name, s in streams.items():
+    for name in streams:
         outs[name] = dev.alloc(blocks, "uint32")
         outs[name].memset(0xFFFFFFFF)
     dev.default_stream.synchronize()

@@ -162,7 +162,7 @@ def test_legacy_and_per_thread_streams(dev, kernels):
         dy.memset(0, stream=s)
         fn.launch(4, 256, 5.0, dx, dy, n, stream=s)
         seen = []
-        s.launch_host_func(lambda: seen.append(True))
+        s.launch_host_func(lambda seen=seen: seen.append(True))
         e = s.record()
         s.synchronize()
         assert e.query() and s.query() and seen == [True]

@@ -8,7 +8,7 @@ from conftest import FAKE
 from test_module_launch import _fatbinary
 
 import ironaccel_cuda as cu
-from ironaccel import ClosedError, DriverError, InvalidArgument
+from ironaccel import ClosedError, InvalidArgument
 
 pytestmark = pytest.mark.backend("cuda")
 
