@@ -52,6 +52,9 @@ class _ContextBase:
     device: Device
     _kind = "context"
 
+    def create_stream(self, priority: int = 0) -> Stream:
+        raise NotImplementedError
+
     def _init_base(self, ctx: Any, device: Device) -> None:
         self._ctx = ctx
         self.device = device
@@ -235,6 +238,8 @@ class GreenContext(_ContextBase):
     """A green context: a partition of one device's SMs.  Make them with `dev.split_sms(...)`."""
 
     _kind = "green context"
+    sm_count: int
+    _green: Any
 
     def __init__(self) -> None:
         raise TypeError("create green contexts with Device.split_sms()")

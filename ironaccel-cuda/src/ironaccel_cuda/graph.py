@@ -100,6 +100,7 @@ class AllocNode(GraphNode):
     """A memory-allocation node; `buffer` is the DeviceBuf it allocates (valid while the graph runs it)."""
 
     __slots__ = ("buffer",)
+    buffer: Any
 
 
 class ConditionalNode(GraphNode):
@@ -112,6 +113,8 @@ class ConditionalNode(GraphNode):
     """
 
     __slots__ = ("body", "handle")
+    body: Graph
+    handle: int
 
 
 def _deps(graph: Graph, after: Any, op: str) -> list[Any]:
@@ -366,6 +369,11 @@ class GraphExec(_Owned):
     """An instantiated graph, ready to launch on any stream of its device."""
 
     _destroy = "cuGraphExecDestroy"
+    device: Device
+    _ordinal: int
+    _default: Any
+    _keep: list[Any]
+    _host_funcs: list[Any]
 
     def __init__(self) -> None:
         raise TypeError("make executable graphs with Graph.instantiate()")

@@ -206,7 +206,10 @@ class ObjectCode(bytes):
     def code(self) -> bytes:
         return bytes(self)
 
-    def replace(self, **changes: Any) -> ObjectCode:
+    def replace(self, *args: Any, **changes: Any) -> Any:  # type: ignore[override]
+        """A copy with some fields changed (`replace(log="")`); with positional arguments, `bytes.replace`."""
+        if args:
+            return bytes(self).replace(*args)
         fields = {name: getattr(self, name) for name in self._FIELDS}
         fields.update(changes)
         return ObjectCode(**fields)
