@@ -122,6 +122,18 @@ def graph_replay(count: int) -> OpSpec:
     )
 
 
+def conditional_while(count: int) -> OpSpec:
+    return OpSpec(
+        f"while/{count}", "conditional_while", f"conditional while-graph of {count} launches + stream sync", "graph",
+        (("count", count),),
+    )
+
+
+def host_func() -> OpSpec:
+    return OpSpec("host_func", "host_func", "host callback round trip (launch a host function + stream sync)",
+                  "hostfn")
+
+
 def nvrtc_cold() -> OpSpec:
     return OpSpec("nvrtc/cold", "nvrtc_cold", "NVRTC compile to CUBIN, cold (new source each time)", "nvrtc")
 
@@ -141,7 +153,8 @@ def plan(*, quick: bool = False, groups: frozenset[str] | None = None) -> list[O
     ops += [pool_alloc(n) for n in ALLOC_SIZES]
     ops += [launch(n) for n in LAUNCH_ARGS]
     ops += [launch_prepared(4), launch_cluster(2)]
-    ops += [eager_launches(GRAPH_LAUNCHES), graph_replay(GRAPH_LAUNCHES)]
+    ops += [eager_launches(GRAPH_LAUNCHES), graph_replay(GRAPH_LAUNCHES), conditional_while(GRAPH_LAUNCHES)]
+    ops += [host_func()]
     ops += [nvrtc_cold(), nvrtc_memory_hit()]
     ops += transfer_ops(QUICK_TRANSFER_SIZES if quick else TRANSFER_SIZES)
     ops += [copy_to_new(64 * MiB)]
@@ -150,4 +163,4 @@ def plan(*, quick: bool = False, groups: frozenset[str] | None = None) -> list[O
     return ops
 
 
-GROUPS = ("host", "alloc", "pool", "launch", "graph", "nvrtc", "transfer")
+GROUPS = ("host", "alloc", "pool", "launch", "graph", "hostfn", "nvrtc", "transfer")

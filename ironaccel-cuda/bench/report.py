@@ -124,7 +124,7 @@ def markdown(result: RunResult) -> str:
         out.append("")
     groups = [
         ("Host-side operations", ("host", "alloc", "pool"), False),
-        ("Launches and graphs", ("launch", "graph"), False),
+        ("Launches, graphs and host functions", ("launch", "graph", "hostfn"), False),
         ("NVRTC", ("nvrtc",), False),
         ("Transfers (GB/s)", ("transfer",), True),
     ]

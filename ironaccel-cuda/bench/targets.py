@@ -177,4 +177,15 @@ def evaluate(result: RunResult, measure_special: MeasureSpecial) -> list[TargetR
         result.specials.append(special)
         out.append(_from_special(f"graph replay of {count} launches >= 3x faster than eager", 3.0, special,
                                  lambda s: "eager / graph: " + _medians(s)))
+    if ops.conditional_while(ops.GRAPH_LAUNCHES).key in keys:
+        count = ops.GRAPH_LAUNCHES
+        spec = SpecialSpec(
+            f"while_vs_eager/{count}",
+            (("while-graph", BASELINE, ops.conditional_while(count)), ("eager", BASELINE, ops.eager_launches(count))),
+            ("eager",), ("while-graph",),
+        )
+        special = measure_special(spec)
+        result.specials.append(special)
+        out.append(_from_special(f"conditional while-graph of {count} iterations faster than {count} eager launches",
+                                 1.0, special, lambda s: "eager / while-graph: " + _medians(s)))
     return out

@@ -176,11 +176,13 @@ def test_plan_covers_issue_4_with_unique_keys():
 COSTS = {
     "ironaccel": {"stream_sync": 250, "event_cycle": 1000, "event_reuse": 700, "stream_alloc": 900, "pool_alloc": 100,
                   "launch": 3000, "python_call": 150, "eager": 400_000, "graph": 60_000, "nvrtc_cold": 30e6,
-                  "nvrtc_memory_hit": 2_000, "h2d": 0.05, "d2h": 0.06, "h2d_pinned": 0.019, "d2h_pinned": 0.019},
+                  "nvrtc_memory_hit": 2_000, "h2d": 0.05, "d2h": 0.06, "h2d_pinned": 0.019, "d2h_pinned": 0.019,
+                  "while": 100_000, "host_func": 9_000},
     "cuda.bindings": {"stream_sync": 488, "event_cycle": 1389, "event_reuse": 828, "stream_alloc": 1167,
                       "pool_alloc": 1167, "launch": 3932, "eager": 420_000, "graph": 62_000, "nvrtc_cold": 30e6,
                       "h2d": 0.1, "d2h": 0.12, "h2d_pinned": 0.019, "d2h_pinned": 0.019},
-    "cupy": {"stream_sync": 1544, "event_cycle": 7931, "stream_alloc": 1543, "pool_alloc": 549, "launch": 5197,
+    "cupy": {"host_func": 12_000, "stream_sync": 1544, "event_cycle": 7931, "stream_alloc": 1543,
+             "pool_alloc": 549, "launch": 5197,
              "h2d": 0.11, "d2h": 0.13, "h2d_pinned": 0.02, "d2h_pinned": 0.02},
     "floor": {"stream_sync": 200, "launch": 2400, "h2d": 0.1, "d2h": 0.1, "h2d_pinned": 0.018, "d2h_pinned": 0.018},
 }
@@ -254,6 +256,12 @@ class FakeSide(Side):
     def graph_replay(self, count):
         return self._case("graph")
 
+    def conditional_while(self, count):
+        return self._case("while")
+
+    def host_func(self):
+        return self._case("host_func")
+
     def nvrtc_cold(self):
         return self._case("nvrtc_cold")
 
@@ -325,6 +333,7 @@ def test_targets_pass_and_fail_on_the_true_ratios(fake_run):
     floor = status["launch, 4 args within 1.2x of C floor + Python call"]
     assert floor.interval.median == pytest.approx((2400 + 150) / 3000) and floor.status == "PASS"
     assert status["graph replay of 100 launches >= 3x faster than eager"].status == "PASS"  # 400/60
+    assert status["conditional while-graph of 100 iterations faster than 100 eager launches"].status == "PASS"
     nvrtc = status["NVRTC disk-cache hit in a fresh process >= 30x faster than compiling"]
     # 1 ms of library loading in each fresh process: (1 + 40) / (1 + 0.4) = 29.3x, just short of 30x
     assert nvrtc.status == "FAIL" and nvrtc.interval.median == pytest.approx(41 / 1.4, rel=0.05)

@@ -164,8 +164,26 @@ def test_bad_arch():
     with pytest.raises(Unsupported) as info:
         normalize_arch("sm_35", "cubin")  # older than this NVRTC supports
     assert "sm_35" in str(info.value)
+    for arch, target in (("sm_999", "ptx"), ("sm_999", "cubin"), (max(supported_archs()) + 50, "ptx"),
+                         ("compute_91", "ptx"), ("sm_91", "ltoir")):
+        with pytest.raises(Unsupported) as info:  # never silently another architecture
+            normalize_arch(arch, target)
+        assert "it targets" in str(info.value)
+    with pytest.raises(Unsupported):
+        Program(SAXPY).compile("ptx", arch="sm_999")
+
+
+class _FutureGpu:
+    """What a Device newer than this NVRTC looks like to normalize_arch."""
+
+    compute_capability = (99, 0)
+
+
+def test_ptx_for_a_gpu_newer_than_nvrtc_targets_the_newest_it_knows():
     newest = max(supported_archs())
-    assert normalize_arch(newest + 50, "ptx") == f"compute_{newest}"  # PTX for the newest arch NVRTC knows
+    assert normalize_arch(_FutureGpu(), "ptx") == f"compute_{newest}"
+    with pytest.raises(Unsupported):
+        normalize_arch(_FutureGpu(), "cubin")
 
 
 # -- caches -----------------------------------------------------------------------
@@ -283,3 +301,135 @@ def test_cache_entry_format():
     assert cache.decode("x" * 64, blob) is None
     for cut in range(0, len(blob)):
         assert cache.decode("k" * 64, blob[:cut]) is None
+
+
+# -- source text, object code, LTO-IR ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", [SAXPY[:40] + "\0" + SAXPY[40:], SAXPY + "\udcff", "\0"])
+def test_source_with_nul_or_lone_surrogate_is_refused(source, cache_dir):
+    with pytest.raises(InvalidArgument) as info:
+        Program(source)
+    assert info.value.op == "nvrtcCreateProgram"
+    for bad in ({"h.h": "int x;\0"}, {"h\udcff.h": "int x;"}):
+        with pytest.raises(InvalidArgument):
+            Program(SAXPY, headers=bad)
+    with pytest.raises(InvalidArgument):
+        Program(SAXPY, name_expressions=["axpy<float>\udcff"])
+
+
+def test_non_ascii_source_compiles(cache_dir):
+    code = Program("// \u00e9t\u00e9 \u2014 caf\u00e9\n" + SAXPY).compile("ptx", arch=ARCH)
+    assert b".entry saxpy(" in code
+
+
+def test_object_code_is_bytes(cache_dir):
+    code = Program(SAXPY).compile("cubin", arch=ARCH)
+    assert isinstance(code, bytes) and bytes(code) == code.code and len(code) == len(code.code)
+    assert bytes(code)[:4] == b"\x7fELF" and memoryview(code)[:4].tobytes() == b"\x7fELF"
+    assert code.replace(log="x").log == "x" and code.replace(log="x") != code
+    with pytest.raises(AttributeError):
+        code.kind = "ptx"
+    import pickle
+
+    again = pickle.loads(pickle.dumps(code))
+    assert again == code and again.name_map == code.name_map and again.kind == "cubin"
+
+
+def test_ltoir(cache_dir):
+    code = Program(SAXPY).compile("ltoir", arch=ARCH)
+    assert code.kind == "ltoir" and code.arch == "sm_90" and code[:4] == b"\xedCN\x7f"
+    assert Program(SAXPY).compile("ltoir", arch=ARCH).cache == "memory"
+    cache.clear_memory()
+    assert Program(SAXPY).compile("ltoir", arch=ARCH).cache == "disk"
+
+
+def test_compile_without_a_gpu_says_to_pass_arch(cache_dir):
+    env = dict(os.environ, LD_LIBRARY_PATH="/nonexistent", CUDA_PYTHON_CUDA_PATH="/nonexistent")
+    code = textwrap.dedent(f"""
+        import ironaccel, ironaccel_cuda as cu
+        try:
+            cu.Program({SAXPY!r}).compile("ptx")
+        except ironaccel.NotAvailable as exc:
+            print("NotAvailable", exc.fix)
+        else:
+            print("compiled: there is a GPU here")
+        print(len(cu.Program({SAXPY!r}).compile("ptx", arch="sm_90")) > 0)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()[:2]
+    if first.startswith("NotAvailable"):
+        assert "arch=" in first and "install the NVIDIA driver" not in first
+    assert second == "True"
+
+
+# -- a cache that cannot be poisoned ------------------------------------------------------------
+
+
+def _forge(cache_dir):
+    """Compile once, then replace the entry's PTX with other PTX and a valid checksum; returns the forged text."""
+    import warnings
+
+    warnings.simplefilter("always")
+    Program(SAXPY).compile("ptx", arch=ARCH)
+    (entry,) = [p for p in cache_dir.iterdir() if p.suffix == ".bin"]
+    meta, payload = cache.decode(entry.stem, entry.read_bytes())
+    forged = payload.replace(b"saxpy", b"evil_")
+    entry.write_bytes(cache.encode(entry.stem, {k: v for k, v in meta.items() if k != "key"}, forged))
+    cache.clear_memory()
+    cache._warned.clear()
+    return entry, forged
+
+
+def _compile_warned():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        first = Program(SAXPY).compile("ptx", arch=ARCH)
+        cache.clear_memory()
+        second = Program(SAXPY).compile("ptx", arch=ARCH)
+    return first, second, [w for w in seen if issubclass(w.category, cache.CacheWarning)]
+
+
+def test_forged_entry_in_a_writable_folder_is_ignored(cache_dir):
+    entry, forged = _forge(cache_dir)
+    assert Program(SAXPY).compile("ptx", arch=ARCH).code == forged  # trusted folder: the entry is used as it is
+    cache.clear_memory()
+    os.chmod(cache_dir, 0o777)
+    try:
+        first, second, warned = _compile_warned()
+    finally:
+        os.chmod(cache_dir, 0o700)
+    assert first.cache is None and second.cache is None and b"evil_" not in first.code
+    assert len(warned) == 1 and "writable by group or others" in str(warned[0].message)
+    assert entry.read_bytes().count(forged) == 1  # neither read nor rewritten nor deleted
+
+
+def test_forged_entry_writable_by_others_is_ignored(cache_dir):
+    entry, forged = _forge(cache_dir)
+    os.chmod(entry, 0o666)
+    first, second, warned = _compile_warned()
+    assert first.cache is None and b"evil_" not in first.code
+    assert len(warned) == 1 and str(entry) in str(warned[0].message)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+def test_forged_entry_owned_by_another_user_is_ignored(cache_dir):
+    entry, forged = _forge(cache_dir)
+    os.chown(entry, 65534, 65534)  # nobody
+    first, second, warned = _compile_warned()
+    assert first.cache is None and b"evil_" not in first.code
+    assert len(warned) == 1 and "owned by another user" in str(warned[0].message)
+    os.chown(cache_dir, 65534, 65534)
+    cache._warned.clear()
+    cache.clear_memory()
+    first, second, warned = _compile_warned()
+    assert first.cache is None and len(warned) == 1 and "folder owned by another user" in str(warned[0].message)
+
+
+def test_cache_folders_are_created_private(cache_dir):
+    Program(SAXPY).compile("ptx", arch=ARCH)
+    assert cache_dir.stat().st_mode & 0o077 == 0
+    assert all(p.stat().st_mode & 0o077 == 0 for p in cache_dir.iterdir())

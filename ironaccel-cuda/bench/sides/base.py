@@ -32,6 +32,15 @@ extern "C" __global__ void bench_saxpy(float a, const float* x, float* y, int n)
     if (i < n) y[i] = a * x[i] + y[i];
 }
 """
+# The while-graph row: the body runs bench_k4's work and counts down; -rdc, linked with the device runtime.
+WHILE_SOURCE = r"""
+extern "C" __global__ void bench_k4(int* out, int a, int b, int c) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = a + b + c;
+}
+extern "C" __global__ void bench_countdown(cudaGraphConditionalHandle handle, int* left) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) cudaGraphSetConditional(handle, --(*left) > 0 ? 1u : 0u);
+}
+"""
 GRID = (1, 1, 1)
 BLOCK = (32, 1, 1)
 CLUSTER_GRID = 2  # blocks of a launch with a cluster attribute: a multiple of every cluster size measured

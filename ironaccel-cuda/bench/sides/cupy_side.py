@@ -204,6 +204,23 @@ class CupySide(Side):
 
         return Case(run, check=check)
 
+    def host_func(self) -> Case:
+        stream, ran = self.stream, []
+
+        def run(n: int) -> None:
+            launch, sync = stream.launch_host_func, stream.synchronize
+            for _ in range(n):
+                launch(lambda arg: ran.append(arg), 1)
+                sync()
+
+        def check() -> None:
+            ran.clear()
+            run(3)
+            if ran != [1, 1, 1]:
+                raise AssertionError(f"host functions ran {len(ran)} times, not 3")
+
+        return Case(run, check=check, note="cupy.cuda.Stream.launch_host_func(callback, arg) + synchronize")
+
     def graph_replay(self, count: int) -> Case:
         kernel, args, stream = self.kernels[4], self.args[4], self.stream
         with stream:

@@ -32,6 +32,7 @@ from sides.base import (
     CLUSTER_GRID,
     KERNEL_SOURCE,
     NVRTC_SOURCE,
+    WHILE_SOURCE,
     BenchContext,
     CheckFailed,
     Side,
@@ -380,6 +381,58 @@ class IronaccelSide(Side):
                     closer()
 
         return Case(run, check=check, close=close)
+
+    def conditional_while(self, count: int) -> Case:
+        ia, dev, stream = self.ia, self.dev, self.stream
+        code = ia.Program(WHILE_SOURCE, ia.CompileOptions(relocatable_device_code=True)).compile("cubin", arch=dev)
+        module = dev.load_module(ia.Linker(code, device_runtime=True).link(arch=dev))
+        work, countdown = module.function("bench_k4"), module.function("bench_countdown")
+        left = dev.alloc(1, "int32", stream=stream)
+        graph = ia.Graph(dev)
+        loop = graph.add_conditional("while", default=1)
+        step = loop.body.add_kernel(work, GRID, BLOCK, *self.args[4])
+        loop.body.add_kernel(countdown, GRID, BLOCK, np.uint64(loop.handle), left, after=step)
+        exe = graph.instantiate()
+        start = np.array([count], np.int32)
+
+        def run(n: int) -> None:
+            launch, sync, reset = exe.launch, stream.synchronize, left.copy_from
+            for _ in range(n):
+                reset(start, stream=stream)
+                launch(stream)
+                sync()
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), 4, self.name)
+            if int(left.copy_to_host()[0]) != 0:
+                raise AssertionError("the while-graph did not run its body count times")
+
+        def close() -> None:
+            for thing in (exe, graph, left, module):
+                thing.close()
+
+        return Case(run, check=check, close=close,
+                    note=f"{count} iterations of one kernel in a conditional while node, reset with a 4-byte copy")
+
+    def host_func(self) -> Case:
+        stream, ran = self.stream, []
+        callback = ran.append
+
+        def run(n: int) -> None:
+            launch, sync = stream.launch_host_func, stream.synchronize
+            for _ in range(n):
+                launch(lambda: callback(1))
+                sync()
+
+        def check() -> None:
+            ran.clear()
+            run(3)
+            if ran != [1, 1, 1]:
+                raise AssertionError(f"host functions ran {len(ran)} times, not 3")
+
+        return Case(run, check=check, note="Stream.launch_host_func(callable) + synchronize")
 
     # NVRTC
     def nvrtc_cold(self) -> Case:

@@ -18,6 +18,13 @@ into place, so readers never see a partial file.  Each entry carries a magic,
 its own key and a SHA-256 of its contents; an entry that fails any check
 (corrupt, truncated, foreign) is a miss, is deleted, and is rewritten after
 the recompile.  A cache folder that cannot be written is skipped silently.
+
+What the disk cache returns runs on the GPU, so it trusts only what this user
+made: cache folders are created private (mode 0700), and a folder or entry
+that is owned by another user, is writable by group or others, or is not a
+plain folder/file is ignored -- a miss, never read, written or deleted --
+with one `CacheWarning` per folder or entry.  The checks are made on the open
+file (`fstat`), so a swapped file cannot slip in between check and read.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import _thread
 import json
 import os
+import stat
 import struct
 from collections import OrderedDict
 from typing import Any
@@ -62,6 +70,8 @@ __all__ = [
     "fast_put",
     "read_json",
     "write_atomic",
+    "CacheWarning",
+    "trusted_folder",
 ]
 
 ENV_CACHE = "IRONACCEL_CUDA_CACHE"
@@ -86,6 +96,79 @@ def cache_dir() -> str:
         return explicit
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "ironaccel", "cuda")
+
+
+class CacheWarning(UserWarning):
+    """A cache folder or entry was ignored because another user could have written it."""
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(path: str, why: str) -> None:
+    if path in _warned:
+        return
+    _warned.add(path)
+    import warnings
+
+    warnings.warn(f"ironaccel-cuda ignores the compile cache {why}: {path}; only folders and entries that are "
+                  f"yours and writable by you alone are used (chmod 700 the folder, or move it with "
+                  f"{ENV_CACHE_DIR})", CacheWarning, stacklevel=4)
+
+
+def _untrusted(st: os.stat_result, folder: bool) -> str | None:
+    """Why a file or folder with this status must not be trusted, or None."""
+    if folder and not stat.S_ISDIR(st.st_mode):
+        return "folder, which is not a folder"
+    if not folder and not stat.S_ISREG(st.st_mode):
+        return "entry, which is not a regular file"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"{'folder' if folder else 'entry'} owned by another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{'folder' if folder else 'entry'} writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def trusted_folder(folder: str, create: bool = False) -> bool:
+    """True if `folder` is this user's and private enough to read and write the cache in (made 0700 if asked)."""
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        if not create:
+            return False
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            st = os.stat(folder)
+        except OSError:
+            return False
+    except OSError:
+        return False
+    why = _untrusted(st, folder=True)
+    if why is not None:
+        _warn_once(folder, why)
+        return False
+    return True
+
+
+def _read_trusted(path: str) -> bytes | None:
+    """The contents of cache file `path` if it is a trusted entry in a trusted folder, else None."""
+    if not trusted_folder(os.path.dirname(path)):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        why = _untrusted(os.fstat(fd), folder=False)
+        if why is not None:
+            _warn_once(path, why)
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def cache_key(**parts: Any) -> str:
@@ -166,10 +249,8 @@ def decode(key: str, blob: bytes) -> tuple[dict[str, Any], bytes] | None:
 
 def disk_get(key: str) -> tuple[dict[str, Any], bytes] | None:
     path = entry_path(key)
-    try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError:
+    blob = _read_trusted(path)
+    if blob is None:
         return None
     entry = decode(key, blob)
     if entry is None:
@@ -185,8 +266,9 @@ def write_atomic(name: str, data: bytes) -> str | None:
     import tempfile
 
     folder = cache_dir()
+    if not trusted_folder(folder, create=True):
+        return None
     try:
-        os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(name)[1], dir=folder)
     except OSError:
         return None
@@ -206,10 +288,12 @@ def write_atomic(name: str, data: bytes) -> str | None:
 
 def read_json(name: str) -> Any:
     """The JSON document cache_dir()/name, or None if it is missing or unreadable."""
+    blob = _read_trusted(os.path.join(cache_dir(), name))
+    if blob is None:
+        return None
     try:
-        with open(os.path.join(cache_dir(), name), "rb") as f:
-            return json.loads(f.read())
-    except (OSError, ValueError):
+        return json.loads(blob)
+    except ValueError:
         return None
 
 

@@ -134,6 +134,28 @@ def query_attributes(cudev: Any) -> DeviceAttributes:
     )
 
 
+_CACHE_CONFIGS = {"prefer_none": 0, "prefer_shared": 1, "prefer_l1": 2, "prefer_equal": 3}
+_CACHE_CONFIGS_BY_VALUE = {v: k for k, v in _CACHE_CONFIGS.items()}
+
+
+def _enum_member(enum: Any, prefix: str, name: Any, op: str, what: str) -> Any:
+    """The member of a cuda.bindings enum named `name`, with or without `prefix`, any case."""
+    if not isinstance(name, str) or not name:
+        raise invalid(op, f"a {what} name must be a non-empty str, got {name!r}")
+    key = name.upper()
+    if not key.startswith(prefix):
+        key = prefix + key
+    member = getattr(enum, key, None)
+    if member is None or not key.startswith(prefix) or key.endswith("_MAX"):
+        import difflib
+
+        known = [n[len(prefix):].lower() for n in dir(enum) if n.startswith(prefix) and not n.endswith("_MAX")]
+        close = difflib.get_close_matches(name.lower().removeprefix(prefix.lower()), known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise invalid(op, f"no {what} named {name!r}{hint}")
+    return member
+
+
 def device_count() -> int:
     """Number of CUDA devices (NotAvailable without a driver or GPU)."""
     return int(call("cuDeviceGetCount"))
@@ -489,6 +511,107 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
                        min_block=min_block)
         self._pools.append(pool)
         return pool
+
+    @property
+    def legacy_stream(self) -> Stream:
+        """The legacy default stream (CU_STREAM_LEGACY) of this device's primary context, as a Stream.
+
+        Its handle means "the current context's", so each call on it first makes
+        this device current on the calling thread.  Closing it does nothing.
+        """
+        return self._implicit_stream("legacy", 0x1)
+
+    @property
+    def per_thread_stream(self) -> Stream:
+        """The per-thread default stream (CU_STREAM_PER_THREAD) of this device, for the calling thread."""
+        return self._implicit_stream("per_thread", 0x2)
+
+    def _implicit_stream(self, kind: str, handle: int) -> Stream:
+        from .stream import implicit_stream
+
+        self._check_open(f"Device.{kind}_stream")
+        st = self._state
+        with st.lock:
+            found = st.__dict__.get(kind)
+            if found is None:
+                found = st.__dict__[kind] = implicit_stream(st.device, handle)
+        return found
+
+    @property
+    def stream_priority_range(self) -> tuple[int, int]:
+        """(least, greatest) meaningful stream priority (cuCtxGetStreamPriorityRange); greatest is the lowest number."""
+        op = "cuCtxGetStreamPriorityRange"
+        self._check_open(op)
+        self._bind_here()
+        least, greatest = call(op)
+        return int(least), int(greatest)
+
+    # -- any attribute, limits, cache configuration ---------------------------
+
+    def attribute(self, name: str) -> int:
+        """Any device attribute by name: "MULTIPROCESSOR_COUNT", "multiprocessor_count" or
+        "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT" (cuDeviceGetAttribute)."""
+        op = "cuDeviceGetAttribute"
+        self._check_open(op)
+        attr = _enum_member(driver().CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_", name, op, "device attribute")
+        return int(call(op, attr, self._state.cudev))
+
+    def limit(self, name: str) -> int:
+        """A limit of this device's primary context (cuCtxGetLimit): "stack_size", "printf_fifo_size",
+        "malloc_heap_size", "dev_runtime_sync_depth", "dev_runtime_pending_launch_count",
+        "max_l2_fetch_granularity", "persisting_l2_cache_size", ..."""
+        op = "cuCtxGetLimit"
+        self._check_open(op)
+        attr = _enum_member(driver().CUlimit, "CU_LIMIT_", name, op, "context limit")
+        self._bind_here()
+        return int(call(op, attr))
+
+    def set_limit(self, name: str, value: int) -> None:
+        """Set a limit of this device's primary context (cuCtxSetLimit); the driver may round it."""
+        op = "cuCtxSetLimit"
+        self._check_open(op)
+        attr = _enum_member(driver().CUlimit, "CU_LIMIT_", name, op, "context limit")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+            raise invalid(op, f"a limit is a non-negative int, got {value!r}")
+        self._bind_here()
+        call(op, attr, value)
+
+    @property
+    def cache_config(self) -> str:
+        """The primary context's L1/shared-memory preference: "prefer_none", "prefer_shared", "prefer_l1"
+        or "prefer_equal" (cuCtxGetCacheConfig)."""
+        op = "cuCtxGetCacheConfig"
+        self._check_open(op)
+        self._bind_here()
+        return _CACHE_CONFIGS_BY_VALUE[int(call(op))]
+
+    def set_cache_config(self, config: str) -> None:
+        """Prefer L1 or shared memory for kernels of the primary context (cuCtxSetCacheConfig)."""
+        op = "cuCtxSetCacheConfig"
+        self._check_open(op)
+        if config not in _CACHE_CONFIGS:
+            raise invalid(op, f"config must be one of {sorted(_CACHE_CONFIGS)}, got {config!r}")
+        self._bind_here()
+        call(op, driver().CUfunc_cache(_CACHE_CONFIGS[config]))
+
+    # -- contexts -------------------------------------------------------------
+
+    def create_context(self, sched: str = "auto", map_host: bool = False) -> Any:
+        """A new explicit (non-primary) Context of this device, not made current (see `context`).
+
+        `sched` is how a waiting host thread waits: "auto", "spin", "yield" or "blocking_sync".
+        """
+        from .context import Context
+
+        self._check_open("cuCtxCreate")
+        return Context._create(self, sched, map_host)
+
+    def split_sms(self, sm_count: int, groups: int | None = None, *, coscheduling: bool = True) -> list[Any]:
+        """Green contexts over disjoint groups of at least `sm_count` SMs each (see `context.split_sms`)."""
+        from .context import split_sms
+
+        self._check_open("cuDevSmResourceSplitByCount")
+        return split_sms(self, sm_count, groups, coscheduling=coscheduling)
 
     # -- modules ------------------------------------------------------------
 

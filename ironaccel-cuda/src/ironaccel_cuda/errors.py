@@ -35,6 +35,7 @@ __all__ = [
     "invalid",
     "closed",
     "code_name",
+    "HostFuncError",
 ]
 
 BACKEND = "cuda"
@@ -71,6 +72,18 @@ _HINTS = {
     912: "the cluster does not fit: each grid dimension must be a multiple of the cluster's, and clusters above 8 "
          "blocks need LaunchConfig(non_portable_cluster=True) and a device that supports them",
 }
+
+
+class HostFuncError(DriverError):
+    """A host function (`Stream.launch_host_func`, a graph host node) raised; `__cause__` is its exception.
+
+    Raised by the next `synchronize()` / `query()` of the stream it ran on;
+    `others` holds the later failures reported at the same time.
+    """
+
+    def __init__(self, detail: str):
+        self.others: list[HostFuncError] = []
+        super().__init__(BACKEND, "cuLaunchHostFunc", detail=detail)
 
 
 def code_name(code: int) -> str:

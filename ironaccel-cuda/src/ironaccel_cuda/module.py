@@ -18,33 +18,27 @@ from . import _core
 from ._core import CLOSED
 from ._driver import call, driver, try_call
 from .errors import closed, invalid
+from .images import check_image
 from .launch import ArgPacker, build_packer, param_layout_fallback
 
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Module", "Function", "FunctionAttributes", "LaunchConfig", "PreparedLaunch", "load_module", "image_kind"]
+__all__ = ["Module", "Function", "FunctionAttributes", "LaunchConfig", "PreparedLaunch", "load_module", "image_kind",
+           "loadable_image"]
 
 LaunchConfig = _core.LaunchConfig
 PreparedLaunch = _core.PreparedLaunch
 
-_ELF = b"\x7fELF"
-_FATBIN = b"\x50\xed\x55\xba"
-
-
 def image_kind(image: bytes) -> str:
-    """"cubin", "fatbin" or "ptx", from the first bytes."""
-    if image[:4] == _ELF:
-        return "cubin"
-    if image[:4] == _FATBIN:
-        return "fatbin"
-    return "ptx"
+    """"cubin", "fatbin", "ptx" or "ltoir", after checking the image against its own headers (InvalidArgument)."""
+    return check_image(image, "cuModuleLoadData")
 
 
-def load_module(device: Device, code: Any) -> Module:
+def loadable_image(code: Any, op: str) -> tuple[bytes, dict[str, str], str]:
+    """(image the driver can load, name map, kind) from an ObjectCode, bytes or a path; every image is checked."""
     from .program import ObjectCode
 
-    op = "cuModuleLoadData"
     name_map: dict[str, str] = {}
     if isinstance(code, ObjectCode):
         image, name_map = code.code, dict(code.name_map)
@@ -57,30 +51,44 @@ def load_module(device: Device, code: Any) -> Module:
         image = path.read_bytes()
     else:
         raise invalid(op, f"expected ObjectCode, bytes or a path, got {type(code).__name__}")
-    if not image:
-        raise invalid(op, "the module image is empty")
-    kind = image_kind(image)
+    kind = check_image(image, op)
+    if kind == "ltoir":
+        raise invalid(op, "LTO-IR cannot be loaded: link it first (ironaccel_cuda.Linker(...).link())")
     if kind == "ptx" and not image.endswith(b"\0"):
         image += b"\0"  # the driver reads PTX as a C string
-    device._bind_here()
-    h = call(op, image)
-    return Module._make(h, device, name_map, kind)
+    return image, name_map, kind
+
+
+def load_module(device: Device, code: Any, context: Any = None) -> Module:
+    op = "cuModuleLoadData"
+    image, name_map, kind = loadable_image(code, op)
+    if context is None:
+        device._bind_here()
+        h = call(op, image)
+    else:
+        with context._current(op):
+            h = call(op, image)
+    return Module._make(h, device, name_map, kind, context)
 
 
 class Module:
-    """Loaded device code.  `close()` unloads it (idempotent); its Functions are closed too."""
+    """Loaded device code.  `close()` unloads it (idempotent); its Functions and global views are closed too."""
 
     def __init__(self) -> None:
         raise TypeError("load modules with Device.load_module()")
 
     @classmethod
-    def _make(cls, h: Any, device: Device, name_map: dict[str, str], kind: str) -> Module:
+    def _make(cls, h: Any, device: Device, name_map: dict[str, str], kind: str, context: Any = None) -> Module:
         m = object.__new__(cls)
         m._h = h
         m.device = device
         m.kind = kind
         m.name_map = name_map
+        m.context = context  # an explicit Context it was loaded into, or None (the primary context)
         m._functions: dict[str, Function] = {}
+        m._views: dict[tuple[str, str], Any] = {}
+        if context is not None:
+            context._adopt(m)
         return m
 
     def function(self, name: str) -> Function:
@@ -93,16 +101,41 @@ class Module:
             return fn
         if not isinstance(name, str) or not name:
             raise invalid(op, f"function name must be a non-empty str, got {name!r}")
-        symbol = self.name_map.get(name, name)
-        err, h = try_call(op, self._h, symbol.encode())
+        symbol = _symbol(self.name_map, name, op)
+        err, h = try_call(op, self._h, symbol)
         if err:
             from .errors import driver_error
 
             known = f"; name expressions: {sorted(self.name_map)}" if self.name_map else ""
-            raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol!r}) in this module{known}")
-        fn = Function._make(h, self, name)
+            raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol.decode()!r}) in this module{known}")
+        default = self.context.default_stream if self.context is not None else None
+        fn = Function._make(h, self, name, default=default)
         self._functions[name] = fn
         return fn
+
+    def get_global(self, name: str, dtype: Any = "uint8") -> Any:
+        """A DeviceBuf over the `__device__` or `__constant__` variable `name` (cuModuleGetGlobal).
+
+        `.ptr` and `.nbytes` are its address and size; `copy_from` / `copy_to_host`
+        write and read it from the host.  The view frees nothing and is closed
+        with the module.  `dtype` must divide the variable's size.
+        """
+        op = "cuModuleGetGlobal"
+        if self._h is CLOSED:
+            raise closed(op, "module")
+        if not isinstance(name, str) or not name:
+            raise invalid(op, f"the global's name must be a non-empty str, got {name!r}")
+        symbol = _symbol(self.name_map, name, op)
+        err, out = try_call(op, self._h, symbol)
+        if err:
+            from .errors import driver_error
+
+            raise driver_error(err, op, f"no __device__ or __constant__ variable {name!r} in this module")
+        key = (name, str(dtype))
+        view = self._views.get(key)
+        if view is None or view.closed:
+            view = self._views[key] = global_view(self.device, int(out[0]), int(out[1]), dtype, name, op, self)
+        return view
 
     @property
     def closed(self) -> bool:
@@ -116,11 +149,21 @@ class Module:
         for fn in self._functions.values():
             fn._h = CLOSED
         self._functions.clear()
+        views, self._views = self._views, {}
+        for view in views.values():
+            view.close()
         from . import _driver
 
-        if not _driver.forked:
+        if _driver.forked:
+            call("cuModuleUnload", h)
+        elif self.context is not None:
+            if self.context.closed:
+                return  # destroying the context unloaded it
+            with self.context._current("cuModuleUnload"):
+                call("cuModuleUnload", h)
+        else:
             self.device._bind_here()
-        call("cuModuleUnload", h)
+            call("cuModuleUnload", h)
 
     def __enter__(self) -> Module:
         return self
@@ -130,6 +173,27 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<Module {self.kind}{' closed' if self._h is CLOSED else ''} on cuda:{self.device.ordinal}>"
+
+
+def _symbol(name_map: dict[str, str], name: str, op: str) -> bytes:
+    symbol = name_map.get(name, name)
+    if "\0" in symbol:
+        raise invalid(op, f"the name {name!r} holds a NUL character")
+    try:
+        return symbol.encode()
+    except UnicodeEncodeError:
+        raise invalid(op, f"the name {name!r} is not encodable as UTF-8") from None
+
+
+def global_view(device: Device, ptr: int, nbytes: int, dtype: Any, name: str, op: str, owner: Any) -> Any:
+    """A DeviceBuf (frees nothing) over `nbytes` of a module or library global at `ptr`."""
+    from . import dtypes as _dtypes
+    from .memory import adopt
+
+    _, npdt, _ = _dtypes.spec(dtype, op)
+    if nbytes % npdt.itemsize:
+        raise invalid(op, f"the global {name!r} is {nbytes} bytes, not a whole number of {npdt.name} elements")
+    return adopt(ptr, nbytes // npdt.itemsize, dtype, device, keepalive=owner)
 
 
 @dataclass(frozen=True)
@@ -162,16 +226,31 @@ _FUNC_ATTRS = {
 }
 
 
-def _dim3(value: Any, what: str) -> tuple[int, int, int]:
+def _dim3(value: Any, what: str, op: str = "cuLaunchKernel") -> tuple[int, int, int]:
     if value.__class__ is int:
         return value, 1, 1
     try:
         parts = tuple(value)
     except TypeError:
-        raise invalid("cuLaunchKernel", f"{what} must be an int or a tuple of 1-3 ints, got {value!r}") from None
+        raise invalid(op, f"{what} must be an int or a tuple of 1-3 ints, got {value!r}") from None
     if not 1 <= len(parts) <= 3 or any(isinstance(p, bool) or not isinstance(p, int) for p in parts):
-        raise invalid("cuLaunchKernel", f"{what} must be an int or a tuple of 1-3 ints, got {value!r}")
-    return (*parts, 1, 1)[:3]  # type: ignore[return-value]
+        raise invalid(op, f"{what} must be an int or a tuple of 1-3 ints, got {value!r}")
+    dims = (*parts, 1, 1)[:3]
+    if op != "cuLaunchKernel" and not all(0 < d < 1 << 32 for d in dims):
+        raise invalid(op, f"{what} must be positive and below 2**32, got {value!r}")
+    return dims  # type: ignore[return-value]
+
+
+def _positive(value: Any, what: str, op: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 1 << 31:
+        raise invalid(op, f"{what} must be a positive int, got {value!r}")
+    return value
+
+
+def _count(value: Any, what: str, op: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 31:
+        raise invalid(op, f"{what} must be a non-negative int, got {value!r}")
+    return value
 
 
 class Function(_core.FunctionCore):
@@ -182,61 +261,161 @@ class Function(_core.FunctionCore):
     tuple of argument types (`_prepare`) and reused.
     """
 
-    __slots__ = ("module", "device", "_layout")
+    __slots__ = ("module", "device", "_layout", "_kernel")
 
     def __init__(self) -> None:
-        raise TypeError("get functions with Module.function()")
+        raise TypeError("get functions with Module.function() or Library.function()")
 
     @classmethod
-    def _make(cls, h: Any, module: Module, name: str) -> Function:
+    def _make(cls, h: Any, module: Any, name: str, *, default: Any = None, kernel: Any = None,
+              device: Any = None) -> Function:
         f = cls.__new__(cls)
         f._h = int(h)
         f.module = module
         f.name = name
-        f.device = module.device
-        f._ordinal = module.device.ordinal
-        st = module.device._state
-        f._default = st.default_stream
+        f.device = module.device if device is None else device
+        f._ordinal = f.device.ordinal
+        st = f.device._state
+        f._default = st.default_stream if default is None else default
         f._reachable = st.reachable
         f._layout = False  # not queried yet; None: the driver cannot report it
+        f._kernel = kernel  # the CUkernel of a library function (h is the same handle), else None
         f._tls = threading.local()
         return f
 
     # -- attributes ---------------------------------------------------------
+
+    def _attr(self, name: str) -> int:
+        attr = getattr(driver().CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + name)
+        if self._kernel is not None:
+            return int(call("cuKernelGetAttribute", attr, self._kernel, self.device._state.cudev))
+        return int(call("cuFuncGetAttribute", attr, self._h))
 
     @property
     def attributes(self) -> FunctionAttributes:
         op = "cuFuncGetAttribute"
         if self._h is CLOSED:
             raise closed(op, "function")
-        enum = driver().CUfunction_attribute
-        values = {key: int(call(op, getattr(enum, "CU_FUNC_ATTRIBUTE_" + name), self._h))
-                  for key, name in _FUNC_ATTRS.items()}
+        values = {key: self._attr(name) for key, name in _FUNC_ATTRS.items()}
         layout = self.param_layout()
         return FunctionAttributes(**values, num_params=None if layout is None else len(layout))
 
     def param_layout(self) -> tuple[tuple[int, int], ...] | None:
         """[(offset, size)] of each kernel parameter (cuFuncGetParamInfo), or None if the driver can't say."""
         if self._layout is False:
-            self._layout = _query_layout(self._h)
+            if self._kernel is not None:
+                self._layout = _query_layout(self._kernel, "cuKernelGetParamInfo")
+            else:
+                self._layout = _query_layout(self._h)
         return self._layout
+
+    def _check(self, op: str) -> None:
+        if self._h is CLOSED:
+            raise closed(op, "function")
 
     def max_active_blocks_per_sm(self, block: int, dynamic_smem: int = 0) -> int:
         """Resident blocks per multiprocessor for `block` threads (cuOccupancyMaxActiveBlocksPerMultiprocessor)."""
         op = "cuOccupancyMaxActiveBlocksPerMultiprocessor"
-        if self._h is CLOSED:
-            raise closed(op, "function")
-        if isinstance(block, bool) or not isinstance(block, int) or block <= 0:
-            raise invalid(op, f"block must be a positive int, got {block!r}")
-        return int(call(op, self._h, block, dynamic_smem))
+        self._check(op)
+        block = _positive(block, "block", op)
+        self.device._bind_here()
+        return int(call(op, self._h, block, _count(dynamic_smem, "dynamic_smem", op)))
+
+    def max_potential_block_size(self, dynamic_smem: Any = 0, block_limit: int = 0) -> tuple[int, int]:
+        """(minimum grid for full occupancy, block size that maximises it) (cuOccupancyMaxPotentialBlockSize).
+
+        `dynamic_smem` is bytes of dynamic shared memory per block: an int, or a
+        callable taking a block size and returning the bytes that block size
+        needs.  `block_limit` caps the block size (0: the kernel's own limit).
+        """
+        op = "cuOccupancyMaxPotentialBlockSize"
+        self._check(op)
+        limit = _count(block_limit, "block_limit", op)
+        self.device._bind_here()
+        if not callable(dynamic_smem):
+            grid, block = call(op, self._h, None, _count(dynamic_smem, "dynamic_smem", op), limit)
+            return int(grid), int(block)
+        import ctypes
+
+        failures: list[BaseException] = []
+
+        def per_block(size: int) -> int:
+            try:
+                need = dynamic_smem(int(size))
+                if isinstance(need, bool) or not isinstance(need, int) or need < 0:
+                    raise invalid(op, f"dynamic_smem({size}) must return a non-negative int, got {need!r}")
+                return need
+            except BaseException as exc:  # kept and raised below: never lost inside the driver's call
+                failures.append(exc)
+                return 0
+
+        thunk = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_int)(per_block)
+        address = ctypes.cast(thunk, ctypes.c_void_p).value
+        grid, block = call(op, self._h, driver().CUoccupancyB2DSize(address), 0, limit)
+        if failures:
+            raise failures[0]
+        return int(grid), int(block)
+
+    def available_dynamic_shared(self, blocks_per_sm: int, block: int) -> int:
+        """Bytes of dynamic shared memory a block can have with `blocks_per_sm` blocks of `block` threads per SM."""
+        op = "cuOccupancyAvailableDynamicSMemPerBlock"
+        self._check(op)
+        blocks_per_sm = _positive(blocks_per_sm, "blocks_per_sm", op)
+        block = _positive(block, "block", op)
+        self.device._bind_here()
+        return int(call(op, self._h, blocks_per_sm, block))
+
+    def max_potential_cluster_size(self, grid: Any, block: Any, shared_mem: int = 0) -> int:
+        """The largest thread-block cluster this kernel can launch with (cuOccupancyMaxPotentialClusterSize).
+
+        Portable sizes only (8 on compute capability 9.0) unless the kernel
+        allows non-portable cluster sizes.
+        """
+        op = "cuOccupancyMaxPotentialClusterSize"
+        self._check(op)
+        config = self._cluster_config(op, grid, block, shared_mem, None)
+        self.device._bind_here()
+        return int(call(op, self._h, config))
+
+    def max_active_clusters(self, grid: Any, block: Any, cluster: Any, shared_mem: int = 0) -> int:
+        """How many clusters of `cluster` blocks can be co-resident on the device (cuOccupancyMaxActiveClusters)."""
+        op = "cuOccupancyMaxActiveClusters"
+        self._check(op)
+        config = self._cluster_config(op, grid, block, shared_mem, cluster)
+        self.device._bind_here()
+        return int(call(op, self._h, config))
+
+    def _cluster_config(self, op: str, grid: Any, block: Any, shared_mem: int, cluster: Any) -> Any:
+        drv = driver()
+        g, b = _dim3(grid, "grid", op), _dim3(block, "block", op)
+        config = drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = g
+        config.blockDimX, config.blockDimY, config.blockDimZ = b
+        config.sharedMemBytes = _count(shared_mem, "shared_mem", op)
+        config.hStream = drv.CUstream(int(self._default._h))
+        if cluster is not None:
+            c = _dim3(cluster, "cluster", op)
+            if any(gi % ci for gi, ci in zip(g, c)):
+                raise invalid(op, f"the grid {g} is not a whole number of clusters {c}")
+            attr = drv.CUlaunchAttribute()
+            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = c
+            config.attrs = [attr]
+            config.numAttrs = 1
+        else:
+            config.numAttrs = 0
+        return config
 
     def set_max_dynamic_shared(self, nbytes: int) -> None:
         """Allow up to `nbytes` of dynamic shared memory per block (needed above 48 KiB)."""
         op = "cuFuncSetAttribute"
-        if self._h is CLOSED:
-            raise closed(op, "function")
+        self._check(op)
+        nbytes = _count(nbytes, "nbytes", op)
         attr = driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        call(op, self._h, attr, int(nbytes))
+        if self._kernel is not None:
+            call("cuKernelSetAttribute", attr, nbytes, self._kernel, self.device._state.cudev)
+        else:
+            call(op, self._h, attr, nbytes)
 
     def prepare(self, grid: Any, block: Any, *args: Any, stream: Any = None, shared_mem: int = 0,
                 config: LaunchConfig | None = None) -> PreparedLaunch:
@@ -304,16 +483,16 @@ class Function(_core.FunctionCore):
         return invalid(op, f"bad launch configuration grid={grid} block={block} shared_mem={smem!r}: {exc}")
 
 
-def _query_layout(h: Any) -> tuple[tuple[int, int], ...] | None:
+def _query_layout(h: Any, op: str = "cuFuncGetParamInfo") -> tuple[tuple[int, int], ...] | None:
     """The kernel's parameter layout (() for none), or None when the driver cannot report it."""
     drv = driver()
-    if not hasattr(drv, "cuFuncGetParamInfo"):
+    if not hasattr(drv, op):
         return None
     layout = []
     index = 0
     while True:
         try:
-            err, out = try_call("cuFuncGetParamInfo", h, index)
+            err, out = try_call(op, h, index)
         except RuntimeError:  # the driver lacks the entry point
             return None
         if err == 1:  # CUDA_ERROR_INVALID_VALUE: past the last parameter

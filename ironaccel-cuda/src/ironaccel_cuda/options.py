@@ -21,6 +21,9 @@ class CompileOptions:
     fast_math: --use_fast_math (implies ftz, fast division and sqrt, fmad).
     ftz / prec_div / prec_sqrt / fmad: the individual switches.
     max_registers: --maxrregcount.  line_info: -lineinfo.  debug: -G.
+    relocatable_device_code: -rdc=true, separate compilation: code that calls
+    device functions of other inputs or of the device runtime (dynamic
+    parallelism, `cudaGraphSetConditional`), linked with `Linker`.
     extra: further raw NVRTC options, passed last.
     """
 
@@ -35,13 +38,14 @@ class CompileOptions:
     max_registers: int | None = None
     line_info: bool = False
     debug: bool = False
+    relocatable_device_code: bool = False
     extra: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         op = "CompileOptions"
         if self.std is not None and not re.fullmatch(r"c\+\+(03|11|14|17|20|23)", str(self.std)):
             raise _invalid(op, f"std must look like 'c++17', got {self.std!r}")
-        for name in ("fast_math", "line_info", "debug"):
+        for name in ("fast_math", "line_info", "debug", "relocatable_device_code"):
             if not isinstance(getattr(self, name), bool):
                 raise _invalid(op, f"{name} must be a bool, got {getattr(self, name)!r}")
         for name in ("ftz", "prec_div", "prec_sqrt", "fmad"):
@@ -54,6 +58,9 @@ class CompileOptions:
             raise _invalid(op, f"max_registers must be a positive int, got {self.max_registers!r}")
         if isinstance(self.include_paths, (str, bytes)) or isinstance(self.extra, (str, bytes)):
             raise _invalid(op, "include_paths and extra are sequences of str, not a single str")
+        for item in (*self.include_paths, *self.extra):
+            if not isinstance(item, str) or "\0" in item:
+                raise _invalid(op, f"include_paths and extra hold str without NUL, got {item!r}")
         if isinstance(self.defines, (str, bytes)):
             raise _invalid(op, "defines is a mapping or a sequence of 'NAME[=VALUE]', not a single str")
         for name in self._define_args():
@@ -94,5 +101,7 @@ class CompileOptions:
             args.append("--generate-line-info")
         if self.debug:
             args.append("--device-debug")
+        if self.relocatable_device_code:
+            args.append("--relocatable-device-code=true")
         args += [str(x) for x in self.extra]
         return args

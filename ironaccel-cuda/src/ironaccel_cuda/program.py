@@ -39,7 +39,9 @@ from . import cache
 if TYPE_CHECKING:
     from .options import CompileOptions
 
-__all__ = ["CompileOptions", "Program", "ObjectCode", "nvrtc_version", "supported_archs", "normalize_arch"]
+__all__ = [
+    "CompileOptions", "Program", "ObjectCode", "nvrtc_version", "supported_archs", "normalize_arch", "source_text",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -173,24 +175,42 @@ def supported_archs() -> tuple[int, ...]:
     return _nvrtc_info()[1]
 
 
-class ObjectCode:
-    """Compiled device code: `code` bytes of `kind` ("cubin" or "ptx") for `arch`.
+class ObjectCode(bytes):
+    """Compiled device code: the bytes themselves (`bytes(code)`, `len(code)`), of `kind` for `arch`.
 
-    `name_map` maps each name expression to its mangled symbol; `log` holds
-    NVRTC's warnings; `cache` is "memory", "disk" or None (freshly compiled).
+    `kind` is "cubin", "ptx", "ltoir" (NVRTC `-dlto` output, for `Linker`) or
+    "fatbin"; `code` is the same bytes as a plain `bytes`.  `name_map` maps each
+    name expression to its mangled symbol; `log` holds NVRTC's (or nvJitLink's)
+    warnings; `cache` is "memory", "disk" or None (freshly made).  The same
+    shape as ironaccel-rocm's `CodeObject`: a `bytes` that carries what made it.
     Immutable; `replace(**changes)` makes a changed copy.
     """
 
-    __slots__ = ("code", "kind", "arch", "name_map", "log", "cache")
+    _FIELDS = ("code", "kind", "arch", "name_map", "log", "cache")
+    kind: str
+    arch: str
+    name_map: Mapping[str, str]
+    log: str
+    cache: str | None
 
-    def __init__(self, code: bytes, kind: str, arch: str, name_map: Mapping[str, str] = _EMPTY, log: str = "",
-                 cache: str | None = None):
-        for name, value in (("code", code), ("kind", kind), ("arch", arch), ("name_map", name_map), ("log", log),
+    def __new__(cls, code: bytes, kind: str, arch: str, name_map: Mapping[str, str] = _EMPTY, log: str = "",
+                cache: str | None = None) -> ObjectCode:
+        obj = super().__new__(cls, code)
+        set_ = object.__setattr__
+        for name, value in (("kind", kind), ("arch", arch), ("name_map", name_map), ("log", log),
                             ("cache", cache)):
-            object.__setattr__(self, name, value)
+            set_(obj, name, value)
+        return obj
 
-    def replace(self, **changes: Any) -> ObjectCode:
-        fields = {name: getattr(self, name) for name in self.__slots__}
+    @property
+    def code(self) -> bytes:
+        return bytes(self)
+
+    def replace(self, *args: Any, **changes: Any) -> Any:  # type: ignore[override]
+        """A copy with some fields changed (`replace(log="")`); with positional arguments, `bytes.replace`."""
+        if args:
+            return bytes(self).replace(*args)
+        fields = {name: getattr(self, name) for name in self._FIELDS}
         fields.update(changes)
         return ObjectCode(**fields)
 
@@ -201,16 +221,23 @@ class ObjectCode:
         raise AttributeError(f"ObjectCode is immutable: cannot delete {name!r}")
 
     def _fields(self) -> tuple[Any, ...]:
-        return (self.code, self.kind, self.arch, tuple(sorted(self.name_map.items())), self.log, self.cache)
+        return (bytes(self), self.kind, self.arch, tuple(sorted(self.name_map.items())), self.log, self.cache)
 
     def __eq__(self, other: object) -> bool:
         return other.__class__ is ObjectCode and self._fields() == other._fields()  # type: ignore[attr-defined]
 
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
     def __hash__(self) -> int:
         return hash(self._fields())
 
+    def __reduce__(self) -> Any:
+        return (ObjectCode, tuple(getattr(self, name) if name != "name_map" else dict(self.name_map)
+                                  for name in self._FIELDS))
+
     def __repr__(self) -> str:
-        return f"<ObjectCode {self.kind} {self.arch} {len(self.code)} bytes cache={self.cache}>"
+        return f"<ObjectCode {self.kind} {self.arch} {len(self)} bytes cache={self.cache}>"
 
 
 _ARCH_PATTERN = r"(?:sm_|compute_)?(\d+)([af]?)"
@@ -229,35 +256,43 @@ def _parse_arch(text: str) -> tuple[str, str] | None:
 
 
 def normalize_arch(arch: Any, target: str) -> str:
-    """"sm_90" (cubin) or "compute_90" (ptx) from "sm_90", "90", 90, "9.0", (9, 0) or a Device."""
+    """"sm_90" (cubin, ltoir) or "compute_90" (ptx) from "sm_90", "90", 90, "9.0", (9, 0) or a Device.
+
+    An architecture given by name must be one this NVRTC targets (else
+    `Unsupported`, naming the ones it does).  One taken from a GPU (`arch=None`
+    or a Device) may be newer than NVRTC: PTX is then made for the newest
+    architecture NVRTC knows, which the driver compiles forward.
+    """
     op = "nvrtcCompileProgram"
+    from_device = arch is None or hasattr(arch, "compute_capability")
     if arch is None:
         arch = _current_arch()
     elif hasattr(arch, "compute_capability"):
         arch = arch.compute_capability
-    if isinstance(arch, tuple) and len(arch) == 2 and all(isinstance(x, int) for x in arch):
+    if isinstance(arch, tuple) and len(arch) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                          for x in arch):
         digits, suffix = f"{arch[0]}{arch[1]}", ""
     else:
-        text = str(arch).strip().replace(".", "") if not isinstance(arch, bool) else "?"
+        text = str(arch).strip().replace(".", "") if not isinstance(arch, (bool, tuple)) else "?"
         parsed = _parse_arch(text)
         if parsed is None:
             raise _invalid(op, f"arch must look like 'sm_90', 90 or (9, 0), got {arch!r}")
         digits, suffix = parsed
     number = int(digits)
     version, archs, _ = _nvrtc_info()
-    if target == "ptx":
+    supported = ", ".join(map(str, archs))
+    if target == "ptx" and number not in archs and from_device:
         usable = [a for a in archs if a <= number]
-        if not usable:
-            raise _unsupported(op, f"NVRTC {version} cannot target compute_{number} (supports {archs})")
-        chosen = number if number in archs else usable[-1]
-        return f"compute_{chosen}{suffix if chosen == number else ''}"
+        if usable:
+            return f"compute_{usable[-1]}"
     if number not in archs:
+        kind = "PTX" if target == "ptx" else "LTO-IR" if target == "ltoir" else "CUBIN"
         raise _unsupported(
             op,
-            f"NVRTC {version[0]}.{version[1]} cannot make CUBIN for sm_{number} (supports "
-            f"{', '.join(map(str, archs))}); install a matching nvidia-cuda-nvrtc or compile to PTX",
+            f"NVRTC {version[0]}.{version[1]} cannot make {kind} for {'compute' if target == 'ptx' else 'sm'}_"
+            f"{number} (it targets {supported}); name one of those, or install a matching nvidia-cuda-nvrtc",
         )
-    return f"sm_{number}{suffix}"
+    return f"{'compute' if target == 'ptx' else 'sm'}_{number}{suffix}"
 
 
 def _arch_token(arch: Any) -> Any:
@@ -275,8 +310,16 @@ def _arch_token(arch: Any) -> Any:
 def _current_arch() -> tuple[int, int]:
     """Compute capability of the device whose context is current here, else of device 0."""
     from ._driver import call, driver, try_call
+    from .errors import NotAvailable
 
-    drv = driver()
+    try:
+        drv = driver()
+    except NotAvailable as exc:
+        raise NotAvailable(
+            BACKEND, f"no GPU to take the target architecture from ({exc.reason})",
+            fix="NVRTC needs no GPU: pass the architecture, e.g. Program(src).compile('ptx', arch='sm_90')",
+            library=exc.library, searched=exc.searched, code=exc.code, code_name=exc.code_name,
+        ) from None
     err, cudev = try_call("cuCtxGetDevice")
     if err:
         cudev = call("cuDeviceGet", 0)
@@ -286,14 +329,39 @@ def _current_arch() -> tuple[int, int]:
     return major, minor
 
 
+def source_text(source: Any, op: str) -> str:
+    """`source` if it is CUDA C++ text NVRTC can take: a non-empty str with no NUL and no lone surrogate.
+
+    NVRTC reads the source as a C string, so a NUL would silently end the
+    program there; text that cannot be encoded as UTF-8 cannot reach it at all.
+    """
+    if source.__class__ is not str:
+        raise _invalid(op, f"source must be a str of CUDA C++, got {type(source).__name__}")
+    if not source or source.isspace():
+        raise _invalid(op, "source must be a non-empty str of CUDA C++")
+    where = source.find("\0")
+    if where >= 0:
+        line = source.count("\n", 0, where) + 1
+        raise _invalid(op, f"the source holds a NUL character (line {line}); NVRTC would stop reading there")
+    try:
+        source.encode()
+    except UnicodeEncodeError as exc:
+        raise _invalid(op, f"the source is not encodable as UTF-8 (a lone surrogate {source[exc.start]!r} at "
+                           f"character {exc.start})") from None
+    return source
+
+
+_TARGETS = ("cubin", "ptx", "ltoir")
+
+
 class Program:
     """CUDA C++ source, its options and name expressions; `compile()` runs NVRTC (or hits the cache)."""
 
     def __init__(self, source: str, options: CompileOptions | None = None, name_expressions: Iterable[str] = (), *,
                  name: str = "ironaccel.cu", headers: Mapping[str, str] | None = None):
         op = "nvrtcCreateProgram"
-        if source.__class__ is not str or not source or source.isspace():
-            raise _invalid(op, "source must be a non-empty str of CUDA C++")
+        if source.__class__ is not str or not source.isascii() or not source or source.isspace() or "\0" in source:
+            source = source_text(source, op)
         if options is None:
             option_args: tuple[str, ...] = ()  # what CompileOptions() gives, without importing it
         else:
@@ -306,11 +374,18 @@ class Program:
         for n in names:
             if n.__class__ is not str or not n:
                 raise _invalid(op, f"name expressions must be non-empty str, got {names!r}")
+            _encodable(n, op, "name expression")
         header_items: tuple[tuple[str, str], ...] = ()
         if headers:
+            if not isinstance(headers, Mapping):
+                raise _invalid(op, "headers maps include names (str) to their source (str)")
             header_items = tuple(sorted(dict(headers).items()))
             if any(not isinstance(k, str) or not isinstance(v, str) for k, v in header_items):
                 raise _invalid(op, "headers maps include names (str) to their source (str)")
+            for k, v in header_items:
+                _encodable(k, op, "header name")
+                source_text(v, op)
+        _encodable(name, op, "program name")
         self.source = source
         self._options = options
         self.name_expressions = names
@@ -327,10 +402,14 @@ class Program:
         return self._options
 
     def compile(self, target: str = "cubin", arch: Any = None) -> ObjectCode:
-        """Compile to "cubin" (default) or "ptx" for `arch` (default: the current device's)."""
+        """Compile to "cubin" (default), "ptx" or "ltoir" for `arch` (default: the current device's).
+
+        "ltoir" is NVRTC's link-time-optimisation IR (`-dlto`, relocatable): it
+        cannot be loaded, only linked (`Linker`).
+        """
         op = "nvrtcCompileProgram"
-        if target != "cubin" and target != "ptx":
-            raise _invalid(op, f"target must be 'cubin' or 'ptx', got {target!r}")
+        if target not in _TARGETS:
+            raise _invalid(op, f"target must be 'cubin', 'ptx' or 'ltoir', got {target!r}")
         enabled = cache.cache_enabled()
         fast_key = None
         if enabled:
@@ -369,6 +448,8 @@ class Program:
              ) -> tuple[str, list[str], str]:
         arch_name = normalize_arch(arch, target)
         args = [*self._inputs[3], f"--gpu-architecture={arch_name}"]
+        if target == "ltoir":
+            args += ["-dlto", "--relocatable-device-code=true"]
         version, _, identity = info
         key = cache.cache_key(
             source=self.source, headers=[list(h) for h in self._inputs[1]], names=list(self.name_expressions),
@@ -418,6 +499,12 @@ class Program:
                 buf = b" " * size
                 (err,) = nv.nvrtcGetPTX(prog, buf)
                 _check(nv, err, "nvrtcGetPTX")
+            elif target == "ltoir":
+                err, size = nv.nvrtcGetLTOIRSize(prog)
+                _check(nv, err, "nvrtcGetLTOIRSize")
+                buf = b" " * size
+                (err,) = nv.nvrtcGetLTOIR(prog, buf)
+                _check(nv, err, "nvrtcGetLTOIR")
             else:
                 err, size = nv.nvrtcGetCUBINSize(prog)
                 _check(nv, err, "nvrtcGetCUBINSize")
@@ -432,6 +519,15 @@ class Program:
         finally:
             nv.nvrtcDestroyProgram(prog)
         return ObjectCode(bytes(buf), target, arch_name, MappingProxyType(names), log, cache=None)
+
+
+def _encodable(text: str, op: str, what: str) -> None:
+    if "\0" in text:
+        raise _invalid(op, f"the {what} {text!r} holds a NUL character")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise _invalid(op, f"the {what} {text!r} is not encodable as UTF-8") from None
 
 
 def _log(nv: ModuleType, prog: Any) -> str:

@@ -3,12 +3,16 @@
 `dev.create_stream()` makes an owned stream (non-blocking by default);
 `dev.default_stream` is the device's permanent stream (created once per
 process and device, ordered with the legacy default stream, never closed);
-`Stream.from_handle(h, dev)` wraps a foreign stream without owning it.
+`Stream.from_handle(h, dev)` wraps a foreign stream without owning it;
+`dev.legacy_stream` and `dev.per_thread_stream` are the driver's implicit
+streams (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) of that device.
+`s.launch_host_func(fn)` runs a Python callable in stream order (see `hostfn`).
 Streams speak `__cuda_stream__` so cuda.core, CuPy and others can use them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _core
@@ -75,12 +79,37 @@ class Stream(_core.StreamCore):
         call("cuStreamBeginCapture", self._h, driver().CUstreamCaptureMode(_CAPTURE_MODES[mode]))
 
     def end_capture(self) -> Graph:
-        """Stop capturing; returns the captured Graph."""
+        """Stop capturing; returns the captured Graph (holding the host functions captured into it)."""
         from ._driver import call
         from .graph import Graph
+        from .hostfn import take_captured
 
         self._check_open("cuStreamEndCapture")
-        return Graph._make(call("cuStreamEndCapture", self._h), self.device)
+        captured = take_captured(self)
+        graph = Graph._make(call("cuStreamEndCapture", self._h), self.device)
+        graph._host_funcs.extend(captured)
+        return graph
+
+    # -- host functions -----------------------------------------------------
+
+    def launch_host_func(self, fn: Callable[[], Any]) -> None:
+        """Run `fn()` on a driver thread once the work queued before it is done; later work waits for it.
+
+        `fn` takes no arguments (bind them with a closure or functools.partial)
+        and must not call CUDA.  It is kept alive until it ran (inside a
+        capture: as long as the graph made from it).  An exception inside it
+        goes to `sys.unraisablehook` and is raised, as `HostFuncError`, by this
+        stream's next `synchronize()` or `query()`.
+        """
+        from .hostfn import launch
+
+        self._check_open("cuLaunchHostFunc")
+        launch(self, fn)
+
+    @property
+    def priority_range(self) -> tuple[int, int]:
+        """(least, greatest) stream priority of this stream's device; lower numbers run first."""
+        return self.device.stream_priority_range
 
     @property
     def is_capturing(self) -> bool:
@@ -158,3 +187,72 @@ class Stream(_core.StreamCore):
         if not isinstance(event, Event):
             return invalid(op, f"expected an Event, got {type(event).__name__}")
         return closed(op, "event")
+
+
+class _WatchedStream(Stream):
+    """A Stream that ran a host function: synchronize() and query() also raise its failures."""
+
+    __slots__ = ()
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on this stream has finished; raise a failed host function's error."""
+        from .hostfn import raise_pending
+
+        Stream.synchronize(self)
+        raise_pending(self)
+
+    def query(self) -> bool:
+        """True when all work queued on this stream has finished; raise a failed host function's error."""
+        from .hostfn import raise_pending
+
+        done = Stream.query(self)
+        if done:
+            raise_pending(self)
+        return done
+
+
+CU_STREAM_LEGACY = 0x1
+CU_STREAM_PER_THREAD = 0x2
+
+
+class _ImplicitStream(_WatchedStream):
+    """The legacy or per-thread default stream of one device: its handle means "of the current context",
+    so every call first makes the device's context current on the calling thread."""
+
+    __slots__ = ()
+
+    def synchronize(self) -> None:
+        self.device._bind_here()
+        _WatchedStream.synchronize(self)
+
+    def query(self) -> bool:
+        self.device._bind_here()
+        return _WatchedStream.query(self)
+
+    def wait(self, event: Any) -> None:
+        self.device._bind_here()
+        Stream.wait(self, event)
+
+    def record(self, event: Any = None) -> Any:
+        self.device._bind_here()
+        return Stream.record(self, event)
+
+    def launch_host_func(self, fn: Callable[[], Any]) -> None:
+        self.device._bind_here()
+        Stream.launch_host_func(self, fn)
+
+    def begin_capture(self, mode: str = "thread_local") -> None:
+        self.device._bind_here()
+        Stream.begin_capture(self, mode)
+
+    def close(self) -> None:
+        """The implicit streams are never destroyed: closing does nothing."""
+
+    def __repr__(self) -> str:
+        kind = "legacy" if int(self._h) == CU_STREAM_LEGACY else "per-thread"
+        return f"<Stream {kind} default on cuda:{self._ordinal}>"
+
+
+def implicit_stream(device: Device, handle: int) -> Stream:
+    """The Stream for CU_STREAM_LEGACY or CU_STREAM_PER_THREAD of `device`."""
+    return _ImplicitStream._make(handle, device, owned=False, permanent=True)

@@ -21,11 +21,11 @@
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dlfcn.h>
 
 #define MAGIC_STREAM 0x5354524dU
 #define MAGIC_EVENT 0x4556454eU
@@ -569,8 +569,9 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     }
     for (size_t i = 0; i < sizeof SYMS / sizeof *SYMS; i++)
         if (strcmp(SYMS[i].name, symbol) == 0) { *pfn = SYMS[i].fn; if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS; return CUDA_SUCCESS; }
-    /* Entry points the other files of this folder define (one file per area) are found by name. */
-    static const char *const suffixes[] = {"", "_v2", "_v3"};
+    /* Entry points defined in the other files of tests/fakecuda: by name, newest ABI suffix first (cuda.h
+       renames e.g. cuStreamGetCaptureInfo to cuStreamGetCaptureInfo_v3 where they are defined). */
+    static const char *const suffixes[] = {"_v4", "_v3", "_v2", ""};
     for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
         char name[256];
         snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]);

@@ -1,0 +1,340 @@
+"""Explicit contexts and green contexts (SM partitions).
+
+    ctx = dev.create_context()          # a new (non-primary) context, not made current
+    with ctx:                           # push ... pop on this thread
+        ...                             # driver calls here act in ctx
+    s = ctx.create_stream(); mod = ctx.load_module(code)
+    ctx.close()                         # destroys it with its streams and modules
+
+    a, b = dev.split_sms(32, groups=2)  # two green contexts of at least 32 SMs each
+    a.sm_count; s = a.create_stream()   # work on s runs only on a's SMs
+
+Ironaccel itself works in the primary context (see `device`); an explicit
+context is for code that needs its own (separate limits, cache config,
+isolation of modules).  While a context is pushed on a thread, the driver
+acts in it there -- for ironaccel's own creation calls on that thread too --
+until it is popped.  A green context owns a disjoint set of SMs:
+kernels launched on its streams run only there.  Launch kernels from a
+`Library` there (context-independent code); a Function from `dev.load_module`
+belongs to the primary context.  A green context can be current on one
+thread at a time.  Closing either kind closes the streams and modules made
+from it first; using a closed one is `ClosedError`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ._driver import call, driver, try_call
+from .errors import closed, invalid
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .module import Module
+    from .stream import Stream
+
+__all__ = ["Context", "GreenContext", "current_context", "split_sms"]
+
+CU_STREAM_NON_BLOCKING = 1
+CU_GREEN_CTX_DEFAULT_STREAM = 1
+CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING = 1
+_CTX_FLAGS = {"auto": 0, "spin": 1, "yield": 2, "blocking_sync": 4}
+
+
+class _ContextBase:
+    """What explicit and green contexts share: a CUcontext, its children, push/pop, streams, modules."""
+
+    _ctx: Any
+    device: Device
+    _kind = "context"
+
+    def create_stream(self, priority: int = 0) -> Stream:
+        raise NotImplementedError
+
+    def _init_base(self, ctx: Any, device: Device) -> None:
+        self._ctx = ctx
+        self.device = device
+        self._children: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._pushed = threading.local()
+        self._default: Stream | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._ctx is None
+
+    @property
+    def handle(self) -> int:
+        """The CUcontext address."""
+        self._check("Context.handle")
+        return int(self._ctx)
+
+    def _check(self, op: str) -> None:
+        if self._ctx is None:
+            raise closed(op, self._kind)
+
+    def push(self) -> None:
+        """Make this context current on the calling thread, above the one that was (cuCtxPushCurrent)."""
+        op = "cuCtxPushCurrent"
+        self._check(op)
+        call(op, self._ctx)
+        self._depth(+1)
+
+    def pop(self) -> None:
+        """Undo this thread's last `push()` of this context (cuCtxPopCurrent)."""
+        op = "cuCtxPopCurrent"
+        self._check(op)
+        if self._depth(0) == 0:
+            raise invalid(op, f"this {self._kind} was not pushed on this thread")
+        call(op)
+        self._depth(-1)
+
+    def _depth(self, change: int) -> int:
+        depth = getattr(self._pushed, "depth", 0) + change
+        self._pushed.depth = depth
+        return depth
+
+    def __enter__(self) -> Any:
+        self.push()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._ctx is not None:
+            self.pop()
+
+    @contextmanager
+    def _current(self, op: str) -> Iterator[None]:
+        """This context current on the calling thread for one driver call, then the previous one again."""
+        self._check(op)
+        call("cuCtxPushCurrent", self._ctx)
+        try:
+            yield
+        finally:
+            call("cuCtxPopCurrent")
+
+    def _adopt(self, child: Any) -> None:
+        self._children.add(child)
+
+    @property
+    def default_stream(self) -> Stream:
+        """A stream of this context used where no stream is given (made on first use)."""
+        if self._default is None:
+            self._default = self.create_stream()
+        return self._default
+
+    def load_module(self, code: Any) -> Module:
+        """Load an ObjectCode, CUBIN/PTX/fatbin bytes or a path into this context."""
+        from .module import load_module
+
+        self._check("cuModuleLoadData")
+        return load_module(self.device, code, context=self)
+
+    def synchronize(self) -> None:
+        """Wait for all work of this context (cuCtxSynchronize)."""
+        op = "cuCtxSynchronize"
+        with self._current(op):
+            call(op)
+
+    def _close_children(self) -> None:
+        for child in list(self._children):
+            try:
+                child.close()
+            except Exception:
+                pass
+        self._children = weakref.WeakSet()
+        self._default = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._ctx is None else hex(int(self._ctx))
+        return f"<{type(self).__name__} {state} on cuda:{self.device.ordinal}>"
+
+
+class Context(_ContextBase):
+    """An explicit (non-primary) CUDA context of one device.  Make one with `dev.create_context()`."""
+
+    def __init__(self) -> None:
+        raise TypeError("create contexts with Device.create_context()")
+
+    @classmethod
+    def _create(cls, device: Device, sched: str = "auto", map_host: bool = False) -> Context:
+        op = "cuCtxCreate"
+        if sched not in _CTX_FLAGS:
+            raise invalid(op, f"sched must be one of {sorted(_CTX_FLAGS)}, got {sched!r}")
+        flags = _CTX_FLAGS[sched] | (0x8 if map_host else 0)
+        try:
+            ctx = call(op, None, flags, device._state.cudev)
+        except TypeError:  # cuda.bindings 12: cuCtxCreate(flags, dev)
+            ctx = call(op, flags, device._state.cudev)
+        call("cuCtxPopCurrent")  # cuCtxCreate made it current: creating it changes nothing for this thread
+        c = object.__new__(cls)
+        c._init_base(ctx, device)
+        _register(c)
+        return c
+
+    def create_stream(self, priority: int = 0, non_blocking: bool = True) -> Stream:
+        """A new owned stream in this context."""
+        from .stream import Stream
+
+        op = "cuStreamCreateWithPriority"
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise invalid(op, f"priority must be an int, got {priority!r}")
+        with self._current(op):
+            h = call(op, CU_STREAM_NON_BLOCKING if non_blocking else 0, priority)
+        s = Stream._make(h, self.device, owned=True, priority=priority, non_blocking=non_blocking)
+        self._adopt(s)
+        return s
+
+    def close(self) -> None:
+        """Destroy the context (cuCtxDestroy) after closing its streams and modules.  Idempotent."""
+        ctx = self._ctx
+        if ctx is None:
+            return
+        self._close_children()
+        self._ctx = None
+        from . import _driver
+
+        if not _driver.forked:
+            call("cuCtxDestroy", ctx)
+
+    def __del__(self) -> None:
+        if getattr(self, "_ctx", None) is not None:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+
+def current_context() -> Any:
+    """The Context, GreenContext or Device (primary context) current on this thread, or None."""
+    ctx = call("cuCtxGetCurrent")
+    address = int(ctx) if ctx is not None else 0
+    if not address:
+        return None
+    with _registry_lock:
+        known = _registry.get(address)
+    if known is not None:
+        return known
+    from . import device as _device
+
+    for st in list(_device._states.values()):
+        if int(st.ctx) == address:
+            return st.device
+    return None
+
+
+_registry: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_registry_lock = threading.Lock()
+
+
+def _register(c: _ContextBase) -> None:
+    with _registry_lock:
+        _registry[int(c._ctx)] = c
+
+
+class GreenContext(_ContextBase):
+    """A green context: a partition of one device's SMs.  Make them with `dev.split_sms(...)`."""
+
+    _kind = "green context"
+    sm_count: int
+    _green: Any
+
+    def __init__(self) -> None:
+        raise TypeError("create green contexts with Device.split_sms()")
+
+    @classmethod
+    def _create(cls, device: Device, resource: Any) -> GreenContext:
+        drv = driver()
+        desc = call("cuDevResourceGenerateDesc", [resource], 1)
+        green = call("cuGreenCtxCreate", desc, device._state.cudev, CU_GREEN_CTX_DEFAULT_STREAM)
+        g = object.__new__(cls)
+        g._green = green
+        try:
+            g._init_base(call("cuCtxFromGreenCtx", green), device)
+        except BaseException:
+            call("cuGreenCtxDestroy", green)
+            raise
+        sm = call("cuGreenCtxGetDevResource", green, drv.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
+        g.sm_count = int(sm.sm.smCount)
+        _register(g)
+        return g
+
+    def create_stream(self, priority: int = 0) -> Stream:
+        """A new owned stream whose work runs on this partition's SMs (cuGreenCtxStreamCreate, non-blocking)."""
+        from .stream import Stream
+
+        op = "cuGreenCtxStreamCreate"
+        self._check(op)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise invalid(op, f"priority must be an int, got {priority!r}")
+        h = call(op, self._green, CU_STREAM_NON_BLOCKING, priority)
+        s = Stream._make(h, self.device, owned=True, priority=priority, non_blocking=True)
+        self._adopt(s)
+        return s
+
+    def close(self) -> None:
+        """Destroy the green context (cuGreenCtxDestroy) after closing its streams and modules.  Idempotent."""
+        if self._ctx is None:
+            return
+        self._close_children()
+        self._ctx = None
+        green, self._green = self._green, None
+        from . import _driver
+
+        if not _driver.forked:
+            call("cuGreenCtxDestroy", green)
+
+    def __del__(self) -> None:
+        if getattr(self, "_ctx", None) is not None:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._ctx is None else f"{self.sm_count} SMs"
+        return f"<GreenContext {state} on cuda:{self.device.ordinal}>"
+
+
+def split_sms(device: Device, sm_count: int, groups: int | None = None, *, coscheduling: bool = True
+              ) -> list[GreenContext]:
+    """Green contexts over disjoint groups of at least `sm_count` SMs each (cuDevSmResourceSplitByCount).
+
+    `groups` is how many (default: as many as fit).  The driver rounds
+    `sm_count` up to the partition granularity (`sm_count` of each result says
+    what each got); `coscheduling=False` lowers it (no large clusters then).
+    Asking for more SMs or groups than the device has is InvalidArgument.
+    """
+    op = "cuDevSmResourceSplitByCount"
+    total = device.attributes.multiprocessor_count
+    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count <= 0:
+        raise invalid(op, f"sm_count must be a positive int, got {sm_count!r}")
+    if sm_count > total:
+        raise invalid(op, f"a partition of {sm_count} SMs is larger than cuda:{device.ordinal} ({total} SMs)")
+    if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0):
+        raise invalid(op, f"groups must be a positive int or None, got {groups!r}")
+    drv = driver()
+    device._bind_here()
+    whole = call("cuDeviceGetDevResource", device._state.cudev, drv.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
+    flags = 0 if coscheduling else CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING
+    err, out = try_call(op, groups if groups is not None else total, whole, flags, sm_count)
+    if err:
+        from .errors import InvalidArgument, code_name
+
+        raise InvalidArgument("cuda", op, err, code_name(err),
+                              f"{groups or 'as many'} groups of at least {sm_count} SMs of {total} cannot be made")
+    parts, made = list(out[0]), int(out[1])
+    if groups is not None and made < groups:
+        raise invalid(op, f"only {made} groups of at least {sm_count} SMs fit on cuda:{device.ordinal} ({total} SMs, "
+                          f"after rounding to its partition granularity), not {groups}")
+    result: list[GreenContext] = []
+    try:
+        for resource in parts[:made]:
+            result.append(GreenContext._create(device, resource))
+    except BaseException:
+        for g in result:
+            g.close()
+        raise
+    return result

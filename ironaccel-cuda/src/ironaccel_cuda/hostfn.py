@@ -1,0 +1,208 @@
+"""Host functions: a Python callable the driver runs in stream order (cuLaunchHostFunc, graph host nodes).
+
+The driver calls one C trampoline (a ctypes thunk, which takes the GIL) on its
+own thread with a token; the token names a `HostFunc` that holds the callable
+until it can no longer run: an eager launch is dropped once it ran, a host
+node of a graph (captured or added explicitly) lives as long as a Graph or
+GraphExec that holds it.  The driver entry points are called through their
+own addresses (`cuGetProcAddress`), so the callable's token reaches the
+trampoline unchanged whatever the binding does with host functions.
+
+An exception inside a host function is never lost: it goes to
+`sys.unraisablehook` when it happens, and the next `synchronize()` or
+`query()` of the stream it ran on raises `HostFuncError` (one per failure;
+the original exception is its `__cause__`).  Streams that never ran a host
+function keep their plain hot methods.
+
+Host functions must not call CUDA (the driver may fail them with
+CUDA_ERROR_NOT_PERMITTED, or deadlock), nor wait for other work of the GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ._driver import call, driver
+from .errors import HostFuncError, driver_error, invalid
+
+__all__ = ["HostFunc", "launch", "graph_add_node", "pending_errors", "raise_pending"]
+
+_lock = threading.Lock()
+_tokens = itertools.count(1)
+_once: dict[int, HostFunc] = {}  # eager launches, kept until they ran
+_kept: weakref.WeakValueDictionary[int, HostFunc] = weakref.WeakValueDictionary()  # graph nodes
+_pending: weakref.WeakKeyDictionary[Any, list[HostFuncError]] = weakref.WeakKeyDictionary()
+_by_capture: dict[int, list[HostFunc]] = {}  # capture id -> host functions queued while it ran
+
+
+class HostFunc:
+    """One callable and where its failures are reported (`sink`: a weak reference to a Stream, or None)."""
+
+    __slots__ = ("fn", "token", "sink", "__weakref__")
+
+    def __init__(self, fn: Callable[[], Any], sink: Any):
+        self.fn = fn
+        self.token = next(_tokens)
+        self.sink = None if sink is None else weakref.ref(sink)
+
+    def __repr__(self) -> str:
+        return f"<HostFunc {getattr(self.fn, '__qualname__', self.fn)!r}>"
+
+
+def _run(token: int) -> None:
+    with _lock:
+        entry = _once.pop(token, None) or _kept.get(token)
+    if entry is None:
+        return
+    try:
+        entry.fn()
+    except BaseException as exc:
+        stream = entry.sink() if entry.sink is not None else None
+        if stream is not None:
+            error = HostFuncError(f"the host function {entry.fn!r} raised {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            with _lock:
+                _pending.setdefault(stream, []).append(error)
+        raise  # ctypes hands it to sys.unraisablehook
+
+
+_HOSTFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_trampoline = _HOSTFN(_run)
+_TRAMPOLINE_ADDRESS: int = ctypes.cast(_trampoline, ctypes.c_void_p).value  # type: ignore[assignment]
+_entry_points: dict[str, Any] = {}
+
+
+def _entry(name: str, *argtypes: Any) -> Any:
+    fn = _entry_points.get(name)
+    if fn is None:
+        drv = driver()
+        flags = drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+        out = call("cuGetProcAddress", name.encode(), 12000, flags)
+        address = int(out[0] if isinstance(out, tuple) else out)
+        if not address:
+            from .errors import Unsupported
+
+            raise Unsupported("cuda", name, f"the driver does not provide {name}")
+        fn = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(address)
+        _entry_points[name] = fn
+    return fn
+
+
+def _check_callable(fn: Any, op: str) -> None:
+    if not callable(fn):
+        raise invalid(op, f"a host function must be callable (taking no arguments), got {type(fn).__name__}")
+
+
+def launch(stream: Any, fn: Callable[[], Any]) -> HostFunc:
+    """Queue `fn()` on `stream` (cuLaunchHostFunc); a capture keeps it for the graph it makes."""
+    op = "cuLaunchHostFunc"
+    _check_callable(fn, op)
+    entry = HostFunc(fn, stream)
+    capture = _capture_id(stream)
+    with _lock:
+        if capture is None:
+            _once[entry.token] = entry
+        else:
+            _kept[entry.token] = entry
+            _by_capture.setdefault(capture, []).append(entry)
+    cu_launch = _entry(op, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    err = cu_launch(int(stream._h), _TRAMPOLINE_ADDRESS, entry.token)
+    if err:
+        with _lock:
+            _once.pop(entry.token, None)
+            if capture is not None:
+                _by_capture.get(capture, []).remove(entry)
+        raise driver_error(err, op)
+    watch(stream)
+    return entry
+
+
+def _capture_id(stream: Any) -> int | None:
+    """The id of the capture running on `stream`, or None when it is not capturing."""
+    drv = driver()
+    out = call("cuStreamGetCaptureInfo", stream._h)
+    if int(out[0]) != int(drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE):
+        return None
+    return int(out[1])
+
+
+def take_captured(stream: Any) -> list[HostFunc]:
+    """The host functions queued during the capture running on `stream` (call before cuStreamEndCapture)."""
+    capture = _capture_id(stream)
+    if capture is None:
+        return []
+    with _lock:
+        return _by_capture.pop(capture, [])
+
+
+def graph_add_node(graph_h: int, deps: list[int], fn: Callable[[], Any], sink: Any) -> tuple[int, HostFunc]:
+    """Add a host node running `fn()` to a graph (cuGraphAddHostNode); returns (node handle, HostFunc)."""
+    op = "cuGraphAddHostNode"
+    _check_callable(fn, op)
+    entry = HostFunc(fn, sink)
+    with _lock:
+        _kept[entry.token] = entry
+    params = (ctypes.c_void_p * 2)(_TRAMPOLINE_ADDRESS, entry.token)
+    node = ctypes.c_void_p()
+    array = (ctypes.c_void_p * max(len(deps), 1))(*deps)
+    add = _entry(op, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                 ctypes.c_void_p)
+    err = add(ctypes.byref(node), graph_h, array if deps else None, len(deps), ctypes.addressof(params))
+    if err:
+        raise driver_error(err, op)
+    return int(node.value or 0), entry
+
+
+def host_node_params(fn: Callable[[], Any], sink: Any, op: str) -> tuple[Any, HostFunc]:
+    """A CUDA_HOST_NODE_PARAMS (as two pointers, ctypes) for `fn`, and the HostFunc the caller must keep."""
+    _check_callable(fn, op)
+    entry = HostFunc(fn, sink)
+    with _lock:
+        _kept[entry.token] = entry
+    return (ctypes.c_void_p * 2)(_TRAMPOLINE_ADDRESS, entry.token), entry
+
+
+def exec_set_host_node(exec_h: int, node_h: int, fn: Callable[[], Any], sink: Any) -> HostFunc:
+    op = "cuGraphExecHostNodeSetParams"
+    params, entry = host_node_params(fn, sink, op)
+    set_params = _entry(op, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    err = set_params(exec_h, node_h, ctypes.addressof(params))
+    if err:
+        raise driver_error(err, op)
+    return entry
+
+
+def retarget(entries: Any, stream: Any) -> None:
+    """Report failures of these graph host functions to `stream` (the one that launched their graph)."""
+    ref = weakref.ref(stream)
+    for entry in entries:
+        entry.sink = ref
+    watch(stream)
+
+
+def watch(stream: Any) -> None:
+    """From now on, `stream.synchronize()` / `query()` raise host-function failures (a Stream subclass)."""
+    from .stream import Stream, _WatchedStream
+
+    if stream.__class__ is Stream:
+        stream.__class__ = _WatchedStream
+
+
+def pending_errors(stream: Any) -> list[HostFuncError]:
+    with _lock:
+        return _pending.pop(stream, [])
+
+
+def raise_pending(stream: Any) -> None:
+    if stream in _pending:
+        errors = pending_errors(stream)
+        if errors:
+            first = errors[0]
+            if len(errors) > 1:
+                first.others = errors[1:]
+            raise first

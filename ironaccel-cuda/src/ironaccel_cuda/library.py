@@ -1,0 +1,132 @@
+"""Library: device code loaded once for every device and context (cuLibraryLoadData).
+
+    lib = cu.Library(cu.Program(src).compile())        # no device or context needed
+    fn = lib.function("saxpy", dev)                    # a Function of dev (its CUkernel)
+    fn.launch(grid, block, *args, stream=s)            # s: any stream of dev, green-context streams included
+    coeffs = lib.get_global("coeffs", dev, "float32")  # a DeviceBuf over dev's copy of a __constant__
+
+A kernel of a library (a CUkernel) is launched through the same `Function`
+as a module's: the driver accepts it where a CUfunction goes and runs it in
+the context of the stream it is launched on -- which is what green contexts
+need.  Globals exist once per device.  `close()` unloads the library; its
+Functions and global views are closed with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ._driver import call, try_call
+from .errors import closed, driver_error, invalid
+from .module import Function, _symbol, global_view, loadable_image
+
+if TYPE_CHECKING:
+    from .device import Device
+
+__all__ = ["Library"]
+
+
+class Library:
+    """Context-independent device code (CUBIN, PTX or fatbin; an ObjectCode, bytes or a path)."""
+
+    def __init__(self, code: Any):
+        op = "cuLibraryLoadData"
+        image, self.name_map, self.kind = loadable_image(code, op)
+        self._h: Any = call(op, image, None, None, 0, None, None, 0)
+        self._lock = threading.Lock()
+        self._functions: dict[tuple[str, int], Function] = {}
+        self._views: dict[tuple[str, int, str], Any] = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._h is None
+
+    def _check(self, op: str) -> None:
+        if self._h is None:
+            raise closed(op, "library")
+
+    @staticmethod
+    def _device(device: Any, op: str) -> Device:
+        from .device import Device
+
+        if not isinstance(device, Device):
+            raise invalid(op, f"device must be a Device, got {type(device).__name__}")
+        device._check_open(op)
+        return device
+
+    def function(self, name: str, device: Device) -> Function:
+        """The kernel `name` (a name expression or a symbol) as a Function of `device` (cuLibraryGetKernel)."""
+        op = "cuLibraryGetKernel"
+        self._check(op)
+        dev = self._device(device, op)
+        if not isinstance(name, str) or not name:
+            raise invalid(op, f"function name must be a non-empty str, got {name!r}")
+        key = (name, dev.ordinal)
+        with self._lock:
+            fn = self._functions.get(key)
+            if fn is not None:
+                return fn
+            symbol = _symbol(self.name_map, name, op)
+            err, kernel = try_call(op, self._h, symbol)
+            if err:
+                known = f"; name expressions: {sorted(self.name_map)}" if self.name_map else ""
+                raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol.decode()!r}) in this library{known}")
+            fn = Function._make(int(kernel), self, name, kernel=kernel, device=dev)
+            self._functions[key] = fn
+            return fn
+
+    def get_global(self, name: str, device: Device, dtype: Any = "uint8") -> Any:
+        """A DeviceBuf over `device`'s copy of the `__device__` / `__constant__` variable `name`
+        (cuLibraryGetGlobal); see `Module.get_global`."""
+        op = "cuLibraryGetGlobal"
+        self._check(op)
+        dev = self._device(device, op)
+        if not isinstance(name, str) or not name:
+            raise invalid(op, f"the global's name must be a non-empty str, got {name!r}")
+        key = (name, dev.ordinal, str(dtype))
+        with self._lock:
+            view = self._views.get(key)
+            if view is not None and not view.closed:
+                return view
+            dev._bind_here()
+            err, out = try_call(op, self._h, _symbol(self.name_map, name, op))
+            if err:
+                raise driver_error(err, op, f"no __device__ or __constant__ variable {name!r} in this library")
+            view = self._views[key] = global_view(dev, int(out[0]), int(out[1]), dtype, name, op, self)
+            return view
+
+    def close(self) -> None:
+        """Unload the library (cuLibraryUnload); its Functions and global views are closed.  Idempotent."""
+        h = self._h
+        if h is None:
+            return
+        self._h = None
+        from ._core import CLOSED
+
+        for fn in self._functions.values():
+            fn._h = CLOSED
+        self._functions.clear()
+        views, self._views = self._views, {}
+        for view in views.values():
+            view.close()
+        from . import _driver
+
+        if not _driver.forked:
+            call("cuLibraryUnload", h)
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_h", None) is not None:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<Library {self.kind}{' closed' if self._h is None else ''}>"

@@ -1,0 +1,247 @@
+"""Linking device code with nvJitLink: CUBIN, PTX, LTO-IR, fatbin and static libraries into one CUBIN.
+
+    a = cu.Program(src_a, cu.CompileOptions(relocatable_device_code=True)).compile("cubin")
+    b = cu.Program(src_b).compile("ltoir")                       # link-time optimised
+    code = cu.Linker(a, b, "libfoo.a", device_runtime=True).link()   # CUBIN for the current device
+    fn = dev.load_module(code).function("main_kernel")
+
+Inputs are ObjectCode from `Program.compile` (or `link`), bytes (the kind is
+read from their headers, which are checked as `load_module` checks them) or
+paths (`.a` files are libraries).  Link-time optimisation is on when any input
+is LTO-IR.  `device_runtime=True` adds the CUDA device runtime,
+`libcudadevrt.a`, which kernels need for dynamic parallelism and for device
+calls such as `cudaGraphSetConditional`; it is found with cuda.pathfinder (a
+pip install gets it from NVIDIA's `nvidia-cuda-runtime` wheel, in
+`nvidia/cu13/lib/`), else in `$CUDA_HOME/lib64`; where it is missing, the link
+raises `NotAvailable` saying what to install.  Inputs made for another
+architecture than the link's are refused (`InvalidArgument`: nvJitLink would
+silently drop them).  nvJitLink comes from NVIDIA's `nvidia-nvjitlink` wheel
+(`pip install ironaccel-cuda[link]`) through `cuda.bindings.nvjitlink`; it
+must be at least as new as the NVRTC that made LTO-IR inputs.
+
+Results are cached like compiles (memory, then disk), keyed on every input's
+bytes, the options, the architecture and the nvJitLink build.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+from . import cache
+from .errors import BACKEND, CompileError, NotAvailable, invalid
+from .images import check_image, cubin_sm
+from .program import ObjectCode, normalize_arch
+
+__all__ = ["Linker", "device_runtime_library"]
+
+LINK_FIX = "pip install nvidia-nvjitlink (or ironaccel-cuda[link]); cuda.bindings.nvjitlink loads it"
+DEVRT_FIX = ("pip install nvidia-cuda-runtime (it ships nvidia/cu13/lib/libcudadevrt.a), or point CUDA_HOME at a "
+             "CUDA toolkit")
+_AR_MAGIC = b"!<arch>\n"
+
+
+def _nvjitlink() -> ModuleType:
+    try:
+        from cuda.bindings import nvjitlink
+    except ImportError as exc:
+        raise NotAvailable(BACKEND, f"cuda.bindings.nvjitlink cannot be imported: {exc}", fix=LINK_FIX) from exc
+    try:
+        nvjitlink.version()
+    except Exception as exc:  # the library itself is missing
+        raise NotAvailable(BACKEND, f"nvJitLink (libnvJitLink) could not be loaded: {exc}", fix=LINK_FIX,
+                           library="libnvJitLink.so") from exc
+    return nvjitlink
+
+
+def device_runtime_library() -> str:
+    """The path of libcudadevrt.a (cuda.pathfinder, else $CUDA_HOME/lib64); NotAvailable if there is none."""
+    searched: list[str] = []
+    try:
+        from cuda.pathfinder import find_static_lib
+
+        return str(find_static_lib("cudadevrt"))
+    except ImportError:
+        searched.append("cuda.pathfinder (too old to find static libraries)")
+    except Exception as exc:
+        searched.append(f"cuda.pathfinder: {exc}")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root:
+            candidate = os.path.join(root, "lib64", "libcudadevrt.a")
+            searched.append(candidate)
+            if os.path.isfile(candidate):
+                return candidate
+    raise NotAvailable(BACKEND, "the CUDA device runtime (libcudadevrt.a) was not found", fix=DEVRT_FIX,
+                       library="libcudadevrt.a", searched=searched)
+
+
+_KINDS = ("cubin", "ptx", "ltoir", "fatbin", "library")
+
+
+class _Input:
+    __slots__ = ("kind", "data", "name", "sm")
+
+    def __init__(self, kind: str, data: bytes, name: str, sm: int | None):
+        self.kind, self.data, self.name, self.sm = kind, data, name, sm
+
+
+def _input(item: Any, index: int, op: str) -> _Input:
+    if isinstance(item, ObjectCode):
+        if item.kind not in _KINDS:
+            raise invalid(op, f"input {index} is ObjectCode of unknown kind {item.kind!r}")
+        check_image(item.code, op)
+        sm = _arch_number(item.arch)
+        return _Input(item.kind, item.code, f"input{index}.{item.kind}", sm)
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        data = bytes(item)
+        name = f"input{index}"
+    elif isinstance(item, (str, os.PathLike)):
+        path = Path(item)
+        if not path.is_file():
+            raise invalid(op, f"no such file to link: {path}")
+        data = path.read_bytes()
+        name = path.name
+    else:
+        raise invalid(op, f"input {index}: expected ObjectCode, bytes or a path, got {type(item).__name__}")
+    if data[:8] == _AR_MAGIC:
+        return _Input("library", data, name, None)
+    kind = check_image(data, op)
+    return _Input(kind, data, name, cubin_sm(data) if kind == "cubin" else None)
+
+
+def _arch_number(arch: str) -> int | None:
+    digits = "".join(ch for ch in arch.split("_", 1)[-1] if ch.isdigit())
+    return int(digits) if digits else None
+
+
+class Linker:
+    """Device code to link; `link()` runs nvJitLink (or hits the cache)."""
+
+    def __init__(self, *inputs: Any, device_runtime: bool = False, options: Sequence[str] = ()):
+        op = "nvJitLinkAddData"
+        if not inputs:
+            raise invalid(op, "nothing to link")
+        if isinstance(options, (str, bytes)) or any(not isinstance(o, str) or "\0" in o for o in options):
+            raise invalid(op, "options is a sequence of nvJitLink option strings")
+        self.inputs = tuple(_input(item, i, op) for i, item in enumerate(inputs))
+        self.device_runtime = bool(device_runtime)
+        self.options = tuple(options)
+        names: dict[str, str] = {}
+        for item in inputs:
+            if isinstance(item, ObjectCode):
+                names.update(item.name_map)
+        self.name_map = MappingProxyType(names)
+
+    @property
+    def lto(self) -> bool:
+        return any(i.kind == "ltoir" for i in self.inputs)
+
+    def link(self, target: str = "cubin", arch: Any = None) -> ObjectCode:
+        """Link to "cubin" (default) or "ptx" (LTO only) for `arch` (default: the current device's)."""
+        op = "nvJitLinkComplete"
+        if target not in ("cubin", "ptx"):
+            raise invalid(op, f"target must be 'cubin' or 'ptx', got {target!r}")
+        if target == "ptx" and not self.lto:
+            raise invalid(op, "PTX output needs link-time optimisation: link at least one LTO-IR input")
+        arch_name = normalize_arch(arch, "cubin")
+        out_arch = arch_name if target == "cubin" else arch_name.replace("sm_", "compute_")
+        number = _arch_number(arch_name)
+        for i, item in enumerate(self.inputs):
+            if item.sm is not None and number is not None and item.sm != number:
+                raise invalid(op, f"input {i} ({item.kind}) was made for sm_{item.sm}; this link is for {arch_name}: "
+                                  f"all inputs must be of one architecture")
+        nv = _nvjitlink()
+        options = [f"-arch={arch_name}", *(["-lto"] if self.lto else []), *(["-ptx"] if target == "ptx" else []),
+                   *self.options]
+        devrt = device_runtime_library() if self.device_runtime else None
+        enabled = cache.cache_enabled()
+        key = None
+        if enabled:
+            key = self._key(nv, options, target, devrt)
+            hit = cache.memory_get(key)
+            if hit is not None:
+                return hit.replace(cache="memory")
+            entry = cache.disk_get(key)
+            if entry is not None:
+                meta, payload = entry
+                code = ObjectCode(payload, target, out_arch, self.name_map, str(meta.get("log", "")), cache="disk")
+                cache.memory_put(key, code.replace(cache=None))
+                return code
+        payload, log = self._run(nv, options, target, devrt)
+        code = ObjectCode(payload, target, out_arch, self.name_map, log, cache=None)
+        if key is not None:
+            cache.memory_put(key, code)
+            cache.disk_put(key, {"kind": target, "arch": code.arch, "names": dict(self.name_map), "log": log}, payload)
+        return code
+
+    def _key(self, nv: ModuleType, options: list[str], target: str, devrt: str | None) -> str:
+        digests = [[i.kind, cache.sha256(i.data).hexdigest()] for i in self.inputs]
+        if devrt is not None:
+            st = os.stat(devrt)
+            digests.append(["devrt", f"{devrt}|{st.st_size}|{st.st_mtime_ns}"])
+        return cache.cache_key(link=digests, options=options, target=target, nvjitlink=list(nv.version()),
+                               nvjitlink_file=_nvjitlink_identity())
+
+    def _run(self, nv: ModuleType, options: list[str], target: str, devrt: str | None) -> tuple[bytes, str]:
+        types = nv.InputType
+        kinds = {"cubin": types.CUBIN, "ptx": types.PTX, "ltoir": types.LTOIR, "fatbin": types.FATBIN,
+                 "library": types.LIBRARY}
+        try:
+            handle = nv.create(len(options), options)
+        except nv.nvJitLinkError as exc:
+            raise CompileError(BACKEND, "nvJitLinkCreate", f"bad options {options}: {exc}") from None
+        try:
+            step = "nvJitLinkAddData"
+            try:
+                for item in self.inputs:
+                    data = item.data + b"\0" if item.kind == "ptx" and not item.data.endswith(b"\0") else item.data
+                    nv.add_data(handle, kinds[item.kind], data, len(data), item.name)
+                if devrt is not None:
+                    step = "nvJitLinkAddFile"
+                    nv.add_file(handle, types.LIBRARY, devrt)
+                step = "nvJitLinkComplete"
+                nv.complete(handle)
+                step = "nvJitLinkGetLinkedCubin" if target == "cubin" else "nvJitLinkGetLinkedPtx"
+                if target == "cubin":
+                    out = bytearray(nv.get_linked_cubin_size(handle))
+                    nv.get_linked_cubin(handle, out)
+                else:
+                    out = bytearray(nv.get_linked_ptx_size(handle))
+                    nv.get_linked_ptx(handle, out)
+            except nv.nvJitLinkError as exc:
+                log = _log(nv, handle, error=True)
+                raise CompileError(BACKEND, step, log or str(exc), getattr(exc, "status", None), str(exc)) from None
+            return bytes(out), _log(nv, handle, error=False)
+        finally:
+            nv.destroy(handle)
+
+
+def _log(nv: ModuleType, handle: Any, error: bool) -> str:
+    try:
+        size = nv.get_error_log_size(handle) if error else nv.get_info_log_size(handle)
+        if size <= 1:
+            return ""
+        buf = bytearray(size)
+        (nv.get_error_log if error else nv.get_info_log)(handle, buf)
+        return bytes(buf).rstrip(b"\0").decode(errors="replace").strip()
+    except Exception:
+        return ""
+
+
+def _nvjitlink_identity() -> str:
+    """The loaded libnvJitLink file (path, size, mtime), from /proc/self/maps; "unidentified" elsewhere."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rsplit(None, 1)[-1]
+                if path.rsplit("/", 1)[-1].startswith("libnvJitLink.so"):
+                    real = os.path.realpath(path)
+                    st = os.stat(real)
+                    return f"{real}|{st.st_size}|{st.st_mtime_ns}"
+    except OSError:
+        pass
+    return "unidentified"
