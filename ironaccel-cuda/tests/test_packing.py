@@ -163,3 +163,41 @@ def test_single_argument_and_views():
     packer = build_packer(((0, 8),), (x,), ordinal=0, reachable={0}, name="k")
     packer.pack((x,))
     assert struct.unpack("<Q", block_bytes(packer))[0] == 0x1000
+
+
+PTX = """
+.visible .entry fill(
+	.param .u64 fill_param_0,
+	.param .u32 fill_param_1,
+	.param .f32 fill_param_2,
+	.param .align 8 .b8 fill_param_3[16]
+)
+{ ret; }
+.visible .entry _Z4zeroPf(.param .u64 _Z4zeroPf_param_0) { ret; }
+"""
+
+
+def test_ptx_parameter_types():
+    from ironaccel_cuda.launch import ptx_param_types
+
+    assert ptx_param_types(PTX) == {"fill": ("u64", "u32", "f32", "b8"), "_Z4zeroPf": ("u64",)}
+    assert ptx_param_types(PTX.encode()) == ptx_param_types(PTX)
+    assert ptx_param_types("no entries here") == {}
+
+
+def test_known_parameter_types_catch_a_float_for_an_integer():
+    layout, types = [(0, 8), (8, 4), (12, 4)], ("u64", "u32", "f32")
+    buf = fake_buf(0x1000)
+    with pytest.raises(InvalidArgument, match="argument 1 is a float but the kernel parameter is .u32"):
+        build_packer(layout, (buf, 8.0, 1.0), ordinal=0, reachable={0}, name="fill", types=types)
+    packer = build_packer(layout, (buf, 8, 3), ordinal=0, reachable={0}, name="fill", types=types)
+    packer.pack((buf, 8, 3))  # the int 3 meets a float parameter: converted, not its bits
+    assert struct.unpack("<QIf", block_bytes(packer)[:16]) == (0x1000, 8, 3.0)
+    # a numpy scalar is its own bytes, whatever the type: it says what it means
+    bits = build_packer(layout, (buf, np.float32(1.5), np.uint32(7)), ordinal=0, reachable={0}, name="fill",
+                        types=types)
+    bits.pack((buf, np.float32(1.5), np.uint32(7)))
+    assert block_bytes(bits)[8:12] == np.float32(1.5).tobytes()
+    # without types (CUBIN from elsewhere) the sizes are all there is: the old rule
+    untyped = build_packer(layout, (buf, 8.0, 1.0), ordinal=0, reachable={0}, name="fill")
+    untyped.pack((buf, 8.0, 1.0))

@@ -433,3 +433,20 @@ def test_cache_folders_are_created_private(cache_dir):
     Program(SAXPY).compile("ptx", arch=ARCH)
     assert cache_dir.stat().st_mode & 0o077 == 0
     assert all(p.stat().st_mode & 0o077 == 0 for p in cache_dir.iterdir())
+
+
+def test_compiled_code_carries_its_kernels_parameter_types(cache_dir):
+    from ironaccel_cuda import Program
+
+    src = 'extern "C" __global__ void fill(unsigned* out, unsigned n, float v) { if (n) out[0] = (unsigned)v; }'
+    code = Program(src).compile("cubin", arch="sm_90")
+    assert dict(code.params) == {"fill": ("u64", "u32", "f32")}
+    from ironaccel_cuda import cache
+
+    cache.clear_memory()
+    again = Program(src).compile("cubin", arch="sm_90")  # from the disk cache: the types came along
+    assert again.cache == "disk" and dict(again.params) == {"fill": ("u64", "u32", "f32")}
+    assert code.replace(log="x").params == code.params
+    import pickle
+
+    assert pickle.loads(pickle.dumps(code)) == code

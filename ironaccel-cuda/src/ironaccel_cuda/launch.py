@@ -15,10 +15,12 @@ A launch then costs a dict lookup, one `pack_into` and `cuLaunchKernel` with
 the address of the prepared array.  Packers are per thread, so concurrent
 launches of one function never share an argument block.
 
-How Python values meet kernel parameters (size from the kernel):
+How Python values meet kernel parameters (size from the kernel, and where the
+code says -- Program output or PTX text -- its PTX type):
 DeviceBuf (or view) -> 8-byte device pointer; int -> 1/2/4/8-byte signed
-integer (use numpy unsigned scalars for values that only fit unsigned);
-float -> 2/4/8-byte IEEE float (so `float a` takes a Python float as float32);
+integer (use numpy unsigned scalars for values that only fit unsigned), or the
+float it equals for a floating-point parameter; float -> 2/4/8-byte IEEE float
+(so `float a` takes a Python float as float32), refused for an integer one;
 bool -> 1-byte bool or an integer; numpy scalar -> its own bytes, whose size
 must match the parameter.  A raw device pointer is an int.
 """
@@ -26,6 +28,7 @@ must match the parameter.  A raw device pointer is an int.
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,7 +37,7 @@ import numpy as np
 
 from .errors import invalid
 
-__all__ = ["ArgPacker", "build_packer", "param_layout_fallback"]
+__all__ = ["ArgPacker", "build_packer", "param_layout_fallback", "ptx_param_types"]
 
 _INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
 _UINT_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
@@ -57,12 +60,47 @@ class ArgPacker:
         self.kinds = kinds  # per argument: (struct code, offset, is a buffer); the compiled launch reads it
 
 
-def _code_for(index: int, value: Any, size: int, op: str, name: str) -> tuple[str, str]:
-    """(struct code, expression) for argument `index` of Python type type(value)."""
+_PTX_ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\(([^)]*)\)")
+_PTX_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)")
+
+
+def ptx_param_types(ptx: str | bytes) -> dict[str, tuple[str, ...]]:
+    """{kernel symbol: PTX type of each parameter ("u32", "f32", "b8", ...)} from PTX text's `.entry` lines."""
+    text = ptx.decode(errors="replace") if isinstance(ptx, (bytes, bytearray)) else ptx
+    return {m[1]: tuple(_PTX_PARAM.findall(m[2])) for m in _PTX_ENTRY.finditer(text)}
+
+
+def _ptx_class(ptx_type: str | None) -> str | None:
+    """"int" for PTX .u/.s types, "float" for .f16/.f32/.f64, None when the type says neither (.b, .pred...)."""
+    if not ptx_type:
+        return None
+    if ptx_type[0] in "us" and ptx_type[1:].isdigit():
+        return "int"
+    if ptx_type[0] == "f" and ptx_type[1:].isdigit():
+        return "float"
+    return None
+
+
+def _code_for(index: int, value: Any, size: int, op: str, name: str, ptx_type: str | None = None) -> tuple[str, str]:
+    """(struct code, expression) for argument `index` of Python type type(value).
+
+    Where the kernel's PTX parameter type is known (code from Program or PTX text), a Python float for an
+    integer parameter is refused and a Python int for a floating-point one is converted to it.  A numpy
+    scalar is always its own bytes (only the size must match): it says exactly what it means.
+    """
     from .memory import DeviceBuf
 
     arg = f"a{index}"
     kind = type(value)
+    param = _ptx_class(ptx_type)
+    if param == "int" and kind is float:
+        raise invalid(op, f"{name}: argument {index} is a float but the kernel parameter is .{ptx_type} "
+                      "(an integer); pass an int or a numpy integer scalar")
+    if param == "float" and kind is int:
+        code = _FLOAT_CODES.get(size)
+        if code is None:
+            raise invalid(op, f"{name}: argument {index} is an int but the kernel parameter is {size} bytes")
+        return code, f"float({arg})"
     if isinstance(value, DeviceBuf):
         if size != 8:
             raise invalid(op, f"{name}: argument {index} is a DeviceBuf (8-byte pointer) but the kernel parameter "
@@ -123,8 +161,12 @@ def param_layout_fallback(args: Sequence[Any]) -> tuple[tuple[int, int], ...]:
 
 
 def build_packer(layout: Sequence[tuple[int, int]], args: Sequence[Any], *, ordinal: int, reachable: set[int],
-                 name: str, op: str = "cuLaunchKernel") -> ArgPacker:
-    """Prepare the argument block for `args` against the kernel's parameter `layout` [(offset, size)]."""
+                 name: str, op: str = "cuLaunchKernel", types: Sequence[str] | None = None) -> ArgPacker:
+    """Prepare the argument block for `args` against the kernel's parameter `layout` [(offset, size)].
+
+    `types`, when known, are the PTX types of the parameters (`ptx_param_types`): they catch a float passed
+    for an integer parameter, which the sizes alone cannot.
+    """
     from .memory import DeviceBuf
 
     if len(args) != len(layout):
@@ -141,7 +183,8 @@ def build_packer(layout: Sequence[tuple[int, int]], args: Sequence[Any], *, ordi
             raise invalid(op, f"{name}: overlapping parameter layout {list(layout)}")
         if offset > cursor:
             fmt.append(f"{offset - cursor}x")
-        code, expr = _code_for(i, value, size, op, name)
+        ptx_type = types[i] if types is not None and i < len(types) else None
+        code, expr = _code_for(i, value, size, op, name, ptx_type)
         kinds.append((code, offset, isinstance(value, DeviceBuf)))
         fmt.append(code)
         exprs.append(expr)

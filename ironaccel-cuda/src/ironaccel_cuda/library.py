@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._driver import call, try_call
 from .errors import closed, driver_error, invalid
-from .module import Function, _symbol, global_view, loadable_image
+from .module import Function, _symbol, global_view, loadable_image, param_types
 
 if TYPE_CHECKING:
     from .device import Device
@@ -33,6 +33,7 @@ class Library:
     def __init__(self, code: Any):
         op = "cuLibraryLoadData"
         image, self.name_map, self.kind = loadable_image(code, op)
+        self.param_types = param_types(code, image, self.kind)
         self._h: Any = call(op, image, None, None, 0, None, None, 0)
         self._lock = threading.Lock()
         self._functions: dict[tuple[str, int], Function] = {}
@@ -72,7 +73,8 @@ class Library:
             if err:
                 known = f"; name expressions: {sorted(self.name_map)}" if self.name_map else ""
                 raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol.decode()!r}) in this library{known}")
-            fn = Function._make(int(kernel), self, name, kernel=kernel, device=dev)
+            fn = Function._make(int(kernel), self, name, kernel=kernel, device=dev,
+                                types=self.param_types.get(symbol.decode()))
             self._functions[key] = fn
             return fn
 

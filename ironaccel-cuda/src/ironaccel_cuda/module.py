@@ -19,7 +19,7 @@ from ._core import CLOSED
 from ._driver import call, driver, try_call
 from .errors import closed, invalid
 from .images import check_image
-from .launch import ArgPacker, build_packer, param_layout_fallback
+from .launch import ArgPacker, build_packer, param_layout_fallback, ptx_param_types
 
 if TYPE_CHECKING:
     from .device import Device
@@ -59,16 +59,28 @@ def loadable_image(code: Any, op: str) -> tuple[bytes, dict[str, str], str]:
     return image, name_map, kind
 
 
+def param_types(code: Any, image: bytes, kind: str) -> dict[str, tuple[str, ...]]:
+    """{symbol: PTX parameter types} of the kernels in `code`, where they are known (Program output, PTX)."""
+    from .program import ObjectCode
+
+    if isinstance(code, ObjectCode) and code.params:
+        return dict(code.params)
+    if kind == "ptx":
+        return ptx_param_types(image)
+    return {}
+
+
 def load_module(device: Device, code: Any, context: Any = None) -> Module:
     op = "cuModuleLoadData"
     image, name_map, kind = loadable_image(code, op)
+    params = param_types(code, image, kind)
     if context is None:
         device._bind_here()
         h = call(op, image)
     else:
         with context._current(op):
             h = call(op, image)
-    return Module._make(h, device, name_map, kind, context)
+    return Module._make(h, device, name_map, kind, context, params)
 
 
 class Module:
@@ -78,12 +90,14 @@ class Module:
         raise TypeError("load modules with Device.load_module()")
 
     @classmethod
-    def _make(cls, h: Any, device: Device, name_map: dict[str, str], kind: str, context: Any = None) -> Module:
+    def _make(cls, h: Any, device: Device, name_map: dict[str, str], kind: str, context: Any = None,
+              params: dict[str, tuple[str, ...]] | None = None) -> Module:
         m = object.__new__(cls)
         m._h = h
         m.device = device
         m.kind = kind
         m.name_map = name_map
+        m.param_types = params or {}  # {symbol: PTX parameter types}, where the code says
         m.context = context  # an explicit Context it was loaded into, or None (the primary context)
         m._functions: dict[str, Function] = {}
         m._views: dict[tuple[str, str], Any] = {}
@@ -109,7 +123,7 @@ class Module:
             known = f"; name expressions: {sorted(self.name_map)}" if self.name_map else ""
             raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol.decode()!r}) in this module{known}")
         default = self.context.default_stream if self.context is not None else None
-        fn = Function._make(h, self, name, default=default)
+        fn = Function._make(h, self, name, default=default, types=self.param_types.get(symbol.decode()))
         self._functions[name] = fn
         return fn
 
@@ -261,14 +275,14 @@ class Function(_core.FunctionCore):
     tuple of argument types (`_prepare`) and reused.
     """
 
-    __slots__ = ("module", "device", "_layout", "_kernel")
+    __slots__ = ("module", "device", "_layout", "_kernel", "_types")
 
     def __init__(self) -> None:
         raise TypeError("get functions with Module.function() or Library.function()")
 
     @classmethod
     def _make(cls, h: Any, module: Any, name: str, *, default: Any = None, kernel: Any = None,
-              device: Any = None) -> Function:
+              device: Any = None, types: tuple[str, ...] | None = None) -> Function:
         f = cls.__new__(cls)
         f._h = int(h)
         f.module = module
@@ -280,6 +294,7 @@ class Function(_core.FunctionCore):
         f._reachable = st.reachable
         f._layout = False  # not queried yet; None: the driver cannot report it
         f._kernel = kernel  # the CUkernel of a library function (h is the same handle), else None
+        f._types = types  # the PTX types of its parameters, when known (packing checks floats against them)
         f._tls = threading.local()
         return f
 
@@ -429,7 +444,8 @@ class Function(_core.FunctionCore):
         layout = self.param_layout()
         if layout is None:
             layout = param_layout_fallback(args)
-        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name)
+        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name,
+                              types=self._types)
         return _core.prepare_launch(self, grid, block, args, stream, shared_mem, config, packer)
 
     def _allow_non_portable_clusters(self) -> None:
@@ -454,7 +470,8 @@ class Function(_core.FunctionCore):
         layout = self.param_layout()
         if layout is None:
             layout = param_layout_fallback(args)
-        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name)
+        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name,
+                              types=self._types)
         try:
             packers = self._tls.packers
         except AttributeError:

@@ -54,6 +54,7 @@ def __getattr__(name: str) -> Any:
 BACKEND = "cuda"
 NVRTC_FIX = "pip install nvidia-cuda-nvrtc (or ironaccel-cuda[nvrtc]), or install the CUDA toolkit"
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_EMPTY_PARAMS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 def _invalid(op: str, detail: str) -> Exception:
@@ -181,24 +182,28 @@ class ObjectCode(bytes):
     `kind` is "cubin", "ptx", "ltoir" (NVRTC `-dlto` output, for `Linker`) or
     "fatbin"; `code` is the same bytes as a plain `bytes`.  `name_map` maps each
     name expression to its mangled symbol; `log` holds NVRTC's (or nvJitLink's)
-    warnings; `cache` is "memory", "disk" or None (freshly made).  The same
+    warnings; `cache` is "memory", "disk" or None (freshly made); `params` maps
+    each kernel symbol to the PTX types of its parameters (from the PTX NVRTC
+    makes alongside), which launches use to refuse a float for an integer
+    parameter.  The same
     shape as ironaccel-rocm's `CodeObject`: a `bytes` that carries what made it.
     Immutable; `replace(**changes)` makes a changed copy.
     """
 
-    _FIELDS = ("code", "kind", "arch", "name_map", "log", "cache")
+    _FIELDS = ("code", "kind", "arch", "name_map", "log", "cache", "params")
     kind: str
     arch: str
     name_map: Mapping[str, str]
     log: str
     cache: str | None
+    params: Mapping[str, tuple[str, ...]]
 
     def __new__(cls, code: bytes, kind: str, arch: str, name_map: Mapping[str, str] = _EMPTY, log: str = "",
-                cache: str | None = None) -> ObjectCode:
+                cache: str | None = None, params: Mapping[str, tuple[str, ...]] = _EMPTY_PARAMS) -> ObjectCode:
         obj = super().__new__(cls, code)
         set_ = object.__setattr__
         for name, value in (("kind", kind), ("arch", arch), ("name_map", name_map), ("log", log),
-                            ("cache", cache)):
+                            ("cache", cache), ("params", params)):
             set_(obj, name, value)
         return obj
 
@@ -221,7 +226,8 @@ class ObjectCode(bytes):
         raise AttributeError(f"ObjectCode is immutable: cannot delete {name!r}")
 
     def _fields(self) -> tuple[Any, ...]:
-        return (bytes(self), self.kind, self.arch, tuple(sorted(self.name_map.items())), self.log, self.cache)
+        return (bytes(self), self.kind, self.arch, tuple(sorted(self.name_map.items())), self.log, self.cache,
+                tuple(sorted(self.params.items())))
 
     def __eq__(self, other: object) -> bool:
         return other.__class__ is ObjectCode and self._fields() == other._fields()  # type: ignore[attr-defined]
@@ -233,7 +239,7 @@ class ObjectCode(bytes):
         return hash(self._fields())
 
     def __reduce__(self) -> Any:
-        return (ObjectCode, tuple(getattr(self, name) if name != "name_map" else dict(self.name_map)
+        return (ObjectCode, tuple(dict(getattr(self, name)) if name in ("name_map", "params") else getattr(self, name)
                                   for name in self._FIELDS))
 
     def __repr__(self) -> str:
@@ -440,8 +446,8 @@ class Program:
             cache.memory_put(key, code)
             if fast_key is not None:
                 cache.fast_put(fast_key, code.replace(cache="memory"))
-            cache.disk_put(key, {"kind": target, "arch": arch_name, "names": dict(code.name_map), "log": code.log},
-                           code.code)
+            cache.disk_put(key, {"kind": target, "arch": arch_name, "names": dict(code.name_map), "log": code.log,
+                                 "params": {k: list(v) for k, v in code.params.items()}}, code.code)
         return code
 
     def _key(self, target: str, arch: Any, info: tuple[tuple[int, int], tuple[int, ...], str]
@@ -468,8 +474,9 @@ class Program:
         if entry is None:
             return None
         meta, payload = entry
+        params = {str(k): tuple(str(t) for t in v) for k, v in dict(meta.get("params", {})).items()}
         code = ObjectCode(payload, target, arch_name, MappingProxyType(dict(meta.get("names", {}))),
-                          str(meta.get("log", "")), cache="disk")
+                          str(meta.get("log", "")), cache="disk", params=MappingProxyType(params))
         cache.memory_put(key, code.replace(cache=None))
         if fast_key is not None:
             cache.fast_put(fast_key, code.replace(cache="memory"))
@@ -493,12 +500,18 @@ class Program:
 
                 raise CompileError(BACKEND, "nvrtcCompileProgram", log or _error_string(nv, err), int(err),
                                    getattr(err, "name", None))
-            if target == "ptx":
+            params: Mapping[str, tuple[str, ...]] = _EMPTY_PARAMS
+            if target in ("ptx", "cubin"):  # NVRTC makes the PTX for a CUBIN too: it carries the parameter types
                 err, size = nv.nvrtcGetPTXSize(prog)
                 _check(nv, err, "nvrtcGetPTXSize")
-                buf = b" " * size
-                (err,) = nv.nvrtcGetPTX(prog, buf)
+                ptx = b" " * size
+                (err,) = nv.nvrtcGetPTX(prog, ptx)
                 _check(nv, err, "nvrtcGetPTX")
+                from .launch import ptx_param_types
+
+                params = MappingProxyType(ptx_param_types(ptx))
+            if target == "ptx":
+                buf = ptx
             elif target == "ltoir":
                 err, size = nv.nvrtcGetLTOIRSize(prog)
                 _check(nv, err, "nvrtcGetLTOIRSize")
@@ -518,7 +531,7 @@ class Program:
                 names[expr] = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
         finally:
             nv.nvrtcDestroyProgram(prog)
-        return ObjectCode(bytes(buf), target, arch_name, MappingProxyType(names), log, cache=None)
+        return ObjectCode(bytes(buf), target, arch_name, MappingProxyType(names), log, cache=None, params=params)
 
 
 def _encodable(text: str, op: str, what: str) -> None:

@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import SOURCE
+from conftest import FAKE, SOURCE
 
 import ironaccel_cuda as cu
 from ironaccel import ClosedError, DriverError, InvalidArgument
@@ -305,3 +305,24 @@ def test_compute_pipeline_from_ptx_text(dev):
         dev.pipeline(ptx, "scale_offset", buffers=1, params=3)  # the kernel takes 5 parameters
     for b in (xs, ys, pipe):
         b.close()
+
+
+@pytest.mark.skipif(FAKE, reason="the fake driver runs only its built-in kernels")
+def test_a_float_for_an_integer_parameter_is_refused(dev):
+    """Sizes alone cannot tell `unsigned n` from `float a`; the PTX types NVRTC records can."""
+    src = r'''extern "C" __global__ void fill(unsigned* out, unsigned n, float v) {
+        unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = (unsigned)v; }'''
+    code = cu.Program(src).compile("cubin", arch=dev)
+    fn = dev.load_module(code).function("fill")
+    out = dev.alloc(8, "uint32")
+    with pytest.raises(InvalidArgument, match="argument 1 is a float"):
+        fn.launch(1, 8, out, 8.0, 3.0)
+    with pytest.raises(InvalidArgument, match="argument 1 is a float"):
+        fn.prepare(1, 8, out, 8.0, 3.0)
+    fn.launch(1, 8, out, 8, 3)  # a Python int for the float parameter is converted to it
+    assert (out.copy_to_host() == 3).all()
+    ptx = cu.Program(src).compile("ptx", arch=dev)
+    fn2 = dev.load_module(ptx.code).function("fill")  # PTX text carries the types too
+    with pytest.raises(InvalidArgument, match="argument 1 is a float"):
+        fn2.launch(1, 8, out, 8.0, 3.0)
+    out.close()
