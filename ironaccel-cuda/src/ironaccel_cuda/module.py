@@ -12,7 +12,7 @@ import os
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _core
 from ._core import CLOSED
@@ -86,6 +86,15 @@ def load_module(device: Device, code: Any, context: Any = None) -> Module:
 class Module:
     """Loaded device code.  `close()` unloads it (idempotent); its Functions and global views are closed too."""
 
+    _h: Any
+    device: Device
+    kind: str
+    name_map: dict[str, str]
+    param_types: dict[str, tuple[str, ...]]
+    context: Any
+    _functions: dict[str, Function]
+    _views: dict[tuple[str, str], Any]
+
     def __init__(self) -> None:
         raise TypeError("load modules with Device.load_module()")
 
@@ -99,8 +108,8 @@ class Module:
         m.name_map = name_map
         m.param_types = params or {}  # {symbol: PTX parameter types}, where the code says
         m.context = context  # an explicit Context it was loaded into, or None (the primary context)
-        m._functions: dict[str, Function] = {}
-        m._views: dict[tuple[str, str], Any] = {}
+        m._functions = {}
+        m._views = {}
         if context is not None:
             context._adopt(m)
         return m
@@ -276,6 +285,11 @@ class Function(_core.FunctionCore):
     """
 
     __slots__ = ("module", "device", "_layout", "_kernel", "_types")
+    module: Any
+    device: Device
+    _layout: tuple[tuple[int, int], ...] | None | Literal[False]  # False: not queried yet
+    _kernel: Any
+    _types: tuple[str, ...] | None
 
     def __init__(self) -> None:
         raise TypeError("get functions with Module.function() or Library.function()")
@@ -322,7 +336,9 @@ class Function(_core.FunctionCore):
                 self._layout = _query_layout(self._kernel, "cuKernelGetParamInfo")
             else:
                 self._layout = _query_layout(self._h)
-        return self._layout
+        layout = self._layout
+        assert layout is not False
+        return layout
 
     def _check(self, op: str) -> None:
         if self._h is CLOSED:

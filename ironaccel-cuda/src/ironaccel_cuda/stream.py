@@ -36,6 +36,11 @@ class Stream(_core.StreamCore):
     """
 
     __slots__ = ("device", "_owned", "_permanent", "priority", "non_blocking")
+    device: Any
+    _owned: bool
+    _permanent: bool
+    priority: int
+    non_blocking: bool
 
     def __init__(self) -> None:
         raise TypeError("create streams with Device.create_stream() or Stream.from_handle()")
