@@ -64,11 +64,12 @@ def failing_factory():
 
 PLUGINS = {
     "fakegood": """
-from ironaccel import BackendSpec, hookimpl
+from ironaccel import BackendSpec, DeviceKind, Vendor, hookimpl
 
 @hookimpl
 def ironaccel_backends():
-    return [BackendSpec("good", factory="fake_backends:GoodBackend", summary="a good fake", priority=5),
+    return [BackendSpec("good", factory="fake_backends:GoodBackend", summary="a good fake", priority=5,
+                        vendor=Vendor.MESA, kinds=(DeviceKind.CPU,), install="pip install fakegood"),
             BackendSpec("other", factory="fake_backends:OtherBackend")]
 
 @hookimpl
@@ -96,7 +97,7 @@ from ironaccel import BackendSpec, hookimpl
 def ironaccel_backends():
     return [BackendSpec("probefail", factory="fake_backends:ProbeRaises"),
             BackendSpec("factoryfail", factory="fake_backends:DoesNotExist"),
-            BackendSpec("factoryraises", factory="fake_backends:failing_factory")]
+            BackendSpec("factoryraises", factory="fake_backends:failing_factory", install="pip install fakeprobefail")]
 """,
     "fakeslow": """
 from ironaccel import BackendSpec, hookimpl

@@ -31,7 +31,8 @@ def test_failing_factory_is_recorded_once_and_refresh_clears_it(fake_site):
         with pytest.raises(PluginError) as info:
             reg.backend("factoryraises")
         assert "libfactory.so" in str(info.value)
-    assert not reg.probe("factoryraises").available
+    result = reg.probe("factoryraises")
+    assert not result.available and result.fix == "reinstall fakeprobefail: pip install fakeprobefail"
     factory = [f for f in reg.failures() if f.stage == "factory" and f.backend == "factoryraises"]
     assert len(factory) == 1 and "libfactory.so" in factory[0].error
     assert len(_fake("FACTORY_CALLS")) == 1  # the factory is not called again either
@@ -204,3 +205,13 @@ def test_main_returns_the_exit_status(fake_site, monkeypatch, capsys):
     monkeypatch.delenv("IRONACCEL_BACKENDS")
     assert main(["--no-devices"], reg) == 0  # the whole survey: other is unavailable, not an error
     capsys.readouterr()
+
+
+def test_survey_carries_what_the_spec_says(fake_site):
+    from ironaccel.registry import FIRST_PARTY
+
+    reg = registry_for(fake_site, "fakegood")
+    good, cuda = reg.survey(["good", "cuda"], devices=False)
+    assert (good.vendor.value, [k.value for k in good.kinds], good.install) == ("mesa", ["cpu"], "pip install fakegood")
+    assert good.to_dict()["kinds"] == ["cpu"] and good.to_dict()["install"] == "pip install fakegood"
+    assert cuda.distribution is None and cuda.install == FIRST_PARTY["cuda"] == cuda.probe.fix

@@ -551,7 +551,10 @@ class BackendRegistry:
         except NotAvailable as exc:
             return unavailable(exc)
         except PluginError as exc:
-            return unavailable(NotAvailable(name, exc.message, fix=self._report_fix(name)))
+            spec = self._registered[name].spec
+            fix = (f"reinstall {exc.distribution}: {spec.install}" if exc.stage == "factory" and spec.install
+                   else self._report_fix(name))
+            return unavailable(NotAvailable(name, exc.message, fix=fix))
         except InvalidArgument as exc:
             return unavailable(NotAvailable(name, exc.detail or exc.message,
                                             fix=f"set {ENV_PROBE_TIMEOUT} to a number of seconds, or unset it"))
@@ -673,10 +676,10 @@ class BackendRegistry:
         reports = []
         for name in self.names() if names is None else _name_list(names, "survey"):
             try:
+                spec = self.spec(name)
                 dist, version = self.distribution(name)
-                summary = self.spec(name).summary
             except NotAvailable:
-                dist, version, summary = None, None, ""
+                spec, dist, version = None, None, None
             result = self.probe(name)
             found: tuple[DeviceDescriptor, ...] = ()
             error = None
@@ -685,7 +688,12 @@ class BackendRegistry:
                     found = tuple(self.backend(name).devices())
                 except Exception as exc:
                     error = f"{type(exc).__name__}: {exc}"
-            reports.append(BackendReport(name, dist, version, summary, result, found, error))
+            if spec is None:
+                reports.append(BackendReport(name, None, None, "", result, found, error,
+                                             install=FIRST_PARTY.get(name, "")))
+            else:
+                reports.append(BackendReport(name, dist, version, spec.summary, result, found, error, spec.vendor,
+                                             spec.kinds, spec.install))
         return reports
 
 
