@@ -171,3 +171,17 @@ def test_driver_errors_are_typed(fake) -> None:
                                                                      "hipGetDeviceProperties")
     with pytest.raises(NotAvailable):
         binding.call(lambda: (_ for _ in ()).throw(RuntimeError("failed to dlopen")), "hipInit")
+
+
+def test_compile_without_arch_targets_the_first_device(fake) -> None:
+    from ironaccel_rocm import hiprtc
+    from ironaccel_rocm.compiler import Program, amdgpu_mach
+
+    try:
+        hiprtc.load()
+    except NotAvailable as exc:
+        pytest.skip(f"hipRTC unavailable: {exc.reason}")
+    fake(FakeHip([_props(b"AMD Instinct MI210", b"gfx90a:sramecc+:xnack-", 64 << 30)]))
+    code = Program('extern "C" __global__ void k(int* y) { y[0] = 1; }').compile()
+    assert code.arch == "gfx90a:sramecc+:xnack-" and code.options[0] == "--offload-arch=gfx90a:sramecc+:xnack-"
+    assert amdgpu_mach(code) == 0x03F  # EF_AMDGPU_MACH_AMDGCN_GFX90A
