@@ -118,6 +118,7 @@ def test_a_hung_probe_misses_its_deadline_alone(fake_site, monkeypatch):
     reg.refresh()
     assert "timed out" in reg.probe("fakeslow").reason
     assert time.monotonic() - start < 0.4
+    assert len([f for f in reg.failures() if f.backend == "fakeslow" and f.stage == "probe"]) == 1
     assert _fake("PROBES").count("fakeslow") == 1
     # Once it returns, its own result replaces the timeout; a refresh then probes it again.
     _fake("SLOW_RELEASE").set()

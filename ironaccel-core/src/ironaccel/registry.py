@@ -651,6 +651,8 @@ class BackendRegistry:
                 run = self._runs.get(each)
                 if run is not None and run.done.is_set():
                     del self._runs[each]
+                elif run is not None:
+                    run.timed_out = False  # its failure record goes below; the next probe() records it again
             self._failures = [f for f in self._failures
                               if not (f.stage in ("factory", "probe", "refresh") and f.backend in names)]
             backends = [(each, self._backends[each]) for each in names if each in self._backends]
