@@ -16,9 +16,13 @@ GROUP = "ironaccel.testbackends"
 # (fakevendor_<name>) is imported only by its probe, so laziness is observable.
 BACKEND_MODULE = """
 import sys
+import threading
 from ironaccel import ProbeResult, DeviceDescriptor, InvalidArgument
 
 PROBES = []
+REFRESHED = []
+FACTORY_CALLS = []
+SLOW_RELEASE = threading.Event()
 
 class GoodBackend:
     name = "good"
@@ -26,6 +30,8 @@ class GoodBackend:
         import fakevendor_good  # noqa: F401 - the "vendor library", loaded only here
         PROBES.append("good")
         return ProbeResult("good", True, reason="ok", device_count=1, driver_version="1.2")
+    def refresh(self):
+        REFRESHED.append(self.name)
     def devices(self):
         return [DeviceDescriptor("good", 0, "Good Device")]
     def open(self, ordinal=0):
@@ -43,15 +49,27 @@ class ProbeRaises(GoodBackend):
     name = "probefail"
     def probe(self):
         raise RuntimeError("driver exploded")
+
+class SlowBackend(GoodBackend):
+    name = "fakeslow"
+    def probe(self):
+        PROBES.append("fakeslow")
+        SLOW_RELEASE.wait(60)
+        return ProbeResult("fakeslow", True, reason="late but fine", device_count=1)
+
+def failing_factory():
+    FACTORY_CALLS.append(1)
+    raise OSError("libfactory.so: cannot open shared object file")
 """
 
 PLUGINS = {
     "fakegood": """
-from ironaccel import BackendSpec, hookimpl
+from ironaccel import BackendSpec, DeviceKind, Vendor, hookimpl
 
 @hookimpl
 def ironaccel_backends():
-    return [BackendSpec("good", factory="fake_backends:GoodBackend", summary="a good fake", priority=5),
+    return [BackendSpec("good", factory="fake_backends:GoodBackend", summary="a good fake", priority=5,
+                        vendor=Vendor.MESA, kinds=(DeviceKind.CPU,), install="pip install fakegood"),
             BackendSpec("other", factory="fake_backends:OtherBackend")]
 
 @hookimpl
@@ -78,7 +96,15 @@ from ironaccel import BackendSpec, hookimpl
 @hookimpl
 def ironaccel_backends():
     return [BackendSpec("probefail", factory="fake_backends:ProbeRaises"),
-            BackendSpec("factoryfail", factory="fake_backends:DoesNotExist")]
+            BackendSpec("factoryfail", factory="fake_backends:DoesNotExist"),
+            BackendSpec("factoryraises", factory="fake_backends:failing_factory", install="pip install fakeprobefail")]
+""",
+    "fakeslow": """
+from ironaccel import BackendSpec, hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    return [BackendSpec("fakeslow", factory="fake_backends:SlowBackend")]
 """,
     "fakedupe": """
 from ironaccel import BackendSpec, hookimpl
@@ -120,7 +146,8 @@ def site_builder():
 @pytest.fixture
 def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Build a site of the named fake distributions and put it first on sys.path."""
-    for var in ("IRONACCEL_BACKENDS", "IRONACCEL_DISABLE", "IRONACCEL_PLUGINS", "IRONACCEL_REQUIRE"):
+    for var in ("IRONACCEL_BACKENDS", "IRONACCEL_DISABLE", "IRONACCEL_PLUGINS", "IRONACCEL_REQUIRE",
+                "IRONACCEL_PROBE_TIMEOUT"):
         monkeypatch.delenv(var, raising=False)
 
     def build(*dists: str) -> Path:
@@ -129,5 +156,8 @@ def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         return site
 
     yield build
+    backends = sys.modules.get("fake_backends")
+    if backends is not None:
+        backends.SLOW_RELEASE.set()  # lets a probe the test left hanging return
     for mod in [m for m in sys.modules if m.startswith(("fake", "fakevendor"))]:
         del sys.modules[mod]

@@ -69,7 +69,7 @@ def test_open_and_devices(fake_site):
 
 def test_broken_plugins_are_isolated_and_reported(fake_site):
     reg = registry_for(fake_site, "fakegood", "fakeimportfail", "fakehookfail", "fakeprobefail", "fakemisspelled")
-    assert set(reg.names()) == {"good", "other", "probefail", "factoryfail"}
+    assert set(reg.names()) == {"good", "other", "probefail", "factoryfail", "factoryraises"}
     failures = {(f.distribution, f.stage) for f in reg.failures()}
     assert ("fakeimportfail", "import") in failures
     assert ("fakehookfail", "hook") in failures

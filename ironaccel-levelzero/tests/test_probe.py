@@ -84,6 +84,8 @@ def test_fake_driver_enumerates_two_devices(monkeypatch: pytest.MonkeyPatch, fak
     gpu.to_dict()
     with pytest.raises(InvalidArgument):
         backend.open(2)
+    with pytest.raises(InvalidArgument, match="the ordinal must be an int, got str '0'"):
+        backend.open("0")  # type: ignore[arg-type]
     with pytest.raises(Unsupported) as info:
         backend.open(0)
     assert info.value.op == "open"

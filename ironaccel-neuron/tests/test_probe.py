@@ -55,6 +55,8 @@ def test_fake_runtime_lists_visible_cores(monkeypatch: pytest.MonkeyPatch, fake_
     assert CapabilityFlags.BF16 in first.capabilities and CapabilityFlags.FP64 not in first.capabilities
     with pytest.raises(InvalidArgument):
         backend.open(4)
+    with pytest.raises(InvalidArgument, match="the ordinal must be an int, got str '0'"):
+        backend.open("0")  # type: ignore[arg-type]
     with pytest.raises(Unsupported):
         backend.open(0)
 

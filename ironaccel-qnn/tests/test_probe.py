@@ -74,6 +74,8 @@ def test_fake_sdk_provider_and_build_id(clean_env, fake_sdk) -> None:
         assert npu.compute_tier is ComputeTier.SOFTWARE and "emulated" in npu.name
     with pytest.raises(InvalidArgument):
         backend.open(1)
+    with pytest.raises(InvalidArgument, match="the ordinal must be an int, got str '0'"):
+        backend.open("0")  # type: ignore[arg-type]
     with pytest.raises(Unsupported):
         backend.open(0)
 

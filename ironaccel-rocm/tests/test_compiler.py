@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from ironaccel.errors import CompileError, InvalidArgument, NotAvailable
@@ -75,7 +80,8 @@ def test_in_memory_headers() -> None:
     source = '#include "twice.h"\nextern "C" __global__ void k(int* y) { y[0] = twice(21); }'
     with pytest.raises(CompileError):
         Program(source).compile("gfx90a")
-    code = Program(source, headers={"twice.h": "__device__ inline int twice(int v) { return 2 * v; }"}).compile()
+    code = Program(source, headers={"twice.h": "__device__ inline int twice(int v) { return 2 * v; }"}).compile(
+        "gfx90a")
     assert code.format == "elf"
 
 
@@ -144,3 +150,77 @@ def test_result_names() -> None:
     assert hiprtc.result_name(100) == "HIPRTC_ERROR_LINKING"
     assert hiprtc.result_name(77) == "HIPRTC_ERROR_77"
     assert len(set(hiprtc.RESULT_NAMES.values())) == len(hiprtc.RESULT_NAMES)
+
+
+def _in_child(code: str) -> str:
+    """Run `code` in a fresh process (hipRTC aborts or segfaults the process on the inputs tested here)."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    return proc.stdout.strip()
+
+
+@needs_hiprtc
+@pytest.mark.parametrize("arch", ["gfx90a:bogus+", "gfx1030:sramecc+", "gfx1030:xnack-", "gfx900:sramecc+",
+                                  "gfx90a:xnack+:xnack-"])
+def test_target_features_hiprtc_would_abort_on_are_refused(arch: str) -> None:
+    out = _in_child(f"""
+        from ironaccel_rocm.compiler import Program
+        try:
+            Program({SCALE!r}).compile({arch!r})
+        except Exception as exc:
+            print(type(exc).__name__, "|", exc.op, "|", exc)
+        else:
+            print("compiled")
+    """)
+    assert out.startswith("InvalidArgument | hiprtcCompileProgram |"), out
+    assert arch in out
+
+
+@needs_hiprtc
+def test_feature_messages_say_what_the_gpu_offers() -> None:
+    if RTC is None or RTC.valid_target("gfx90a") is None:
+        pytest.skip("libamd_comgr cannot check target IDs here")
+    with pytest.raises(InvalidArgument, match="gfx1030 has no target features"):
+        Program(SCALE).compile("gfx1030:sramecc+")
+    with pytest.raises(InvalidArgument, match="gfx900 offers only xnack"):
+        Program(SCALE).compile("gfx900:sramecc+")
+    with pytest.raises(InvalidArgument, match="unknown target feature 'bogus'"):
+        Program(SCALE).compile("gfx90a:bogus+")
+
+
+@needs_hiprtc
+@pytest.mark.parametrize("arch, mach", [("gfx90a:sramecc+:xnack-", MACH["gfx90a"]),
+                                        ("gfx90a:xnack-:sramecc+", MACH["gfx90a"]),
+                                        ("gfx908:sramecc-", MACH["gfx908"])])
+def test_valid_target_ids_compile(arch: str, mach: int) -> None:
+    code = Program(SCALE).compile(arch)
+    assert amdgpu_mach(code) == mach and code.arch == arch
+
+
+@needs_hiprtc
+def test_threads_compiling_at_once_get_their_own_code() -> None:
+    out = _in_child(f"""
+        import threading
+        from ironaccel_rocm.compiler import Program
+        sources = [{SCALE!r}.replace("a * x[i] + b", f"a * x[i] + b + {{k}}.0f") for k in range(8)]
+        alone = [bytes(Program(s).compile("gfx90a")) for s in sources]
+        for _ in range(3):
+            got = [b""] * len(sources)
+            def work(k):
+                got[k] = bytes(Program(sources[k]).compile("gfx90a"))
+            threads = [threading.Thread(target=work, args=(k,)) for k in range(len(sources))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert got == alone, [len(g) for g in got]
+        print("same", len(set(alone)))
+    """)
+    assert out == "same 8"
+
+
+@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this machine has an AMD GPU (/dev/kfd)")
+def test_compile_without_arch_refuses_when_there_is_no_gpu_to_ask() -> None:
+    with pytest.raises(InvalidArgument) as info:
+        Program(SCALE).compile()
+    assert "compile() needs arch=" in info.value.detail and "no AMD GPU" in info.value.detail

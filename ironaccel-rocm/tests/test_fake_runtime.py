@@ -160,6 +160,7 @@ def test_open_selects_and_closes(fake) -> None:
         with pytest.raises(InvalidArgument) as bad_info:
             backend.open(bad)  # type: ignore[arg-type]
         assert bad_info.value.op == "open"
+        assert ("must be an int" if isinstance(bad, (bool, str)) else "out of range") in bad_info.value.detail
 
 
 def test_driver_errors_are_typed(fake) -> None:
@@ -170,3 +171,17 @@ def test_driver_errors_are_typed(fake) -> None:
                                                                      "hipGetDeviceProperties")
     with pytest.raises(NotAvailable):
         binding.call(lambda: (_ for _ in ()).throw(RuntimeError("failed to dlopen")), "hipInit")
+
+
+def test_compile_without_arch_targets_the_first_device(fake) -> None:
+    from ironaccel_rocm import hiprtc
+    from ironaccel_rocm.compiler import Program, amdgpu_mach
+
+    try:
+        hiprtc.load()
+    except NotAvailable as exc:
+        pytest.skip(f"hipRTC unavailable: {exc.reason}")
+    fake(FakeHip([_props(b"AMD Instinct MI210", b"gfx90a:sramecc+:xnack-", 64 << 30)]))
+    code = Program('extern "C" __global__ void k(int* y) { y[0] = 1; }').compile()
+    assert code.arch == "gfx90a:sramecc+:xnack-" and code.options[0] == "--offload-arch=gfx90a:sramecc+:xnack-"
+    assert amdgpu_mach(code) == 0x03F  # EF_AMDGPU_MACH_AMDGCN_GFX90A

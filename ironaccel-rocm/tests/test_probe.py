@@ -33,6 +33,9 @@ def test_runtime_without_gpu_reports_hip_error_no_device() -> None:
     assert result.runtime_version and result.runtime_version in result.reason
     assert result.binding_version
     assert result.library_path and "libamdhip64" in result.library_path
+    # The runtime loaded, so the fix is about the GPU and its kernel driver, not installing the runtime.
+    assert "install the ROCm HIP runtime" not in result.fix
+    assert "the HIP runtime is installed" in result.fix and "/dev/kfd" in result.fix
 
 
 @pytest.mark.skipif(not HIP_RUNTIME, reason="needs hip-python and libamdhip64")

@@ -4,19 +4,26 @@
     ironaccel cuda vulkan     only these backends (others are not probed)
     ironaccel --json          the same as JSON, for machines
     ironaccel --failures      also plugin failures (import, hook, probe)
+
+Exit status: 1 when a backend that was asked for by name (on the command line,
+or by IRONACCEL_BACKENDS when none is given there) is unavailable, else 0; a
+plain survey of every installed backend is not an error however many are
+unusable.  A reader that stops early (``ironaccel | head -1``) ends the
+command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
 from collections.abc import Sequence
 
 from . import __version__
-from .registry import BackendRegistry, registry
+from .registry import ENV_BACKENDS, BackendRegistry, registry
 from .types import BackendReport, DeviceDescriptor
 
 
@@ -71,12 +78,24 @@ def render(reports: Sequence[BackendReport], elapsed: float, reg: BackendRegistr
         problems = reg.failures()
         out.append("")
         out.append(f"plugin failures: {len(problems)}")
-        out.extend(f"  {f.distribution} {f.version} [{f.stage}] {f.entry_point}: {f.error}" for f in problems)
+        out.extend(f"  {' '.join(p for p in (f.distribution, f.version) if p) or 'in-process'} [{f.stage}] "
+                   f"{f.entry_point}: {f.error}" for f in problems)
     return "\n".join(out)
 
 
+EPILOG = """exit status: 0 when every backend asked for by name is available, 1 when one is not.
+Backends are asked for by name on the command line or, when none is given there, by
+IRONACCEL_BACKENDS; a survey of every installed backend exits 0 however many are unavailable.
+2 for a usage error.
+
+environment: IRONACCEL_BACKENDS=cuda,vulkan (only these, in this order), IRONACCEL_DISABLE=pjrt,
+IRONACCEL_PLUGINS=ironaccel-cuda (load only these distributions), IRONACCEL_PROBE_TIMEOUT=10
+(seconds each probe may take; 0: no deadline)."""
+
+
 def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ironaccel", description="Survey ironaccel's accelerator backends.")
+    parser = argparse.ArgumentParser(prog="ironaccel", description="Survey ironaccel's accelerator backends.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("backends", nargs="*", help="only these backends (default: every selected one)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--no-devices", action="store_true", help="probe only; do not enumerate devices")
@@ -95,11 +114,17 @@ def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) 
             "backends": [r.to_dict() for r in reports],
             "failures": [f.to_dict() for f in reg.failures()],
         }
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        text = json.dumps(doc, indent=2)
     else:
-        print(render(reports, elapsed, reg, args.failures or bool(reg.failures())))
-    # A named backend that is unusable is an error for scripts; a plain survey is not.
-    if args.backends and not all(r.probe.available for r in reports):
-        return 1
-    return 0
+        text = render(reports, elapsed, reg, args.failures or bool(reg.failures()))
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`ironaccel | head -1`): say nothing more, and keep Python's exit-time
+        # flush of stdout from reporting the same broken pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    named = bool(args.backends) or os.environ.get(ENV_BACKENDS) is not None
+    return 1 if named and not all(r.probe.available for r in reports) else 0

@@ -40,7 +40,7 @@ class IronAccelError(Exception):
         self.op = op
 
     def __str__(self) -> str:
-        where = ": ".join(part for part in (self.backend, self.op) if part)
+        where = ": ".join(str(part) for part in (self.backend, self.op) if part)
         return f"{where}: {self.message}" if where else self.message
 
 
@@ -82,8 +82,10 @@ class NotAvailable(IronAccelError, RuntimeError):
 class PluginError(IronAccelError):
     """A plugin distribution failed to load, register or probe.
 
-    `distribution` and `version` name the distribution, `stage` is one of
-    "import", "hook", "factory", "probe".
+    `distribution` and `version` name the distribution (either may be None for
+    an in-process plugin), `stage` is one of "import", "hook", "register",
+    "factory", "probe", "refresh"; `detail` is what went wrong, without the
+    "plugin ... failed at ..." prefix.
     """
 
     def __init__(
@@ -98,20 +100,27 @@ class PluginError(IronAccelError):
         self.distribution = distribution
         self.version = version
         self.stage = stage
-        who = f"{distribution or '?'} {version or '?'}"
+        self.detail = message
+        who = " ".join(part for part in (distribution, version) if part) or "an in-process plugin"
         super().__init__(f"plugin {who} failed at {stage}: {message}", backend=backend)
 
 
 class DuplicateBackend(PluginError):
-    """Two distributions claim the same backend name."""
+    """Two distributions claim the same backend name.
 
-    def __init__(self, backend: str, first: str, second: str):
+    `claimants` names both distributions in the order they registered; the
+    error is the second's (`distribution`, `version`).
+    """
+
+    def __init__(self, backend: str, first: str, second: str, *, first_version: str | None = None,
+                 second_version: str | None = None):
         self.claimants = (first, second)
+        both = " and ".join(" ".join(p for p in pair if p)
+                            for pair in ((first, first_version), (second, second_version)))
         super().__init__(
-            f"backend {backend!r} is claimed by both {first} and {second}; uninstall one "
-            f"or choose one with IRONACCEL_PLUGINS",
+            f"backend {backend!r} is claimed by both {both}; uninstall one or choose one with IRONACCEL_PLUGINS",
             distribution=second,
-            version=None,
+            version=second_version,
             stage="register",
             backend=backend,
         )

@@ -1,35 +1,51 @@
-"""Helpers that backend probes share: find a vendor library, import a binding.
+"""The one probe pattern, and the helpers that probes share.
 
-Each helper either returns what it found or raises `NotAvailable` saying
-exactly what was tried (library names, every folder searched, the binding's
-distribution), so a backend's probe is a few lines and its reasons are
-uniform.  `probe_guard` turns that into a `ProbeResult`.
+A backend subclasses `ProbedBackend` and writes its probe as steps in
+`_probe(facts)`: each step records what it learned in `facts` (versions, the
+library path, extras) or raises `NotAvailable` naming the step that failed.
+`probe()` runs the steps and turns either outcome into a `ProbeResult` with
+every fact gathered so far; `_state()` hands `devices()` and `open()` what the
+last successful run returned, running the steps first if none has.
+
+The registry is the only cache of probe results: it calls `probe()` once per
+backend and `refresh()` when asked to forget, which drops the backend's state
+so that the next call runs the steps again.
+
+The helpers (`load_library`, `import_binding`, `require_platform`) return what
+they found or raise `NotAvailable` saying exactly what was tried (library
+names, every folder searched, the binding's distribution), so the steps are a
+few lines and the reasons are uniform.  `check_ordinal` is the one check of
+`open(ordinal)`.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import importlib
+import operator
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
-from typing import ParamSpec
+from typing import Any, Generic, TypeVar
 
-from .errors import NotAvailable
+from .errors import InvalidArgument, NotAvailable
 from .types import ProbeResult
 
 __all__ = [
+    "ProbedBackend",
+    "ProbeFacts",
+    "check_ordinal",
     "LoadedLibrary",
     "load_library",
+    "loaded_library",
     "import_binding",
     "require_platform",
     "distribution_version",
     "unavailable",
-    "probe_guard",
 ]
 
 _SYSTEM_DIRS = (
@@ -108,7 +124,7 @@ def load_library(
             if "cannot open shared object file" not in str(exc):
                 load_errors.append(str(exc))
             continue
-        return LoadedLibrary(handle, _loaded_path(name) or name, tuple(searched))
+        return LoadedLibrary(handle, loaded_library(name) or name, tuple(searched))
     where = ", ".join(dirs) + ", and the dynamic loader's search path"
     reason = f"vendor library not found: {' or '.join(names)} (searched {where})"
     if load_errors:
@@ -116,13 +132,16 @@ def load_library(
     raise NotAvailable(backend, reason, fix=fix or None, library=names[0], searched=searched)
 
 
-def _loaded_path(name: str) -> str | None:
-    """The file behind an already-loaded soname, read from /proc/self/maps."""
+def loaded_library(stem: str) -> str | None:
+    """The path of the library loaded in this process whose file name starts with `stem`, or None.
+
+    Read from /proc/self/maps (Linux); `stem` is a soname or its start: ``"libcuda.so"``, ``"libamdhip64"``.
+    """
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
                 path = line.rsplit(None, 1)[-1]
-                if os.path.basename(path).startswith(name):
+                if path.startswith("/") and os.path.basename(path).startswith(stem):
                     return path
     except OSError:
         pass
@@ -179,17 +198,118 @@ def unavailable(exc: NotAvailable, **extra: object) -> ProbeResult:
     )
 
 
-_P = ParamSpec("_P")
+def check_ordinal(backend: str, ordinal: object, count: int) -> int:
+    """`ordinal` as an int when it names one of `count` devices; else InvalidArgument (op "open") saying why.
 
-
-def probe_guard(fn: Callable[_P, ProbeResult]) -> Callable[_P, ProbeResult]:
-    """Decorate a probe (function or method) so NotAvailable becomes an unavailable ProbeResult."""
-
-    @functools.wraps(fn)
-    def probe(*args: _P.args, **kwargs: _P.kwargs) -> ProbeResult:
+    A bool or a non-integer (``"0"``, ``1.0``) is refused as the wrong type, whatever its value.
+    """
+    if isinstance(ordinal, bool):
+        index = None
+    else:
         try:
-            return fn(*args, **kwargs)
-        except NotAvailable as exc:
-            return unavailable(exc)
+            index = operator.index(ordinal)  # type: ignore[arg-type]
+        except TypeError:
+            index = None
+    if index is None:
+        raise InvalidArgument(backend, "open", detail=(
+            f"the ordinal must be an int, got {type(ordinal).__name__} {ordinal!r}"))
+    if not 0 <= index < count:
+        where = f"the valid ordinals are 0..{count - 1}" if count else "there is no device"
+        raise InvalidArgument(backend, "open", detail=f"ordinal {index} is out of range: {where}")
+    return index
 
-    return probe
+
+class ProbeFacts:
+    """What one probe run has learned so far; it becomes the ProbeResult, available or not.
+
+    Steps call `record(library_path=..., runtime_version=...)` and `extra(key=value)`
+    as they learn things; the last step calls `found(reason, device_count)`.
+    """
+
+    FIELDS = ("driver_version", "runtime_version", "binding_version", "library_path")
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.driver_version: str | None = None
+        self.runtime_version: str | None = None
+        self.binding_version: str | None = None
+        self.library_path: str | None = None
+        self.extras: dict[str, Any] = {}
+        self.reason: str | None = None
+        self.device_count = 0
+
+    def record(self, **fields: str | None) -> None:
+        """Set ProbeResult fields: driver_version, runtime_version, binding_version, library_path."""
+        unknown = sorted(set(fields) - set(self.FIELDS))
+        if unknown:
+            raise TypeError(f"not probe facts: {unknown}; use extra() for anything else")
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+    def extra(self, **values: Any) -> None:
+        """Add entries to the ProbeResult's extras."""
+        self.extras.update(values)
+
+    def found(self, reason: str, device_count: int) -> None:
+        """The probe passed: what it found, in a few words, and how many devices."""
+        self.reason, self.device_count = reason, device_count
+
+    def available(self) -> ProbeResult:
+        if self.reason is None:
+            raise TypeError(f"the {self.backend} probe returned without calling facts.found(reason, device_count)")
+        return ProbeResult(self.backend, True, reason=self.reason, driver_version=self.driver_version,
+                           runtime_version=self.runtime_version, binding_version=self.binding_version,
+                           library_path=self.library_path, device_count=self.device_count, extras=dict(self.extras))
+
+    def unavailable(self, exc: NotAvailable) -> ProbeResult:
+        return unavailable(exc, driver_version=self.driver_version, runtime_version=self.runtime_version,
+                           binding_version=self.binding_version, library_path=self.library_path,
+                           extras=dict(self.extras))
+
+
+StateT = TypeVar("StateT")
+
+
+class ProbedBackend(Generic[StateT]):
+    """Base of a Backend whose probe is a list of steps, run by `probe()` and reused by `devices()`/`open()`.
+
+    Subclasses set `name` and implement `_probe(facts)`, which returns the state
+    that `devices()` and `open()` need (the descriptors, a loaded library...),
+    and read it back with `_state()`.  Nothing is cached across `refresh()`.
+    Thread-safe: one probe run at a time per backend object.
+    """
+
+    name: str
+
+    def __init__(self) -> None:
+        self._probe_lock = threading.RLock()
+        self._probed: tuple[StateT] | None = None
+
+    def _probe(self, facts: ProbeFacts) -> StateT:
+        """The probe steps; record facts, raise NotAvailable naming the failed step, call facts.found()."""
+        raise NotImplementedError
+
+    def probe(self) -> ProbeResult:
+        """Run the probe steps now; never raises for an unusable backend (the result says why)."""
+        facts = ProbeFacts(self.name)
+        with self._probe_lock:
+            self._probed = None
+            try:
+                state = self._probe(facts)
+            except NotAvailable as exc:
+                return facts.unavailable(exc)
+            result = facts.available()
+            self._probed = (state,)
+            return result
+
+    def _state(self) -> StateT:
+        """What the last successful probe returned, probing first if none has; NotAvailable says why not."""
+        with self._probe_lock:
+            if self._probed is None:
+                self._probed = (self._probe(ProbeFacts(self.name)),)
+            return self._probed[0]
+
+    def refresh(self) -> None:
+        """Forget what the last probe found; the next probe(), devices() or open() runs the steps again."""
+        with self._probe_lock:
+            self._probed = None

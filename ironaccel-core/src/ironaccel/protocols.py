@@ -39,6 +39,10 @@ class Backend(Protocol):
     `probe()` must never raise for an unusable backend: it returns a
     `ProbeResult` with `available=False` and the reason.  `devices()` and
     `open()` raise `NotAvailable` (with that reason) when the probe failed.
+    The registry caches the probe's result; a backend that keeps state of its
+    own (loaded libraries, enumerated devices) may also have ``refresh()``,
+    which the registry calls from its own ``refresh()`` so that the next
+    probe starts afresh.  `ironaccel.probing.ProbedBackend` provides all of it.
     """
 
     name: str

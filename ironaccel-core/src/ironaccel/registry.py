@@ -9,7 +9,12 @@ Life of a backend:
    import or raises in a hook is recorded as a `PluginFailure` (distribution,
    version, stage, error) and the others carry on.
 3. ``probe(name)`` builds that backend (its factory is imported only now) and
-   probes it, once; the result and its reason are cached until ``refresh()``.
+   probes it, once, in a thread of its own with a deadline: a probe that has
+   not answered in time is reported unavailable ("probe timed out after N s"),
+   is never started a second time while it still runs, and its own result
+   replaces that report once it returns.  The result, and
+   a failing factory, are cached here (the only cache) until ``refresh()``,
+   which also calls the backend's own ``refresh()`` when it has one.
    Probing one backend never probes another.
 
 Environment variables, read at every call:
@@ -17,13 +22,16 @@ Environment variables, read at every call:
 * ``IRONACCEL_BACKENDS=cuda,vulkan``   only these backends, in this order.
 * ``IRONACCEL_DISABLE=pjrt,rocm``      never these (``*`` disables all).
 * ``IRONACCEL_PLUGINS=ironaccel-cuda`` load only these distributions (empty: none).
+* ``IRONACCEL_PROBE_TIMEOUT=5``        seconds each probe may take (``0``: no deadline).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -31,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from . import hookspecs
-from .errors import DuplicateBackend, NotAvailable, PluginError
+from .errors import DuplicateBackend, InvalidArgument, NotAvailable, PluginError
 
 if TYPE_CHECKING:
     from .types import BackendReport, BackendSpec, DeviceDescriptor, PluginFailure, ProbeResult
@@ -39,17 +47,35 @@ if TYPE_CHECKING:
 # ironaccel.types is imported on first use, not at `import ironaccel`: building its
 # enums and dataclasses is most of what importing the package would otherwise cost.
 
-__all__ = ["BackendRegistry", "registry", "scan_entry_points", "ENV_BACKENDS", "ENV_DISABLE", "ENV_PLUGINS"]
+__all__ = [
+    "BackendRegistry", "registry", "scan_entry_points", "probe_timeout",
+    "ENV_BACKENDS", "ENV_DISABLE", "ENV_PLUGINS", "ENV_PROBE_TIMEOUT", "DEFAULT_PROBE_TIMEOUT",
+]
 
 GROUP = "ironaccel.backends"
 ENV_BACKENDS = "IRONACCEL_BACKENDS"
 ENV_DISABLE = "IRONACCEL_DISABLE"
 ENV_PLUGINS = "IRONACCEL_PLUGINS"
+ENV_PROBE_TIMEOUT = "IRONACCEL_PROBE_TIMEOUT"
+DEFAULT_PROBE_TIMEOUT = 10.0
 
-#: First-party backends, so that asking for one that is not installed says what to install.
-FIRST_PARTY = (
-    "cuda", "rocm", "metal", "vulkan", "qnn", "levelzero", "pjrt", "neuron", "webgpu", "opengl",
-)
+#: First-party backends and what installs each, so that asking for one that is not installed says
+#: what to install.  Kept equal to the repository's backends.toml by ironaccel-core/tests/test_manifest.py.
+FIRST_PARTY: dict[str, str] = {
+    "cuda": "pip install ironaccel-cuda",
+    "rocm": "pip install 'ironaccel-rocm[hip]'",
+    "metal": "pip install 'ironaccel-metal[metal]'",
+    "vulkan": "pip install ironaccel-vulkan",
+    "qnn": "pip install ironaccel-qnn",
+    "levelzero": "pip install ironaccel-levelzero",
+    "pjrt": "pip install ironaccel-pjrt",
+    "neuron": "pip install ironaccel-neuron",
+    "webgpu": "pip install ironaccel-webgpu",
+    "opengl": "pip install ironaccel-opengl",
+}
+
+#: Stages at which a plugin fails before it has registered any backend.
+_LOAD_STAGES = ("import", "register", "hook")
 
 
 class _EntryPoint:
@@ -72,7 +98,69 @@ class _Registered:
 
     def __init__(self, spec: BackendSpec, distribution: str | None, version: str | None):
         self.spec, self.distribution, self.version = spec, distribution, version
-        self.rivals: list[str] = []
+        self.rivals: list[tuple[str, str | None]] = []  # (distribution or label, version)
+
+    def duplicate(self) -> DuplicateBackend:
+        rival, rival_version = self.rivals[0]
+        return DuplicateBackend(self.spec.name, self.distribution or "an in-process plugin", rival,
+                                first_version=self.version, second_version=rival_version)
+
+
+def _who(distribution: str, version: str | None) -> str:
+    return f"{distribution} {version}" if version else distribution
+
+
+class _ProbeRun:
+    """One run of a backend's probe, in a daemon thread of its own so that a hung probe misses its
+    deadline alone; a run still going when asked again is waited for, never started twice."""
+
+    def __init__(self, target: Callable[[], ProbeResult]):
+        self.started = time.monotonic()
+        self.done = threading.Event()
+        self.result: ProbeResult | None = None
+        self.timed_out = False
+        self._target = target
+
+    def start(self, name: str) -> None:
+        threading.Thread(target=self._run, name=f"ironaccel-probe-{name}", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self._target()
+        finally:
+            self.done.set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until `timeout` seconds after the run started; True once it has finished."""
+        if timeout is None:
+            return self.done.wait()
+        return self.done.wait(max(0.0, self.started + timeout - time.monotonic()))
+
+
+def probe_timeout() -> float | None:
+    """The deadline of each probe in seconds (IRONACCEL_PROBE_TIMEOUT, default 10); None for no deadline.
+
+    The default leaves room for cuInit on a multi-GPU host without persistence mode, which can
+    take seconds.  Raises InvalidArgument for a value that is not a number of seconds.
+    """
+    raw = os.environ.get(ENV_PROBE_TIMEOUT, "").strip()
+    if not raw:
+        return DEFAULT_PROBE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise InvalidArgument("ironaccel", "probe", detail=(
+            f"{ENV_PROBE_TIMEOUT}={raw!r} is not a number of seconds (0 or inf: no deadline)"))
+    return None if value == 0 or math.isinf(value) else value
+
+
+def _check_name(name: object, op: str) -> str:
+    if not isinstance(name, str):
+        raise InvalidArgument("ironaccel", op, detail=(
+            f"a backend name is a str such as 'cuda', got {type(name).__name__} {name!r}"))
+    return name
 
 
 def scan_entry_points(group: str, path: Iterable[str] | None = None) -> list[_EntryPoint]:
@@ -174,8 +262,10 @@ class BackendRegistry:
         self._registered: dict[str, _Registered] = {}
         self._failures: list[PluginFailure] = []
         self._backends: dict[str, Any] = {}
+        self._factory_errors: dict[str, PluginError] = {}
         self._probes: dict[str, ProbeResult] = {}
         self._probe_locks: dict[str, threading.Lock] = {}
+        self._runs: dict[str, _ProbeRun] = {}
         if discover:
             self._entry_points = self._discover()
 
@@ -276,10 +366,8 @@ class BackendRegistry:
         if existing is None:
             self._registered[spec.name] = _Registered(spec, dist, version)
             return
-        rival = dist or label
-        existing.rivals.append(rival)
-        error = DuplicateBackend(spec.name, existing.distribution or "?", rival)
-        self._fail(dist, version, label, "register", error, backend=spec.name)
+        existing.rivals.append((dist or label, version))
+        self._fail(dist, version, label, "register", existing.duplicate(), backend=spec.name)
 
     def _fail(
         self, dist: str | None, version: str | None, label: str, stage: str, exc: BaseException,
@@ -287,8 +375,9 @@ class BackendRegistry:
     ) -> None:
         from .types import PluginFailure
 
-        text = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
-        self._failures.append(PluginFailure(dist, version, label, stage, text, backend))
+        text = exc.detail if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self._failures.append(PluginFailure(dist, version, label, stage, text, backend))
 
     # -- selection ------------------------------------------------------------
 
@@ -322,6 +411,7 @@ class BackendRegistry:
 
     def spec(self, name: str) -> BackendSpec:
         """The registered BackendSpec of `name` (NotAvailable if none)."""
+        _check_name(name, "spec")
         self._ensure_loaded()
         reg = self._registered.get(name)
         if reg is None or name not in self.installed():
@@ -348,15 +438,46 @@ class BackendRegistry:
         return dirs
 
     def _not_installed(self, name: str) -> NotAvailable:
-        if name in self._registered:
-            reg = self._registered[name]
-            return NotAvailable(
-                name, f"its distribution {reg.distribution} is not in {ENV_PLUGINS}={os.environ.get(ENV_PLUGINS)!r}",
-                fix=f"add {reg.distribution} to {ENV_PLUGINS} or unset it",
-            )
-        hint = f"pip install ironaccel-{name}" if name in FIRST_PARTY else None
+        allow = os.environ.get(ENV_PLUGINS)
+        reg = self._registered.get(name)
+        if reg is not None:
+            return NotAvailable(name, f"its distribution {reg.distribution} is not in {ENV_PLUGINS}={allow!r}",
+                                fix=f"add {reg.distribution} to {ENV_PLUGINS} or unset it")
+        hint = FIRST_PARTY.get(name)
         known = ", ".join(sorted(self._registered)) or "none"
-        return NotAvailable(name, f"no installed distribution provides backend {name!r} (installed: {known})", fix=hint)
+        excluded = sorted({ep.distribution or ep.label for ep in self._entry_points
+                           if not self._allowed(ep.distribution)})
+        provider = self._provider_hint(name)
+        if provider in excluded:
+            return NotAvailable(name, f"backend {name!r} comes from {provider}, which {ENV_PLUGINS}={allow!r} "
+                                "leaves out", fix=f"add {provider} to {ENV_PLUGINS} or unset it")
+        broken = [f for f in self._failures if f.stage in _LOAD_STAGES and f.backend is None]
+        for failure in broken:
+            if failure.distribution is not None and failure.distribution == provider:
+                return NotAvailable(
+                    name, f"the plugin of {_who(failure.distribution, failure.version)}, which provides backend "
+                    f"{name!r}, failed at {failure.stage}: {failure.error}",
+                    fix=f"reinstall or fix {failure.distribution} (`ironaccel --failures` lists every plugin failure)")
+        reason = f"no installed distribution provides backend {name!r} (installed: {known})"
+        if excluded:
+            reason += (f"; {ENV_PLUGINS}={allow!r} leaves out {', '.join(excluded)}, whose backends are not "
+                       "known until they load")
+            hint = hint or f"add the distribution that provides it to {ENV_PLUGINS} or unset it"
+        if broken:
+            names = ", ".join(dict.fromkeys(_who(f.distribution or f.entry_point, f.version) for f in broken))
+            reason += f"; plugins that failed to load and may provide it: {names} (`ironaccel --failures`)"
+        return NotAvailable(name, reason, fix=hint)
+
+    def _provider_hint(self, name: str) -> str | None:
+        """The distribution that would provide `name`: one whose entry point is called `name`, or the
+        first-party `ironaccel-<name>`."""
+        for ep in self._entry_points:
+            if ep.name == name and ep.distribution:
+                return ep.distribution
+        for ep in self._entry_points:
+            if ep.distribution and _normalise_dist(ep.distribution) == f"ironaccel-{name}":
+                return ep.distribution
+        return None
 
     def _check_selected(self, name: str) -> None:
         disabled = set(_split_env(ENV_DISABLE) or ())
@@ -368,6 +489,11 @@ class BackendRegistry:
             raise NotAvailable(name, f"not selected by {ENV_BACKENDS}={os.environ.get(ENV_BACKENDS)}",
                                fix=f"add it to {ENV_BACKENDS}")
 
+    def _gate(self, name: str) -> None:
+        """NotAvailable unless `name` is selected, installed and allowed, as the environment says now."""
+        self._check_selected(name)
+        self.spec(name)
+
     # -- backends and probes --------------------------------------------------
 
     def backend(self, name: str) -> Any:
@@ -375,61 +501,110 @@ class BackendRegistry:
 
         Raises NotAvailable if the backend is not installed, disabled or not
         selected, DuplicateBackend if two distributions claim it, PluginError
-        if its factory fails.
+        if its factory fails (recorded once, and raised again until ``refresh()``).
         """
-        self._check_selected(name)
-        spec = self.spec(name)
+        _check_name(name, "backend")
+        self._gate(name)
         reg = self._registered[name]
         if reg.rivals:
-            raise DuplicateBackend(name, reg.distribution or "?", reg.rivals[0])
+            raise reg.duplicate()
         backend = self._backends.get(name)
         if backend is not None:
             return backend
         with self._lock:
             backend = self._backends.get(name)
-            if backend is None:
-                try:
-                    backend = _resolve(spec.factory)()
-                except Exception as exc:
-                    self._fail(reg.distribution, reg.version, f"{name} = {spec.factory}", "factory", exc, name)
-                    raise PluginError(
-                        f"the factory of backend {name!r} raised {type(exc).__name__}: {exc}",
-                        distribution=reg.distribution, version=reg.version, stage="factory", backend=name,
-                    ) from exc
-                self._backends[name] = backend
+            if backend is not None:
+                return backend
+            error = self._factory_errors.get(name)
+            if error is not None:
+                raise error
+            try:
+                backend = _resolve(reg.spec.factory)()
+            except Exception as exc:
+                self._fail(reg.distribution, reg.version, f"{name} = {reg.spec.factory}", "factory", exc, name)
+                error = PluginError(
+                    f"the factory of backend {name!r} raised {type(exc).__name__}: {exc}",
+                    distribution=reg.distribution, version=reg.version, stage="factory", backend=name,
+                )
+                self._factory_errors[name] = error
+                raise error from exc
+            self._backends[name] = backend
         return backend
 
     def probe(self, name: str) -> ProbeResult:
-        """Probe `name` once and cache the result; never raises for an unusable backend."""
+        """Probe `name` once, within IRONACCEL_PROBE_TIMEOUT, and cache the result; never raises for an
+        unusable backend (InvalidArgument for a name that is not a str)."""
+        from .probing import unavailable
+
+        _check_name(name, "probe")
+        try:
+            self._gate(name)
+        except NotAvailable as exc:
+            return unavailable(exc)  # not cached: depends on the environment
         cached = self._probes.get(name)
-        if cached is not None:
-            try:
-                self._check_selected(name)
-            except NotAvailable as exc:
-                return _unavailable(exc)
+        late = self._runs.get(name)
+        if cached is not None and not (late is not None and late.done.is_set()):
             return cached
         try:
             backend = self.backend(name)
-        except (NotAvailable, PluginError) as exc:
-            return _unavailable(exc, name)  # not cached: depends on the environment
-        from .types import ProbeResult
-
+            timeout = probe_timeout()
+        except NotAvailable as exc:
+            return unavailable(exc)
+        except PluginError as exc:
+            spec = self._registered[name].spec
+            fix = (f"reinstall {exc.distribution}: {spec.install}" if exc.stage == "factory" and spec.install
+                   else self._report_fix(name))
+            return unavailable(NotAvailable(name, exc.message, fix=fix))
+        except InvalidArgument as exc:
+            return unavailable(NotAvailable(name, exc.detail or exc.message,
+                                            fix=f"set {ENV_PROBE_TIMEOUT} to a number of seconds, or unset it"))
         lock = self._probe_locks.setdefault(name, threading.Lock())
         with lock:
             cached = self._probes.get(name)
-            if cached is not None:
+            run = self._runs.get(name)
+            if cached is not None and not (run is not None and run.done.is_set()):
                 return cached
-            try:
-                result = backend.probe()
-                if not isinstance(result, ProbeResult):
-                    raise TypeError(f"probe() returned {type(result).__name__}, not ProbeResult")
-            except Exception as exc:
-                reg = self._registered[name]
-                self._fail(reg.distribution, reg.version, f"{name}.probe()", "probe", exc, name)
-                result = ProbeResult(name, False, reason=f"the probe raised {type(exc).__name__}: {exc}",
-                                     fix=f"report this to the maintainers of {reg.distribution}")
+            if run is None:
+                run = _ProbeRun(lambda: self._run_probe(name, backend))
+                if timeout is None:
+                    run._run()
+                else:
+                    self._runs[name] = run
+                    run.start(name)
+            if run.wait(timeout):
+                self._runs.pop(name, None)
+                assert run.result is not None
+                result = run.result
+            else:
+                assert timeout is not None
+                result = unavailable(NotAvailable(
+                    name, f"probe timed out after {timeout:g} s; it is not started again until it returns",
+                    fix=f"raise {ENV_PROBE_TIMEOUT} (seconds; 0 for no deadline), or {self._report_fix(name)}"))
+                if not run.timed_out:
+                    run.timed_out = True
+                    reg = self._registered[name]
+                    self._fail(reg.distribution, reg.version, f"{name}.probe()", "probe",
+                               TimeoutError(f"no answer within {timeout:g} s"), name)
             self._probes[name] = result
             return result
+
+    def _run_probe(self, name: str, backend: Any) -> ProbeResult:
+        from .types import ProbeResult
+
+        try:
+            result = backend.probe()
+            if not isinstance(result, ProbeResult):
+                raise TypeError(f"probe() returned {type(result).__name__}, not ProbeResult")
+            return result
+        except BaseException as exc:
+            reg = self._registered[name]
+            self._fail(reg.distribution, reg.version, f"{name}.probe()", "probe", exc, name)
+            return ProbeResult(name, False, reason=f"the probe raised {type(exc).__name__}: {exc}",
+                               fix=self._report_fix(name))
+
+    def _report_fix(self, name: str) -> str:
+        reg = self._registered.get(name)
+        return f"report this to the maintainers of {reg.distribution if reg else 'its plugin'}"
 
     def available(self) -> list[str]:
         """Selected backends whose probe passes (probes each selected one)."""
@@ -445,7 +620,7 @@ class BackendRegistry:
     def devices(self, name: str | None = None) -> list[DeviceDescriptor]:
         """Devices of one backend (NotAvailable if it is unusable) or of every available one."""
         if name is not None:
-            return list(self._usable(name).devices())
+            return list(self._usable(_check_name(name, "devices")).devices())
         found: list[DeviceDescriptor] = []
         for backend_name in self.available():
             try:
@@ -456,31 +631,57 @@ class BackendRegistry:
 
     def open(self, name: str, ordinal: int = 0) -> Any:
         """Open device `ordinal` of backend `name`; NotAvailable says why if it can't."""
-        return self._usable(name).open(ordinal)
+        return self._usable(_check_name(name, "open")).open(ordinal)
 
     def refresh(self, name: str | None = None) -> None:
-        """Forget cached probes (of `name`, or all) and re-read entry points."""
+        """Forget what was learned about `name` (or every backend) and probe again on the next call.
+
+        Drops the cached probe results and factory failures (and their records
+        in `failures()`), calls each built backend's own ``refresh()`` where it
+        has one, and, for a full refresh, re-reads the entry points.  A probe
+        still running past its deadline is not started again.
+        """
+        if name is not None:
+            _check_name(name, "refresh")
         with self._lock:
+            names = list(self._registered) if name is None else [name]
+            for each in names:
+                self._probes.pop(each, None)
+                self._factory_errors.pop(each, None)
+                run = self._runs.get(each)
+                if run is not None and run.done.is_set():
+                    del self._runs[each]
+                elif run is not None:
+                    run.timed_out = False  # its failure record goes below; the next probe() records it again
+            self._failures = [f for f in self._failures
+                              if not (f.stage in ("factory", "probe", "refresh") and f.backend in names)]
+            backends = [(each, self._backends[each]) for each in names if each in self._backends]
             if name is None:
-                self._probes.clear()
                 known = {(ep.distribution, ep.value) for ep in self._entry_points}
                 self._entry_points.extend(
                     ep for ep in self._discover() if (ep.distribution, ep.value) not in known
                 )
-            else:
-                self._probes.pop(name, None)
+        for each, backend in backends:
+            forget = getattr(backend, "refresh", None)
+            if forget is None:
+                continue
+            try:
+                forget()
+            except Exception as exc:
+                reg = self._registered[each]
+                self._fail(reg.distribution, reg.version, f"{each}.refresh()", "refresh", exc, each)
 
     def survey(self, names: Iterable[str] | None = None, *, devices: bool = True) -> list[BackendReport]:
         """Probe and enumerate `names` (default: every selected backend)."""
         from .types import BackendReport
 
         reports = []
-        for name in list(names) if names is not None else self.names():
+        for name in self.names() if names is None else _name_list(names, "survey"):
             try:
+                spec = self.spec(name)
                 dist, version = self.distribution(name)
-                summary = self.spec(name).summary
             except NotAvailable:
-                dist, version, summary = None, None, ""
+                spec, dist, version = None, None, None
             result = self.probe(name)
             found: tuple[DeviceDescriptor, ...] = ()
             error = None
@@ -489,16 +690,22 @@ class BackendRegistry:
                     found = tuple(self.backend(name).devices())
                 except Exception as exc:
                     error = f"{type(exc).__name__}: {exc}"
-            reports.append(BackendReport(name, dist, version, summary, result, found, error))
+            if spec is None:
+                reports.append(BackendReport(name, None, None, "", result, found, error,
+                                             install=FIRST_PARTY.get(name, "")))
+            else:
+                reports.append(BackendReport(name, dist, version, spec.summary, result, found, error, spec.vendor,
+                                             spec.kinds, spec.install))
         return reports
 
 
-def _unavailable(exc: NotAvailable | PluginError, name: str | None = None) -> ProbeResult:
-    from .types import ProbeResult
-
-    if isinstance(exc, NotAvailable):
-        return ProbeResult(exc.backend or name or "?", False, reason=exc.reason, fix=exc.fix or "")
-    return ProbeResult(name or exc.backend or "?", False, reason=exc.message)
+def _name_list(names: Iterable[str], op: str) -> list[str]:
+    if isinstance(names, str):
+        raise InvalidArgument("ironaccel", op, detail=f"names is a list of backend names, got the str {names!r}")
+    try:
+        return [_check_name(n, op) for n in names]
+    except TypeError:
+        raise InvalidArgument("ironaccel", op, detail=f"names is a list of backend names, got {names!r}") from None
 
 
 def _resolve(factory: str | Callable[[], Any]) -> Callable[[], Any]:

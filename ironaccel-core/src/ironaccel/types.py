@@ -382,7 +382,12 @@ class PluginFailure:
 
 @dataclass(frozen=True, slots=True)
 class BackendReport:
-    """One backend as the survey shows it."""
+    """One backend as the survey shows it.
+
+    `vendor`, `kinds` and `install` come from the plugin's BackendSpec (for a
+    first-party backend that is not installed, `install` says how to get it),
+    so a dispatcher can tell what a backend could offer without probing it.
+    """
 
     name: str
     distribution: str | None
@@ -391,6 +396,9 @@ class BackendReport:
     probe: ProbeResult
     devices: tuple[DeviceDescriptor, ...] = ()
     error: str | None = None  # enumeration failed although the probe passed
+    vendor: Vendor | None = None
+    kinds: tuple[DeviceKind, ...] = ()
+    install: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -398,6 +406,9 @@ class BackendReport:
             "distribution": self.distribution,
             "version": self.version,
             "summary": self.summary,
+            "vendor": self.vendor.value if self.vendor else None,
+            "kinds": [k.value for k in self.kinds],
+            "install": self.install,
             "probe": self.probe.to_dict(),
             "devices": [d.to_dict() for d in self.devices],
             "error": self.error,

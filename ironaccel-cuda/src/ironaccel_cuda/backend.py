@@ -2,69 +2,54 @@
 
 from __future__ import annotations
 
-from ironaccel import DeviceDescriptor, NotAvailable, ProbeResult
-from ironaccel.probing import probe_guard
+from ironaccel import DeviceDescriptor, NotAvailable
+from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal, loaded_library
 
 from .errors import BACKEND
 
 __all__ = ["Backend"]
 
 
-def _loaded_library(fragment: str) -> str | None:
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rsplit(None, 1)[-1]
-                if fragment in path.rsplit("/", 1)[-1]:
-                    return path
-    except OSError:
-        pass
-    return None
+class Backend(ProbedBackend[int]):
+    """CUDA through cuda.bindings.  Cheap to build; touches the driver only in its methods.
 
-
-class Backend:
-    """CUDA through cuda.bindings.  Cheap to build; touches the driver only in its methods."""
+    Probe steps: the binding and libcuda (cuInit), cuDriverGetVersion, the device count,
+    then NVRTC's version (informational: NVRTC is not needed to use a device).
+    """
 
     name = BACKEND
 
-    @probe_guard
-    def probe(self) -> ProbeResult:
+    def _probe(self, facts: ProbeFacts) -> int:
         from ._driver import binding_version, call, driver
         from .device import device_count
 
+        facts.record(binding_version=binding_version())
         driver()
+        facts.record(library_path=loaded_library("libcuda.so"))
         version = int(call("cuDriverGetVersion"))
         driver_version = f"{version // 1000}.{version % 1000 // 10}"
+        facts.record(driver_version=driver_version)
         count = device_count()
         if count == 0:
-            raise NotAvailable(BACKEND, "the NVIDIA driver reports no CUDA devices")
-        nvrtc = None
-        nvrtc_reason = ""
+            raise NotAvailable(BACKEND, f"the NVIDIA driver {driver_version} reports no CUDA devices")
         try:
             from .program import nvrtc_version
 
             major, minor = nvrtc_version()
-            nvrtc = f"{major}.{minor}"
+            facts.record(runtime_version=f"{major}.{minor}")
+            facts.extra(nvrtc=f"{major}.{minor}")
         except NotAvailable as exc:
-            nvrtc_reason = exc.reason
-        return ProbeResult(
-            backend=BACKEND,
-            available=True,
-            reason=f"{count} CUDA device(s), driver {driver_version}",
-            driver_version=driver_version,
-            runtime_version=nvrtc,
-            binding_version=binding_version(),
-            library_path=_loaded_library("libcuda.so"),
-            device_count=count,
-            extras={"nvrtc": nvrtc or f"unavailable: {nvrtc_reason}"},
-        )
+            facts.extra(nvrtc=f"unavailable: {exc.reason}")
+        facts.found(f"{count} CUDA device(s), driver {driver_version}", count)
+        return count
 
     def devices(self) -> list[DeviceDescriptor]:
         from .device import devices
 
+        self._state()
         return devices()
 
     def open(self, ordinal: int = 0):
         from .device import Device
 
-        return Device(ordinal)
+        return Device(check_ordinal(BACKEND, ordinal, self._state()))

@@ -8,12 +8,11 @@ lists, memory, SPIR-V modules) comes in a later issue and raises Unsupported.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from ironaccel.errors import DriverError, InvalidArgument, NotAvailable, Unsupported
-from ironaccel.probing import unavailable
-from ironaccel.types import DeviceDescriptor, ProbeResult
+from ironaccel.errors import DriverError, NotAvailable, Unsupported
+from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal
+from ironaccel.types import DeviceDescriptor
 
 from . import devices as devices_module
 from . import loader as loader_module
@@ -21,39 +20,16 @@ from .loader import BACKEND, FIX_DRIVER
 from .results import result_name
 
 
-class Backend:
+class Backend(ProbedBackend[list[DeviceDescriptor]]):
     """Intel oneAPI Level Zero (GPUs and NPUs) through ctypes on libze_loader."""
 
     name = BACKEND
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._facts: dict[str, Any] = {}
-        self._devices: list[DeviceDescriptor] | None = None
-
-    def probe(self) -> ProbeResult:
-        """Never raises for an unusable backend: the result says why."""
-        with self._lock:
-            try:
-                found = self._check()
-            except NotAvailable as exc:
-                return unavailable(exc, **self._facts)
-        return ProbeResult(
-            BACKEND,
-            True,
-            reason=f"{len(found)} device(s): " + ", ".join(d.name for d in found),
-            device_count=len(found),
-            **self._facts,
-        )
-
-    def _check(self) -> list[DeviceDescriptor]:
-        if self._devices is not None:
-            return self._devices
-        self._facts = {}
+    def _probe(self, facts: ProbeFacts) -> list[DeviceDescriptor]:
         loader = loader_module.load()
-        self._facts["library_path"] = loader.path
+        facts.record(library_path=loader.path)
         code = loader.lib.zeInit(0)
-        self._facts["runtime_version"] = loader.version()
+        facts.record(runtime_version=loader.version())
         if code != 0:
             raise self._no_driver("zeInit(0)", code, loader.path)
         try:
@@ -67,11 +43,11 @@ class Backend:
         if not infos:
             raise NotAvailable(BACKEND, f"{len(driver_handles)} Level Zero driver(s) but zeDeviceGet found no device",
                                fix=FIX_DRIVER)
-        self._facts["driver_version"] = str(infos[0].driver_version)
-        self._facts["extras"] = {"drivers": len(driver_handles),
-                                 "api_version": devices_module.structs.version_text(infos[0].api_version)}
-        self._devices = [devices_module.describe(i, info) for i, info in enumerate(infos)]
-        return self._devices
+        facts.record(driver_version=str(infos[0].driver_version))
+        facts.extra(drivers=len(driver_handles), api_version=devices_module.structs.version_text(infos[0].api_version))
+        found = [devices_module.describe(i, info) for i, info in enumerate(infos)]
+        facts.found(f"{len(found)} device(s): " + ", ".join(d.name for d in found), len(found))
+        return found
 
     @staticmethod
     def _no_driver(op: str, code: int, path: str) -> NotAvailable:
@@ -86,13 +62,10 @@ class Backend:
 
     def devices(self) -> list[DeviceDescriptor]:
         """Every device of every driver, in driver order; NotAvailable if none."""
-        with self._lock:
-            return list(self._check())
+        return list(self._state())
 
     def open(self, ordinal: int = 0) -> Any:
         """Not yet: InvalidArgument for a bad ordinal, else Unsupported."""
-        found = self.devices()
-        if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < len(found):
-            raise InvalidArgument(BACKEND, "open", detail=f"ordinal {ordinal!r} out of range 0..{len(found) - 1}")
+        check_ordinal(BACKEND, ordinal, len(self._state()))
         raise Unsupported(BACKEND, "open", "opening a Level Zero device (context, command lists, memory) "
                           "is not implemented yet; this backend probes and enumerates")

@@ -10,13 +10,19 @@ issue and raises Unsupported.
 
 from __future__ import annotations
 
-import threading
 from types import ModuleType
 from typing import Any
 
-from ironaccel.errors import InvalidArgument, NotAvailable, Unsupported
-from ironaccel.probing import distribution_version, import_binding, require_platform, unavailable
-from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, ProbeResult, Vendor
+from ironaccel.errors import NotAvailable, Unsupported
+from ironaccel.probing import (
+    ProbedBackend,
+    ProbeFacts,
+    check_ordinal,
+    distribution_version,
+    import_binding,
+    require_platform,
+)
+from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, Vendor
 
 BACKEND = "metal"
 DISTRIBUTION = "pyobjc-framework-Metal"
@@ -86,32 +92,15 @@ def describe(metal: ModuleType, ordinal: int, device: Any) -> DeviceDescriptor:
     )
 
 
-class Backend:
+class Backend(ProbedBackend[list[DeviceDescriptor]]):
     """Apple Metal through pyobjc."""
 
     name = BACKEND
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._facts: dict[str, Any] = {}
-        self._devices: list[DeviceDescriptor] | None = None
-
-    def probe(self) -> ProbeResult:
-        with self._lock:
-            try:
-                found = self._check()
-            except NotAvailable as exc:
-                return unavailable(exc, **self._facts)
-        return ProbeResult(BACKEND, True, reason=", ".join(d.name for d in found), device_count=len(found),
-                           **self._facts)
-
-    def _check(self) -> list[DeviceDescriptor]:
-        if self._devices is not None:
-            return self._devices
-        self._facts = {}
+    def _probe(self, facts: ProbeFacts) -> list[DeviceDescriptor]:
         require_platform(BACKEND, "darwin", fix="Metal exists only on Apple platforms; use vulkan or webgpu here")
         metal = import_binding(BACKEND, "Metal", DISTRIBUTION, fix=FIX_BINDING)
-        self._facts["binding_version"] = distribution_version(DISTRIBUTION)
+        facts.record(binding_version=distribution_version(DISTRIBUTION))
         copy_all = getattr(metal, "MTLCopyAllDevices", None)
         devices = list(copy_all() or []) if copy_all is not None else []
         if not devices:
@@ -120,16 +109,14 @@ class Backend:
         if not devices:
             raise NotAvailable(BACKEND, "MTLCopyAllDevices and MTLCreateSystemDefaultDevice returned no device "
                                "(a virtual machine without a GPU?)")
-        self._devices = [describe(metal, i, d) for i, d in enumerate(devices)]
-        return self._devices
+        found = [describe(metal, i, d) for i, d in enumerate(devices)]
+        facts.found(", ".join(d.name for d in found), len(found))
+        return found
 
     def devices(self) -> list[DeviceDescriptor]:
-        with self._lock:
-            return list(self._check())
+        return list(self._state())
 
     def open(self, ordinal: int = 0) -> Any:
-        found = self.devices()
-        if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < len(found):
-            raise InvalidArgument(BACKEND, "open", detail=f"ordinal {ordinal!r} out of range 0..{len(found) - 1}")
+        check_ordinal(BACKEND, ordinal, len(self._state()))
         raise Unsupported(BACKEND, "open", "opening a Metal device (command queues, buffers, MSL pipelines) is "
                           "not implemented yet; this backend probes and enumerates")

@@ -10,13 +10,12 @@ and raises Unsupported here.
 from __future__ import annotations
 
 import ctypes
-import threading
 from pathlib import Path
 from typing import Any
 
-from ironaccel.errors import InvalidArgument, NotAvailable, Unsupported
-from ironaccel.probing import unavailable
-from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, ProbeResult, Vendor
+from ironaccel.errors import NotAvailable, Unsupported
+from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal
+from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, Vendor
 
 from . import nrt
 from .nrt import BACKEND, FIX, status_name
@@ -43,24 +42,10 @@ def capabilities(generation: str | None) -> CapabilityFlags:
     return flags
 
 
-class Backend:
+class Backend(ProbedBackend[list[DeviceDescriptor]]):
     """AWS Inferentia / Trainium NeuronCores through ctypes on libnrt."""
 
     name = BACKEND
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._facts: dict[str, Any] = {}
-        self._devices: list[DeviceDescriptor] | None = None
-
-    def probe(self) -> ProbeResult:
-        with self._lock:
-            try:
-                found = self._check()
-            except NotAvailable as exc:
-                return unavailable(exc, **self._facts)
-        return ProbeResult(BACKEND, True, reason=f"{len(found)} visible NeuronCore(s)", device_count=len(found),
-                           **self._facts)
 
     def _count(self, runtime: nrt.Runtime, fn_name: str) -> int:
         count = ctypes.c_uint32(0)
@@ -71,46 +56,41 @@ class Backend:
                                "the Neuron driver", fix=FIX, code=code, code_name=name)
         return count.value
 
-    def _check(self) -> list[DeviceDescriptor]:
-        if self._devices is not None:
-            return self._devices
-        self._facts = {}
+    def _probe(self, facts: ProbeFacts) -> list[DeviceDescriptor]:
         runtime = nrt.load()
-        self._facts["library_path"] = runtime.path
+        facts.record(library_path=runtime.path)
         version = nrt.Version()
         code = runtime.lib.nrt_get_version(ctypes.byref(version), ctypes.sizeof(version))
         if code != 0:
             name = status_name(code)
             raise NotAvailable(BACKEND, f"nrt_get_version returned {name} ({code})", fix=FIX, code=code,
                                code_name=name)
-        self._facts["runtime_version"] = version.text
+        facts.record(runtime_version=version.text)
         total = self._count(runtime, "nrt_get_total_nc_count")
         visible = self._count(runtime, "nrt_get_visible_nc_count") if runtime.has("nrt_get_visible_nc_count") else total
         itype = instance_type()
         generation = GENERATIONS.get(itype.split(".", 1)[0]) if itype else None
-        self._facts["extras"] = {"total_cores": total, "visible_cores": visible, "instance_type": itype,
-                                 "generation": generation, "detail": version.rt_detail.decode(errors="replace"),
-                                 "git_hash": version.git_hash.decode(errors="replace")}
+        facts.extra(total_cores=total, visible_cores=visible, instance_type=itype, generation=generation,
+                    detail=version.rt_detail.decode(errors="replace"),
+                    git_hash=version.git_hash.decode(errors="replace"))
         if visible == 0:
             where = "none is visible to this process (NEURON_RT_VISIBLE_CORES?)" if total else "there are none"
             raise NotAvailable(BACKEND, f"libnrt {version.text} loaded, but nrt_get_visible_nc_count found no "
                                f"NeuronCore: {where}", fix=FIX)
         flags = capabilities(generation)
-        self._devices = [
+        found = [
             DeviceDescriptor(BACKEND, i, f"{generation or 'NeuronCore'} {i}", Vendor.AWS, DeviceKind.NPU, 0,
                              ComputeTier.DATACENTER, flags, {"instance_type": itype, "generation": generation})
             for i in range(visible)
         ]
-        return self._devices
+        facts.found(f"{visible} visible NeuronCore(s)", visible)
+        return found
 
     def devices(self) -> list[DeviceDescriptor]:
         """One descriptor per visible NeuronCore; NotAvailable when none."""
-        with self._lock:
-            return list(self._check())
+        return list(self._state())
 
     def open(self, ordinal: int = 0) -> Any:
-        found = self.devices()
-        if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < len(found):
-            raise InvalidArgument(BACKEND, "open", detail=f"ordinal {ordinal!r} out of range 0..{len(found) - 1}")
+        check_ordinal(BACKEND, ordinal, len(self._state()))
         raise Unsupported(BACKEND, "open", "opening a NeuronCore (nrt_init, NEFF loading) is not implemented yet; "
                           "this backend probes and enumerates")

@@ -12,6 +12,7 @@ the plugin's message -- destroying the `PJRT_Error` on the way.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import threading
 from collections.abc import Mapping
@@ -264,14 +265,32 @@ def named_values(pointer: int | None, count: int) -> dict[str, Any]:
     return values
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _int64(name: str, value: int) -> int:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidArgument(BACKEND, "PJRT_Client_Create", detail=(
+            f"option {name}={value}: PJRT passes int64 values, and this one does not fit in 64 bits"))
+    return value
+
+
 class NamedValueArray:
-    """Client-create options as a PJRT_NamedValue array that keeps its strings alive."""
+    """Client-create options as a PJRT_NamedValue array that keeps its strings alive.
+
+    Values are refused, never wrapped or rounded away, when they do not fit the
+    C field: an int past int64, a float that is not finite or past float32.
+    """
 
     def __init__(self, options: Mapping[str, Any]):
         self._keep: list[Any] = []
         self.count = len(options)
         self.array = (capi.NamedValue * max(self.count, 1))()
         for slot, (name, value) in zip(self.array, options.items()):
+            if not isinstance(name, str) or not name or "\0" in name:
+                raise InvalidArgument(BACKEND, "PJRT_Client_Create", detail=(
+                    f"option names are non-empty str without NUL, got {name!r}"))
             encoded = name.encode()
             self._keep.append(encoded)
             slot.struct_size = capi.NamedValue.STRUCT_SIZE
@@ -280,8 +299,11 @@ class NamedValueArray:
             if isinstance(value, bool):
                 slot.type, slot.bool_value, slot.value_size = capi.NAMED_BOOL, value, 1
             elif isinstance(value, int):
-                slot.type, slot.int64_value, slot.value_size = capi.NAMED_INT64, value, 1
+                slot.type, slot.int64_value, slot.value_size = capi.NAMED_INT64, _int64(name, value), 1
             elif isinstance(value, float):
+                if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+                    raise InvalidArgument(BACKEND, "PJRT_Client_Create", detail=(
+                        f"option {name}={value!r}: PJRT passes a C float, which must be finite and within float32"))
                 slot.type, slot.float_value, slot.value_size = capi.NAMED_FLOAT, value, 1
             elif isinstance(value, str):
                 data = value.encode()
@@ -290,7 +312,7 @@ class NamedValueArray:
                 slot.string_value = ctypes.cast(ctypes.c_char_p(data), c_void_p).value
             elif isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool)
                                                           for v in value):
-                ints = (ctypes.c_int64 * max(len(value), 1))(*value)
+                ints = (ctypes.c_int64 * max(len(value), 1))(*(_int64(name, v) for v in value))
                 self._keep.append(ints)
                 slot.type, slot.value_size = capi.NAMED_INT64_LIST, len(value)
                 slot.int64_array_value = ctypes.cast(ints, ctypes.POINTER(ctypes.c_int64))

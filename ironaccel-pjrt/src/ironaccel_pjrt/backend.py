@@ -17,9 +17,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ironaccel.errors import DriverError, InvalidArgument, NotAvailable
-from ironaccel.probing import distribution_version, unavailable
-from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, ProbeResult, Vendor
+from ironaccel.errors import DriverError, NotAvailable
+from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal, distribution_version
+from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, Vendor
 
 from .api import BACKEND, load_api
 from .client import Client, DeviceInfo
@@ -100,12 +100,13 @@ def describe(ordinal: int, info: DeviceInfo) -> DeviceDescriptor:
     )
 
 
-class Backend:
+class Backend(ProbedBackend[list[dict[str, Any]]]):
     """PJRT through its C API: plugins found by `discovery`, loaded by `api`, one `Client` per plugin."""
 
     name = BACKEND
 
     def __init__(self) -> None:
+        super().__init__()
         self._lock = threading.RLock()
         self._clients: dict[str, Client] = {}
         self._failures: dict[str, NotAvailable] = {}
@@ -117,14 +118,9 @@ class Backend:
         """Installed or named plugins (nothing loaded)."""
         return discover()
 
-    def probe(self) -> ProbeResult:
-        """Load every discovered plugin and read its version and attributes; never raises."""
-        try:
-            return self._probe()
-        except NotAvailable as exc:
-            return unavailable(exc)
-
-    def _probe(self) -> ProbeResult:
+    def _probe(self, facts: ProbeFacts) -> list[dict[str, Any]]:
+        """Load every discovered plugin and read its version and attributes (no client is created)."""
+        facts.record(binding_version=distribution_version("ironaccel-pjrt"))
         plugins = discover()
         if not plugins:
             raise NotAvailable(BACKEND, "no PJRT plugin found (looked at " + "; ".join(searched_places()) + ")",
@@ -142,20 +138,22 @@ class Backend:
             except (NotAvailable, DriverError) as exc:
                 report["error"] = str(exc)
             reports.append(report)
+        facts.extra(plugins=reports)
         if not loaded:
             raise NotAvailable(BACKEND, "no PJRT plugin loads: " + "; ".join(f"{r['name']}: {r['error']}"
                                                                           for r in reports), fix=INSTALL_FIX,
                                searched=[p.path for p in plugins])
-        first = next(r for r in reports if "error" not in r)
-        return ProbeResult(
-            backend=BACKEND,
-            available=True,
-            reason=f"{len(loaded)} PJRT plugin(s): " + ", ".join(loaded),
-            runtime_version=", ".join(sorted({r["api_version"] for r in reports if "api_version" in r})),
-            binding_version=distribution_version("ironaccel-pjrt"),
-            library_path=first["path"],
-            extras={"plugins": reports},
-        )
+        facts.record(runtime_version=", ".join(sorted({r["api_version"] for r in reports if "api_version" in r})),
+                     library_path=next(r for r in reports if "error" not in r)["path"])
+        facts.found(f"{len(loaded)} PJRT plugin(s): " + ", ".join(loaded), 0)
+        return reports
+
+    def refresh(self) -> None:
+        """Forget the probe, the plugins whose client failed and the device list; open clients stay open."""
+        super().refresh()
+        with self._lock:
+            self._failures.clear()
+            self._devices = None
 
     # -- clients and devices -----------------------------------------------------
 
@@ -195,9 +193,7 @@ class Backend:
         with self._lock:
             if self._devices is not None and all(not info.client.closed for _, info in self._devices):
                 return self._devices
-            result = self.probe()
-            if not result.available:
-                raise NotAvailable(BACKEND, result.reason, fix=result.fix or None)
+            self._state()
             found: list[tuple[DeviceDescriptor, DeviceInfo]] = []
             for plugin in discover():
                 try:
@@ -217,9 +213,7 @@ class Backend:
 
     def open(self, ordinal: int = 0) -> PjrtDevice:
         devices = self._enumerate()
-        if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < len(devices):
-            raise InvalidArgument(BACKEND, "open", detail=f"ordinal {ordinal!r} out of range 0..{len(devices) - 1}")
-        descriptor, info = devices[ordinal]
+        descriptor, info = devices[check_ordinal(BACKEND, ordinal, len(devices))]
         return PjrtDevice(descriptor, info)
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ironaccel.errors import ClosedError, DriverError, InvalidArgument
+from ironaccel.errors import ClosedError, DriverError, InvalidArgument, OutOfMemory
 from ironaccel.types import DType
 
 from . import capi
@@ -101,7 +101,11 @@ class Buffer:
         op = "PJRT_Buffer_ToHostBuffer"
         handle = self.handle(op)
         if out is None:
-            out = np.empty(self.shape, self._np_dtype)
+            try:
+                out = np.empty(self.shape, self._np_dtype)
+            except MemoryError as exc:
+                raise OutOfMemory(BACKEND, op, detail=f"no host memory for the {self.nbytes} bytes to download: "
+                                  f"{exc}") from None
         else:
             if not isinstance(out, np.ndarray):
                 raise InvalidArgument(BACKEND, op, detail=f"out must be a numpy array, got {type(out).__name__}")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ironaccel.errors import ClosedError, DriverError, InvalidArgument, NotAvailable, Unsupported
+from ironaccel.errors import ClosedError, DriverError, InvalidArgument, NotAvailable, OutOfMemory, Unsupported
 
 from . import capi
 from .api import BACKEND, NamedValueArray, PluginApi, _string, load_api, named_values
@@ -39,10 +39,11 @@ from .executable import Executable, normalise_program
 from .options import CompileOptions
 from .signature import main_signature
 
-__all__ = ["Client", "DeviceInfo", "MemorySpace", "default_options", "ENV_OPTIONS"]
+__all__ = ["Client", "DeviceInfo", "MemorySpace", "default_options", "check_options", "OPTION_TYPES", "ENV_OPTIONS"]
 
-#: Extra client-create options, ``name=value`` pairs separated by ``;`` (values parsed as int, float,
-#: true/false, else string), applied to every plugin, e.g. ``IRONACCEL_PJRT_OPTIONS="preallocate=true"``.
+#: Extra client-create options, ``name=value`` pairs separated by ``;``, applied to every plugin, e.g.
+#: ``IRONACCEL_PJRT_OPTIONS="preallocate=true"``.  A value is read as the type its option has in
+#: `OPTION_TYPES` (a list as ``0,1``); for other options as int, float, true/false, else a string.
 ENV_OPTIONS = "IRONACCEL_PJRT_OPTIONS"
 CACHE_SIZE = 64
 
@@ -60,16 +61,88 @@ def _close_all() -> None:
             pass
 
 
-def _parse_value(text: str) -> Any:
-    lowered = text.strip().lower()
+#: The client-create options PJRT plugins read, with the PJRT_NamedValue type each reads: XLA's CPU
+#: plugin (pjrt_c_api_cpu_internal.cc) and GPU plugins (GetXlaPluginCAPIClientOptions,
+#: pjrt_c_api_gpu_internal.cc).  Older plugins read them with std::get and abort the whole process
+#: (std::bad_variant_access) on another type, so a known option of the wrong type is refused here,
+#: before PJRT_Client_Create.  Options not listed are passed on as given (newer plugins refuse names
+#: they do not know with INVALID_ARGUMENT).
+OPTION_TYPES: dict[str, str] = {
+    "cpu_device_count": "int64",
+    "platform_name": "string",
+    "allocator": "string",
+    "memory_fraction": "float",
+    "preallocate": "bool",
+    "collective_memory_size": "int64",
+    "visible_devices": "int64 list",
+    "node_id": "int64",
+    "num_nodes": "int64",
+    "enable_mock_nccl": "bool",
+    "mock_gpu_topology": "string",
+    "should_stage_host_to_device_transfers": "bool",
+}
+
+_BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _parse_value(name: str, text: str) -> Any:
+    """An IRONACCEL_PJRT_OPTIONS value as the type its option is read as (guessed for unknown options)."""
+    text = text.strip()
+    kind = OPTION_TYPES.get(name)
+    try:
+        if kind == "string":
+            return text
+        if kind == "int64":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        if kind == "bool":
+            return _BOOL_WORDS[text.lower()]
+        if kind == "int64 list":
+            return [int(part) for part in text.split(",") if part.strip()]
+    except (ValueError, KeyError):
+        raise InvalidArgument(BACKEND, "PJRT_Client_Create", detail=(
+            f"{ENV_OPTIONS}: {name}={text!r}, but PJRT plugins read {name} as {_KIND_WORDS[kind]}")) from None
+    lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
-    for kind in (int, float):
+    for guess in (int, float):
         try:
-            return kind(text)
+            return guess(text)
         except ValueError:
             pass
-    return text.strip()
+    return text
+
+
+_KIND_WORDS = {"string": "a string", "int64": "an int64", "float": "a float", "bool": "a bool",
+               "int64 list": "a list of int64 (comma-separated)", None: "?"}
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` with each known option checked against the type plugins read it as (an int where a
+    float is read becomes a float); InvalidArgument naming the option otherwise."""
+    checked: dict[str, Any] = {}
+    for name, value in options.items():
+        kind = OPTION_TYPES.get(name)
+        ok = True
+        if kind == "string":
+            ok = isinstance(value, str)
+        elif kind == "int64":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            value = float(value) if ok else value
+        elif kind == "bool":
+            ok = isinstance(value, bool)
+        elif kind == "int64 list":
+            ok = isinstance(value, (list, tuple)) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value)
+        if not ok:
+            raise InvalidArgument(BACKEND, "PJRT_Client_Create", detail=(
+                f"option {name}={value!r} is {type(value).__name__}, but PJRT plugins read {name} as "
+                f"{_KIND_WORDS[kind]}"))
+        checked[name] = value
+    return checked
 
 
 def default_options(plugin: PluginLocation) -> dict[str, Any]:
@@ -95,7 +168,7 @@ def default_options(plugin: PluginLocation) -> dict[str, Any]:
     for pair in os.environ.get(ENV_OPTIONS, "").split(";"):
         name, sep, value = pair.partition("=")
         if sep and name.strip():
-            options[name.strip()] = _parse_value(value)
+            options[name.strip()] = _parse_value(name.strip(), value)
     return options
 
 
@@ -175,7 +248,15 @@ class Client:
 
     @classmethod
     def create(cls, plugin: PluginLocation, options: Mapping[str, Any] | None = None) -> Client:
-        """Initialize the plugin and create a client; NotAvailable (with the PJRT code) if it can't."""
+        """Initialize the plugin and create a client; NotAvailable (with the PJRT code) if it can't.
+
+        `options` (default: `default_options(plugin)`) are checked first: InvalidArgument for a known
+        option of the wrong type or a value that does not fit its C field.
+        """
+        if options is not None and not isinstance(options, Mapping):
+            raise InvalidArgument(BACKEND, "PJRT_Client_Create", detail=(
+                f"options must be a mapping of option names to values, got {type(options).__name__}"))
+        opts = check_options(default_options(plugin) if options is None else options)
         if plugin.platform_hint == "cuda":
             preload_nvidia_libraries()  # as JAX does before it creates a CUDA client
         try:
@@ -184,7 +265,6 @@ class Client:
         except DriverError as exc:
             raise NotAvailable(BACKEND, f"plugin {plugin.name} ({plugin.path}): {exc.op} failed: {exc.message}",
                                code=exc.code, code_name=exc.code_name, library=plugin.path) from exc
-        opts = default_options(plugin) if options is None else dict(options)
         values = NamedValueArray(opts)
         args = api.args("PJRT_Client_Create", create_options=values.pointer, num_options=values.count)
         try:
@@ -363,9 +443,12 @@ class Client:
         op = "PJRT_Client_BufferFromHostBuffer"
         client = self._check_open(op)
         target = self._own_device(device, op)
-        array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            array = np.ascontiguousarray(array)  # keeps ndim (unlike for 0-d input, where it would add one)
+        try:
+            array = np.asarray(array)
+            if not array.flags.c_contiguous:
+                array = np.ascontiguousarray(array)  # keeps ndim (unlike for 0-d input, where it would add one)
+        except MemoryError as exc:
+            raise OutOfMemory(BACKEND, op, detail=f"no host memory for the contiguous copy to upload: {exc}") from None
         dtype, pjrt_type = to_pjrt(array.dtype, op)
         shape = array.shape
         ndim = len(shape)

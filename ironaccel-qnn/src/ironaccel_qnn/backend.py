@@ -12,41 +12,23 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 from typing import Any
 
-from ironaccel.errors import InvalidArgument, NotAvailable, Unsupported
-from ironaccel.probing import load_library, unavailable
-from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, ProbeResult, Vendor
+from ironaccel.errors import NotAvailable, Unsupported
+from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal, load_library
+from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, Vendor
 
 from . import interface, sdk
 
 BACKEND = "qnn"
 
 
-class Backend:
+class Backend(ProbedBackend[list[DeviceDescriptor]]):
     """Qualcomm QNN HTP through ctypes on libQnnHtp / libQnnSystem."""
 
     name = BACKEND
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._facts: dict[str, Any] = {}
-        self._devices: list[DeviceDescriptor] | None = None
-
-    def probe(self) -> ProbeResult:
-        with self._lock:
-            try:
-                found = self._check()
-            except NotAvailable as exc:
-                return unavailable(exc, **self._facts)
-        return ProbeResult(BACKEND, True, reason=f"QNN HTP backend {found[0].extras['build_id'] or ''}".strip(),
-                           device_count=len(found), **self._facts)
-
-    def _check(self) -> list[DeviceDescriptor]:
-        if self._devices is not None:
-            return self._devices
-        self._facts = {}
+    def _probe(self, facts: ProbeFacts) -> list[DeviceDescriptor]:
         try:
             found = load_library(BACKEND, sdk.HTP_NAMES, env_var=sdk.ENV_LIBRARY, extra_dirs=sdk.sdk_dirs(),
                                  fix=sdk.FIX)
@@ -55,7 +37,7 @@ class Backend:
                 raise
             raise NotAvailable(BACKEND, f"{exc.reason}; neither {sdk.ENV_SDK_ROOT} nor {sdk.ENV_LIBRARY} is set",
                                fix=exc.fix, library=exc.library, searched=exc.searched) from None
-        self._facts["library_path"] = found.path
+        facts.record(library_path=found.path)
         try:
             providers = interface.providers(found.handle)
         except AttributeError:
@@ -68,15 +50,13 @@ class Backend:
             raise NotAvailable(BACKEND, f"QnnInterface_getProviders of {found.path} returned no provider", fix=sdk.FIX)
         build = interface.build_id(found.handle)
         first = providers[0]
-        self._facts["runtime_version"] = first.core_api
-        self._facts["driver_version"] = build
-        system = _system_library(os.path.dirname(found.path))
-        self._facts["extras"] = {
-            "providers": [{"name": p.name, "backend": p.backend, "core_api": p.core_api, "backend_api": p.backend_api}
-                          for p in providers],
-            "build_id": build,
-            "system_library": system,
-        }
+        facts.record(runtime_version=first.core_api, driver_version=build)
+        facts.extra(
+            providers=[{"name": p.name, "backend": p.backend, "core_api": p.core_api, "backend_api": p.backend_api}
+                       for p in providers],
+            build_id=build,
+            system_library=_system_library(os.path.dirname(found.path)),
+        )
         emulated = sdk.emulated()
         device = DeviceDescriptor(
             BACKEND, 0, "Qualcomm Hexagon NPU (QNN HTP" + (", emulated on the CPU)" if emulated else ")"),
@@ -86,17 +66,14 @@ class Backend:
             {"provider": first.name, "backend_id": first.backend_id, "core_api": first.core_api,
              "backend_api": first.backend_api, "build_id": build, "emulated": emulated, "library": found.path},
         )
-        self._devices = [device]
-        return self._devices
+        facts.found(f"QNN HTP backend {build or ''}".strip(), 1)
+        return [device]
 
     def devices(self) -> list[DeviceDescriptor]:
-        with self._lock:
-            return list(self._check())
+        return list(self._state())
 
     def open(self, ordinal: int = 0) -> Any:
-        found = self.devices()
-        if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < len(found):
-            raise InvalidArgument(BACKEND, "open", detail=f"ordinal {ordinal!r} out of range 0..{len(found) - 1}")
+        check_ordinal(BACKEND, ordinal, len(self._state()))
         raise Unsupported(BACKEND, "open", "opening the QNN HTP device (backend, context, graphs) is not "
                           "implemented yet; this backend probes and describes")
 

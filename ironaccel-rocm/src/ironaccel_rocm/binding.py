@@ -22,6 +22,19 @@ BACKEND = "rocm"
 DISTRIBUTION = "hip-python"
 FIX_BINDING = "pip install 'ironaccel-rocm[hip]' (hip-python, matching the installed ROCm major version)"
 FIX_RUNTIME = "install the ROCm HIP runtime (libamdhip64) and an AMD GPU driver, or set ROCM_PATH"
+KFD = "/dev/kfd"
+
+
+def fix_no_device() -> str:
+    """What to do when the HIP runtime loaded but found no GPU: about the kernel driver, not the runtime."""
+    if not os.path.exists(KFD):
+        return (f"the HIP runtime is installed; it needs an AMD GPU that ROCm supports and the amdgpu kernel driver, "
+                f"and {KFD} does not exist here (no GPU, or the driver is not loaded: modprobe amdgpu)")
+    if not os.access(KFD, os.R_OK | os.W_OK):
+        return (f"the HIP runtime is installed and {KFD} exists but this user cannot open it: "
+                "add the user to the render and video groups")
+    return ("the HIP runtime is installed and the amdgpu kernel driver is loaded: check that the GPU is one "
+            "this ROCm supports (HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES may also hide it)")
 
 HIP_SUCCESS = 0
 HIP_ERROR_NO_DEVICE = 100
@@ -78,16 +91,3 @@ def call(fn: Callable[..., Any], op: str, *args: Any) -> Any:
 def format_version(version: int) -> str:
     """HIP's packed version (major*10_000_000 + minor*100_000 + patch) as text: 50221153 -> '5.2.21153'."""
     return f"{version // 10_000_000}.{version // 100_000 % 100}.{version % 100_000}"
-
-
-def loaded_library(stem: str = "libamdhip64") -> str | None:
-    """Path of the already-loaded library whose file name starts with `stem`."""
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rsplit(None, 1)[-1]
-                if os.path.basename(path).startswith(stem):
-                    return path
-    except OSError:
-        pass
-    return None

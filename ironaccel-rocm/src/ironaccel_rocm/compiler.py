@@ -6,7 +6,11 @@
     bytes(code)        # what hipModuleLoadData takes
 
 It needs no GPU: only the HIP runtime library (hipRTC) and its code-object
-manager.  Compile errors raise `CompileError` carrying the compiler's log.
+manager.  Without `arch`, it compiles for the first HIP device's target (its
+gcnArchName, e.g. ``gfx90a:sramecc+:xnack-``) and refuses when there is no
+GPU to ask: there is no silent default.  Target IDs are checked before hipRTC
+sees them (it aborts the process on a bad one).  Compile errors raise
+`CompileError` carrying the compiler's log.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import ctypes
 import re
 from collections.abc import Mapping, Sequence
 
-from ironaccel.errors import CompileError, DriverError, InvalidArgument, OutOfMemory
+from ironaccel.errors import CompileError, DriverError, InvalidArgument, NotAvailable, OutOfMemory
 
 from . import hiprtc
 
@@ -28,6 +32,8 @@ EM_AMDGPU = 224  # ELF e_machine of AMDGPU code objects
 
 # gfx90a, gfx1030, gfx942, optionally with target features: gfx90a:sramecc+:xnack-
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,5}(:[a-z0-9_]+[+-])*$")
+#: The target features a target ID may carry (LLVM AMDGPU "Target ID"), each at most once.
+TARGET_FEATURES = ("sramecc", "xnack")
 
 
 class CodeObject(bytes):
@@ -91,9 +97,14 @@ class Program:
         self.options = _check_options(options, op)
         self.headers = {str(k): (v.encode() if isinstance(v, str) else bytes(v)) for k, v in (headers or {}).items()}
 
-    def compile(self, arch: str = "gfx90a", options: Sequence[str] = ()) -> CodeObject:
-        """Compile for one GPU (``gfx90a``, ``gfx942``, ``gfx90a:xnack+``); CompileError on failure."""
+    def compile(self, arch: str | None = None, options: Sequence[str] = ()) -> CodeObject:
+        """Compile for one GPU target (``gfx90a``, ``gfx942``, ``gfx90a:xnack+``); CompileError on failure.
+
+        Without `arch`, the target of HIP device 0 (InvalidArgument when there is no AMD GPU to ask).
+        """
         op = "hiprtcCompileProgram"
+        if arch is None:
+            arch = _first_device_target(op)
         if not isinstance(arch, str) or not _ARCH.match(arch):
             raise InvalidArgument(BACKEND, op, detail=f"arch must be one GPU name like 'gfx90a', got {arch!r}")
         rtc = hiprtc.load()
@@ -103,6 +114,7 @@ class Program:
             raise InvalidArgument(
                 BACKEND, op, detail=f"{base} is not a target of this hipRTC ({rtc.path}); it knows {known}"
             )
+        _check_features(rtc, arch, op)
         flags = (f"--offload-arch={arch}", *self.options, *_check_options(options, op))
         return _compile(rtc, self, arch, flags)
 
@@ -121,6 +133,49 @@ def _check_options(options: Sequence[str], op: str) -> tuple[str, ...]:
     return tuple(options)
 
 
+def _check_features(rtc: hiprtc.Hiprtc, arch: str, op: str) -> None:
+    """Refuse target features hipRTC would abort on: unknown names, repeats, ones this GPU lacks."""
+    base, *features = arch.split(":")
+    if not features:
+        return
+    names = [f[:-1] for f in features]
+    unknown = [n for n in names if n not in TARGET_FEATURES]
+    if unknown or len(set(names)) != len(names):
+        what = f"unknown target feature {unknown[0]!r}" if unknown else "a target feature given twice"
+        raise InvalidArgument(BACKEND, op, detail=(
+            f"{arch!r} has {what}; a target ID is a GPU name and at most one each of "
+            f"{', '.join(f + '+/-' for f in TARGET_FEATURES)}, e.g. 'gfx90a:sramecc+:xnack-'"))
+    valid = rtc.valid_target(arch)
+    if valid is None:
+        raise InvalidArgument(BACKEND, op, detail=(
+            f"cannot check the target features of {arch!r}: the code-object manager (libamd_comgr) could not "
+            f"be asked, and hipRTC aborts on a feature the GPU lacks; pass {base!r} alone"))
+    if not valid:
+        has = [f for f in TARGET_FEATURES if rtc.valid_target(f"{base}:{f}+")]
+        offers = f"{base} offers only {' and '.join(has)}" if has else f"{base} has no target features"
+        raise InvalidArgument(BACKEND, op, detail=f"{arch!r} is not a valid target ID: {offers}")
+
+
+def _first_device_target(op: str) -> str:
+    """The gcnArchName of HIP device 0, for compile() without arch; InvalidArgument when there is none."""
+    from . import binding
+    from .properties import text
+
+    why = "no AMD GPU to take it from"
+    try:
+        hip = binding.load()
+        if int(binding.call(hip.hipGetDeviceCount, "hipGetDeviceCount")) > 0:
+            target = text(getattr(binding.call(hip.hipGetDeviceProperties, "hipGetDeviceProperties", 0),
+                                  "gcnArchName", b""))
+            if target:
+                return target
+            why = "HIP device 0 reports no gcnArchName"
+    except (NotAvailable, DriverError) as exc:
+        why = f"no AMD GPU to take it from ({exc.reason if isinstance(exc, NotAvailable) else exc})"
+    raise InvalidArgument(BACKEND, op, detail=(
+        f"compile() needs arch=, the GPU target to compile for (e.g. 'gfx90a'): {why}"))
+
+
 def _arch_key(name: str) -> tuple[int, str]:
     return (len(name), name)
 
@@ -137,6 +192,11 @@ def _check(code: int, op: str) -> None:
 
 
 def _compile(rtc: hiprtc.Hiprtc, program: Program, arch: str, flags: tuple[str, ...]) -> CodeObject:
+    with hiprtc.COMPILE_LOCK:
+        return _compile_locked(rtc, program, arch, flags)
+
+
+def _compile_locked(rtc: hiprtc.Hiprtc, program: Program, arch: str, flags: tuple[str, ...]) -> CodeObject:
     lib = rtc.lib
     handle = ctypes.c_void_p()
     names = list(program.headers)

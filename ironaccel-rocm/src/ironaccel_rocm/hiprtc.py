@@ -12,9 +12,14 @@ folders and the dynamic loader; first ``libhiprtc.so*``, then ``libamdhip64.so*`
 if it exports ``hiprtcCreateProgram``.
 
 The AMD code-object manager (``libamd_comgr``), which hipRTC compiles through,
-is asked for the ISA names it knows: hipRTC 5.2 aborts the process on an
-unknown ``--offload-arch``, so `supported_isas` lets the compiler reject one
-with a typed error first.
+is asked for the ISA names it knows and whether a target ID (``gfx90a:xnack+``)
+is valid: hipRTC 5.2 aborts the process on an unknown ``--offload-arch`` or a
+target feature the GPU lacks (``gfx1030:sramecc+``), so `supported_isas` and
+`valid_target` let the compiler reject one with a typed error first.
+
+hipRTC 5.2 is not thread-safe: concurrent hiprtcCompileProgram calls crash
+the process or return another program's code.  `COMPILE_LOCK` serializes
+every program's create-compile-destroy sequence.
 """
 
 from __future__ import annotations
@@ -57,6 +62,10 @@ def result_name(code: int) -> str:
     return RESULT_NAMES.get(code, f"HIPRTC_ERROR_{code}")
 
 
+class _MetadataNode(ctypes.Structure):
+    _fields_ = [("handle", ctypes.c_uint64)]  # amd_comgr_metadata_node_t
+
+
 @dataclass(frozen=True)
 class Hiprtc:
     """The loaded hipRTC functions and where they came from."""
@@ -65,10 +74,26 @@ class Hiprtc:
     path: str
     version: tuple[int, int]
     supported_isas: frozenset[str] | None  # None: comgr could not be asked
+    comgr: ctypes.CDLL | None = None
+
+    def valid_target(self, target: str) -> bool | None:
+        """Whether the code-object manager accepts `target` (``gfx90a:sramecc+``); None if it cannot be asked."""
+        ask = getattr(self.comgr, "amd_comgr_get_isa_metadata", None)
+        destroy = getattr(self.comgr, "amd_comgr_destroy_metadata", None)
+        if ask is None or destroy is None:
+            return None
+        node = _MetadataNode()
+        if ask(f"amdgcn-amd-amdhsa--{target}".encode(), ctypes.byref(node)) != 0:
+            return False
+        destroy(node)
+        return True
 
 
 _lock = threading.Lock()
 _loaded: Hiprtc | None = None
+
+#: Held around every hipRTC program, from hiprtcCreateProgram to hiprtcDestroyProgram.
+COMPILE_LOCK = threading.Lock()
 
 
 def _rocm_dirs() -> list[str]:
@@ -125,7 +150,8 @@ def _load() -> Hiprtc:
     major, minor = ctypes.c_int(), ctypes.c_int()
     ok = lib.hiprtcVersion(ctypes.byref(major), ctypes.byref(minor)) == 0
     version = (major.value, minor.value) if ok else (0, 0)
-    return Hiprtc(lib, found.path, version, _comgr_isas(os.path.dirname(found.path)))
+    comgr = _comgr(os.path.dirname(found.path))
+    return Hiprtc(lib, found.path, version, _ask_comgr(comgr) if comgr else None, comgr)
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -146,22 +172,32 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn.restype = ctypes.c_int
 
 
-def _comgr_isas(near: str) -> frozenset[str] | None:
-    """GPU names (``gfx90a``) that the code-object manager can target, or None."""
+def _comgr(near: str) -> ctypes.CDLL | None:
+    """libamd_comgr beside hipRTC or on the loader's path, with its metadata calls declared; None if absent."""
     for name in COMGR_NAMES:
         for candidate in (os.path.join(near, name), name):
             try:
                 comgr = ctypes.CDLL(candidate)
             except OSError:
                 continue
-            try:
-                return _ask_comgr(comgr)
-            except (AttributeError, OSError):
-                return None
+            for fn, argtypes in (("amd_comgr_get_isa_metadata", [ctypes.c_char_p, ctypes.POINTER(_MetadataNode)]),
+                                 ("amd_comgr_destroy_metadata", [_MetadataNode])):
+                if hasattr(comgr, fn):
+                    getattr(comgr, fn).argtypes = argtypes
+                    getattr(comgr, fn).restype = ctypes.c_int
+            return comgr
     return None
 
 
 def _ask_comgr(comgr: ctypes.CDLL) -> frozenset[str] | None:
+    """GPU names (``gfx90a``) that the code-object manager can target, or None."""
+    try:
+        return _isa_names(comgr)
+    except (AttributeError, OSError):
+        return None
+
+
+def _isa_names(comgr: ctypes.CDLL) -> frozenset[str] | None:
     count = ctypes.c_size_t()
     comgr.amd_comgr_get_isa_count.argtypes = [ctypes.POINTER(ctypes.c_size_t)]
     comgr.amd_comgr_get_isa_name.argtypes = [ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p)]

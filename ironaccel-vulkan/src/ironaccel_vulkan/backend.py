@@ -10,12 +10,11 @@ VkResult).  Each opened device gets an instance of its own.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
 from ironaccel.errors import InvalidArgument, NotAvailable
-from ironaccel.probing import unavailable
-from ironaccel.types import DeviceDescriptor, ProbeResult
+from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal
+from ironaccel.types import DeviceDescriptor
 
 from . import binding as _binding
 from . import validation
@@ -28,79 +27,49 @@ from .physical import PhysicalDeviceInfo, read_info
 __all__ = ["Backend"]
 
 
-class Backend:
+class Backend(ProbedBackend[list[PhysicalDeviceInfo]]):
     """Vulkan through pyvulkan.  `validation=True` (or IRONACCEL_VULKAN_VALIDATION=1) enables the Khronos layer."""
 
     name = BACKEND
 
     def __init__(self, *, validation: bool | None = None):
+        super().__init__()
         self._validation = validation
-        self._lock = threading.Lock()
-        self._probe: ProbeResult | None = None
-        self._infos: list[PhysicalDeviceInfo] = []
 
     @property
     def validation(self) -> bool:
         return validation.requested(self._validation)
 
-    def probe(self) -> ProbeResult:
-        """Probe once and cache; never raises for an unusable Vulkan."""
-        with self._lock:
-            if self._probe is None:
-                try:
-                    self._probe = self._run_probe()
-                except NotAvailable as exc:
-                    self._probe = unavailable(exc)
-                except Exception as exc:
-                    self._probe = ProbeResult(BACKEND, False, reason=f"probe failed: {type(exc).__name__}: {exc}")
-            return self._probe
-
-    def _run_probe(self) -> ProbeResult:
+    def _probe(self, facts: ProbeFacts) -> list[PhysicalDeviceInfo]:
         binding = _binding.load()
+        facts.record(binding_version=binding.binding_version, library_path=binding.loader_path)
         instance = Instance(binding, validation_layer=self.validation)
         try:
+            facts.record(runtime_version=f"Vulkan loader {version_string(instance.loader_version)}")
+            facts.extra(instance_api_version=version_string(instance.api_version),
+                        validation_layer=instance.validation_layer, layers_available=instance.layers_available)
+            drivers = {v: os.environ[v] for v in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES") if os.environ.get(v)}
+            if drivers:
+                facts.extra(driver_files=drivers)
             handles = instance.physical_devices()
             infos = [read_info(binding, h, i, instance.api_version) for i, h in enumerate(handles)]
         finally:
             instance.close()
-        self._infos = infos
+        first = infos[0]
+        facts.record(driver_version=f"{first.driver_name} {first.driver_info}".strip() or first.driver_version_string())
         names = "; ".join(f"{i.name} ({i.descriptor().extras['device_type']}, Vulkan {version_string(i.api_version)})"
                           for i in infos)
-        first = infos[0]
-        drivers = {v: os.environ[v] for v in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES") if os.environ.get(v)}
-        return ProbeResult(
-            backend=BACKEND,
-            available=True,
-            reason=f"{len(infos)} physical device(s): {names}",
-            driver_version=(f"{first.driver_name} {first.driver_info}".strip() or first.driver_version_string()),
-            runtime_version=f"Vulkan loader {version_string(instance.loader_version)}",
-            binding_version=binding.binding_version,
-            library_path=binding.loader_path,
-            device_count=len(infos),
-            extras={
-                "instance_api_version": version_string(instance.api_version),
-                "validation_layer": instance.validation_layer,
-                "layers_available": instance.layers_available,
-                **({"driver_files": drivers} if drivers else {}),
-            },
-        )
-
-    def _usable(self) -> list[PhysicalDeviceInfo]:
-        result = self.probe()
-        if not result.available:
-            raise NotAvailable(BACKEND, result.reason, fix=result.fix or None, searched=result.searched,
-                               code=result.code, code_name=result.code_name)
-        return self._infos
+        facts.found(f"{len(infos)} physical device(s): {names}", len(infos))
+        return infos
 
     def devices(self) -> list[DeviceDescriptor]:
-        return [info.descriptor() for info in self._usable()]
+        return [info.descriptor() for info in self._state()]
 
     def open(self, ordinal: int = 0, *, memory: str = "auto",
              staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK) -> VulkanDevice:
         """Open physical device `ordinal` as a ComputeDevice (see VulkanDevice for `memory`)."""
-        infos = self._usable()
-        if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < len(infos):
-            raise InvalidArgument(BACKEND, "open", detail=f"ordinal {ordinal!r} out of range 0..{len(infos) - 1}")
+        infos = self._state()
+        ordinal = check_ordinal(BACKEND, ordinal, len(infos))
         if memory not in MEMORY_MODES:
             raise InvalidArgument(BACKEND, "open", detail=f"memory must be one of {MEMORY_MODES}, got {memory!r}")
         if isinstance(staging_chunk_bytes, bool) or not isinstance(staging_chunk_bytes, int) or \
