@@ -184,8 +184,6 @@ def evaluate(result: RunResult, measure_special: MeasureSpecial) -> list[TargetR
             (("while-graph", BASELINE, ops.conditional_while(count)), ("eager", BASELINE, ops.eager_launches(count))),
             ("eager",), ("while-graph",),
         )
-        special = measure_special(spec)
-        result.specials.append(special)
-        out.append(_from_special(f"conditional while-graph of {count} iterations faster than {count} eager launches",
-                                 1.0, special, lambda s: "eager / while-graph: " + _medians(s)))
+        # A row the execution issue asks for, not a target: it is reported beside the targets, not judged.
+        result.specials.append(measure_special(spec))
     return out

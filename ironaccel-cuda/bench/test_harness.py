@@ -333,7 +333,8 @@ def test_targets_pass_and_fail_on_the_true_ratios(fake_run):
     floor = status["launch, 4 args within 1.2x of C floor + Python call"]
     assert floor.interval.median == pytest.approx((2400 + 150) / 3000) and floor.status == "PASS"
     assert status["graph replay of 100 launches >= 3x faster than eager"].status == "PASS"  # 400/60
-    assert status["conditional while-graph of 100 iterations faster than 100 eager launches"].status == "PASS"
+    assert not any("while-graph" in name for name in status)  # a row of the execution issue, not a target
+    assert result.special("while_vs_eager/100").interval is not None
     nvrtc = status["NVRTC disk-cache hit in a fresh process >= 30x faster than compiling"]
     # 1 ms of library loading in each fresh process: (1 + 40) / (1 + 0.4) = 29.3x, just short of 30x
     assert nvrtc.status == "FAIL" and nvrtc.interval.median == pytest.approx(41 / 1.4, rel=0.05)

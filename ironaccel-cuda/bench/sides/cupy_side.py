@@ -134,33 +134,39 @@ class CupySide(Side):
             view[:] = host.src[:nbytes]  # the array holds the pinned memory alive
         else:
             view = host.pageable(self.name, direction, nbytes)
-        # Without a stream CuPy copies synchronously on the null stream: its fastest call here (the held-out H200
-        # harness measured ndarray.set at 14.4-14.8 GB/s pageable, twice the stream= form plus a synchronize).
+        # Without a stream CuPy copies on the null stream: its fastest call here (the held-out H200 harness measured
+        # ndarray.set at 14.4-14.8 GB/s pageable, twice the stream= form plus a synchronize).  From page-locked
+        # memory that copy returns before the data has moved (seen on the H200, 2026-12-01: 7.7 us for 16 MiB),
+        # so the null stream is synchronized after it, as a synchronous copy must be.
+        null_sync = cp.cuda.Stream.null.synchronize
         if direction == "h2d":
 
             def run(n: int) -> None:
                 put = device.set
                 for _ in range(n):
                     put(view)
+                    null_sync()
 
             def check() -> None:
                 run(1)
                 host.expect_equal(device.get(), nbytes, "CuPy h2d")
 
-            return Case(run, check=check, note="ndarray.set(host) (synchronous), preallocated array")
+            return Case(run, check=check, note="ndarray.set(host) + Stream.null.synchronize(), preallocated array")
 
         def run_d2h(n: int) -> None:
             get = device.get
             for _ in range(n):
                 get(out=view)
+                null_sync()
 
         def check_d2h() -> None:
             device.set(host.src[:nbytes])
+            null_sync()
             view[:] = np.bitwise_not(host.src[:nbytes])
             run_d2h(1)
             host.expect_equal(view, nbytes, "CuPy d2h")
 
-        return Case(run_d2h, check=check_d2h, note="ndarray.get(out=host) (synchronous)")
+        return Case(run_d2h, check=check_d2h, note="ndarray.get(out=host) + Stream.null.synchronize()")
 
     def copy_to_new(self, nbytes: int) -> Case:
         cp, host = self.cp, self.ctx.host

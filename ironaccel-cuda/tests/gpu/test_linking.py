@@ -187,7 +187,7 @@ def test_module_and_library_globals(dev):
         assert counter.copy_to_host()[0] == 1000  # the kernel wrote it; the host reads it back
         np.testing.assert_array_equal(coeffs.copy_to_host(), [1, 2, 3, 4])
         with pytest.raises(InvalidArgument):
-            (owner.get_global("coeffs", "float64") if holder == "module"
+            (owner.get_global("counter", "float64") if holder == "module"
              else owner.get_global("counter", dev, "float64"))  # 4 bytes are not a float64
         owner.close()
         assert coeffs.closed and counter.closed
