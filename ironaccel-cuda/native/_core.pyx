@@ -57,6 +57,8 @@ cdef extern from "driver.h" nogil:
     ctypedef void* CUfunction
     ctypedef void* CUgraphExec
     ctypedef void* CUmemoryPool
+    ctypedef int CUstreamCaptureStatus
+    ctypedef void (*CUhostFn)(void* userData) noexcept nogil
     ctypedef struct ia_dim3:
         unsigned int x
         unsigned int y

@@ -126,3 +126,44 @@ cdef class EventCore:
             return
         self._isclosed = True
         _event_destroy(self._hv)
+
+
+# -- host functions (hostfn.py holds the bookkeeping) --------------------------------------------
+
+cdef void _host_once(void* data) noexcept nogil:
+    """The driver's thread runs an eager host function: call entry._run(), then drop the launch's reference."""
+    with gil:
+        entry = <object>data
+        try:
+            entry._run()
+        except BaseException:
+            pass  # _run reports its own failures; nothing may leave a driver callback
+        finally:
+            Py_DECREF(entry)
+
+
+def launch_host_func(uintptr_t s, entry):
+    """cuLaunchHostFunc of `entry._run()` on stream `s`, the entry kept alive until it ran.
+
+    Returns False (and launches nothing) when `s` is capturing: a captured host function can run many times,
+    so hostfn.py keeps it with its graph instead.
+    """
+    cdef CUstreamCaptureStatus status = 0
+    cdef int err
+    while True:
+        err = cuStreamIsCapturing(<CUstream>s, &status)
+        if err == 0:
+            break
+        _again(err, IA_cuStreamIsCapturing, s, True)
+    if status != 0:
+        return False
+    Py_INCREF(entry)
+    while True:
+        err = cuLaunchHostFunc(<CUstream>s, _host_once, <void*>entry)
+        if err == 0:
+            return True
+        try:
+            _again(err, IA_cuLaunchHostFunc, s, True)
+        except BaseException:
+            Py_DECREF(entry)
+            raise

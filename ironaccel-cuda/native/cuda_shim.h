@@ -23,6 +23,8 @@ typedef struct CUevent_st *IA_SHIM(CUevent);
 typedef struct CUfunc_st *IA_SHIM(CUfunction);
 typedef struct CUgraphExec_st *IA_SHIM(CUgraphExec);
 typedef struct CUmemPoolHandle_st *IA_SHIM(CUmemoryPool);
+typedef int IA_SHIM(CUstreamCaptureStatus);  /* an enum in cuda.h: 0 none, 1 active, 2 invalidated */
+typedef void (*IA_SHIM(CUhostFn))(void *userData);
 
 /* cuLaunchKernelEx: CUlaunchAttribute is an id padded to 8 bytes and a 64-byte value union. */
 typedef struct { unsigned int x, y, z; } IA_SHIM(ia_dim3);

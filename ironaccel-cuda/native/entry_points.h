@@ -19,6 +19,8 @@
     X(cuStreamQuery, 2000, CALL, (CUstream hStream)) \
     X(cuStreamWaitEvent, 3020, CALL, (CUstream hStream, CUevent hEvent, unsigned int Flags)) \
     X(cuStreamGetCtx, 9020, CALL, (CUstream hStream, CUcontext *pctx)) \
+    X(cuStreamIsCapturing, 10000, CALL, (CUstream hStream, CUstreamCaptureStatus *captureStatus)) \
+    X(cuLaunchHostFunc, 10000, CALL, (CUstream hStream, CUhostFn fn, void *userData)) \
     X(cuCtxSetCurrent, 4000, CALL, (CUcontext ctx)) \
     X(cuCtxGetCurrent, 4000, CALL, (CUcontext *pctx)) \
     X(cuEventCreate, 2000, CALL, (CUevent *phEvent, unsigned int Flags)) \

@@ -1,12 +1,14 @@
 """Host functions: a Python callable the driver runs in stream order (cuLaunchHostFunc, graph host nodes).
 
-The driver calls one C trampoline (a ctypes thunk, which takes the GIL) on its
-own thread with a token; the token names a `HostFunc` that holds the callable
-until it can no longer run: an eager launch is dropped once it ran, a host
-node of a graph (captured or added explicitly) lives as long as a Graph or
-GraphExec that holds it.  The driver entry points are called through their
-own addresses (`cuGetProcAddress`), so the callable's token reaches the
-trampoline unchanged whatever the binding does with host functions.
+An eager launch goes through the compiled core: its C trampoline takes the GIL
+on the driver's thread, runs the `HostFunc`, and drops the reference the launch
+held.  A host function that can run more than once (a graph's host node,
+captured or added explicitly) goes through a ctypes trampoline with a token
+instead: the token names a `HostFunc` that lives as long as a Graph or
+GraphExec that holds it, so a node that runs after its graph was dropped
+finds nothing and does nothing.  Those driver entry points are called through
+their own addresses (`cuGetProcAddress`), so the token reaches the trampoline
+unchanged whatever the binding does with host functions.
 
 An exception inside a host function is never lost: it goes to
 `sys.unraisablehook` when it happens, and the next `synchronize()` or
@@ -22,11 +24,13 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import sys
 import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+from . import _core
 from ._driver import call, driver
 from .errors import HostFuncError, driver_error, invalid
 
@@ -53,22 +57,36 @@ class HostFunc:
     def __repr__(self) -> str:
         return f"<HostFunc {getattr(self.fn, '__qualname__', self.fn)!r}>"
 
+    def _run(self) -> None:
+        """Call the function; a failure is kept for its stream and sent to sys.unraisablehook."""
+        try:
+            self.fn()
+        except BaseException as exc:
+            stream = self.sink() if self.sink is not None else None
+            if stream is not None:
+                error = HostFuncError(f"the host function {self.fn!r} raised {type(exc).__name__}: {exc}")
+                error.__cause__ = exc
+                with _lock:
+                    _pending.setdefault(stream, []).append(error)
+            sys.unraisablehook(_Unraisable(exc, self))
+
+
+class _Unraisable:
+    """What sys.unraisablehook expects (exc_type, exc_value, exc_traceback, err_msg, object)."""
+
+    def __init__(self, exc: BaseException, entry: HostFunc):
+        self.exc_type = type(exc)
+        self.exc_value = exc
+        self.exc_traceback = exc.__traceback__
+        self.err_msg = "Exception ignored in a host function"
+        self.object = entry
+
 
 def _run(token: int) -> None:
     with _lock:
         entry = _once.pop(token, None) or _kept.get(token)
-    if entry is None:
-        return
-    try:
-        entry.fn()
-    except BaseException as exc:
-        stream = entry.sink() if entry.sink is not None else None
-        if stream is not None:
-            error = HostFuncError(f"the host function {entry.fn!r} raised {type(exc).__name__}: {exc}")
-            error.__cause__ = exc
-            with _lock:
-                _pending.setdefault(stream, []).append(error)
-        raise  # ctypes hands it to sys.unraisablehook
+    if entry is not None:
+        entry._run()
 
 
 _HOSTFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -103,6 +121,9 @@ def launch(stream: Any, fn: Callable[[], Any]) -> HostFunc:
     op = "cuLaunchHostFunc"
     _check_callable(fn, op)
     entry = HostFunc(fn, stream)
+    if _core.launch_host_func(stream._h, entry):  # not capturing: the compiled trampoline, run once
+        watch(stream)
+        return entry
     capture = _capture_id(stream)
     with _lock:
         if capture is None:

@@ -23,6 +23,9 @@ SAME(ia_shim_CUmemoryPool, CUmemoryPool);
 SAME(ia_shim_CUdeviceptr, CUdeviceptr);
 SAME(ia_shim_CUdevice, CUdevice);
 _Static_assert(sizeof(ia_shim_CUresult) == sizeof(CUresult), "CUresult size");
+_Static_assert(sizeof(ia_shim_CUstreamCaptureStatus) == sizeof(CUstreamCaptureStatus), "capture status size");
+_Static_assert((int)CU_STREAM_CAPTURE_STATUS_NONE == 0 && (int)CU_STREAM_CAPTURE_STATUS_ACTIVE == 1, "capture status");
+SAME(ia_shim_CUhostFn, CUhostFn);
 
 #define SAME_FIELD(ours, theirs, field) \
     _Static_assert(offsetof(ours, field) == offsetof(theirs, field), #field " offset"); \
