@@ -48,6 +48,13 @@ def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
     mod.close()
 
 
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers",
+        "multi_gpu: needs two CUDA devices (the several-GPU issue); deselect with -m 'not multi_gpu' on one GPU",
+    )
+
+
 def pytest_sessionstart(session: Any) -> None:
     """Under test_fake_driver.py the parent says which hot path this run must be on (EXPECT_HOT)."""
     expected = os.environ.get("EXPECT_HOT")
