@@ -943,6 +943,10 @@ static CUresult fm_cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s) {
 }
 CHECKED(cuMemcpy2DAsync, fm_cuMemcpy2DAsync);
 
+/* ---- cuStreamCreate, for the benchmark's raw cuda.bindings side (its IPC importer process) ---- */
+static CUresult fm_cuStreamCreate(CUstream *s, unsigned int flags) { return cuStreamCreateWithPriority(s, flags, 0); }
+CHECKED(cuStreamCreate, fm_cuStreamCreate);
+
 /* ---- registration ---- */
 #define SYM(name, fn) {name, (void *)fn}
 static const struct fake_cuda_symbol MEMORY_SYMS[] = {
@@ -971,7 +975,7 @@ static const struct fake_cuda_symbol MEMORY_SYMS[] = {
     SYM("cuMemCreate", fm_cuMemCreate), SYM("cuMemRelease", fm_cuMemRelease), SYM("cuMemMap", fm_cuMemMap),
     SYM("cuMemUnmap", fm_cuMemUnmap), SYM("cuMemSetAccess", fm_cuMemSetAccess),
     SYM("cuMemAllocPitch", fm_cuMemAllocPitch), SYM("cuMemcpy2DAsync", fm_cuMemcpy2DAsync),
-    SYM("cuMemcpy3DAsync", fm_cuMemcpy3DAsync),
+    SYM("cuMemcpy3DAsync", fm_cuMemcpy3DAsync), SYM("cuStreamCreate", fm_cuStreamCreate),
 };
 
 __attribute__((constructor)) static void register_memory(void) {

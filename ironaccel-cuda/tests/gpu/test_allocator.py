@@ -9,7 +9,8 @@ import pytest
 from cuda.bindings import driver
 
 import ironaccel_cuda as cu
-from ironaccel import ClosedError, InvalidArgument
+from ironaccel import ClosedError, InvalidArgument, Unsupported
+from ironaccel_cuda.driver_pool import device_attribute
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -47,6 +48,10 @@ FACTORIES = {
 
 @pytest.mark.parametrize("kind", list(FACTORIES))
 def test_every_allocator_gives_a_devicebuf(dev, kernels, kind):
+    if kind == "host pool" and not device_attribute(dev, "HOST_MEMORY_POOLS_SUPPORTED"):
+        with pytest.raises(Unsupported):
+            dev.create_driver_pool(host=True)
+        return
     s = dev.create_stream()
     alloc = FACTORIES[kind](dev, s)
     assert isinstance(alloc, cu.Allocator) and alloc.device.ordinal == dev.ordinal

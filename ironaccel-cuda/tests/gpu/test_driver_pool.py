@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import ironaccel_cuda as cu
-from ironaccel import ClosedError, DType, InvalidArgument, OutOfMemory
-from ironaccel_cuda.driver_pool import ENV_RELEASE_THRESHOLD, MAX_THRESHOLD, parse_threshold
+from ironaccel import ClosedError, DType, InvalidArgument, OutOfMemory, Unsupported
+from ironaccel_cuda.driver_pool import ENV_RELEASE_THRESHOLD, MAX_THRESHOLD, device_attribute, parse_threshold
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -161,6 +161,10 @@ def test_max_size_caps_the_pool(dev):
 
 
 def test_host_pool_memory_is_shared_by_host_and_device(dev, kernels):
+    if not device_attribute(dev, "HOST_MEMORY_POOLS_SUPPORTED"):
+        with pytest.raises(Unsupported):
+            dev.create_driver_pool(host=True)
+        return
     pool = dev.create_driver_pool(host=True)
     assert pool.kind == "host" and pool.access(dev) == "readwrite"
     n = 4096

@@ -11,6 +11,7 @@ import pytest
 import ironaccel_cuda as cu
 from ironaccel_cuda import _dlpack
 from ironaccel_cuda.allocator import host_ranges
+from ironaccel_cuda.driver_pool import device_attribute
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -60,8 +61,10 @@ def memory_workload(dev, kernels):
     """Every allocation path of driver_pool, allocator, vmm, managed, pitched, ipc and the pinned flags."""
     s = dev.create_stream()
     x = np.arange(1 << 14, dtype=np.float32)
-    for pool in (dev.create_driver_pool(), dev.create_driver_pool(host=True, release_threshold=1 << 20),
-                 dev.create_driver_pool(ipc=True)):
+    pools = [dev.create_driver_pool(), dev.create_driver_pool(ipc=True)]
+    if device_attribute(dev, "HOST_MEMORY_POOLS_SUPPORTED"):
+        pools.append(dev.create_driver_pool(host=True, release_threshold=1 << 20))
+    for pool in pools:
         a, b = pool.allocate(x.size, "float32", stream=s), pool.allocate(x.size, "float32", stream=s)
         a.copy_from(x, stream=s)
         kernels.function("saxpy").launch(64, 256, 1.0, a, b, x.size, stream=s)
