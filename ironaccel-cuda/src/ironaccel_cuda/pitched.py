@@ -65,14 +65,12 @@ class PitchedBuf:
     dtype: DType
     pitch: int
     _owned: bool
-    _home: Any
 
     def __init__(self) -> None:
         raise TypeError("use Device.alloc_pitched() or PitchedBuf.view_of()")
 
     @classmethod
-    def _make(cls, buffer: DeviceBuf, shape: tuple[int, ...], dtype: DType, pitch: int, owned: bool,
-              home: Any) -> PitchedBuf:
+    def _make(cls, buffer: DeviceBuf, shape: tuple[int, ...], dtype: DType, pitch: int, owned: bool) -> PitchedBuf:
         pb = cls.__new__(cls)
         pb.buffer = buffer
         pb.device = buffer.device
@@ -80,7 +78,6 @@ class PitchedBuf:
         pb.dtype = dtype
         pb.pitch = pitch
         pb._owned = owned
-        pb._home = home
         return pb
 
     @classmethod
@@ -100,7 +97,7 @@ class PitchedBuf:
         ptr, pitch = call(op, width, rows, min(16, max(4, itemsize)))
         ptr, pitch = int(ptr), int(pitch)
         buf = adopt(ptr, pitch * rows, "uint8", device, stream=s, release=_PitchFree(device, ptr, s))
-        return cls._make(buf, shape, dt, pitch, True, s._h)
+        return cls._make(buf, shape, dt, pitch, True)
 
     @classmethod
     def view_of(cls, buf: DeviceBuf, shape: Any, pitch: int | None = None) -> PitchedBuf:
@@ -121,8 +118,7 @@ class PitchedBuf:
         need = pitch * (rows - 1) + width
         if need > buf.nbytes:
             raise invalid(op, f"{shape} rows {pitch} bytes apart need {need} bytes; the buffer has {buf.nbytes}")
-        home = _hot.stream_handle(int(buf.__cuda_array_interface__["stream"]))
-        return cls._make(buf, shape, buf.dtype, pitch, False, home)
+        return cls._make(buf, shape, buf.dtype, pitch, False)
 
     # -- properties ---------------------------------------------------------------
 
@@ -184,10 +180,8 @@ class PitchedBuf:
         if self.closed:
             raise closed(op, "pitched buffer")
         self.device._check_open(op)
-        if stream is None:
-            h, sync = self._home, True
-            if h is _hot.CLOSED:
-                h = self.device._state.default_stream._h
+        if stream is None:  # the buffer's home stream (the default stream once that is closed)
+            h, sync = _hot.stream_handle(int(self.buffer.__cuda_array_interface__["stream"])), True
         else:
             s = check_stream(self.device, stream, op)
             ordinal = cast(Any, s).device.ordinal
