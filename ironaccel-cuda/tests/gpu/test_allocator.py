@@ -6,7 +6,6 @@ import gc
 
 import numpy as np
 import pytest
-from cuda.bindings import driver
 
 import ironaccel_cuda as cu
 from ironaccel import ClosedError, InvalidArgument, Unsupported
@@ -17,6 +16,8 @@ pytestmark = pytest.mark.backend("cuda")
 
 def raw_async(dev):
     """A user's own allocator by pointer: cuMemAllocAsync / cuMemFreeAsync called through cuda.bindings."""
+    from cuda.bindings import driver
+
     frees = []
 
     def allocate(nbytes, stream):

@@ -61,9 +61,10 @@ def test_default_pool_is_the_allocator_of_device_alloc(dev, default_pool):
     s.close()
 
 
-@pytest.mark.parametrize("setting, expected", [("keep", 0), ("8GiB", 8 << 30), ("0", 0), ("max", MAX_THRESHOLD),
-                                               ("4096", 4096), ("bogus", "InvalidArgument")])
+@pytest.mark.parametrize("setting, expected", [(None, MAX_THRESHOLD), ("keep", 0), ("8GiB", 8 << 30), ("0", 0),
+                                               ("max", MAX_THRESHOLD), ("4096", 4096), ("bogus", "InvalidArgument")])
 def test_environment_chooses_the_threshold(setting, expected):
+    """In a fresh process: unset, the first open raises the threshold; the variable says otherwise."""
     code = (
         "import ironaccel, ironaccel_cuda as cu\n"
         "try:\n"
@@ -71,7 +72,10 @@ def test_environment_chooses_the_threshold(setting, expected):
         "except ironaccel.InvalidArgument as exc:\n"
         "    print('InvalidArgument', exc.op)\n"
     )
-    env = dict(os.environ, **{ENV_RELEASE_THRESHOLD: setting})
+    env = dict(os.environ)
+    env.pop(ENV_RELEASE_THRESHOLD, None)
+    if setting is not None:
+        env[ENV_RELEASE_THRESHOLD] = setting
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     words = out.stdout.split()
