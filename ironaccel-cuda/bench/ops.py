@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 KiB = 1024
 MiB = 1024 * KiB
+GiB = 1024 * MiB
 
 ALLOC_SIZES = (256, 64 * KiB, 1 * MiB)
 TRANSFER_SIZES = tuple(256 * 4**i for i in range(11))  # 256 B, 1 KiB, ... 64 MiB, 256 MiB
@@ -34,7 +35,7 @@ class OpSpec:
 
 
 def human_bytes(nbytes: int) -> str:
-    for unit, size in (("MiB", MiB), ("KiB", KiB)):
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if nbytes >= size and nbytes % size == 0:
             return f"{nbytes // size} {unit}"
     return f"{nbytes} B"
@@ -158,9 +159,63 @@ def plan(*, quick: bool = False, groups: frozenset[str] | None = None) -> list[O
     ops += [nvrtc_cold(), nvrtc_memory_hit()]
     ops += transfer_ops(QUICK_TRANSFER_SIZES if quick else TRANSFER_SIZES)
     ops += [copy_to_new(64 * MiB)]
+    ops += memory_ops()
     if groups is not None:
         ops = [op for op in ops if op.group in groups]
     return ops
 
 
-GROUPS = ("host", "alloc", "pool", "launch", "graph", "hostfn", "nvrtc", "transfer")
+GROUPS = ("host", "alloc", "pool", "launch", "graph", "hostfn", "nvrtc", "transfer", "memory")
+
+
+# -- memory (issue 10): the default pool's release threshold, IPC, growable virtual memory, managed memory -----
+POOL_CYCLE_SIZES = (1 * MiB, 64 * MiB)
+IPC_BYTES = 1 * MiB
+GROW_BYTES = 1 * GiB
+GROW_STEPS = 8  # grows per timed batch at most (the reservation holds 1 + GROW_STEPS times GROW_BYTES)
+PREFETCH_BYTES = 1 * GiB
+
+
+def pool_cycle(nbytes: int, raised: bool) -> OpSpec:
+    """Allocate, free, synchronize: with threshold 0 every synchronize gives the memory back to the driver."""
+    which = "raised" if raised else "0"
+    return OpSpec(
+        f"pool_cycle/{'raised' if raised else 'zero'}/{nbytes}", "pool_cycle",
+        f"alloc+free+sync {human_bytes(nbytes)}, default pool threshold {which}", "memory",
+        (("nbytes", nbytes), ("raised", raised)), nbytes,
+    )
+
+
+def ipc_roundtrip(nbytes: int) -> OpSpec:
+    return OpSpec(
+        f"ipc/{nbytes}", "ipc_roundtrip", f"IPC export + import + close of a {human_bytes(nbytes)} buffer "
+        "(importer: another process)", "memory", (("nbytes", nbytes),), nbytes,
+    )
+
+
+def grow_in_place(nbytes: int) -> OpSpec:
+    return OpSpec(
+        f"grow/vmm/{nbytes}", "grow_in_place", f"grow a buffer by {human_bytes(nbytes)} in place (virtual memory)",
+        "memory", (("nbytes", nbytes), ("steps", GROW_STEPS)), nbytes,
+    )
+
+
+def grow_by_copy(nbytes: int) -> OpSpec:
+    return OpSpec(
+        f"grow/copy/{nbytes}", "grow_by_copy",
+        f"grow a {human_bytes(nbytes)} buffer by {human_bytes(nbytes)}: allocate a bigger one, copy, free",
+        "memory", (("nbytes", nbytes),), nbytes,
+    )
+
+
+def managed_prefetch(nbytes: int) -> OpSpec:
+    return OpSpec(
+        f"prefetch/{nbytes}", "managed_prefetch", f"managed prefetch of {human_bytes(nbytes)} to the device + sync",
+        "memory", (("nbytes", nbytes),), nbytes,
+    )
+
+
+def memory_ops() -> list[OpSpec]:
+    ops = [pool_cycle(n, raised) for n in POOL_CYCLE_SIZES for raised in (True, False)]
+    return ops + [ipc_roundtrip(IPC_BYTES), grow_in_place(GROW_BYTES), grow_by_copy(GROW_BYTES),
+                  managed_prefetch(PREFETCH_BYTES)]

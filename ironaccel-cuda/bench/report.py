@@ -127,6 +127,7 @@ def markdown(result: RunResult) -> str:
         ("Launches, graphs and host functions", ("launch", "graph", "hostfn"), False),
         ("NVRTC", ("nvrtc",), False),
         ("Transfers (GB/s)", ("transfer",), True),
+        ("Memory: pool threshold, IPC, growing, managed prefetch", ("memory",), False),
     ]
     out += [METHOD_NOTE, ""]
     for title, group_names, bandwidth in groups:

@@ -8,6 +8,7 @@ Sides here are fakes driven by a fake clock, so every ratio has a known true val
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -515,3 +516,61 @@ def test_a_cell_whose_medians_and_ratio_disagree_is_flagged():
     assert len(report.disagreements(result)) == 1
     text = report.markdown(result)
     assert " ✗ |" in text and "contradict themselves" in text
+
+
+# the memory rows (issue 10), run for real against the fake libcuda of ../tests/fakecuda -------------------
+MEMORY_ROWS_SCRIPT = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import paths
+paths.ensure_import_paths()
+import ops
+import ironaccel_cuda as ia
+from sides.base import BenchContext, HostData
+from sides.bindings_side import BindingsSide, init_primary_context
+from sides.ironaccel_side import IronaccelSide
+
+work = Path(sys.argv[2])
+ctx = BenchContext(0, "90", b"", work / "k.cubin", HostData(4096), work)
+ours = IronaccelSide()  # opened by hand: the fake driver has none of the benchmark's kernels
+ours.ia, ours.ctx, ours.dev = ia, ctx, ia.Device(0)
+ours.stream = ours.dev.create_stream()
+raw = BindingsSide()
+raw.cu, raw.dev, raw.pctx = init_primary_context(0)
+raw.ctx = ctx
+err, raw.stream = raw.cu.cuStreamCreate(1)
+assert not err, err
+small = [ops.pool_cycle(1 << 20, True), ops.pool_cycle(1 << 20, False), ops.ipc_roundtrip(1 << 20),
+         ops.grow_in_place(2 << 20), ops.grow_by_copy(1 << 20), ops.managed_prefetch(1 << 20)]
+assert {op.method for op in small} == {op.method for op in ops.memory_ops()}
+for op in small:
+    for side in (ours, raw):
+        case = side.case(op)
+        if case.check is not None:
+            case.check()
+        for _ in range(2):
+            took = case.run(min(2, case.max_batch))
+            assert took is None or took > 0
+            if case.settle is not None:
+                case.settle()
+        case.close()
+        print("ok", side.name, op.key)
+assert ours.dev.default_pool.release_threshold == (1 << 64) - 1  # every pool_cycle case leaves it raised
+"""
+
+
+def test_memory_rows_run_against_the_fake_driver(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not (CUDA_INCLUDE / "cuda.h").is_file():
+        pytest.skip("needs a C compiler and cuda.h (CUDA toolkit headers)")
+    fake = BENCH.parent / "tests" / "fakecuda"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", f"-I{CUDA_INCLUDE}", "-o", str(tmp_path / "libcuda.so.1"),
+                    *map(str, sorted(fake.glob("*.c"))), "-Wl,-soname,libcuda.so.1", "-lpthread"], check=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), IRONACCEL_CUDA_FAKE="1",
+               IRONACCEL_CUDA_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("IRONACCEL_REQUIRE", None)
+    done = subprocess.run([sys.executable, "-c", MEMORY_ROWS_SCRIPT, str(BENCH), str(tmp_path)], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("ok ") == 12, done.stdout

@@ -93,6 +93,18 @@ cdef class EventCore:
             self._hv = <uintptr_t>int(value)
             self._isclosed = False
 
+    @classmethod
+    def _make(cls, h, device, timing):
+        """An event object over handle `h` (an event this object now owns: IPC imports, ...)."""
+        cdef EventCore e = EventCore.__new__(cls)
+        e._hv = <uintptr_t>int(h)
+        e._isclosed = False
+        e.device = device
+        e._ordinal = device.ordinal
+        e.timing = timing
+        e._default = device._state.default_stream
+        return e
+
     def record(self, stream=None):
         """Record this event on `stream` (default: the device's default stream)."""
         s = self._default if stream is None else stream

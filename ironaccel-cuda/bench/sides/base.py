@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from harness import Case
@@ -195,3 +195,112 @@ class Side:
 
     def nvrtc_memory_hit(self) -> Case:
         raise Unsupported("nvrtc_memory_hit")
+
+    # Memory rows (issue 10; ops.memory_ops). Each returns a Case or raises Unsupported.
+    def pool_cycle(self, nbytes: int, raised: bool) -> Case:
+        raise Unsupported("pool_cycle")
+
+    def ipc_roundtrip(self, nbytes: int) -> Case:
+        raise Unsupported("ipc_roundtrip")
+
+    def grow_in_place(self, nbytes: int, steps: int) -> Case:
+        raise Unsupported("grow_in_place")
+
+    def grow_by_copy(self, nbytes: int) -> Case:
+        raise Unsupported("grow_by_copy")
+
+    def managed_prefetch(self, nbytes: int) -> Case:
+        raise Unsupported("managed_prefetch")
+
+
+# -- shared by the memory rows ---------------------------------------------------------------------------------
+
+MAX_THRESHOLD = (1 << 64) - 1
+
+
+def set_default_pool_threshold(ordinal: int, value: int) -> None:
+    """The release threshold of the device's default pool, set through cuda.bindings.
+
+    The default pool is one per device and process, shared by every side; a pool_cycle case sets it
+    for its row and its close() leaves it raised (MAX_THRESHOLD), as ironaccel leaves it at its first
+    use, so no later row runs with another setting.
+    """
+    from cuda.bindings import driver
+
+    err, dev = driver.cuDeviceGet(ordinal)
+    if not err:
+        err, pool = driver.cuDeviceGetDefaultMemPool(dev)
+    if not err:
+        attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+        (err,) = driver.cuMemPoolSetAttribute(pool, attr, driver.cuuint64_t(value))
+    if err:
+        raise RuntimeError(f"setting the default pool's release threshold failed: {err!r}")
+
+
+class IpcImporter:
+    """The other process of the IPC row: spawned once per case, it imports and closes `n` times and times that.
+
+    `target(conn)` is a module-level function of the side (spawn imports it) that calls
+    `serve_ipc(conn, setup)`.  A batch's time is the parent's n exports plus the child's n import+close,
+    each measured where it happens (the pipe between them is not counted).
+    """
+
+    def __init__(self, target: Any, setup: Any, timeout: float = 120.0):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # CUDA is initialised in this process
+        self.timeout = timeout
+        self.conn, child = context.Pipe()
+        self.proc = context.Process(target=target, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        try:
+            self.request(("setup", setup))
+        except BaseException:
+            self.close()
+            raise
+
+    def request(self, message: tuple) -> Any:
+        self.conn.send(message)
+        if not self.conn.poll(self.timeout):
+            raise RuntimeError(f"the IPC importer did not answer within {self.timeout:.0f} s")
+        status, value = self.conn.recv()
+        if status != "ok":
+            raise RuntimeError(f"the IPC importer failed: {value}")
+        return value
+
+    def import_close(self, payload: Any, n: int) -> int:
+        return int(self.request(("run", payload, n)))
+
+    def close(self) -> None:
+        try:
+            self.conn.send(("stop", None))
+        except (OSError, ValueError):
+            pass
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+        self.conn.close()
+
+
+def serve_ipc(conn: Any, setup: Any) -> None:
+    """The importer's loop: `setup(payload)` returns `run(payload, n) -> ns`; replies ("ok", v) or ("error", text)."""
+    import traceback
+
+    run = None
+    try:
+        while True:
+            kind, *rest = conn.recv()
+            if kind == "stop":
+                return
+            try:
+                if kind == "setup":
+                    run = setup(rest[0])
+                    conn.send(("ok", None))
+                else:
+                    conn.send(("ok", run(rest[0], rest[1])))
+            except BaseException:
+                conn.send(("error", traceback.format_exc(limit=6)))
+    finally:
+        conn.close()

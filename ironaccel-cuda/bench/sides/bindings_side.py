@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
+import time
 import uuid
 
 import numpy as np
@@ -19,15 +21,18 @@ from sides.base import (
     CLUSTER_GRID,
     GRID,
     KERNEL_SOURCE,
+    MAX_THRESHOLD,
     NVRTC_SOURCE,
     BenchContext,
     CheckFailed,
+    IpcImporter,
     Side,
     SideUnavailable,
     Unsupported,
     expect_kernel_result,
     kernel_ints,
     kernel_name,
+    set_default_pool_threshold,
     unique_source,
 )
 
@@ -470,6 +475,184 @@ class BindingsSide(Side):
 
         return Case(run, check=check, max_batch=64, note="no cache: raw NVRTC has none")
 
+    # memory rows (issue 10)
+    def pool_cycle(self, nbytes: int, raised: bool) -> Case:
+        cu, stream = self.cu, self.stream
+        set_default_pool_threshold(self.ctx.device, MAX_THRESHOLD if raised else 0)
+
+        def run(n: int) -> None:
+            alloc, free, sync = cu.cuMemAllocAsync, cu.cuMemFreeAsync, cu.cuStreamSynchronize
+            for _ in range(n):
+                err, ptr = alloc(nbytes, stream)
+                if err:
+                    raise _fail("cuMemAllocAsync", err)
+                (err,) = free(ptr, stream)
+                if err:
+                    raise _fail("cuMemFreeAsync", err)
+                (err,) = sync(stream)
+                if err:
+                    raise _fail("cuStreamSynchronize", err)
+
+        def close() -> None:
+            self._sync()
+            set_default_pool_threshold(self.ctx.device, MAX_THRESHOLD)
+
+        return Case(run, close=close, note="cuMemAllocAsync + cuMemFreeAsync + cuStreamSynchronize; threshold via "
+                    "cuMemPoolSetAttribute on the default pool")
+
+    def ipc_roundtrip(self, nbytes: int) -> Case:
+        from multiprocessing import reduction
+
+        cu, stream = self.cu, self.stream
+        props = cu.CUmemPoolProps()
+        props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.handleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+        props.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        props.location.id = self.ctx.device
+        err, pool = cu.cuMemPoolCreate(props)
+        self._ok(err, "cuMemPoolCreate")
+        err, ptr = cu.cuMemAllocFromPoolAsync(nbytes, pool, stream)
+        self._ok(err, "cuMemAllocFromPoolAsync")
+        self._sync()
+        err, fd = cu.cuMemPoolExportToShareableHandle(
+            pool, cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
+        self._ok(err, "cuMemPoolExportToShareableHandle")
+        importer = IpcImporter(ipc_importer, (reduction.DupFd(int(fd)), self.ctx.device))
+        export, clock = cu.cuMemPoolExportPointer, time.perf_counter_ns
+
+        def run(n: int) -> int:
+            start = clock()
+            for _ in range(n):
+                err, data = export(ptr)
+                if err:
+                    raise _fail("cuMemPoolExportPointer", err)
+                raw = ctypes.string_at(data.getPtr(), 64)
+            took = clock() - start
+            return took + importer.import_close(raw, n)
+
+        def close() -> None:
+            importer.close()
+            os.close(int(fd))
+            cu.cuMemFreeAsync(ptr, stream)
+            self._sync()
+            cu.cuMemPoolDestroy(pool)
+
+        return Case(run, close=close, note="cuMemPoolExportPointer; in the importer cuMemPoolImportPointer + "
+                    "cuMemFreeAsync + cuStreamSynchronize (pool imported once)")
+
+    def _vmm_prop(self):  # -> (CUmemAllocationProp, granularity)
+        cu = self.cu
+        prop = cu.CUmemAllocationProp()
+        prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = self.ctx.device
+        err, granularity = cu.cuMemGetAllocationGranularity(
+            prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+        self._ok(err, "cuMemGetAllocationGranularity")
+        return prop, int(granularity)
+
+    def grow_in_place(self, nbytes: int, steps: int) -> Case:
+        cu = self.cu
+        prop, granularity = self._vmm_prop()
+        if nbytes % granularity:
+            raise Unsupported(f"{nbytes} is not a multiple of the granularity {granularity}")
+        err, base = cu.cuMemAddressReserve((steps + 1) * nbytes, granularity, 0, 0)
+        self._ok(err, "cuMemAddressReserve")
+        access = cu.CUmemAccessDesc()
+        access.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        access.location.id = self.ctx.device
+        access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        chunks: list[tuple[int, object]] = []
+
+        def grow() -> None:
+            at = int(base) + len(chunks) * nbytes
+            err, handle = cu.cuMemCreate(nbytes, prop, 0)
+            if err:
+                raise _fail("cuMemCreate", err)
+            (err,) = cu.cuMemMap(at, nbytes, 0, handle, 0)
+            if err:
+                raise _fail("cuMemMap", err)
+            (err,) = cu.cuMemSetAccess(at, nbytes, [access], 1)
+            if err:
+                raise _fail("cuMemSetAccess", err)
+            chunks.append((at, handle))
+
+        def shrink_to(count: int) -> None:
+            (err,) = cu.cuCtxSynchronize()
+            self._ok(err, "cuCtxSynchronize")
+            while len(chunks) > count:
+                at, handle = chunks.pop()
+                cu.cuMemUnmap(at, nbytes)
+                cu.cuMemRelease(handle)
+
+        grow()
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                grow()
+
+        def close() -> None:
+            shrink_to(0)
+            cu.cuMemAddressFree(base, (steps + 1) * nbytes)
+
+        return Case(run, settle=lambda: shrink_to(1), close=close, max_batch=steps,
+                    note="cuMemCreate + cuMemMap + cuMemSetAccess of the next chunk; unmapping is untimed")
+
+    def grow_by_copy(self, nbytes: int) -> Case:
+        cu, stream = self.cu, self.stream
+        err, old = cu.cuMemAllocAsync(nbytes, stream)
+        self._ok(err, "cuMemAllocAsync")
+        self._sync()
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                err, new = cu.cuMemAllocAsync(2 * nbytes, stream)
+                if err:
+                    raise _fail("cuMemAllocAsync", err)
+                (err,) = cu.cuMemcpyDtoDAsync(new, old, nbytes, stream)
+                if err:
+                    raise _fail("cuMemcpyDtoDAsync", err)
+                (err,) = cu.cuStreamSynchronize(stream)
+                if err:
+                    raise _fail("cuStreamSynchronize", err)
+                (err,) = cu.cuMemFreeAsync(new, stream)
+                if err:
+                    raise _fail("cuMemFreeAsync", err)
+
+        def close() -> None:
+            cu.cuMemFreeAsync(old, stream)
+            self._sync()
+
+        return Case(run, close=close, max_batch=64,
+                    note="cuMemAllocAsync(2 GiB) + cuMemcpyDtoDAsync + cuStreamSynchronize + cuMemFreeAsync")
+
+    def managed_prefetch(self, nbytes: int) -> Case:
+        cu, stream = self.cu, self.stream
+        err, ptr = cu.cuMemAllocManaged(nbytes, cu.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL.value)
+        self._ok(err, "cuMemAllocManaged")
+        ctypes.memset(int(ptr), 1, nbytes)  # populated on the host
+        device, host = cu.CUmemLocation(), cu.CUmemLocation()
+        device.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        device.id = self.ctx.device
+        host.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
+
+        def prefetch(where) -> None:
+            (err,) = cu.cuMemPrefetchAsync(ptr, nbytes, where, 0, stream)
+            if err:
+                raise _fail("cuMemPrefetchAsync", err)
+            self._sync()
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                prefetch(device)
+
+        def close() -> None:
+            self._sync()
+            cu.cuMemFree(ptr)
+
+        return Case(run, settle=lambda: prefetch(host), close=close, max_batch=1,
+                    note="cuMemPrefetchAsync to the device + cuStreamSynchronize; back to the host untimed")
+
 
 def benchmark_cubin(arch: str) -> bytes:
     """The benchmark kernel as CUBIN (the one every side that loads bytes uses)."""
@@ -477,3 +660,43 @@ def benchmark_cubin(arch: str) -> bytes:
         return nvrtc_compile(KERNEL_SOURCE, arch)
     except ImportError as exc:
         raise Unsupported(f"cuda.bindings.nvrtc unavailable: {exc}") from exc
+
+
+def ipc_importer(conn) -> None:
+    """The importing process of the IPC row (spawned): imports the exporter's pool once, then pointers."""
+    from sides.base import serve_ipc
+
+    def setup(payload):
+        carried, ordinal = payload
+        cu, _, _ = init_primary_context(ordinal)
+        handle_type = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+        fd = carried.detach()
+        err, pool = cu.cuMemPoolImportFromShareableHandle(fd, handle_type, 0)
+        os.close(fd)
+        if err:
+            raise _fail("cuMemPoolImportFromShareableHandle", err)
+        err, stream = cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
+        if err:
+            raise _fail("cuStreamCreate", err)
+        clock = time.perf_counter_ns
+
+        def run(raw, n):
+            data = cu.CUmemPoolPtrExportData()
+            ctypes.memmove(data.getPtr(), raw, 64)
+            imp, free, sync = cu.cuMemPoolImportPointer, cu.cuMemFreeAsync, cu.cuStreamSynchronize
+            start = clock()
+            for _ in range(n):
+                err, ptr = imp(pool, data)
+                if err:
+                    raise _fail("cuMemPoolImportPointer", err)
+                (err,) = free(ptr, stream)
+                if err:
+                    raise _fail("cuMemFreeAsync", err)
+                (err,) = sync(stream)
+                if err:
+                    raise _fail("cuStreamSynchronize", err)
+            return clock() - start
+
+        return run
+
+    serve_ipc(conn, setup)

@@ -7,6 +7,7 @@ cuda.core has no host-array copy API, so its transfer cells stay blank.
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,14 +19,18 @@ from sides.base import (
     BLOCK,
     CLUSTER_GRID,
     GRID,
+    MAX_THRESHOLD,
     NVRTC_SOURCE,
     BenchContext,
     CheckFailed,
+    IpcImporter,
     Side,
     SideUnavailable,
+    Unsupported,
     expect_kernel_result,
     kernel_ints,
     kernel_name,
+    set_default_pool_threshold,
     unique_source,
 )
 
@@ -257,3 +262,109 @@ class CudaCoreSide(Side):
         program.close()
         if not code.startswith(b"\x7fELF"):
             raise CheckFailed("cuda.core: Program.compile('cubin') did not give an ELF cubin")
+
+    # memory rows (issue 10)
+    def pool_cycle(self, nbytes: int, raised: bool) -> Case:
+        dev, stream = self.dev, self.stream
+        set_default_pool_threshold(self.ctx.device, MAX_THRESHOLD if raised else 0)
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                dev.allocate(nbytes, stream=stream).close(stream)
+                stream.sync()
+
+        def close() -> None:
+            stream.sync()
+            set_default_pool_threshold(self.ctx.device, MAX_THRESHOLD)
+
+        return Case(run, close=close, note="Device.allocate(stream=s).close(s) + Stream.sync(); threshold set "
+                    "through cuda.bindings (the same default pool)")
+
+    def ipc_roundtrip(self, nbytes: int) -> Case:
+        core = self.core
+        options_cls = getattr(core, "DeviceMemoryResourceOptions", None)
+        if options_cls is None or not hasattr(core.Buffer, "from_ipc_descriptor"):
+            raise Unsupported("this cuda.core has no IPC-enabled DeviceMemoryResource")
+        mr = core.DeviceMemoryResource(self.dev, options_cls(ipc_enabled=True, max_size=64 << 20))
+        buf = mr.allocate(nbytes, stream=self.stream)
+        self.stream.sync()
+        importer = IpcImporter(ipc_importer, (mr.get_allocation_handle(), self.ctx.device))
+        clock = time.perf_counter_ns
+
+        def run(n: int) -> int:
+            start = clock()
+            for _ in range(n):
+                desc = buf.get_ipc_descriptor()
+            took = clock() - start
+            return took + importer.import_close(desc, n)
+
+        def close() -> None:
+            importer.close()
+            buf.close(self.stream)
+            self.stream.sync()
+            mr.close()
+
+        return Case(run, close=close, note="Buffer.get_ipc_descriptor(); in the importer "
+                    "Buffer.from_ipc_descriptor(mr, desc).close() (the memory resource imported once)")
+
+    def grow_in_place(self, nbytes: int, steps: int) -> Case:
+        vmr = getattr(self.core, "VirtualMemoryResource", None)
+        if vmr is None or not hasattr(vmr, "modify_allocation"):
+            raise Unsupported("this cuda.core has no VirtualMemoryResource.modify_allocation")
+        mr = vmr(self.dev)
+        state = {"buf": mr.allocate(nbytes)}
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                state["buf"] = mr.modify_allocation(state["buf"], state["buf"].size + nbytes)
+
+        def settle() -> None:
+            state["buf"].close()
+            state["buf"] = mr.allocate(nbytes)
+
+        return Case(run, settle=settle, close=lambda: state["buf"].close(), max_batch=steps,
+                    note="VirtualMemoryResource.modify_allocation(buf, size + 1 GiB)")
+
+    def managed_prefetch(self, nbytes: int) -> Case:
+        core, stream = self.core, self.stream
+        managed = getattr(core, "managed_memory", None)
+        resource = getattr(core, "ManagedMemoryResource", None)
+        if managed is None or resource is None or not hasattr(managed, "prefetch"):
+            raise Unsupported("this cuda.core has no managed_memory.prefetch")
+        buf = resource().allocate(nbytes, stream=stream)
+        stream.sync()
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                managed.prefetch(buf, self.dev, stream=stream)
+                stream.sync()
+
+        def settle() -> None:
+            managed.prefetch(buf, -1, stream=stream)  # -1: the host
+            stream.sync()
+
+        return Case(run, settle=settle, close=lambda: buf.close(stream), max_batch=1,
+                    note="managed_memory.prefetch(buf, device, stream=s) + sync")
+
+
+def ipc_importer(conn) -> None:
+    """The importing process of the IPC row (spawned): maps the exporter's memory resource once, then buffers."""
+    from sides.base import serve_ipc
+
+    def setup(payload):
+        handle, ordinal = payload
+        core = _import_core()
+        dev = core.Device(ordinal)
+        dev.set_current()
+        mr = core.DeviceMemoryResource.from_allocation_handle(dev, handle)
+        clock = time.perf_counter_ns
+
+        def run(desc, n):
+            start = clock()
+            for _ in range(n):
+                core.Buffer.from_ipc_descriptor(mr, desc).close()
+            return clock() - start
+
+        return run
+
+    serve_ipc(conn, setup)

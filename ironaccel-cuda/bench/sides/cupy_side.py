@@ -8,19 +8,25 @@ Stream-ordered: `cupy.cuda.malloc_async` on the side's stream.
 
 from __future__ import annotations
 
+import ctypes
+import time
+
 import numpy as np
 from harness import Case
 
 from sides.base import (
     BLOCK,
     GRID,
+    MAX_THRESHOLD,
     BenchContext,
     CheckFailed,
+    IpcImporter,
     Side,
     SideUnavailable,
     expect_kernel_result,
     kernel_ints,
     kernel_name,
+    set_default_pool_threshold,
 )
 
 
@@ -246,3 +252,98 @@ class CupySide(Side):
             expect_kernel_result(self._read_out(), 4, self.name)
 
         return Case(run, check=check)
+
+    # memory rows (issue 10)
+    def pool_cycle(self, nbytes: int, raised: bool) -> Case:
+        malloc_async, stream = self.cp.cuda.malloc_async, self.stream
+        set_default_pool_threshold(self.ctx.device, MAX_THRESHOLD if raised else 0)
+
+        def run(n: int) -> None:
+            sync = stream.synchronize
+            with stream:
+                for _ in range(n):
+                    malloc_async(nbytes)  # freed (cudaFreeAsync) as the pointer is dropped
+                    sync()
+
+        def close() -> None:
+            stream.synchronize()
+            set_default_pool_threshold(self.ctx.device, MAX_THRESHOLD)
+
+        return Case(run, close=close, note="cupy.cuda.malloc_async + drop + Stream.synchronize; threshold set "
+                    "through cuda.bindings (the same default pool)")
+
+    def ipc_roundtrip(self, nbytes: int) -> Case:
+        runtime = self.cp.cuda.runtime
+        ptr = runtime.malloc(nbytes)  # cudaMalloc: what legacy IPC handles export
+        importer = IpcImporter(ipc_importer, self.ctx.device)
+        clock = time.perf_counter_ns
+
+        def run(n: int) -> int:
+            start = clock()
+            for _ in range(n):
+                handle = runtime.ipcGetMemHandle(ptr)
+            took = clock() - start
+            return took + importer.import_close(handle, n)
+
+        def close() -> None:
+            importer.close()
+            runtime.free(ptr)
+
+        return Case(run, close=close, note="runtime.ipcGetMemHandle; in the importer ipcOpenMemHandle + "
+                    "ipcCloseMemHandle (legacy handles: CuPy has no pool IPC)")
+
+    def grow_by_copy(self, nbytes: int) -> Case:
+        cp, stream = self.cp, self.stream
+        with stream:
+            old = cp.full(nbytes, 3, dtype=cp.uint8)
+        stream.synchronize()
+
+        def run(n: int) -> None:
+            with stream:
+                for _ in range(n):
+                    new = cp.empty(2 * nbytes, dtype=cp.uint8)
+                    new[:nbytes] = old
+                    stream.synchronize()
+                    del new
+
+        return Case(run, max_batch=64, note="cupy.empty(2 GiB) + new[:n] = old + synchronize (MemoryPool)")
+
+    def managed_prefetch(self, nbytes: int) -> Case:
+        cp, stream = self.cp, self.stream
+        memory = cp.cuda.malloc_managed(nbytes)
+        np.frombuffer((ctypes.c_uint8 * nbytes).from_address(memory.ptr), np.uint8)[:] = 1  # populated on the host
+        prefetch = cp.cuda.runtime.memPrefetchAsync
+        device, host = self.ctx.device, -1  # cudaCpuDeviceId
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                prefetch(memory.ptr, nbytes, device, stream.ptr)
+                stream.synchronize()
+
+        def settle() -> None:
+            prefetch(memory.ptr, nbytes, host, stream.ptr)
+            stream.synchronize()
+
+        return Case(run, settle=settle, close=stream.synchronize, max_batch=1,
+                    note="cupy.cuda.runtime.memPrefetchAsync(device) + synchronize on malloc_managed memory")
+
+
+def ipc_importer(conn) -> None:
+    """The importing process of the IPC row (spawned): opens and closes CuPy's legacy handles."""
+    from sides.base import serve_ipc
+
+    def setup(ordinal):
+        import cupy
+
+        cupy.cuda.Device(ordinal).use()
+        runtime, clock = cupy.cuda.runtime, time.perf_counter_ns
+
+        def run(handle, n):
+            start = clock()
+            for _ in range(n):
+                runtime.ipcCloseMemHandle(runtime.ipcOpenMemHandle(handle))
+            return clock() - start
+
+        return run
+
+    serve_ipc(conn, setup)

@@ -13,7 +13,10 @@ API change is adapted here. Names used:
   Stream.begin_capture() / .end_capture() -> Graph; Graph.instantiate() -> GraphExec
   (.launch(stream), .close()); the disk-cache folder variable IRONACCEL_CUDA_CACHE_DIR;
   the compiled core's file and ironaccel_cuda.transfer.settings() (how pageable copies
-  were staged), both recorded with the versions.
+  were staged), both recorded with the versions.  Memory rows: Device.default_pool.release_threshold,
+  Device.create_driver_pool(ipc=True) -> DriverPool (.allocate, .close()), ipc.export(buf / pool),
+  IpcPool.open(dev), IpcBuffer.open(dev); Device.reserve -> VirtualBuffer (.resize, .view, .ptr, .nbytes,
+  .close()); ManagedAllocator(dev).allocate, host_array, prefetch(buf, dev | "host", stream=s), managed_info.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -31,10 +35,12 @@ from harness import Case
 from sides.base import (
     CLUSTER_GRID,
     KERNEL_SOURCE,
+    MAX_THRESHOLD,
     NVRTC_SOURCE,
     WHILE_SOURCE,
     BenchContext,
     CheckFailed,
+    IpcImporter,
     Side,
     SideUnavailable,
     expect_kernel_result,
@@ -457,3 +463,165 @@ class IronaccelSide(Side):
         code = _compile(self.ia, NVRTC_SOURCE, self.ctx.arch).code
         if not code.startswith(b"\x7fELF"):
             raise CheckFailed("ironaccel: Program.compile('cubin') did not give an ELF cubin")
+
+    # memory rows (issue 10)
+    def pool_cycle(self, nbytes: int, raised: bool) -> Case:
+        pool, alloc, stream = self.dev.default_pool, self.dev.alloc, self.stream
+        pool.release_threshold = MAX_THRESHOLD if raised else 0
+
+        def run(n: int) -> None:
+            sync = stream.synchronize
+            for _ in range(n):
+                alloc(nbytes, "uint8", stream=stream).close()
+                sync()
+
+        def check() -> None:
+            buf = alloc(nbytes, "uint8", stream=stream)
+            buf.memset(7, stream=stream)
+            if int(buf[:1].copy_to_host()[0]) != 7:
+                raise CheckFailed("ironaccel: default-pool buffer did not hold a memset")
+            buf.close()
+            stream.synchronize()
+
+        def close() -> None:
+            stream.synchronize()
+            pool.release_threshold = MAX_THRESHOLD
+
+        return Case(run, check=check, close=close,
+                    note="Device.alloc(stream=s).close() + Stream.synchronize(); threshold via "
+                         "dev.default_pool.release_threshold")
+
+    def ipc_roundtrip(self, nbytes: int) -> Case:
+        ipc = self.ia.ipc
+        pool = self.dev.create_driver_pool(ipc=True)
+        buf = pool.allocate(nbytes, "uint8", stream=self.stream)
+        buf.memset(5, stream=self.stream)
+        self.stream.synchronize()
+        importer = IpcImporter(ipc_importer, (ipc.export(pool), self.ctx.device))
+        export = ipc.export
+        clock = time.perf_counter_ns
+
+        def run(n: int) -> int:
+            start = clock()
+            for _ in range(n):
+                desc = export(buf)
+            took = clock() - start
+            return took + importer.import_close(desc, n)
+
+        def check() -> None:
+            if importer.request(("run", (export(buf), True), 1)) != 5:
+                raise CheckFailed("ironaccel: the importer did not read the exported bytes")
+
+        def close() -> None:
+            importer.close()
+            buf.close()
+            pool.close()
+
+        return Case(run, check=check, close=close, note="ipc.export(buf); in the importer desc.open().close() "
+                    "(its pool opened once: IpcPool.open())")
+
+    def grow_in_place(self, nbytes: int, steps: int) -> Case:
+        vb = self.dev.reserve((steps + 1) * nbytes)
+        vb.resize(nbytes)
+        vb.view("uint8")[:16].copy_from(np.arange(16, dtype=np.uint8))
+
+        def run(n: int) -> None:
+            resize, size = vb.resize, vb.nbytes
+            for _ in range(n):
+                size += nbytes
+                resize(size)
+
+        def settle() -> None:
+            vb.resize(nbytes)
+
+        def check() -> None:
+            ptr = vb.ptr
+            run(1)
+            head = vb.view("uint8")[:16].copy_to_host()
+            settle()
+            if vb.ptr != ptr or not np.array_equal(head, np.arange(16, dtype=np.uint8)):
+                raise CheckFailed("ironaccel: growing moved the buffer or lost its data")
+
+        return Case(run, settle=settle, check=check, close=vb.close, max_batch=steps,
+                    note="VirtualBuffer.resize(size + 1 GiB) (dev.reserve); shrinking back is untimed")
+
+    def grow_by_copy(self, nbytes: int) -> Case:
+        stream = self.stream
+        old = self.dev.alloc(nbytes, "uint8", stream=stream)
+        old.memset(3, stream=stream)
+        stream.synchronize()
+
+        def run(n: int) -> None:
+            alloc, sync = self.dev.alloc, stream.synchronize
+            for _ in range(n):
+                new = alloc(2 * nbytes, "uint8", stream=stream)
+                new[:nbytes].copy_from(old, stream=stream)
+                sync()
+                new.close()
+
+        def check() -> None:
+            new = self.dev.alloc(2 * nbytes, "uint8", stream=stream)
+            new[:nbytes].copy_from(old, stream=stream)
+            stream.synchronize()
+            if int(new[nbytes - 1:nbytes].copy_to_host()[0]) != 3:
+                raise CheckFailed("ironaccel: the copy into the bigger buffer is wrong")
+            new.close()
+
+        def close() -> None:
+            stream.synchronize()
+            old.close()
+
+        return Case(run, check=check, close=close, max_batch=64,
+                    note="Device.alloc(2 GiB) + copy_from(old, stream=s) + synchronize + close()")
+
+    def managed_prefetch(self, nbytes: int) -> Case:
+        ia, dev, stream = self.ia, self.dev, self.stream
+        buf = ia.ManagedAllocator(dev).allocate(nbytes, "uint8", stream=stream)
+        ia.host_array(buf)[:] = 1  # populated on the host
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                ia.prefetch(buf, dev, stream=stream)
+                stream.synchronize()
+
+        def settle() -> None:
+            ia.prefetch(buf, "host", stream=stream)
+            stream.synchronize()
+
+        def check() -> None:
+            run(1)
+            if ia.managed_info(buf).last_prefetch_location != dev.ordinal:
+                raise CheckFailed("ironaccel: the prefetch did not reach the device")
+            settle()
+
+        return Case(run, settle=settle, check=check, close=buf.close, max_batch=1,
+                    note="prefetch(buf, dev, stream=s) + synchronize; back to the host between batches, untimed")
+
+
+def ipc_importer(conn) -> None:
+    """The importing process of the IPC row (spawned): opens the exporter's pool once, then buffers."""
+    from sides.base import serve_ipc
+
+    def setup(payload):
+        import ironaccel_cuda as cu
+
+        pool_desc, ordinal = payload
+        dev = cu.Device(ordinal)
+        pool = pool_desc.open(dev)  # held while the importer runs: each buffer import reuses it
+        clock = time.perf_counter_ns
+
+        def run(desc, n):
+            if isinstance(desc, tuple):  # the check: read the first byte back
+                buf = desc[0].open(dev)
+                value = int(buf[:1].copy_to_host()[0])
+                buf.close()
+                return value
+            assert not pool.closed
+            start = clock()
+            for _ in range(n):
+                desc.open(dev).close()
+            return clock() - start
+
+        return run
+
+    serve_ipc(conn, setup)

@@ -41,6 +41,22 @@ _EXPORTS = {
     "FunctionAttributes": "module",
     "MemPool": "pool",
     "PoolStats": "pool",
+    "Allocator": "allocator",
+    "DirectAllocator": "allocator",
+    "ExternalAllocator": "allocator",
+    "DriverPool": "driver_pool",
+    "PoolUsage": "driver_pool",
+    "VirtualBuffer": "vmm",
+    "VirtualAllocator": "vmm",
+    "ManagedAllocator": "managed",
+    "ManagedInfo": "managed",
+    "prefetch": "managed",
+    "advise": "managed",
+    "attach": "managed",
+    "managed_info": "managed",
+    "host_array": "managed",
+    "PitchedBuf": "pitched",
+    "ipc": "ipc",
     "Graph": "graph",
     "GraphExec": "graph",
     "GraphNode": "graph",
@@ -72,7 +88,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'ironaccel_cuda' has no attribute {name!r}")
     target = "clear_memory" if name == "clear_memory_cache" else name
-    value = getattr(import_module(f"{__name__}.{module}"), target)
+    imported = import_module(f"{__name__}.{module}")
+    value = imported if name == module else getattr(imported, target)
     globals()[name] = value
     return value
 

@@ -40,6 +40,8 @@ __all__ = ["Device", "DeviceAttributes", "device_count", "devices", "describe"]
 CU_STREAM_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
 CU_MEMHOSTALLOC_PORTABLE = 1
+CU_MEMHOSTALLOC_DEVICEMAP = 2
+CU_MEMHOSTALLOC_WRITECOMBINED = 4
 
 
 @dataclass(frozen=True)
@@ -295,6 +297,11 @@ class _DeviceState:
         self.attributes = query_attributes(self.cudev)
         self.total_memory = int(call("cuDeviceTotalMem", self.cudev))
         self.pools = self.attributes.memory_pools_supported
+        self.default_pool: Any = None  # the DriverPool object of the device's default pool, made on first use
+        if self.pools:
+            from .driver_pool import apply_default_threshold
+
+            apply_default_threshold(self.cudev)
         self.reachable = {ordinal}  # devices whose memory kernels here may use (self + enabled peers)
         self.lock = threading.Lock()
         self.device = Device._internal(self)
@@ -488,8 +495,15 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     # -- memory -------------------------------------------------------------
 
-    def alloc_pinned(self, size: int, dtype: Any = "uint8") -> PinnedBuf:
-        """`size` elements of page-locked host memory (cuMemHostAlloc, portable)."""
+    def alloc_pinned(self, size: int, dtype: Any = "uint8", *, mapped: bool = False, write_combined: bool = False,
+                     portable: bool = True) -> PinnedBuf:
+        """`size` elements of page-locked host memory (cuMemHostAlloc).
+
+        `mapped`: the device can address it too (`device_view(p.array)`);
+        `write_combined`: faster for the host to write and the device to read,
+        very slow for the host to read; `portable`: page-locked for every
+        context, not only this device's.
+        """
         op = "cuMemHostAlloc"
         self._check_open(op)
         dt, npdt = _dtype_spec(dtype, op)
@@ -497,9 +511,87 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         nbytes = size * npdt.itemsize
         if nbytes <= 0 or nbytes > 1 << 46:
             raise self._bad_size(size, nbytes, op)
+        for name, value in (("mapped", mapped), ("write_combined", write_combined), ("portable", portable)):
+            if not isinstance(value, bool):
+                raise invalid(op, f"{name} must be a bool, got {value!r}")
+        if mapped and not self.attributes.can_map_host_memory:
+            from .errors import Unsupported
+
+            raise Unsupported("cuda", op, f"cuda:{self.ordinal} cannot map host memory")
+        flags = ((CU_MEMHOSTALLOC_PORTABLE if portable else 0) | (CU_MEMHOSTALLOC_DEVICEMAP if mapped else 0)
+                 | (CU_MEMHOSTALLOC_WRITECOMBINED if write_combined else 0))
         self._bind_here()
-        ptr = int(call(op, nbytes, CU_MEMHOSTALLOC_PORTABLE))
-        return PinnedBuf._make(ptr, size, dt, self)
+        ptr = int(call(op, nbytes, flags))
+        return PinnedBuf._make(ptr, size, dt, self, flags=flags)
+
+    def device_view(self, array: np.ndarray) -> Any:
+        """A DeviceBuf aliasing mapped page-locked host memory (no copy; kernels reach the host over the bus).
+
+        `array` is (part of) `alloc_pinned(..., mapped=True).array` or an array
+        registered with `pinned(array, mapped=True)`; the view keeps `array`
+        alive, but the memory goes when the PinnedBuf is closed or the
+        registration ends.
+        """
+        from .errors import driver_error
+        from .memory import adopt
+
+        op = "cuMemHostGetDevicePointer"
+        self._check_open(op)
+        if not isinstance(array, np.ndarray):
+            raise invalid(op, f"expected a numpy array, got {type(array).__name__}")
+        if not array.flags.c_contiguous or array.nbytes == 0:
+            raise invalid(op, "the array must be C-contiguous and non-empty")
+        self._bind_here()
+        err, dptr = try_call(op, array.ctypes.data, 0)
+        if err:
+            raise driver_error(err, op, "the array is not mapped page-locked memory: allocate it with "
+                               "alloc_pinned(..., mapped=True) or register it with pinned(array, mapped=True)")
+        return adopt(int(dptr), array.size, array.dtype, self, keepalive=array)
+
+    @property
+    def default_pool(self) -> Any:
+        """The device's default stream-ordered pool as a DriverPool (what `alloc` draws from); never destroyed."""
+        from .driver_pool import DriverPool
+
+        self._check_open("cuDeviceGetDefaultMemPool")
+        st = self._state
+        if st.default_pool is None:
+            if not st.pools:
+                from .errors import Unsupported
+
+                raise Unsupported("cuda", "cuDeviceGetDefaultMemPool", f"cuda:{self.ordinal} has no memory pools")
+            with st.lock:
+                if st.default_pool is None:
+                    st.default_pool = DriverPool._default(st.device)
+        return st.default_pool
+
+    def create_driver_pool(self, *, host: bool = False, ipc: bool = False, max_size: int = 0,
+                           release_threshold: int | None = None) -> Any:
+        """A driver memory pool of its own (cuMemPoolCreate); see `driver_pool.DriverPool`.
+
+        `host=True`: page-locked host memory this device can use; `ipc=True`:
+        exportable to other processes (`ipc.export`); `max_size`: a cap in
+        bytes (0: none); `release_threshold`: bytes kept after synchronize
+        (default: the driver's 0).  Closed with this Device handle.
+        """
+        from .driver_pool import DriverPool
+
+        self._check_open("cuMemPoolCreate")
+        pool = DriverPool._create(self, host=host, ipc=ipc, max_size=max_size, release_threshold=release_threshold)
+        self._pools.append(pool)
+        return pool
+
+    def reserve(self, capacity: int) -> Any:
+        """A growable VirtualBuffer of up to `capacity` bytes at one fixed address; see `vmm`."""
+        from .vmm import VirtualBuffer
+
+        return VirtualBuffer._create(self, capacity)
+
+    def alloc_pitched(self, shape: tuple[int, ...], dtype: Any = "uint8", stream: Stream | None = None) -> Any:
+        """A (rows, cols) or (depth, rows, cols) PitchedBuf with rows padded by the driver; see `pitched`."""
+        from .pitched import PitchedBuf
+
+        return PitchedBuf._alloc(self, shape, dtype, stream)
 
     def create_pool(self, stream: Stream | None = None, *, max_block: int = 1 << 26, max_bytes: int = 1 << 32,
                     front_depth: int = 32, min_block: int = 256) -> Any:

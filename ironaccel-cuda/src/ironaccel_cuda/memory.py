@@ -75,6 +75,11 @@ def adopt(ptr: int, size: int, dtype: Any, device: Device, *, stream: Stream | N
 # -- pinned host memory -------------------------------------------------------
 
 
+CU_MEMHOSTALLOC_PORTABLE = 0x1
+CU_MEMHOSTALLOC_DEVICEMAP = 0x2
+CU_MEMHOSTALLOC_WRITECOMBINED = 0x4
+
+
 class _HostArrayOwner:
     """Exposes pinned memory to numpy and keeps its PinnedBuf alive while arrays exist."""
 
@@ -88,17 +93,27 @@ class _HostArrayOwner:
 class PinnedBuf:
     """Page-locked host memory, usable as a numpy array (`.array`) and for fast async copies.
 
-    Allocate with `dev.alloc_pinned(size, dtype)`.  `close()` frees it now
-    (idempotent): arrays taken from `.array` must not be used afterwards.
+    Allocate with `dev.alloc_pinned(size, dtype, mapped=, write_combined=,
+    portable=)`; those flags are readable here.  `close()` frees it now
+    (idempotent): arrays taken from `.array`, and device views of it
+    (`dev.device_view`), must not be used afterwards.
     """
 
-    __slots__ = ("ptr", "nbytes", "size", "dtype", "device", "_array", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "size", "dtype", "device", "_array", "_flags", "__weakref__")
+    ptr: int | None
+    nbytes: int
+    size: int
+    dtype: DType
+    device: Device
+    _array: np.ndarray | None
+    _flags: int
 
     def __init__(self) -> None:
         raise TypeError("allocate with Device.alloc_pinned()")
 
     @classmethod
-    def _make(cls, ptr: int, size: int, dtype: DType, device: Device) -> PinnedBuf:
+    def _make(cls, ptr: int, size: int, dtype: DType, device: Device, flags: int = CU_MEMHOSTALLOC_PORTABLE
+              ) -> PinnedBuf:
         p = _new(cls)
         npdt = dtype.numpy
         p.ptr = ptr
@@ -106,13 +121,27 @@ class PinnedBuf:
         p.nbytes = size * npdt.itemsize
         p.dtype = dtype
         p.device = device
+        p._flags = flags
         p._array = np.asarray(_HostArrayOwner(ptr, size, npdt, p))
         _core.pinned_add(ptr, p.nbytes)
         return p
 
     @property
+    def mapped(self) -> bool:
+        """The device can address this memory (`dev.device_view(p.array)`)."""
+        return bool(self._flags & CU_MEMHOSTALLOC_DEVICEMAP)
+
+    @property
+    def write_combined(self) -> bool:
+        return bool(self._flags & CU_MEMHOSTALLOC_WRITECOMBINED)
+
+    @property
+    def portable(self) -> bool:
+        return bool(self._flags & CU_MEMHOSTALLOC_PORTABLE)
+
+    @property
     def array(self) -> np.ndarray:
-        if self.ptr is None:
+        if self.ptr is None or self._array is None:
             raise closed("PinnedBuf.array", "pinned buffer")
         return self._array
 
@@ -149,14 +178,21 @@ class PinnedBuf:
 
 
 CU_MEMHOSTREGISTER_PORTABLE = 0x1
+CU_MEMHOSTREGISTER_DEVICEMAP = 0x2
+CU_MEMHOSTREGISTER_READ_ONLY = 0x8
 
 
 @contextlib.contextmanager
-def pinned(array: np.ndarray, device: Device | None = None) -> Iterator[np.ndarray]:
+def pinned(array: np.ndarray, device: Device | None = None, *, read_only: bool = False, mapped: bool = False,
+           portable: bool = True) -> Iterator[np.ndarray]:
     """Page-lock an existing C-contiguous numpy array for the duration of the block.
 
     Copies from and to it may then run asynchronously at full bandwidth.  The
-    array must not be resized or freed inside the block.
+    array must not be resized or freed inside the block.  `read_only`: the
+    device only reads it (needed for arrays numpy marks read-only; the device
+    must support it, `CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED`);
+    `mapped`: the device can address it directly (`dev.device_view(array)`);
+    `portable`: page-locked for every context, not only this device's.
     """
     from ._driver import call
     from .device import Device
@@ -168,10 +204,27 @@ def pinned(array: np.ndarray, device: Device | None = None) -> Iterator[np.ndarr
         raise invalid(op, "the array is not C-contiguous")
     if array.nbytes == 0:
         raise invalid(op, "the array is empty")
+    for name, value in (("read_only", read_only), ("mapped", mapped), ("portable", portable)):
+        if not isinstance(value, bool):
+            raise invalid(op, f"{name} must be a bool, got {value!r}")
+    if not array.flags.writeable and not read_only:
+        raise invalid(op, "the array is read-only: register it with read_only=True")
     dev = device if device is not None else Device(0)
+    if read_only:
+        from .driver_pool import device_attribute
+        from .errors import Unsupported
+
+        if not device_attribute(dev, "READ_ONLY_HOST_REGISTER_SUPPORTED"):
+            raise Unsupported("cuda", op, f"cuda:{dev.ordinal} cannot register host memory read-only")
+    if mapped and not dev.attributes.can_map_host_memory:
+        from .errors import Unsupported
+
+        raise Unsupported("cuda", op, f"cuda:{dev.ordinal} cannot map host memory")
+    flags = ((CU_MEMHOSTREGISTER_PORTABLE if portable else 0) | (CU_MEMHOSTREGISTER_DEVICEMAP if mapped else 0)
+             | (CU_MEMHOSTREGISTER_READ_ONLY if read_only else 0))
     dev._bind_here()
     ptr = array.ctypes.data
-    call(op, ptr, array.nbytes, CU_MEMHOSTREGISTER_PORTABLE)
+    call(op, ptr, array.nbytes, flags)
     _core.pinned_add(ptr, array.nbytes)
     try:
         yield array

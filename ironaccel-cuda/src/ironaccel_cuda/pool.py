@@ -19,12 +19,13 @@ before it is closed.  A buffer that outlives its pool is freed to the driver
 when closed.  Two pools on the same stream never exchange blocks.
 `stats()` reports hits, misses, bypasses and bytes; `trim()` returns cached
 blocks to the driver; `close()` does that and retires the pool (idempotent).
+`allocate` / `deallocate` are the allocator protocol (`allocator.Allocator`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _core
 from .errors import closed, invalid
@@ -90,6 +91,23 @@ class MemPool(_core.PoolCore):
         super().__init__(s, st.default_stream._h, min_block=min_block, max_block=max_block,
                          front_depth=front_depth, max_bytes=max_bytes)
         self._attach(device, st.total_memory)
+
+    def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> Any:
+        """The allocator protocol (`allocator.Allocator`): `alloc` on the pool's own stream.
+
+        `stream` must be None or the pool's stream: a MemPool's blocks are ordered on that one stream.
+        """
+        if stream is not None and (getattr(stream, "_h", None) is None
+                                   or int(stream._h) != int(self.stream._h)):
+            raise invalid("MemPool.allocate", "a MemPool allocates on its own stream (pool.stream); pass that "
+                          "stream or None")
+        return self.alloc(size, dtype)
+
+    def deallocate(self, buf: Any, stream: Stream | None = None) -> None:
+        """Free `buf` after the work queued on `stream` (default: the pool's stream); see `allocator.deallocate`."""
+        from .allocator import deallocate
+
+        deallocate(self, buf, stream, "MemPool.deallocate")
 
     def stats(self) -> PoolStats:
         return PoolStats(**self.counters())

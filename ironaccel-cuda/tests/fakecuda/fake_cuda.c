@@ -27,6 +27,8 @@
 #include <time.h>
 #include <dlfcn.h>
 
+#include "fake_cuda.h"
+
 #define MAGIC_STREAM 0x5354524dU
 #define MAGIC_EVENT 0x4556454eU
 #define MAGIC_MODULE 0x4d4f4455U
@@ -52,7 +54,7 @@ static int ndev(void) {
 }
 
 /* ---- allocations ---- */
-struct alloc { char *base; size_t size; int dev; int live; int host; };
+struct alloc { char *base; size_t size; int dev; int live; int host; fake_cuda_free_fn on_free; void *arg; int external; };
 static struct alloc *allocs = NULL;
 static size_t nallocs = 0, capallocs = 0;
 static long long counters[6]; /* allocs, frees, bad_frees, live, host_allocs, host_frees */
@@ -309,6 +311,10 @@ static CUresult do_alloc(CUdeviceptr *p, size_t n, int dev) {
 static CUresult do_free(CUdeviceptr p) {
     struct alloc *a = find_base((const char *)(uintptr_t)p, 0);
     if (!a) { counters[2]++; return CUDA_ERROR_INVALID_VALUE; }
+    if (a->external) {  /* memory another file of the fake owns: it frees, or refuses */
+        if (!a->on_free) return CUDA_ERROR_INVALID_VALUE;
+        a->live = 0; a->on_free(a->base, a->arg); return CUDA_SUCCESS;
+    }
     a->live = 0; used[a->dev] -= a->size; free(a->base); counters[1]++; counters[3]--;
     return CUDA_SUCCESS;
 }
@@ -526,6 +532,42 @@ CUresult cuGraphExecDestroy(CUgraphExec h) { ENTER(); struct exec *e = get_exec(
 /* NVRTC dlopens libcuda.so.1 and asks for private tables: say there are none. */
 CUresult cuGetExportTable(const void **table, const CUuuid *id) { (void)id; if (table) *table = NULL; return CUDA_ERROR_NOT_SUPPORTED; }
 
+/* ---- hooks for the other files of the fake (fake_cuda.h) ---- */
+#define MAX_EXTRA_TABLES 16
+static struct { const struct fake_cuda_symbol *table; size_t n; } extra_tables[MAX_EXTRA_TABLES];
+static int nextra_tables = 0;
+void fake_cuda_add_symbols(const struct fake_cuda_symbol *table, size_t n) {
+    if (nextra_tables < MAX_EXTRA_TABLES) { extra_tables[nextra_tables].table = table; extra_tables[nextra_tables].n = n; nextra_tables++; }
+}
+CUresult fake_cuda_check(void) {
+    pthread_mutex_lock(&lock); CUresult r = !initialised ? CUDA_ERROR_NOT_INITIALIZED : sticky; pthread_mutex_unlock(&lock); return r;
+}
+int fake_cuda_current_device(void) { return cur_dev(); }
+int fake_cuda_device_count(void) { return ndev(); }
+int fake_cuda_stream_device(CUstream h) {
+    CUresult err = CUDA_SUCCESS; pthread_mutex_lock(&lock); struct stream *s = get_stream(h, &err); int d = s ? s->dev : -1; pthread_mutex_unlock(&lock); return d;
+}
+int fake_cuda_find_range(CUdeviceptr p, size_t n, CUdeviceptr *base, size_t *size) {
+    pthread_mutex_lock(&lock);
+    struct alloc *a = find_alloc((const char *)(uintptr_t)p, n, 0);
+    int d = a ? a->dev : -1;
+    if (a && base) *base = (CUdeviceptr)(uintptr_t)a->base;
+    if (a && size) *size = a->size;
+    pthread_mutex_unlock(&lock); return d;
+}
+void fake_cuda_add_range(void *base, size_t size, int dev, fake_cuda_free_fn on_free, void *arg) {
+    pthread_mutex_lock(&lock);
+    if (nallocs == capallocs) { capallocs = capallocs ? capallocs * 2 : 256; allocs = realloc(allocs, capallocs * sizeof *allocs); }
+    allocs[nallocs++] = (struct alloc){base, size, dev, 1, 0, on_free, arg, 1};
+    pthread_mutex_unlock(&lock);
+}
+int fake_cuda_remove_range(void *base) {
+    pthread_mutex_lock(&lock);
+    struct alloc *a = find_base(base, 0); int ok = a && a->external;
+    if (ok) a->live = 0;
+    pthread_mutex_unlock(&lock); return ok ? 0 : -1;
+}
+
 /* ---- symbol lookup ---- */
 #define SYM(n) {#n, (void *)n}
 static const struct { const char *name; void *fn; } SYMS[] = {
@@ -567,6 +609,11 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
         if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
         return CUDA_SUCCESS;
     }
+    for (int t = 0; t < nextra_tables; t++)  /* the other files first: they may replace a function here */
+        for (size_t i = 0; i < extra_tables[t].n; i++)
+            if (strcmp(extra_tables[t].table[i].name, symbol) == 0) {
+                *pfn = extra_tables[t].table[i].fn; if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS; return CUDA_SUCCESS;
+            }
     for (size_t i = 0; i < sizeof SYMS / sizeof *SYMS; i++)
         if (strcmp(SYMS[i].name, symbol) == 0) { *pfn = SYMS[i].fn; if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS; return CUDA_SUCCESS; }
     /* Entry points defined in the other files of tests/fakecuda: by name, newest ABI suffix first (cuda.h

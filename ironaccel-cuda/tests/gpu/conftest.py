@@ -48,6 +48,13 @@ def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
     mod.close()
 
 
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers",
+        "multi_gpu: needs two CUDA devices (the several-GPU issue); deselect with -m 'not multi_gpu' on one GPU",
+    )
+
+
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     """With IRONACCEL_CUDA_LEAK_REPORT=1: list every buffer still owning device memory after the suite (and who
     holds it), so that a memcheck leak report at exit can be traced to a test."""

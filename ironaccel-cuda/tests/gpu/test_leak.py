@@ -10,6 +10,8 @@ import pytest
 
 import ironaccel_cuda as cu
 from ironaccel_cuda import _dlpack
+from ironaccel_cuda.allocator import host_ranges
+from ironaccel_cuda.driver_pool import device_attribute
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -52,6 +54,59 @@ def workload(dev, kernels):
         pass
     pool.close()
     s.close()
+    memory_workload(dev, kernels)
+
+
+def memory_workload(dev, kernels):
+    """Every allocation path of driver_pool, allocator, vmm, managed, pitched, ipc and the pinned flags."""
+    s = dev.create_stream()
+    x = np.arange(1 << 14, dtype=np.float32)
+    pools = [dev.create_driver_pool(), dev.create_driver_pool(ipc=True)]
+    if device_attribute(dev, "HOST_MEMORY_POOLS_SUPPORTED"):
+        pools.append(dev.create_driver_pool(host=True, release_threshold=1 << 20))
+    for pool in pools:
+        a, b = pool.allocate(x.size, "float32", stream=s), pool.allocate(x.size, "float32", stream=s)
+        a.copy_from(x, stream=s)
+        kernels.function("saxpy").launch(64, 256, 1.0, a, b, x.size, stream=s)
+        if pool.ipc:
+            cu.ipc.export(a)
+            cu.ipc.export(b[10:20])
+        pool.deallocate(a, s)
+        del b  # collected
+        pool.close()
+    for alloc in (cu.DirectAllocator(dev), cu.VirtualAllocator(dev), cu.ManagedAllocator(dev)):
+        c = alloc.allocate(x.size, "float32", stream=s)
+        c.copy_from(x, stream=s)
+        if isinstance(alloc, cu.ManagedAllocator):
+            cu.prefetch(c, dev, stream=s)
+            cu.advise(c, "read_mostly")
+            cu.host_array(c)
+        if isinstance(alloc, cu.DirectAllocator):
+            cu.ipc.export(c)
+        s.synchronize()
+        alloc.deallocate(c)
+        assert alloc.outstanding() == 0
+    vb = dev.reserve(64 << 20)
+    vb.resize(8 << 20)
+    vb.view("float32").memset(0)
+    vb.resize(16 << 20)
+    vb.resize(4 << 20)
+    vb.close()
+    dev.reserve(8 << 20).resize(4 << 20)  # dropped without close: GC frees it
+    pitched = dev.alloc_pitched((3, 17, 33), "float32")
+    pitched.copy_from(np.ones((3, 17, 33), np.float32), stream=s)
+    pitched.copy_to_host(stream=s)
+    s.synchronize()
+    pitched.close()
+    mapped = dev.alloc_pinned(1 << 12, "float32", mapped=True, write_combined=True)
+    dev.device_view(mapped.array).memset(0)
+    mapped.close()
+    with cu.pinned(x, dev, mapped=True):
+        dev.device_view(x)
+    event = cu.ipc.create_event(dev)
+    cu.ipc.export(event)
+    event.close()
+    s.close()
 
 
 def test_no_device_memory_leak(dev, kernels):
@@ -67,4 +122,6 @@ def test_no_device_memory_leak(dev, kernels):
     dev.synchronize()
     assert dev.pool_usage()[0] == used_before
     assert _dlpack.live_exports() == exports_before
+    assert host_ranges.find(0, 0) is None and not host_ranges._info  # managed and host-pool memory all freed
+    assert cu.ipc._imports.count() == 0
     assert abs(dev.memory_info()[0] - free_before) <= 64 << 20

@@ -1,0 +1,462 @@
+"""DriverPool: the driver's stream-ordered memory pools (cuMemPool*) as objects.
+
+    pool = dev.default_pool                          # the device's default pool (what Device.alloc draws from)
+    pool = dev.create_driver_pool(max_size=8 << 30)  # a pool of its own: device memory, or host=True, ipc=True
+    buf = pool.allocate(1 << 20, "float32", stream=s)    # a DeviceBuf (cuMemAllocFromPoolAsync)
+    pool.release_threshold = 0; pool.usage(); pool.trim(); pool.grant_access(peer)
+
+Two pools, two jobs.  A `DriverPool` is the driver's own allocator: it
+suballocates, reuses memory across streams by following events, can be
+exported to other processes (`ipc.export`), opened to peer devices, hold
+page-locked host memory, and keeps freed memory up to its release threshold.
+`MemPool` (pool.py) is ironaccel's bucket cache in front of the default pool,
+per stream: its warm path makes no driver call at all, but it knows nothing of
+other streams, processes or devices.
+
+Release threshold.  The driver's default is 0: every synchronize gives freed
+memory back to the OS and the next allocation maps it again.  At the first
+open of each device in a process, ironaccel raises the default pool's
+threshold to 2**64-1 (as the Rust project cudarc does), so freed memory stays
+in the pool; it never lowers a threshold that is already higher.  The
+environment variable `IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD` chooses
+otherwise: `max` (the default), `keep` (leave the driver's value), or a byte
+count (`0`, `8589934592`, `8GiB`).  At any time `dev.default_pool.release_threshold = n`
+sets it; `trim()` gives unused memory back now.  The default pool is shared
+by every library in the process (PyTorch's and CuPy's stream-ordered
+allocators draw from it too).  Created pools start at the driver's 0 unless
+`release_threshold=` is given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import _core, _driver
+from . import dtypes as _dtypes
+from ._driver import call, driver
+from .errors import InvalidState, Unsupported, closed, invalid
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .stream import Stream
+
+    DeviceBuf = Any  # memory.DeviceBuf is made at run time, so it cannot be a static type
+
+__all__ = ["DriverPool", "PoolUsage", "ENV_RELEASE_THRESHOLD", "parse_threshold"]
+
+ENV_RELEASE_THRESHOLD = "IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD"
+MAX_THRESHOLD = (1 << 64) - 1
+_ACCESS = {"none": 0, "read": 1, "readwrite": 3}
+_ACCESS_NAMES = {v: k for k, v in _ACCESS.items()}
+_UNITS = {"": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
+          "t": 1 << 40, "tib": 1 << 40}
+
+
+@dataclass(frozen=True)
+class PoolUsage:
+    """Bytes of a driver pool: in use by allocations now and at most, reserved from the OS now and at most."""
+
+    used: int
+    used_high: int
+    reserved: int
+    reserved_high: int
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def parse_threshold(text: str) -> int | None:
+    """The release threshold a setting names: None for "keep", 2**64-1 for "max", else bytes."""
+    value = text.strip().lower()
+    if value in ("", "max"):
+        return MAX_THRESHOLD
+    if value == "keep":
+        return None
+    match = re.fullmatch(r"(\d+)\s*([a-z]*)", value)
+    if match is None or match.group(2) not in _UNITS:
+        raise invalid(ENV_RELEASE_THRESHOLD, f"expected 'max', 'keep' or a byte count such as 8GiB, got {text!r}")
+    n = int(match.group(1)) * _UNITS[match.group(2)]
+    if n > MAX_THRESHOLD:
+        raise invalid(ENV_RELEASE_THRESHOLD, f"{text!r} is more than 2**64-1 bytes")
+    return n
+
+
+def apply_default_threshold(cudev: Any) -> None:
+    """At a device's first open: set its default pool's release threshold as the environment says."""
+    wanted = parse_threshold(os.environ.get(ENV_RELEASE_THRESHOLD, ""))
+    if wanted is None:
+        return
+    pool = call("cuDeviceGetDefaultMemPool", cudev)
+    attr = driver().CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    if ENV_RELEASE_THRESHOLD not in os.environ and int(call("cuMemPoolGetAttribute", pool, attr)) >= wanted:
+        return
+    call("cuMemPoolSetAttribute", pool, attr, driver().cuuint64_t(wanted))
+
+
+def _location(drv: Any, kind: str, ordinal: int) -> Any:
+    loc = drv.CUmemLocation()
+    if kind == "host":
+        loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
+        loc.id = 0
+    else:
+        loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        loc.id = ordinal
+    return loc
+
+
+def _access_desc(drv: Any, ordinal: int, flags: int) -> Any:
+    desc = drv.CUmemAccessDesc()
+    desc.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    desc.location.id = ordinal
+    desc.flags = drv.CUmemAccess_flags(flags)
+    return desc
+
+
+def device_attribute(device: Device, name: str) -> int:
+    """cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_<name>) of `device`; 0 when the binding lacks the attribute."""
+    enum = driver().CUdevice_attribute
+    attr = getattr(enum, "CU_DEVICE_ATTRIBUTE_" + name, None)
+    if attr is None:
+        return 0
+    return int(call("cuDeviceGetAttribute", attr, device._state.cudev))
+
+
+class DriverPool:
+    """A driver memory pool (CUmemoryPool); see the module docstring.  Satisfies `allocator.Allocator`.
+
+    `kind` is "device" or "host" (page-locked host memory the device can
+    use); `ipc` says it can be exported (`ipc.export`); `imported` pools
+    (opened from another process's descriptor) only hold imported buffers.
+    """
+
+    device: Device
+    kind: str
+    ipc: bool
+    imported: bool
+    max_size: int
+    _h: Any
+    _owned: bool
+    _closed: bool
+    _live: dict[int, int]  # base address -> bytes, of this pool's outstanding allocations
+    _lock: threading.Lock
+    _exported: Any  # the pool's shareable handle (ipc.IpcPool), made on first export
+    _closer: Any  # what close() does instead of cuMemPoolDestroy (an imported pool's release)
+
+    def __init__(self) -> None:
+        raise TypeError("use Device.default_pool or Device.create_driver_pool()")
+
+    @classmethod
+    def _make(cls, handle: Any, device: Device, *, owned: bool, kind: str = "device", ipc: bool = False,
+              imported: bool = False, max_size: int = 0) -> DriverPool:
+        pool = cls.__new__(cls)
+        pool._h = handle
+        pool.device = device
+        pool.kind = kind
+        pool.ipc = ipc
+        pool.imported = imported
+        pool.max_size = max_size
+        pool._owned = owned
+        pool._closed = False
+        pool._live = {}
+        pool._lock = threading.Lock()
+        pool._exported = None
+        pool._closer = None
+        return pool
+
+    # -- creation ------------------------------------------------------------
+
+    @classmethod
+    def _create(cls, device: Device, *, host: bool, ipc: bool, max_size: int,
+                release_threshold: int | None) -> DriverPool:
+        op = "cuMemPoolCreate"
+        if not device.attributes.memory_pools_supported:
+            raise Unsupported("cuda", op, f"cuda:{device.ordinal} has no stream-ordered memory pools")
+        for name, value in (("host", host), ("ipc", ipc)):
+            if not isinstance(value, bool):
+                raise invalid(op, f"{name} must be a bool, got {value!r}")
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
+            raise invalid(op, f"max_size must be a non-negative int (bytes; 0: no limit), got {max_size!r}")
+        if host and ipc:
+            raise invalid(op, "host-memory pools cannot be exported (the driver allows IPC for device pools only)")
+        if host and not device_attribute(device, "HOST_MEMORY_POOLS_SUPPORTED"):
+            raise Unsupported("cuda", op, f"the driver has no host-memory pools for cuda:{device.ordinal}")
+        if ipc and not device_attribute(device, "MEMPOOL_SUPPORTED_HANDLE_TYPES") & 1:
+            raise Unsupported("cuda", op, f"cuda:{device.ordinal}'s pools cannot be exported as file descriptors")
+        drv = driver()
+        props = drv.CUmemPoolProps()
+        props.allocType = drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.handleTypes = drv.CUmemAllocationHandleType(1 if ipc else 0)
+        kind = "host" if host else "device"
+        props.location = _location(drv, kind, device.ordinal)
+        props.maxSize = max_size
+        device._bind_here()
+        h = call(op, props)
+        pool = cls._make(h, device, owned=True, kind=kind, ipc=ipc, max_size=max_size)
+        if ipc:
+            from .ipc import _ipc_pools
+
+            _ipc_pools.add(pool)
+        try:
+            if host:  # a host pool is the CPU's until a device is given access
+                call("cuMemPoolSetAccess", h, [_access_desc(drv, device.ordinal, 3)], 1)
+            if release_threshold is not None:
+                pool.release_threshold = release_threshold
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
+    @classmethod
+    def _default(cls, device: Device) -> DriverPool:
+        return cls._make(call("cuDeviceGetDefaultMemPool", device._state.cudev), device, owned=False)
+
+    # -- the allocator protocol -------------------------------------------------
+
+    def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
+        """`size` elements of `dtype` from this pool, stream-ordered on `stream` (default: the default stream)."""
+        if not self._owned and not self.imported:
+            self._check_open("cuMemAllocAsync")
+            return self.device.alloc(size, dtype, stream)
+        op = "cuMemAllocFromPoolAsync"
+        self._check_open(op)
+        if self.imported:
+            raise InvalidState("cuda", op, detail="an imported pool holds buffers of another process; it cannot "
+                               "allocate")
+        from .memory import adopt
+        from .stream import Stream
+
+        dt, npdt, itemsize = _dtypes.spec(dtype, op)
+        size = self.device._size_arg(size, op)
+        nbytes = size * itemsize
+        if nbytes <= 0 or nbytes > (1 << 46 if self.kind == "host" else self.device.total_memory):
+            raise self.device._bad_size(size, nbytes, op)
+        s = self.device.default_stream if stream is None else stream
+        if not isinstance(s, Stream):
+            raise invalid(op, f"stream must be a Stream, got {type(s).__name__}")
+        if s._h is _core.CLOSED:
+            raise closed(op, "stream")
+        self.device._bind_here()
+        ptr = int(call(op, nbytes, self._h, s._h))
+        with self._lock:
+            self._live[ptr] = nbytes
+        if self.kind == "host":
+            from .allocator import host_ranges
+
+            host_ranges.add(ptr, nbytes, "host pool")
+        return adopt(ptr, size, dt, self.device, stream=s, release=_Free(self, ptr, s))
+
+    def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
+        """Free `buf` stream-ordered on `stream` (default: its home stream); see `allocator.deallocate`."""
+        from .allocator import deallocate
+
+        if self._owned or self.imported:
+            with self._lock:
+                mine = getattr(buf, "ptr", None) in self._live
+            deallocate(self, buf, stream, "DriverPool.deallocate", owned=mine)
+        else:
+            deallocate(self, buf, stream, "DriverPool.deallocate")
+
+    def _release(self, ptr: int, stream: Stream) -> None:
+        with self._lock:
+            self._live.pop(ptr, None)
+        if self.kind == "host":
+            from .allocator import host_ranges
+
+            host_ranges.remove(ptr)
+        h = stream._h
+        if h is _core.CLOSED:
+            h = self.device._state.default_stream._h
+        _core.mem_free_async(int(ptr), h)
+
+    def _owner_of(self, ptr: int) -> tuple[int, int] | None:
+        """(base, bytes) of this pool's outstanding allocation holding address `ptr`, if any."""
+        with self._lock:
+            for base, nbytes in self._live.items():
+                if base <= ptr < base + nbytes:
+                    return base, nbytes
+        return None
+
+    # -- attributes ---------------------------------------------------------------
+
+    def _get(self, name: str) -> int:
+        op = "cuMemPoolGetAttribute"
+        self._check_open(op)
+        attr = getattr(driver().CUmemPool_attribute, "CU_MEMPOOL_ATTR_" + name)
+        return int(call(op, self._h, attr))
+
+    def _set(self, name: str, value: Any) -> None:
+        op = "cuMemPoolSetAttribute"
+        self._check_open(op)
+        attr = getattr(driver().CUmemPool_attribute, "CU_MEMPOOL_ATTR_" + name)
+        call(op, self._h, attr, value)
+
+    @property
+    def release_threshold(self) -> int:
+        """Bytes of freed memory the pool keeps before a synchronize gives the rest back to the OS."""
+        return self._get("RELEASE_THRESHOLD")
+
+    @release_threshold.setter
+    def release_threshold(self, nbytes: int) -> None:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 <= nbytes <= MAX_THRESHOLD:
+            raise invalid("cuMemPoolSetAttribute", f"release_threshold must be an int in [0, 2**64-1], got {nbytes!r}")
+        self._set("RELEASE_THRESHOLD", driver().cuuint64_t(nbytes))
+
+    def _flag(self, name: str) -> bool:
+        return bool(self._get(name))
+
+    def _set_flag(self, name: str, on: bool) -> None:
+        if not isinstance(on, bool):
+            raise invalid("cuMemPoolSetAttribute", f"{name.lower()} must be a bool, got {on!r}")
+        self._set(name, int(on))
+
+    @property
+    def reuse_follow_event_dependencies(self) -> bool:
+        """Reuse memory freed on another stream once an event orders this stream after the free."""
+        return self._flag("REUSE_FOLLOW_EVENT_DEPENDENCIES")
+
+    @reuse_follow_event_dependencies.setter
+    def reuse_follow_event_dependencies(self, on: bool) -> None:
+        self._set_flag("REUSE_FOLLOW_EVENT_DEPENDENCIES", on)
+
+    @property
+    def reuse_allow_opportunistic(self) -> bool:
+        """Reuse memory whose free has completed, with no dependency between the streams."""
+        return self._flag("REUSE_ALLOW_OPPORTUNISTIC")
+
+    @reuse_allow_opportunistic.setter
+    def reuse_allow_opportunistic(self, on: bool) -> None:
+        self._set_flag("REUSE_ALLOW_OPPORTUNISTIC", on)
+
+    @property
+    def reuse_allow_internal_dependencies(self) -> bool:
+        """Let the driver insert stream dependencies to reuse memory freed on another stream."""
+        return self._flag("REUSE_ALLOW_INTERNAL_DEPENDENCIES")
+
+    @reuse_allow_internal_dependencies.setter
+    def reuse_allow_internal_dependencies(self, on: bool) -> None:
+        self._set_flag("REUSE_ALLOW_INTERNAL_DEPENDENCIES", on)
+
+    def usage(self) -> PoolUsage:
+        """Bytes used by allocations and reserved from the OS, now and at their high-water marks."""
+        return PoolUsage(self._get("USED_MEM_CURRENT"), self._get("USED_MEM_HIGH"),
+                         self._get("RESERVED_MEM_CURRENT"), self._get("RESERVED_MEM_HIGH"))
+
+    def reset_high_water(self) -> None:
+        """Restart both high-water marks from the current values."""
+        zero = driver().cuuint64_t(0)
+        self._set("USED_MEM_HIGH", zero)
+        self._set("RESERVED_MEM_HIGH", zero)
+
+    def trim(self, keep: int = 0) -> None:
+        """Give unused reserved memory back to the OS until at most `keep` bytes stay reserved."""
+        op = "cuMemPoolTrimTo"
+        self._check_open(op)
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise invalid(op, f"keep must be a non-negative int (bytes), got {keep!r}")
+        call(op, self._h, keep)
+
+    # -- peers --------------------------------------------------------------------
+
+    def grant_access(self, peer: Device | int, access: str = "readwrite") -> None:
+        """Let kernels and copies on device `peer` use this pool's memory ("read", "readwrite" or "none")."""
+        op = "cuMemPoolSetAccess"
+        self._check_open(op)
+        other = self._peer(peer, op)
+        if access not in _ACCESS:
+            raise invalid(op, f"access must be one of {sorted(_ACCESS)}, got {access!r}")
+        if self.kind == "device" and other.ordinal == self.device.ordinal:
+            if access != "readwrite":
+                raise invalid(op, f"a pool of cuda:{other.ordinal} is always read-write for that device")
+            return
+        if self.kind == "device" and not other.can_access_peer(self.device):
+            raise invalid(op, f"cuda:{other.ordinal} cannot access cuda:{self.device.ordinal} (no peer path)")
+        call(op, self._h, [_access_desc(driver(), other.ordinal, _ACCESS[access])], 1)
+
+    def access(self, peer: Device | int) -> str:
+        """How device `peer` may use this pool's memory: "none", "read" or "readwrite"."""
+        op = "cuMemPoolGetAccess"
+        self._check_open(op)
+        other = self._peer(peer, op)
+        loc = _location(driver(), "device", other.ordinal)
+        return _ACCESS_NAMES.get(int(call(op, self._h, loc)), "none")
+
+    def _peer(self, peer: Any, op: str) -> Device:
+        from .device import Device
+
+        if isinstance(peer, Device):
+            return peer
+        if isinstance(peer, bool) or not isinstance(peer, int):
+            raise invalid(op, f"peer must be a Device or an ordinal, got {peer!r}")
+        return Device(peer)
+
+    # -- identity and lifetime ---------------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        """The CUmemoryPool address."""
+        self._check_open("DriverPool.handle")
+        return int(self._h)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def outstanding(self) -> int:
+        """Bytes of this pool's allocations made here and not yet freed (0 for the default pool)."""
+        with self._lock:
+            return sum(self._live.values())
+
+    def close(self) -> None:
+        """Destroy the pool (cuMemPoolDestroy).  Idempotent; the default pool is never destroyed.
+
+        Outstanding buffers stay valid: the driver frees the pool once the last of them is freed.
+        """
+        if self._closed or not self._owned:
+            return
+        self._closed = True
+        exported, self._exported = self._exported, None
+        if exported is not None:
+            exported._close_fd()
+        if self._closer is not None:
+            self._closer()
+        elif not _driver.forked:
+            call("cuMemPoolDestroy", self._h)
+
+    def __enter__(self) -> DriverPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_owned", False) and not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        what = "default" if not self._owned and not self.imported else ("imported" if self.imported else self.kind)
+        state = " closed" if self._closed else ""
+        return f"<DriverPool {what}{' ipc' if self.ipc else ''} for cuda:{self.device.ordinal}{state}>"
+
+    def _check_open(self, op: str) -> None:
+        if self._closed:
+            raise closed(op, "driver pool")
+        self.device._check_open(op)
+
+
+class _Free:
+    """The release of one allocation from a created pool: back to the pool, on the buffer's home stream."""
+
+    __slots__ = ("pool", "ptr", "stream")
+
+    def __init__(self, pool: DriverPool, ptr: int, stream: Stream):
+        self.pool, self.ptr, self.stream = pool, ptr, stream
+
+    def __call__(self) -> None:
+        self.pool._release(self.ptr, self.stream)

@@ -1,0 +1,542 @@
+"""Sharing device memory and events between processes (CUDA IPC), with descriptors that pickle.
+
+    # exporting process
+    pool = dev.create_driver_pool(ipc=True)
+    buf = pool.allocate(1 << 20, "float32")
+    desc = cu.ipc.export(buf)                 # IpcBuffer; also cu.ipc.export(pool) -> IpcPool
+    ctx = multiprocessing.get_context("spawn")
+    ctx.Process(target=worker, args=(desc,)).start()    # or a Queue / Pipe, or cu.ipc.send(sock, desc)
+
+    # importing process
+    def worker(desc):
+        buf = desc.open()                     # a DeviceBuf over the exporter's memory, on the device with its UUID
+        ...
+        buf.close()                           # unmaps here; the exporter's memory is untouched
+
+Two kinds of buffer descriptor, chosen by where the memory came from:
+
+* "pool": a buffer of an IPC-capable `DriverPool` (`dev.create_driver_pool(ipc=True)`).
+  The descriptor carries the pool's POSIX file descriptor
+  (`cuMemPoolExportToShareableHandle`) and the allocation's export data
+  (`cuMemPoolExportPointer`); opening imports the pool once per process
+  (`cuMemPoolImportFromShareableHandle`, kept while any of its buffers is
+  open, or while `IpcPool.open()`'s pool is) and the pointer
+  (`cuMemPoolImportPointer`).
+* "legacy": memory from `cuMemAlloc` (`DirectAllocator`, or another library's
+  caching allocator seen through `DeviceBuf.from_foreign`): a `cuIpcGetMemHandle`
+  of the allocation holding the buffer, plus the buffer's offset in it.
+  Stream-ordered memory of the default pool cannot be exported this way.
+
+Events: `ipc.create_event(dev)` makes an interprocess event (timing off),
+`ipc.export(event)` an `IpcEvent`, `.open()` an `Event` in the other process;
+record in one process, `stream.wait(event)` or `event.synchronize()` in the other.
+
+Descriptors pickle.  File descriptors travel the way `multiprocessing` moves
+them (`reduction.DupFd`: passed to a spawned child, or through the
+exporter's resource sharer for queues, pipes and plain `pickle`, which then
+needs the exporter alive until the other side unpickles), or, with
+`ipc.send(sock, obj)` / `ipc.recv(sock)`, directly over a Unix socket as
+SCM_RIGHTS.  A descriptor names its device by UUID, so CUDA_VISIBLE_DEVICES
+may differ between the processes; `open(device)` insists on that device.
+
+Lifetime rules:
+
+1. Closing an imported buffer (or its collection) only unmaps it in the
+   importing process: a pool buffer is freed there with `cuMemFreeAsync` and
+   that free has completed when `close()` returns; a legacy one is closed with
+   `cuIpcCloseMemHandle`.  The exporter's memory, contents and accounting are
+   untouched.
+2. The exporter owns the memory.  Close the importers first (say so with a
+   message, or order it with an IPC event), as the driver asks.  If the
+   exporter closes a pool buffer first (or its pool, or exits), the importer's
+   mapping stays backed by the same physical memory until the importer closes
+   it: its reads, writes and close still succeed.  But the exporter's pool may
+   hand those bytes to a new allocation, so what they hold is no longer
+   defined.  For legacy handles the driver calls an exporter-first free
+   undefined behaviour outright.
+3. A descriptor opens only in another process (the exporter uses the buffer
+   itself), as often as wanted; each `open()` is a DeviceBuf of its own.
+4. An imported event must not be used after the exporter destroyed its event.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import socket
+import struct
+import threading
+import uuid as _uuid
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from . import _core, _driver
+from . import dtypes as _dtypes
+from ._driver import call, driver, try_call
+from .errors import InvalidState, closed, driver_error, invalid
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .driver_pool import DriverPool
+    from .event import Event
+
+    DeviceBuf = Any  # memory.DeviceBuf is made at run time, so it cannot be a static type
+
+__all__ = ["IpcBuffer", "IpcPool", "IpcEvent", "export", "create_event", "send", "recv"]
+
+CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
+CU_EVENT_DISABLE_TIMING = 0x2
+CU_EVENT_INTERPROCESS = 0x4
+HANDLE_SIZE = 64
+POSIX_FD = 1
+
+_ipc_pools: weakref.WeakSet[Any] = weakref.WeakSet()  # this process's IPC-capable created pools
+_fd_slots = threading.local()  # the fds of one ipc.send / ipc.recv
+
+
+def _raw(struct_obj: Any) -> bytes:
+    return ctypes.string_at(struct_obj.getPtr(), HANDLE_SIZE)
+
+
+def _filled(cls: Any, data: bytes) -> Any:
+    obj = cls()
+    ctypes.memmove(obj.getPtr(), data, HANDLE_SIZE)
+    return obj
+
+
+def _uuid_of(device: Device) -> str:
+    return device.uuid
+
+
+def _device_for(device_uuid: str, device: Any, op: str) -> Device:
+    """The local device with `device_uuid`; `device`, when given, must be it."""
+    from .device import Device, device_count
+
+    if device is not None:
+        if not isinstance(device, Device):
+            raise invalid(op, f"device must be a Device, got {type(device).__name__}")
+        device._check_open(op)
+        if device.uuid != device_uuid:
+            raise invalid(op, f"the descriptor is for device {device_uuid}; cuda:{device.ordinal} is {device.uuid}")
+        return device
+    for ordinal in range(device_count()):
+        candidate = Device(ordinal)
+        if candidate.uuid == device_uuid:
+            return candidate
+    raise invalid(op, f"no CUDA device in this process has UUID {device_uuid} (check CUDA_VISIBLE_DEVICES)")
+
+
+def _other_process(pid: int, op: str) -> None:
+    if pid == os.getpid():
+        raise invalid(op, "this process exported the descriptor; open it in another process (here, use the "
+                      "buffer itself)")
+
+
+# -- pools ----------------------------------------------------------------------------
+
+
+class IpcPool:
+    """A driver pool's shareable POSIX file descriptor, picklable; `open()` imports the pool.
+
+    The object owns its file descriptor (the exporter's: closed with its pool;
+    an importer's: closed with this object or by `close()`).
+    """
+
+    _fd: int | None
+    _received: bool
+    device_uuid: str
+    pid: int
+    key: str
+
+    def __init__(self) -> None:
+        raise TypeError("use ipc.export(pool)")
+
+    @classmethod
+    def _make(cls, fd: int, device_uuid: str, pid: int, key: str, *, received: bool = False) -> IpcPool:
+        p = cls.__new__(cls)
+        p._fd = fd
+        p._received = received  # a copy unpickled here: this object closes its fd
+        p.device_uuid = device_uuid
+        p.pid = pid
+        p.key = key
+        return p
+
+    def __reduce__(self) -> Any:
+        if self._fd is None:
+            raise closed("IpcPool.__reduce__", "pool descriptor")
+        slots = getattr(_fd_slots, "out", None)
+        if slots is not None:
+            slots.append(self._fd)
+            carried: Any = ("slot", len(slots) - 1)
+        else:
+            from multiprocessing import reduction
+
+            carried = reduction.DupFd(self._fd)
+        return (_rebuild_pool, (carried, self.device_uuid, self.pid, self.key))
+
+    def open(self, device: Device | None = None) -> DriverPool:
+        """Import the pool (an imported DriverPool: it holds imported buffers and cannot allocate)."""
+        op = "cuMemPoolImportFromShareableHandle"
+        if self._fd is None:
+            raise closed(op, "pool descriptor")
+        _other_process(self.pid, op)
+        dev = _device_for(self.device_uuid, device, op)
+        return _imports.acquire(self, dev, user=True)
+
+    def close(self) -> None:
+        """Close this descriptor's file descriptor.  Idempotent; imported pools and buffers stay."""
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        if getattr(self, "_received", False):
+            self._close_fd()
+
+    def __repr__(self) -> str:
+        return f"<IpcPool {self.key[:8]} of pid {self.pid} on {self.device_uuid}>"
+
+
+def _rebuild_pool(carried: Any, device_uuid: str, pid: int, key: str) -> IpcPool:
+    if isinstance(carried, tuple):
+        fds = getattr(_fd_slots, "incoming", None)
+        if fds is None:
+            raise InvalidState("cuda", "IpcPool", detail="this descriptor was sent with ipc.send; receive it with "
+                               "ipc.recv")
+        fd = fds[carried[1]]
+        fds[carried[1]] = -1
+    else:
+        fd = carried.detach()
+    return IpcPool._make(fd, device_uuid, pid, key, received=True)
+
+
+class _Imports:
+    """The pools this process imported, by key, counted by their open buffers and pools."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[Any]] = {}  # key -> [handle, device, refs]
+
+    def acquire(self, desc: IpcPool, device: Device, *, user: bool = False) -> Any:
+        from .driver_pool import DriverPool
+
+        with self._lock:
+            entry = self._entries.get(desc.key)
+            if entry is None:
+                device._bind_here()
+                h = call("cuMemPoolImportFromShareableHandle", desc._fd,
+                         driver().CUmemAllocationHandleType(POSIX_FD), 0)
+                entry = self._entries[desc.key] = [h, device, 0]
+            entry[2] += 1
+            handle = entry[0]
+        if not user:
+            return handle
+        pool = DriverPool._make(handle, device, owned=True, ipc=True, imported=True)
+        pool._closer = _Release(self, desc.key)
+        return pool
+
+    def release(self, key: str) -> None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            entry[2] -= 1
+            if entry[2] > 0:
+                return
+            del self._entries[key]
+        if not _driver.forked:
+            call("cuMemPoolDestroy", entry[0])
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+class _Release:
+    __slots__ = ("imports", "key")
+
+    def __init__(self, imports: _Imports, key: str):
+        self.imports, self.key = imports, key
+
+    def __call__(self) -> None:
+        self.imports.release(self.key)
+
+
+_imports = _Imports()
+
+
+def _export_pool(pool: DriverPool) -> IpcPool:
+    op = "cuMemPoolExportToShareableHandle"
+    pool._check_open(op)
+    if pool.imported:
+        raise invalid(op, "an imported pool cannot be exported again")
+    if not pool.ipc:
+        raise invalid(op, "the pool was not created for IPC (dev.create_driver_pool(ipc=True))")
+    with pool._lock:
+        if pool._exported is None:
+            fd = int(call(op, pool._h, driver().CUmemAllocationHandleType(POSIX_FD), 0))
+            pool._exported = IpcPool._make(fd, _uuid_of(pool.device), os.getpid(), _uuid.uuid4().hex)
+        return pool._exported
+
+
+# -- buffers ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IpcBuffer:
+    """What another process needs to map a buffer: picklable; `open()` it there.
+
+    `kind` is "pool" or "legacy" (see the module docstring); `handle` is the
+    64-byte export data; `offset` the buffer's place in the exported
+    allocation; `size`/`dtype` its elements.
+    """
+
+    kind: str
+    device_uuid: str
+    pid: int
+    size: int
+    dtype: str
+    offset: int
+    handle: bytes = field(repr=False)
+    pool: IpcPool | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * _dtypes.spec(self.dtype, "IpcBuffer")[2]
+
+    def open(self, device: Device | None = None) -> DeviceBuf:
+        """Map the buffer in this process: a DeviceBuf on the device with this descriptor's UUID."""
+        op = "cuMemPoolImportPointer" if self.kind == "pool" else "cuIpcOpenMemHandle"
+        if self.kind not in ("pool", "legacy") or len(self.handle) != HANDLE_SIZE or (
+            self.kind == "pool" and not isinstance(self.pool, IpcPool)
+        ):
+            raise invalid(op, "not a descriptor made by ipc.export")
+        _other_process(self.pid, op)
+        dev = _device_for(self.device_uuid, device, op)
+        dt, _, itemsize = _dtypes.spec(self.dtype, op)
+        if self.kind == "pool":
+            return self._open_pool(dev, dt, op)
+        return self._open_legacy(dev, dt, itemsize, op)
+
+    def _open_pool(self, dev: Device, dt: Any, op: str) -> DeviceBuf:
+        from .memory import adopt
+
+        assert self.pool is not None
+        if self.pool._fd is None:
+            raise closed(op, "pool descriptor")
+        handle = _imports.acquire(self.pool, dev)
+        try:
+            data = _filled(driver().CUmemPoolPtrExportData, self.handle)
+            base = int(call(op, handle, data))
+        except BaseException:
+            _imports.release(self.pool.key)
+            raise
+        home = dev.default_stream
+        return adopt(base + self.offset, self.size, dt, dev, stream=home,
+                     release=_PoolUnmap(base, home, self.pool.key))
+
+    def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
+        from .memory import adopt
+
+        dev._bind_here()
+        base = int(call(op, _filled(driver().CUipcMemHandle, self.handle), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        err, got = try_call("cuMemGetAddressRange", base)
+        if not err and int(got[1]) < self.offset + self.size * itemsize:
+            call("cuIpcCloseMemHandle", base)
+            raise invalid(op, f"the mapped allocation has {int(got[1])} bytes; the descriptor asks for "
+                          f"{self.offset + self.size * itemsize}")
+        home = dev.default_stream
+        return adopt(base + self.offset, self.size, dt, dev, stream=home, release=_LegacyUnmap(dev, base, home))
+
+
+class _PoolUnmap:
+    __slots__ = ("base", "stream", "key")
+
+    def __init__(self, base: int, stream: Any, key: str):
+        self.base, self.stream, self.key = base, stream, key
+
+    def __call__(self) -> None:
+        if not _driver.forked:
+            _core.mem_free_async(int(self.base), self.stream._h)
+            _core.stream_sync(self.stream._h)
+        _imports.release(self.key)
+
+
+class _LegacyUnmap:
+    __slots__ = ("device", "base", "stream")
+
+    def __init__(self, device: Device, base: int, stream: Any):
+        self.device, self.base, self.stream = device, base, stream
+
+    def __call__(self) -> None:
+        if _driver.forked:
+            return
+        _core.stream_sync(self.stream._h)
+        _core.ensure(self.device._state.ctx)
+        call("cuIpcCloseMemHandle", self.base)
+
+
+def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
+    op = "ipc.export"
+    if buf.ptr is None:
+        raise closed(op, "buffer")
+    dev = buf.device
+    dev._check_open(op)
+    ptr = buf.ptr
+    for pool in list(_ipc_pools):
+        if pool.closed or pool.device.ordinal != dev.ordinal:
+            continue
+        owner = pool._owner_of(ptr)
+        if owner is None:
+            continue
+        base, nbytes = owner
+        if ptr + buf.nbytes > base + nbytes:
+            raise invalid(op, "the buffer reaches past its pool allocation")
+        desc = _export_pool(pool)
+        data = call("cuMemPoolExportPointer", base)
+        return IpcBuffer("pool", desc.device_uuid, desc.pid, buf.size, buf.dtype.value, ptr - base, _raw(data),
+                         desc)
+    attr = driver().CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
+    err, pool_handle = try_call("cuPointerGetAttribute", attr, ptr)
+    if not err and pool_handle and int(pool_handle):
+        raise invalid(op, "stream-ordered memory cannot be exported with a legacy handle: allocate it from "
+                      "dev.create_driver_pool(ipc=True), or with DirectAllocator (cuMemAlloc)")
+    dev._bind_here()
+    base, _size = call("cuMemGetAddressRange", ptr)
+    base = int(base)
+    op = "cuIpcGetMemHandle"
+    err, handle = try_call(op, base)
+    if err:
+        raise driver_error(err, op, "only memory from cuMemAlloc (DirectAllocator) or an IPC pool can be exported")
+    return IpcBuffer("legacy", _uuid_of(dev), os.getpid(), buf.size, buf.dtype.value, ptr - base, _raw(handle))
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IpcEvent:
+    """An interprocess event's handle, picklable; `open()` it in the other process."""
+
+    device_uuid: str
+    pid: int
+    handle: bytes = field(repr=False)
+
+    def open(self, device: Device | None = None) -> Event:
+        """The exporter's event in this process (record, wait on, synchronize; timing is off)."""
+        from .event import Event
+
+        op = "cuIpcOpenEventHandle"
+        if len(self.handle) != HANDLE_SIZE:
+            raise invalid(op, "not a descriptor made by ipc.export")
+        _other_process(self.pid, op)
+        dev = _device_for(self.device_uuid, device, op)
+        dev._bind_here()
+        h = call(op, _filled(driver().CUipcEventHandle, self.handle))
+        return Event._make(int(h), dev, False)
+
+
+def create_event(device: Device) -> Event:
+    """An event that other processes can open (CU_EVENT_INTERPROCESS, timing off)."""
+    from .device import Device
+    from .event import Event
+
+    op = "cuEventCreate"
+    if not isinstance(device, Device):
+        raise invalid(op, f"expected a Device, got {type(device).__name__}")
+    device._check_open(op)
+    device._bind_here()
+    h = call(op, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING)
+    return Event._make(int(h), device, False)
+
+
+def _export_event(event: Event) -> IpcEvent:
+    op = "cuIpcGetEventHandle"
+    if event.closed:
+        raise closed(op, "event")
+    device = cast(Any, event).device
+    device._bind_here()
+    err, handle = try_call(op, event._h)
+    if err:
+        raise driver_error(err, op, "only events made by ipc.create_event (CU_EVENT_INTERPROCESS) can be exported")
+    return IpcEvent(_uuid_of(device), os.getpid(), _raw(handle))
+
+
+# -- the one export ---------------------------------------------------------------------
+
+
+def export(obj: Any) -> Any:
+    """A picklable descriptor of a DeviceBuf (IpcBuffer), a DriverPool (IpcPool) or an IPC Event (IpcEvent)."""
+    from .allocator import is_devicebuf
+    from .driver_pool import DriverPool
+    from .event import Event
+
+    if is_devicebuf(obj):
+        return _export_buffer(obj)
+    if isinstance(obj, DriverPool):
+        return _export_pool(obj)
+    if isinstance(obj, Event):
+        return _export_event(obj)
+    raise invalid("ipc.export", f"cannot export {type(obj).__name__}; export a DeviceBuf, a DriverPool or an Event")
+
+
+# -- Unix sockets --------------------------------------------------------------------------
+
+_HEADER = struct.Struct("!Q")
+_MAX_FDS = 64
+
+
+def send(sock: socket.socket, obj: Any) -> None:
+    """Send `obj` (descriptors, or anything holding them) over a Unix socket, file descriptors as SCM_RIGHTS."""
+    if not isinstance(sock, socket.socket) or sock.family != socket.AF_UNIX:
+        raise invalid("ipc.send", f"expected an AF_UNIX socket, got {sock!r}")
+    _fd_slots.out = []
+    try:
+        data = pickle.dumps(obj)
+        fds = list(_fd_slots.out)
+    finally:
+        _fd_slots.out = None
+    if len(fds) > _MAX_FDS:
+        raise invalid("ipc.send", f"{len(fds)} file descriptors in one message; send at most {_MAX_FDS}")
+    message = _HEADER.pack(len(data)) + data
+    sent = socket.send_fds(sock, [message], fds)
+    if sent < len(message):
+        sock.sendall(message[sent:])
+
+
+def recv(sock: socket.socket) -> Any:
+    """Receive what `send` sent; file descriptors that arrive but are not used are closed."""
+    if not isinstance(sock, socket.socket) or sock.family != socket.AF_UNIX:
+        raise invalid("ipc.recv", f"expected an AF_UNIX socket, got {sock!r}")
+    data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, _MAX_FDS)
+    if not data:
+        raise InvalidState("cuda", "ipc.recv", detail="the socket was closed by the other side")
+    while len(data) < _HEADER.size:
+        data += _recv_some(sock)
+    (length,) = _HEADER.unpack_from(data)
+    while len(data) < _HEADER.size + length:
+        data += _recv_some(sock)
+    slots = list(fds)
+    _fd_slots.incoming = slots
+    try:
+        return pickle.loads(data[_HEADER.size:_HEADER.size + length])
+    finally:
+        _fd_slots.incoming = None
+        for fd in slots:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _recv_some(sock: socket.socket) -> bytes:
+    chunk = sock.recv(1 << 16)
+    if not chunk:
+        raise InvalidState("cuda", "ipc.recv", detail="the socket closed in the middle of a message")
+    return chunk
