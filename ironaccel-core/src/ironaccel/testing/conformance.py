@@ -409,7 +409,7 @@ class ComputeDeviceConformance:
                 device.pipeline(code, bad_entry, buffers=2, params=3)  # type: ignore[arg-type]
         for bad_code in (None, 12345, 1.5, object()):
             with pytest.raises(InvalidArgument):
-                device.pipeline(bad_code, entry, buffers=2, params=3)
+                device.pipeline(bad_code, entry, buffers=2, params=3)  # type: ignore[arg-type]
 
     def test_text_code_with_nul_or_lone_surrogate(self, device: ComputeDevice) -> None:
         code = self.scale_offset_code
