@@ -26,7 +26,7 @@ every backend.  This is the shape of tinygrad's `LRUAllocator` and wgpu-py's
 Calls are serialized by `_lock` (an RLock).  A backend whose vendor objects
 belong to one thread overrides `_thread_ok` (calls elsewhere raise
 InvalidState; buffers closed elsewhere are freed at the next call on the
-owning thread).
+owning thread) and `_activate` (make its context current before vendor calls).
 """
 
 from __future__ import annotations
@@ -145,6 +145,9 @@ class ComputeDeviceBase:
         """False where this thread may not use the device (OpenGL: not the thread that opened it)."""
         return True
 
+    def _activate(self) -> None:
+        """Make the device's vendor context current before vendor calls (OpenGL's EGL context)."""
+
     # -- the protocol -----------------------------------------------------------------------------------
 
     @property
@@ -252,6 +255,7 @@ class ComputeDeviceBase:
                 return
             if not self._thread_ok():
                 raise InvalidState(self.backend, "close", detail=self._thread_detail())
+            self._activate()
             try:
                 if self._submitted > self._completed:
                     self._wait(self._submitted, None)
@@ -283,6 +287,7 @@ class ComputeDeviceBase:
             raise process.fork_error(self.backend, op)
         if not self._thread_ok():
             raise InvalidState(self.backend, op, detail=self._thread_detail())
+        self._activate()
         if self._garbage:
             while self._garbage:
                 self._free_buffer(self._garbage.popleft())
@@ -315,6 +320,7 @@ class ComputeDeviceBase:
             if self._closed or self._generation != process.generation():
                 return
             if self._thread_ok():
+                self._activate()
                 self._free_buffer(handle)
             else:
                 self._garbage.append(handle)
@@ -340,7 +346,10 @@ class ComputeDeviceBase:
                 raise process.fork_error(self.backend, op)
             if not self._thread_ok():
                 raise InvalidState(self.backend, op, detail=self._thread_detail())
-            return serial <= self._completed or self._wait(serial, seconds)
+            if serial <= self._completed:
+                return True
+            self._activate()
+            return self._wait(serial, seconds)
 
 
 def _workgroup_size(backend: str, size: Any) -> tuple[int, int, int]:
