@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -310,3 +311,14 @@ def test_probe_without_the_binding_says_what_to_install():
         assert "wgpu" in result.reason and result.fix == "pip install wgpu", result
     """)
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_first_survey_prints_no_unexplained_warning():
+    """A fresh machine's survey (no XDG_RUNTIME_DIR, as in containers and CI) prints nothing to stderr: wgpu-native's
+    EGL probe used to make libwayland print "XDG_RUNTIME_DIR is invalid or not set" four times."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["IRONACCEL_BACKENDS"] = "vulkan,webgpu,opengl"
+    done = subprocess.run([sys.executable, "-m", "ironaccel"], env=env, capture_output=True, text=True, timeout=120)
+    assert "webgpu" in done.stdout
+    assert "XDG_RUNTIME_DIR" not in done.stderr, done.stderr
+    assert not done.stderr.strip(), done.stderr
