@@ -42,9 +42,9 @@ from ironaccel.compute import (
     pack_params,
     source_text,
     wait_for,
-    workgroup_size,
     workgroups,
 )
+from ironaccel.compute import workgroup_size as workgroup_size_of
 
 from . import _driver
 from .errors import BACKEND, closed, invalid
@@ -233,7 +233,7 @@ class ComputeDeviceMixin:
         buffers = count(BACKEND, "buffers", buffers, op)
         params = count(BACKEND, "params", params, op)
         entry = entry_name(BACKEND, entry, op)
-        block = _block_size(workgroup_size)
+        block = workgroup_size_of(BACKEND, workgroup_size, op)
         kind, code_key = _code_key(code)
         programs = self._program_cache()
         key = (kind, code_key, entry, buffers, params)
@@ -316,9 +316,3 @@ def _scalar(value: Any) -> Any:
     if kind is int:
         return np.int32(value) if value < 2**31 else np.uint32(value)
     return value
-
-
-def _block_size(size: Any) -> tuple[int, int, int]:
-    if type(size) is tuple and len(size) == 3 and all(type(s) is int and s > 0 for s in size):
-        return size  # type: ignore[return-value]
-    return workgroup_size(BACKEND, size)

@@ -12,11 +12,12 @@ handles, cache and waiting are `ironaccel.compute.ComputeDeviceBase`'s.
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
-from ironaccel.compute import ComputeDeviceBase, NoLock, source_text
+from ironaccel.compute import ComputeDeviceBase, NoLock
 from ironaccel.errors import InvalidArgument, OutOfMemory
 from ironaccel.types import DeviceDescriptor, DType
 
@@ -95,11 +96,10 @@ class OpenGLDevice(ComputeDeviceBase):
 
     # -- pipelines and dispatch -------------------------------------------------------------------------
 
-    def _prepare(self, code: Any, entry: str) -> tuple[str, str]:
+    def _prepare(self, code: Any, entry: str) -> tuple[Any, Hashable]:
         if entry != "main":
             raise InvalidArgument(BACKEND, "pipeline", detail=f"GLSL compute shaders start at main, not {entry!r}")
-        text = source_text(BACKEND, code, self.language)
-        return text, text
+        return super()._prepare(code, entry)
 
     def _build(self, code: str, entry: str, buffers: int, params: int,
                workgroup_size: tuple[int, int, int]) -> OpenGLProgram:

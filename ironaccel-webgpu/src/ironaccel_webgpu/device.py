@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ironaccel.compute import ComputeDeviceBase, source_text
+from ironaccel.compute import ComputeDeviceBase
 from ironaccel.types import DeviceDescriptor, DType
 
 from .adapters import WANTED_FEATURES, WANTED_LIMITS
@@ -147,10 +147,6 @@ class WebGPUDevice(ComputeDeviceBase):
             self._completed = done_through
 
     # -- pipelines and dispatch -------------------------------------------------------------------------
-
-    def _prepare(self, code: Any, entry: str) -> tuple[str, str]:
-        text = source_text(BACKEND, code, self.language)
-        return text, text
 
     def _build(self, code: str, entry: str, buffers: int, params: int,
                workgroup_size: tuple[int, int, int]) -> WebGPUProgram:

@@ -7,7 +7,8 @@ and fills in its vendor calls:
     _free_buffer(handle)                 free it once the work that uses it has finished
     _write(handle, data)                 copy flat uint8 `data` into the start, ordered after earlier work
     _read(handle, out)                   copy the first out.size bytes into flat uint8 `out`, after earlier work
-    _prepare(code, entry)                -> (code the compiler takes, a hashable key for the program cache)
+    _prepare(code, entry)                -> (code the compiler takes, a hashable key for the program cache);
+                                         text code by default
     _build(code, entry, buffers, params, workgroup_size) -> Program (with its Interface)
     _launch(program, handles, dims, params) -> serial of the submission
     _wait(serial, seconds)               -> True once `serial` has finished (seconds: <= WAIT_SLICE, or None)
@@ -51,11 +52,11 @@ from .checks import (
     host_array,
     numpy_dtype,
     pack_params,
-    workgroup_size,
     workgroups,
 )
+from .checks import workgroup_size as workgroup_size_of
 from .handles import BufferHandle, PipelineHandle, Program, ProgramCache, Submission, wait_for
-from .shaders import check_bindings
+from .shaders import check_bindings, source_text
 
 __all__ = ["ComputeDeviceBase", "NoLock", "flat_bytes"]
 
@@ -122,7 +123,9 @@ class ComputeDeviceBase:
         raise NotImplementedError
 
     def _prepare(self, code: Any, entry: str) -> tuple[Any, Hashable]:
-        raise NotImplementedError
+        """Text code (str or UTF-8 bytes, in `language`) by the kit's text rules; a binary-code backend overrides."""
+        text = source_text(self.backend, code, self.language)
+        return text, text
 
     def _build(self, code: Any, entry: str, buffers: int, params: int,
                workgroup_size: tuple[int, int, int]) -> Program:
@@ -209,7 +212,7 @@ class ComputeDeviceBase:
             buffers = count(backend, "buffers", buffers)
             params = count(backend, "params", params)
             entry = entry_name(backend, entry)
-            size = _workgroup_size(backend, workgroup_size)
+            size = workgroup_size_of(backend, workgroup_size)
             prepared, code_key = self._prepare(code, entry)
             key = (code_key, entry, buffers, params)
             program = self._programs.get(key)
@@ -350,9 +353,3 @@ class ComputeDeviceBase:
                 return True
             self._activate()
             return self._wait(serial, seconds)
-
-
-def _workgroup_size(backend: str, size: Any) -> tuple[int, int, int]:
-    if type(size) is tuple and len(size) == 3 and all(type(s) is int and s > 0 for s in size):
-        return size  # type: ignore[return-value]
-    return workgroup_size(backend, size)

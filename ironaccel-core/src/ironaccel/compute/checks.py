@@ -51,6 +51,8 @@ def workgroups(
 
 def workgroup_size(backend: str, size: Any, op: str = "pipeline") -> tuple[int, int, int]:
     """(x, y, z) from an int or 1 to 3 positive ints (the `workgroup_size=` of `pipeline`)."""
+    if type(size) is tuple and len(size) == 3 and all(type(s) is int and s > 0 for s in size):
+        return size  # type: ignore[return-value]
     parts = (size,) if isinstance(size, (int, np.integer)) else size
     if isinstance(parts, (tuple, list)) and 1 <= len(parts) <= 3 and all(
             isinstance(p, (int, np.integer)) and not isinstance(p, bool) and p >= 1 for p in parts):

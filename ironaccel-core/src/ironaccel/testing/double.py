@@ -25,7 +25,6 @@ from ironaccel.compute import (
     StorageBinding,
     Submission,
     pack_params,
-    source_text,
 )
 from ironaccel.errors import CompileError, InvalidArgument
 from ironaccel.hookspecs import hookimpl
@@ -129,10 +128,6 @@ class MemoryDevice(ComputeDeviceBase):
 
     def _read(self, handle: np.ndarray, out: np.ndarray) -> None:
         out[:] = handle.view(np.uint8)[: out.size]
-
-    def _prepare(self, code: Any, entry: str) -> tuple[str, str]:
-        text = source_text(NAME, code, "Python")
-        return text, text
 
     def _build(self, code: str, entry: str, buffers: int, params: int,
                workgroup_size: tuple[int, int, int]) -> MemoryProgram:
