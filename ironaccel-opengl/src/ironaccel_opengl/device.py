@@ -11,13 +11,12 @@ handles, cache and waiting are `ironaccel.compute.ComputeDeviceBase`'s.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
-from ironaccel.compute import ComputeDeviceBase, NoLock
+from ironaccel.compute import ComputeDeviceBase
 from ironaccel.errors import InvalidArgument, OutOfMemory
 from ironaccel.types import DeviceDescriptor, DType
 
@@ -42,8 +41,6 @@ class OpenGLDevice(ComputeDeviceBase):
 
     def __init__(self, moderngl: Any, descriptor: DeviceDescriptor):
         self.ctx = create_context(moderngl)
-        self._thread = threading.get_ident()
-        self._make_current = self.ctx.mglo.__enter__
         self._calls = GLCalls(self.ctx)
         info = self.ctx.info
         self.max_groups = tuple(int(v) for v in info["GL_MAX_COMPUTE_WORK_GROUP_COUNT"])
@@ -53,18 +50,12 @@ class OpenGLDevice(ComputeDeviceBase):
         self._bound: list[Any] = [None] * self.max_storage_blocks  # moderngl Buffer bound at each SSBO binding
         self._bound_uniform: Any = None
         self._open(descriptor, max_buffer_bytes=int(info["GL_MAX_SHADER_STORAGE_BLOCK_SIZE"]),
-                   group_limits=self.max_groups, lock=NoLock())
+                   group_limits=self.max_groups, thread_bound=self.ctx.mglo.__enter__)
 
     # -- context ----------------------------------------------------------------------------------------
 
-    def _thread_ok(self) -> bool:
-        return threading.get_ident() == self._thread
-
     def _thread_detail(self) -> str:
         return "an OpenGL device is used from the thread that opened it (its EGL context is current there)"
-
-    def _activate(self) -> None:
-        self._make_current()
 
     # -- memory -----------------------------------------------------------------------------------------
 

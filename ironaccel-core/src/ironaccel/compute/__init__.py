@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from .base import ComputeDeviceBase, NoLock, flat_bytes
+from .base import ComputeDeviceBase, flat_bytes
 from .checks import (
     buffer_list,
     check_out,
@@ -34,7 +34,7 @@ from .process import ensure_runtime_dir, fork_error, generation
 from .shaders import Interface, StorageBinding, check_bindings, glsl_interface, source_text, wgsl_interface
 
 __all__ = [
-    "ComputeDeviceBase", "NoLock", "flat_bytes",
+    "ComputeDeviceBase", "flat_bytes",
     "BufferHandle", "PipelineHandle", "Program", "ProgramCache", "Submission", "wait_for", "evict_unused",
     "WAIT_SLICE",
     "buffer_list", "check_out", "count", "element_count", "element_type", "entry_name", "host_array",

@@ -25,16 +25,18 @@ every backend.  This is the shape of tinygrad's `LRUAllocator` and wgpu-py's
 `_classes.py`: the API once, each backend its vendor calls.
 
 Calls are serialized by `_lock` (an RLock).  A backend whose vendor objects
-belong to one thread overrides `_thread_ok` (calls elsewhere raise
-InvalidState; buffers closed elsewhere are freed at the next call on the
-owning thread) and `_activate` (make its context current before vendor calls).
+belong to one thread passes `_open(..., thread_bound=make_current)`: calls
+from other threads raise InvalidState, buffers closed there are freed at the
+next call on the owning thread, and `make_current()` runs before vendor calls
+(OpenGL's EGL context).  Every call runs the checks in `_enter`; they are
+attribute tests only, since they are paid on every dispatch.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -58,17 +60,7 @@ from .checks import workgroup_size as workgroup_size_of
 from .handles import BufferHandle, PipelineHandle, Program, ProgramCache, Submission, wait_for
 from .shaders import check_bindings, source_text
 
-__all__ = ["ComputeDeviceBase", "NoLock", "flat_bytes"]
-
-
-class NoLock:
-    """A lock that is no lock: for devices whose calls all come from one thread."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+__all__ = ["ComputeDeviceBase", "flat_bytes"]
 
 
 def flat_bytes(array: np.ndarray) -> np.ndarray:
@@ -97,8 +89,11 @@ class ComputeDeviceBase:
     _completed: int = 0
 
     def _open(self, descriptor: DeviceDescriptor, *, max_buffer_bytes: int, group_limits: Sequence[int],
-              lock: Any = None) -> None:
-        """Set up the kit's state; a subclass calls this once its vendor objects exist."""
+              lock: Any = None, thread_bound: Callable[[], Any] | None = None) -> None:
+        """Set up the kit's state; a subclass calls this once its vendor objects exist.
+
+        `thread_bound`: the device belongs to the calling thread, and this makes its context current there.
+        """
         self.descriptor = descriptor
         self.max_buffer_bytes = int(max_buffer_bytes)
         self._group_limits = tuple(int(g) for g in group_limits)
@@ -106,6 +101,8 @@ class ComputeDeviceBase:
         self._garbage: deque[Any] = deque()
         self._lock = threading.RLock() if lock is None else lock
         self._generation = process.generation()
+        self._owner_thread = threading.get_ident() if thread_bound is not None else None
+        self._make_current = thread_bound
         self._closed = False
 
     # -- vendor calls (see the module docstring) --------------------------------------------------------
@@ -145,11 +142,14 @@ class ComputeDeviceBase:
         return pack_params(self.backend, params, program.params, "dispatch")
 
     def _thread_ok(self) -> bool:
-        """False where this thread may not use the device (OpenGL: not the thread that opened it)."""
-        return True
+        """False where this thread may not use the device (a thread-bound device, from another thread)."""
+        owner = self._owner_thread
+        return owner is None or threading.get_ident() == owner
 
     def _activate(self) -> None:
-        """Make the device's vendor context current before vendor calls (OpenGL's EGL context)."""
+        """Make a thread-bound device's context current before vendor calls."""
+        if self._make_current is not None:
+            self._make_current()
 
     # -- the protocol -----------------------------------------------------------------------------------
 
@@ -162,7 +162,8 @@ class ComputeDeviceBase:
         with self._lock:
             self._enter("alloc")
             dt = element_type(self.backend, dtype, "alloc")
-            size = element_count(self.backend, size, dt, self.max_buffer_bytes, "alloc", self.buffer_limit_name)
+            if type(size) is not int or not 0 < size * dt.itemsize <= self.max_buffer_bytes:
+                size = element_count(self.backend, size, dt, self.max_buffer_bytes, "alloc", self.buffer_limit_name)
             return self.buffer_type(self, self._create_buffer(size * dt.itemsize, dt, None), dt, size)
 
     def upload(self, array: Any) -> BufferHandle:
@@ -171,8 +172,9 @@ class ComputeDeviceBase:
             self._enter("upload")
             data = host_array(self.backend, array, "upload")
             dt = element_type(self.backend, data.dtype, "upload")
-            size = element_count(self.backend, data.size, dt, self.max_buffer_bytes, "upload",
-                                 self.buffer_limit_name)
+            size = data.size
+            if not 0 < data.nbytes <= self.max_buffer_bytes:
+                element_count(self.backend, size, dt, self.max_buffer_bytes, "upload", self.buffer_limit_name)
             return self.buffer_type(self, self._create_buffer(data.nbytes, dt, flat_bytes(data)), dt, size)
 
     def write(self, buffer: BufferHandle, array: Any) -> None:
@@ -253,7 +255,7 @@ class ComputeDeviceBase:
         with self._lock:
             if self._closed:
                 return
-            if self._generation != process.generation():
+            if self._generation != process._forks:
                 self._closed = True
                 return
             if not self._thread_ok():
@@ -286,11 +288,12 @@ class ComputeDeviceBase:
         """Check the device may run `op` here and now (open, not inherited through fork, right thread)."""
         if self._closed:
             raise ClosedError(self.backend, op, "device")
-        if self._generation != process.generation():
+        if self._generation != process._forks:
             raise process.fork_error(self.backend, op)
-        if not self._thread_ok():
-            raise InvalidState(self.backend, op, detail=self._thread_detail())
-        self._activate()
+        if self._owner_thread is not None:
+            if threading.get_ident() != self._owner_thread:
+                raise InvalidState(self.backend, op, detail=self._thread_detail())
+            self._make_current()  # type: ignore[misc]
         if self._garbage:
             while self._garbage:
                 self._free_buffer(self._garbage.popleft())
@@ -320,17 +323,19 @@ class ComputeDeviceBase:
     def _release_buffer(self, handle: Any) -> None:
         """A buffer was closed: free it now, or at the next call where this thread may not."""
         with self._lock:
-            if self._closed or self._generation != process.generation():
+            if self._closed or self._generation != process._forks:
                 return
-            if self._thread_ok():
-                self._activate()
+            if self._owner_thread is None:
+                self._free_buffer(handle)
+            elif threading.get_ident() == self._owner_thread:
+                self._make_current()  # type: ignore[misc]
                 self._free_buffer(handle)
             else:
                 self._garbage.append(handle)
 
     def _collect(self, handle: Any) -> None:
         """A buffer was garbage-collected unclosed: free it at the device's next call (takes no lock)."""
-        if not self._closed and self._generation == process.generation():
+        if not self._closed and self._generation == process._forks:
             self._garbage.append(handle)
 
     def _wait_serial(self, serial: int, timeout: Any, op: str = "wait") -> None:
@@ -345,7 +350,7 @@ class ComputeDeviceBase:
         with self._lock:
             if self._closed:
                 return True  # closing waited for (or, after a fork, abandoned) all of it
-            if self._generation != process.generation():
+            if self._generation != process._forks:
                 raise process.fork_error(self.backend, op)
             if not self._thread_ok():
                 raise InvalidState(self.backend, op, detail=self._thread_detail())

@@ -40,7 +40,7 @@ def source_text(backend: str, code: Any, language: str, op: str = "pipeline") ->
             raise InvalidArgument(backend, op, detail=f"code bytes are not UTF-8 text: {exc}") from None
     elif not isinstance(code, str):
         raise InvalidArgument(backend, op, detail=f"{backend} code is {language} source, got {type(code).__name__}")
-    else:
+    elif not code.isascii():
         try:
             code.encode()
         except UnicodeEncodeError as exc:
