@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["BufferHandle", "Program", "PipelineHandle", "ProgramCache", "Submission", "wait_for", "evict_unused",
            "WAIT_SLICE"]
 
-#: The longest single wait handed to a backend: longer waits are made of slices, so no timeout overflows a
-#: driver's integer and a caller's Ctrl-C is seen between slices.
+#: The longest single wait handed to a backend: longer bounded waits are made of slices, so no timeout
+#: overflows a driver's integer (vkWaitForFences' nanoseconds, threading.Event's C time).
 WAIT_SLICE = 1.0
 
 
