@@ -167,8 +167,8 @@ class Submission(Protocol):
     a non-number is `InvalidArgument`.  When the time passes first, `wait`
     raises `ironaccel.errors.Timeout` (an `IronAccelError` and a built-in
     `TimeoutError`) and the work goes on.  `done()` polls and never raises for
-    time.  Once the device is closed, `wait` returns and `done()` is True:
-    closing waited for the work.
+    time.  Closing the device never makes a submission fail: `wait` still
+    returns once the work is done (at once where closing waited for it).
     """
 
     def wait(self, timeout: float | None = None) -> None: ...
@@ -230,8 +230,10 @@ class ComputeDevice(Protocol):
       on it, as on one in-order queue (`write` included).  `dispatch` returns
       at once with a `Submission`; `download` waits for the work before it;
       `synchronize` waits for everything.  Waiting follows `Submission`.
-    * Lifetime: `close()` waits for the device's work and destroys every
-      buffer and pipeline it made; twice is a no-op.
+    * Lifetime: `close()` releases the device; twice is a no-op.  Every later
+      call on it is `ClosedError`, and its buffers and pipelines cannot be
+      used with it any more (Vulkan, WebGPU and OpenGL wait for the work and
+      free them all; a CUDA DeviceBuf stays valid CUDA memory until closed).
     * Fork: a device opened before `os.fork()` raises `InvalidState` in the
       child from every call (its driver state did not come along), and
       `close()` there forgets it without a driver call.

@@ -205,8 +205,8 @@ class Submission:
     """Work handed to a device: `wait(timeout)` blocks until it and everything before it has finished.
 
     `wait()` raises `ironaccel.errors.Timeout` when the timeout passes first
-    (see `wait_for`); `done()` polls.  After the device is closed both say
-    the work is finished: closing waited for it.
+    (see `wait_for`); `done()` polls.  After `ComputeDeviceBase.close()` both
+    say the work is finished: closing waited for it.
     """
 
     __slots__ = ("_device", "serial")
