@@ -6,7 +6,11 @@ under IRONACCEL_REQUIRE=cuda); the plugin-loading and probe tests run anywhere.
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from ironaccel.testing.conformance import BackendConformance, ComputeDeviceConformance
+from ironaccel.testing.pytest_plugin import require
 
 SCALE_OFFSET = r"""
 extern "C" __global__ void scale_offset(const float* x, float* y, float a, float b, unsigned n) {
@@ -32,3 +36,27 @@ class TestCudaCompute(ComputeDeviceConformance):
     scale_offset_code = SCALE_OFFSET
     broken_code = BROKEN
     entry = "scale_offset"
+    declares_element_types = False  # a CUDA module does not carry its pointer parameters' types
+
+
+@pytest.mark.backend("cuda")
+def test_pipeline_loads_one_module_per_code_entry_and_interface():
+    dev = require("cuda").open(0)
+    try:
+        p1 = dev.pipeline(SCALE_OFFSET, "scale_offset", buffers=2, params=3)
+        p2 = dev.pipeline(SCALE_OFFSET.encode(), "scale_offset", buffers=2, params=3, workgroup_size=128)
+        assert p1 is not p2 and p1.program is p2.program  # one NVRTC compile, one cuModuleLoadData
+        assert p2.block == (128, 1, 1) and p1.block == (64, 1, 1)
+        program = p1.program
+        p1.close()
+        p2.close()
+        assert program.users == 0 and not program.module.closed  # cached for the next request
+        p3 = dev.pipeline(SCALE_OFFSET, "scale_offset", buffers=2, params=3)
+        assert p3.program is program
+        x = dev.upload(np.arange(256, dtype=np.float32))
+        y = dev.alloc(256, "float32")
+        dev.dispatch(p3, [x, y], 4, (2.0, 1.0, 256)).wait()  # Python scalars: float32, float32, int32
+        np.testing.assert_array_equal(dev.download(y), 2 * np.arange(256, dtype=np.float32) + 1)
+    finally:
+        dev.close()
+    assert program.released and program.module.closed  # closing the handle unloads its modules

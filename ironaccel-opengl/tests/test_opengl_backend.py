@@ -205,6 +205,41 @@ class TestErrors:
                 case()
             assert info.value.op and info.value.backend == "opengl"
 
+    def test_a_stale_gl_error_does_not_fail_the_next_upload(self, device):
+        import ctypes
+
+        with pytest.raises(CompileError):
+            device.pipeline((KERNELS / "broken.comp").read_text(), buffers=2)
+        assert device.ctx.error == "GL_NO_ERROR"  # a failed compile leaves no error flag behind
+        address = device.ctx.mglo._context.load("glBindBuffer")
+        bind_buffer = ctypes.CFUNCTYPE(None, ctypes.c_uint, ctypes.c_uint)(address)
+        bind_buffer(0xDEAD, 0)  # GL_INVALID_ENUM, left set as a failed call elsewhere would leave it
+        buf = device.upload(np.arange(8, dtype=F))  # must not report that old error as its own
+        np.testing.assert_array_equal(device.download(buf), np.arange(8, dtype=F))
+
+    def test_one_buffer_in_two_readonly_bindings(self, device):
+        source = HEADER + (
+            "layout(std430, binding = 0) readonly buffer A { float a[]; };\n"
+            "layout(std430, binding = 1) readonly buffer B { float b[]; };\n"
+            "layout(std430, binding = 2) writeonly buffer O { float o[]; };\n"
+            "void main() { uint i = gl_GlobalInvocationID.x; o[i] = a[i] * b[i]; }\n")
+        p = device.pipeline(source, buffers=3)
+        x, out = device.upload(np.arange(64, dtype=F)), device.alloc(64)
+        device.dispatch(p, [x, x, out], 1).wait()
+        np.testing.assert_array_equal(device.download(out), np.arange(64, dtype=F) ** 2)
+        with pytest.raises(InvalidArgument, match="same buffer"):
+            device.dispatch(p, [x, out, out], 1)
+
+    def test_buffers_closed_on_another_thread_are_freed_on_this_one(self, device):
+        buf = device.alloc(1 << 20)
+        worker = threading.Thread(target=buf.close)
+        worker.start()
+        worker.join()
+        assert buf.closed and len(device._garbage) == 1  # queued: GL may not be called from that thread
+        kept = device.alloc(4)  # the next call frees it
+        assert not device._garbage
+        kept.close()
+
     def test_other_thread_is_refused(self, device):
         buf = device.alloc(16)
         errors = []

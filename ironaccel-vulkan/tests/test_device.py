@@ -15,13 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ironaccel.errors import ClosedError, CompileError, InvalidArgument
+from ironaccel.errors import ClosedError, CompileError, InvalidArgument, Timeout
 from ironaccel.protocols import ComputeDevice, Submission
 from ironaccel.testing.conformance import scale_offset
 from ironaccel.testing.pytest_plugin import require
 from ironaccel_vulkan import Backend
 from ironaccel_vulkan.dispatch import MAX_COMMANDS_PER_SET, Command
-from ironaccel_vulkan.results import WaitTimeout
 
 F32 = np.float32
 MODES = {
@@ -58,7 +57,7 @@ def test_memory_mode(device: Any) -> None:
     assert device.memory_mode in ("mapped", "staged")
     buf = device.alloc(16)
     assert buf.mapped == (device.memory_mode == "mapped")
-    if device.info.unified_memory and device._core.memory_mode != "staged":
+    if device.info.unified_memory and device._state.memory_mode != "staged":
         assert device.memory_mode == "mapped"
     buf.close()
 
@@ -135,7 +134,7 @@ def test_pipelines_are_cached_and_refcounted(device: Any, scale_offset_spv: byte
     p1 = device.pipeline(scale_offset_spv, buffers=2, params=3)
     p2 = device.pipeline(list(np.frombuffer(scale_offset_spv, "<u4")), buffers=2, params=3)  # same words
     assert device.stats()["pipelines_created"] == before + 1
-    assert p1 is not p2 and p1._state is p2._state
+    assert p1 is not p2 and p1.program is p2.program and p1.program.users == 2
     p1.close()
     p1.close()
     xs, ys = device.upload(np.ones(64, F32)), device.alloc(64)
@@ -144,8 +143,9 @@ def test_pipelines_are_cached_and_refcounted(device: Any, scale_offset_spv: byte
     with pytest.raises(ClosedError):
         device.dispatch(p1, [xs, ys], 1, params(3, 1, 64))
     p2.close()
+    assert p2.closed and p1.program is None
     p3 = device.pipeline(scale_offset_spv, buffers=2, params=3)
-    assert device.stats()["pipelines_created"] == before + 2  # the last close destroyed it
+    assert device.stats()["pipelines_created"] == before + 1  # closing every handle left it cached
     p3.close()
     xs.close()
     ys.close()
@@ -174,7 +174,7 @@ def test_three_buffers_integer_params_2d_grid(device: Any, axpy_int_spv: bytes) 
         ({"buffers": 2, "params": 2}, InvalidArgument, "12 bytes of push constants"),
         ({"buffers": 2, "params": 0}, InvalidArgument, "push constants"),
         ({"buffers": 2, "params": 1000}, InvalidArgument, "push constants"),
-        ({"buffers": -1, "params": 3}, InvalidArgument, "non-negative"),
+        ({"buffers": -1, "params": 3}, InvalidArgument, "buffers must be an int >= 0"),
         ({"buffers": 2, "params": 3, "entry": "scale"}, CompileError, "no GLCompute entry point named 'scale'"),
     ],
 )
@@ -247,7 +247,7 @@ def test_many_distinct_params_stay_bounded_and_correct(device: Any, so: Any) -> 
         subs.append(device.dispatch(so, [xs, ys], 1, params(a, 0.5, 64)))
     np.testing.assert_array_equal(device.download(ys), (3 * MAX_COMMANDS_PER_SET - 1) * x + 0.5)
     assert all(s.done() for s in subs)
-    entry = next(iter(device._core.bindings.values()))
+    entry = next(iter(device._state.bindings.values()))
     assert len(entry.commands) <= MAX_COMMANDS_PER_SET
     xs.close()
     ys.close()
@@ -274,8 +274,9 @@ def test_wait_timeout_is_typed(device: Any, so: Any) -> None:
         sub = device.dispatch(so, [xs, ys], grid(n), params(1, 1, n))
     try:
         sub.wait(timeout=0)
-    except WaitTimeout as exc:
-        assert exc.op == "vkWaitForFences" and exc.code_name == "VK_TIMEOUT" and isinstance(exc, TimeoutError)
+    except Timeout as exc:
+        assert exc.op == "wait" and exc.backend == "vulkan" and isinstance(exc, TimeoutError)
+    sub.wait(1e11)  # past vkWaitForFences' 64-bit nanoseconds: waited in slices, never an overflow
     sub.wait()
     assert sub.done()
     xs.close()
@@ -366,7 +367,7 @@ def test_objects_of_another_device(device: Any, so: Any, scale_offset_spv: bytes
 
 
 def test_everything_after_close(device: Any, so: Any, scale_offset_spv: bytes) -> None:
-    dev = Backend(validation=False).open(0, memory=device._core.memory_mode)
+    dev = Backend(validation=False).open(0, memory=device._state.memory_mode)
     buf = dev.upload(np.ones(64, F32))
     out = dev.alloc(64)
     p = dev.pipeline(scale_offset_spv, buffers=2, params=3)
@@ -386,23 +387,24 @@ def test_everything_after_close(device: Any, so: Any, scale_offset_spv: bytes) -
 
 
 def test_garbage_collected_objects_are_freed(device: Any, scale_offset_spv: bytes) -> None:
-    core = device._core
+    core = device._state
     live = len(core.allocations)
     bufs = [device.alloc(1024) for _ in range(10)]
     assert len(core.allocations) == live + 10
     p = device.pipeline(scale_offset_spv, buffers=2, params=3)
+    program = p.program
     device.dispatch(p, bufs[:2], 1, params(1, 0, 64))
     del bufs, p
     gc.collect()
     device.synchronize()  # the next operation frees what the collector released
     assert len(core.allocations) == live
-    assert not core.pipelines and not core.bindings
+    assert not core.bindings and program.users == 0  # the program stays cached for the next request
 
 
 def test_dropped_device_is_torn_down() -> None:
     require("vulkan")
     dev = Backend(validation=False).open(0)
-    core = dev._core
+    core = dev._state
     dev.upload(np.ones(8, F32))
     del dev
     gc.collect()
@@ -412,3 +414,46 @@ def test_dropped_device_is_torn_down() -> None:
 def test_satisfies_the_protocol(device: Any) -> None:
     assert isinstance(device, ComputeDevice)
     assert "VulkanDevice" in repr(device)
+
+
+CUT_MODULES = """
+import sys
+import numpy as np
+from ironaccel.errors import CompileError, InvalidArgument
+from ironaccel_vulkan import Backend
+
+spv = open(sys.argv[1], "rb").read()
+words = np.frombuffer(spv, "<u4")
+starts, i = [], 5
+while i < words.size:
+    starts.append(i)
+    i += int(words[i]) >> 16
+prefixes = [words[:s].tobytes() for s in starts[1:]]  # every cut at an instruction boundary: no OpFunctionEnd
+dropped = [np.concatenate([words[:s], words[s + (int(words[s]) >> 16):]]).tobytes()  # one instruction left out,
+           for s in starts]                                                            # e.g. a block's OpReturn
+dev = Backend(validation=False).open(0)
+refused = []
+for codes in (prefixes, dropped):
+    refused.append(0)
+    for code in codes:
+        try:
+            dev.pipeline(code, buffers=2, params=3).close()
+        except (CompileError, InvalidArgument):
+            refused[-1] += 1
+dev.close()
+print(len(prefixes), refused[0], len(dropped), refused[1])
+"""
+
+
+def test_spirv_cut_at_any_instruction_never_reaches_the_driver(scale_offset_spv: bytes, tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    require("vulkan")
+    spv = tmp_path / "scale_offset.spv"
+    spv.write_bytes(scale_offset_spv)
+    done = subprocess.run([sys.executable, "-c", CUT_MODULES, str(spv)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"the process died ({done.returncode}): {done.stderr[-2000:]}"
+    prefixes, refused, dropped, refused_dropped = map(int, done.stdout.split())
+    assert prefixes > 100 and refused == prefixes  # every one reached the validator and was refused
+    assert refused_dropped > dropped // 2  # most instructions are needed; the rest (names, some decorations) not

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -182,6 +183,56 @@ class TestCompute:
         np.testing.assert_array_equal(device.download(by), np.full(x.size, 5, F))
 
 
+READ_TWICE = """
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&out)) { out[id.x] = a[id.x] * b[id.x]; }
+}
+"""
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@backend_marked
+class TestBadInput:
+    def test_one_buffer_in_two_read_only_bindings(self, device):
+        p = device.pipeline(READ_TWICE, buffers=3)
+        x = device.upload(np.arange(128, dtype=F))
+        out = device.alloc(128)
+        device.dispatch(p, [x, x, out], 2).wait()  # WebGPU allows read-only aliasing; so does the kit's rule
+        np.testing.assert_array_equal(device.download(out), np.arange(128, dtype=F) ** 2)
+        with pytest.raises(InvalidArgument) as info:  # once it is also the output: refused before wgpu sees it
+            device.dispatch(p, [x, out, out], 2)
+        assert "same buffer" in str(info.value) and info.value.op == "dispatch"
+
+    @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from /proc")
+    def test_closed_buffers_give_their_memory_back_without_a_submission(self, device):
+        block = np.ones(1 << 20, F)  # 4 MiB
+        device.download(device.upload(block))  # warm up: staging, allocator pools
+        before = rss_bytes()
+        for _ in range(300):
+            device.upload(block).close()
+        grown = rss_bytes() - before
+        assert grown < 256 << 20, f"300 closed 4 MiB uploads grew the process by {grown >> 20} MiB"
+
+    def test_partial_writes_of_any_length(self, device):
+        data = np.arange(11, dtype=np.uint8)
+        buf = device.upload(np.full(11, 200, np.uint8))
+        device.write(buf, data[:6])  # not a whole number of words: the rest of the last word is kept
+        np.testing.assert_array_equal(device.download(buf), np.r_[data[:6], np.full(5, 200, np.uint8)])
+        device.write(buf, data)
+        np.testing.assert_array_equal(device.download(buf), data)
+
+
 @backend_marked
 class TestErrors:
     def test_compile_error_names_the_op_and_carries_naga_log(self, device):
@@ -260,3 +311,14 @@ def test_probe_without_the_binding_says_what_to_install():
         assert "wgpu" in result.reason and result.fix == "pip install wgpu", result
     """)
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_first_survey_prints_no_unexplained_warning():
+    """A fresh machine's survey (no XDG_RUNTIME_DIR, as in containers and CI) prints nothing to stderr: wgpu-native's
+    EGL probe used to make libwayland print "XDG_RUNTIME_DIR is invalid or not set" four times."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["IRONACCEL_BACKENDS"] = "vulkan,webgpu,opengl"
+    done = subprocess.run([sys.executable, "-m", "ironaccel"], env=env, capture_output=True, text=True, timeout=120)
+    assert "webgpu" in done.stdout
+    assert "XDG_RUNTIME_DIR" not in done.stderr, done.stderr
+    assert not done.stderr.strip(), done.stderr

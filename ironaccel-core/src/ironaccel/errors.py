@@ -23,6 +23,7 @@ __all__ = [
     "ClosedError",
     "CompileError",
     "Unsupported",
+    "Timeout",
 ]
 
 
@@ -197,3 +198,14 @@ class Unsupported(IronAccelError, NotImplementedError):
 
     def __init__(self, backend: str, op: str, why: str):
         super().__init__(why, backend=backend, op=op)
+
+
+class Timeout(IronAccelError, TimeoutError):
+    """A wait ran past its timeout; the work goes on and may be waited for again.
+
+    `timeout` is the number of seconds that was given.
+    """
+
+    def __init__(self, backend: str, op: str, timeout: float, what: str = "the work"):
+        self.timeout = timeout
+        super().__init__(f"{what} did not finish within {timeout:g} s", backend=backend, op=op)

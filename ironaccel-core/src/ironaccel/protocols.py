@@ -130,7 +130,13 @@ class Device(Protocol):
 
 @runtime_checkable
 class ComputeBuffer(Protocol):
-    """Memory owned by a ComputeDevice: 1-D, `size` elements of `dtype`."""
+    """Memory owned by the ComputeDevice that made it: 1-D, `size` elements of `dtype`, `nbytes` bytes.
+
+    `close()` frees it once the work already submitted that uses it has
+    finished; closing twice, or after the device closed, is a no-op.  A buffer
+    dropped without `close()` is freed at its device's next call.  `closed` is
+    True once the buffer or its device is closed.
+    """
 
     dtype: DType
     size: int
@@ -141,7 +147,12 @@ class ComputeBuffer(Protocol):
 
 @runtime_checkable
 class Pipeline(Protocol):
-    """Compiled device code with a fixed number of buffer bindings."""
+    """A handle on compiled code: `entry`, `buffers` storage bindings, `params` scalars.
+
+    Handles on the same (code, entry, buffers, params) share one compiled
+    program; `close()` releases the handle (twice is a no-op) and leaves the
+    program cached for the next identical request.
+    """
 
     entry: str
     buffers: int
@@ -151,7 +162,18 @@ class Pipeline(Protocol):
 
 @runtime_checkable
 class Submission(Protocol):
-    """Work handed to the device; wait() blocks until it has finished."""
+    """Work handed to the device.
+
+    `wait(timeout=None)` blocks until this work and everything submitted
+    before it has finished.  `timeout` is in seconds: None (or inf) waits
+    until done; 0 polls once; any positive number bounds the wait, however
+    large (1e11 is a legal wait, never an overflow); NaN, a negative number or
+    a non-number is `InvalidArgument`.  When the time passes first, `wait`
+    raises `ironaccel.errors.Timeout` (an `IronAccelError` and a built-in
+    `TimeoutError`) and the work goes on.  `done()` polls and never raises for
+    time.  Closing the device never makes a submission fail: `wait` still
+    returns once the work is done (at once where closing waited for it).
+    """
 
     def wait(self, timeout: float | None = None) -> None: ...
 
@@ -160,28 +182,74 @@ class Submission(Protocol):
 
 @runtime_checkable
 class ComputeDevice(Protocol):
-    """The cross-vendor compute surface.
+    """The cross-vendor compute surface, with one set of rules for every backend.
 
     Code is backend-native: CUDA C++ or PTX (cuda), SPIR-V words (vulkan),
     WGSL (webgpu), GLSL 430 (opengl).  Each kernel takes `buffers` storage
     buffers, bound in order (binding 0, 1, ... / the first kernel arguments)
-    and an optional list of 32-bit scalar `params` (numpy scalars), delivered
-    as push constants (vulkan), a uniform buffer at binding `buffers` (webgpu),
-    a std140 uniform block at binding 0 (opengl) or by-value kernel arguments
+    and an optional list of 32-bit scalar `params`, delivered as push
+    constants (vulkan), a uniform buffer at binding `buffers` (webgpu), a
+    std140 uniform block at binding 0 (opengl) or by-value kernel arguments
     after the buffers (cuda).  Each code declares its own workgroup size;
     `workgroup_size` tells backends whose code cannot declare it (CUDA's block).
 
-    Ordering: every call on one ComputeDevice is ordered after every earlier
-    call on it, as on one in-order queue (`write` included).  `dispatch` returns at once with a
-    `Submission`; `download` waits for the work before it and returns the data;
-    `synchronize` waits for everything.  Objects of one device used on
-    another, and any use after `close`, raise typed errors naming the op.
+    The rules, each checked by `ironaccel.testing.conformance` and written
+    once in `ironaccel.compute.ComputeDeviceBase`:
+
+    * Errors: every bad input is `InvalidArgument` naming the op, never a raw
+      TypeError or vendor exception; use after `close()` is `ClosedError`; an
+      object of another device is `InvalidArgument`.
+    * Buffers are 1-D.  `upload` takes any C-contiguous, native-endian,
+      non-object array of at least one element and flattens it in C order;
+      `alloc(size, dtype)` takes an int size >= 1 whose bytes fit the device.
+    * `write(buffer, array)` copies the array's raw bytes into the start of
+      the buffer (at most `buffer.nbytes`), ordered after earlier work.
+    * `download(buffer)` returns a new 1-D array of `size` elements of
+      `dtype`.  `download(buffer, out)` takes any writeable C-contiguous
+      non-object ndarray of at most `buffer.nbytes` bytes, of any dtype and
+      shape, fills it with the buffer's first `out.nbytes` raw bytes (no
+      conversion) and returns it.
+    * `dispatch`: `buffers` is a list or tuple of exactly `pipeline.buffers`
+      buffers of this device; `params` a list, tuple or 1-D array of exactly
+      `pipeline.params` scalars: np.float32, np.int32, np.uint32, Python float
+      (as float32) or int (int32, uint32 above the int32 range); anything else
+      (None, a generator, a bare number, bool, float64, a value that does not
+      fit 32 bits) is refused.  `groups` is an int or 1 to 3 ints, each in
+      1..the device's limit.
+    * Element types: where the shader's language declares a storage buffer's
+      element type (WGSL `array<f32>`, GLSL `float x[]`, a SPIR-V runtime
+      array), the bound buffer's dtype must be that type; to reinterpret
+      memory, upload a view (`a.view(np.uint32)`).  CUDA modules do not carry
+      their pointer types, so CUDA checks none.
+    * One buffer in several bindings of one dispatch is allowed only where
+      the shader declares every one of those bindings read-only (WGSL
+      `read`, GLSL `readonly`, SPIR-V NonWritable); a binding whose access is
+      not declared counts as writable.  WebGPU forbids writable aliasing, and
+      elsewhere it would make results depend on the driver.
+    * Pipelines: compiled once per (code, entry, buffers, params) per device;
+      `buffers` and `params` are ints >= 0, `entry` a non-empty str;
+      compilation failures are `CompileError` carrying the compiler's log.
+      Text code is a str or UTF-8 bytes without NUL or lone surrogates.
+    * Ordering: every call on one device is ordered after every earlier call
+      on it, as on one in-order queue (`write` included).  `dispatch` returns
+      at once with a `Submission`; `download` waits for the work before it;
+      `synchronize` waits for everything.  Waiting follows `Submission`.
+    * Lifetime: `close()` releases the device; twice is a no-op.  Every later
+      call on it is `ClosedError`, and its buffers and pipelines cannot be
+      used with it any more (Vulkan, WebGPU and OpenGL wait for the work and
+      free them all; a CUDA DeviceBuf stays valid CUDA memory until closed).
+    * Fork: a device opened before `os.fork()` raises `InvalidState` in the
+      child from every call (its driver state did not come along), and
+      `close()` there forgets it without a driver call.
+    * Threads: calls from several threads are serialized per device, except
+      where the vendor API ties a device to one thread (OpenGL's EGL
+      context): there other threads get `InvalidState`.
     """
 
     descriptor: DeviceDescriptor
 
     def upload(self, array: Any) -> ComputeBuffer:
-        """A new device buffer holding a copy of a 1-D contiguous numpy array."""
+        """A new device buffer holding a copy of a C-contiguous array, flattened in C order."""
         ...
 
     def alloc(self, size: int, dtype: Any = "float32") -> ComputeBuffer:
@@ -189,7 +257,7 @@ class ComputeDevice(Protocol):
         ...
 
     def write(self, buffer: ComputeBuffer, array: Any) -> None:
-        """Copy a C-contiguous array into the start of an existing buffer.
+        """Copy a C-contiguous array's bytes into the start of an existing buffer.
 
         Ordered like everything else: work submitted before it still sees the
         old contents, work after it the new.  `array` may be reused at once.
@@ -197,7 +265,7 @@ class ComputeDevice(Protocol):
         ...
 
     def download(self, buffer: ComputeBuffer, out: Any = None) -> Any:
-        """The buffer's contents as a new numpy array, or into `out`."""
+        """The buffer's contents as a new 1-D array, or its first `out.nbytes` raw bytes into `out`."""
         ...
 
     def pipeline(
@@ -209,7 +277,7 @@ class ComputeDevice(Protocol):
         params: int = 0,
         workgroup_size: tuple[int, int, int] = (64, 1, 1),
     ) -> Pipeline:
-        """Compile `code` into a pipeline with `buffers` bindings and `params` scalars."""
+        """Compile `code` (cached per device) into a pipeline with `buffers` bindings and `params` scalars."""
         ...
 
     def dispatch(

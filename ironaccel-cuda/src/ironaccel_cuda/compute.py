@@ -1,11 +1,21 @@
-"""The cross-vendor ComputeDevice surface on a CUDA Device.
+"""The cross-vendor ComputeDevice surface on a CUDA Device, by the compute kit's rules.
 
-Code is CUDA C++ source (compiled by NVRTC to CUBIN for the device) or PTX
-text.  A kernel takes its `buffers` device pointers first, then its `params`
-scalars by value, in order; the block size is `workgroup_size`.  Everything
-runs on the device's default stream, so calls are ordered as on one queue.
-Buffers, pipelines and submissions belong to the Device handle that made them:
-another handle's objects are rejected (InvalidArgument), as the protocol asks.
+Code is CUDA C++ source (compiled by NVRTC to CUBIN for the device), PTX
+text, or a module image (CUBIN or fatbin bytes).  A kernel takes its
+`buffers` device pointers first, then its `params` scalars by value, in
+order; the block size is `workgroup_size`.  Everything runs on the device's
+default stream, so calls are ordered as on one queue.  Buffers are the CUDA
+backend's own `DeviceBuf`s; pipelines and submissions are the kit's handles
+(`ironaccel.compute`).  Buffers, pipelines and submissions belong to the
+Device handle that made them: another handle's objects are rejected
+(InvalidArgument), as the protocol asks.
+
+`Device` is also the whole CUDA API, so it cannot subclass the kit's
+`ComputeDeviceBase`; it uses the kit's pieces instead -- the argument checks,
+params rule, `download(out=)` rule, program cache, pipeline handles and
+`wait_for` -- so every rule of `ironaccel.protocols.ComputeDevice` is the
+same one.  What CUDA cannot check: element types (a module does not carry
+its pointer types) and read-only bindings (so a buffer is never bound twice).
 """
 
 from __future__ import annotations
@@ -17,78 +27,147 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ironaccel import DType
+from ironaccel.compute import (
+    Interface,
+    PipelineHandle,
+    Program,
+    ProgramCache,
+    buffer_list,
+    check_bindings,
+    check_out,
+    count,
+    entry_name,
+    flat_bytes,
+    host_array,
+    pack_params,
+    source_text,
+    wait_for,
+    workgroups,
+)
+from ironaccel.compute import workgroup_size as workgroup_size_of
 
-from .errors import closed, invalid
+from . import _driver
+from .errors import BACKEND, closed, invalid
 
 if TYPE_CHECKING:
     from .event import Event
-    from .memory import DeviceBuf
     from .module import Function, Module
 
 __all__ = ["ComputeDeviceMixin", "Pipeline", "Submission"]
 
+#: Compiled modules kept per Device handle beyond those an open pipeline uses.
+MAX_PROGRAMS = 128
+_IMAGE_MAGIC = (b"\x7fELF", b"\x50\xed\x55\xba")  # CUBIN (ELF), fatbin
+_POLL_SLEEP = 50e-6
 
-def looks_like_ptx(code: str | bytes) -> bool:
-    text = code.decode(errors="replace") if isinstance(code, bytes) else code
-    return ".entry" in text and (".version" in text or ".target" in text) and "__global__" not in text
+
+def looks_like_ptx(code: str) -> bool:
+    return ".entry" in code and (".version" in code or ".target" in code) and "__global__" not in code
 
 
-class Pipeline:
-    """A kernel ready to dispatch: `entry`, `buffers` pointers, `params` scalars, a fixed block."""
+def _code_key(code: Any) -> tuple[str, Any]:
+    """("image", bytes), ("ptx", text) or ("c++", text): what `code` is, checked by the kit's text rules."""
+    if isinstance(code, (bytes, bytearray, memoryview)):
+        raw = bytes(code)
+        if raw[:4] in _IMAGE_MAGIC:
+            return "image", raw
+        text = source_text(BACKEND, raw[:-1] if raw.endswith(b"\0") else raw, "CUDA C++ or PTX")
+    elif isinstance(code, str):
+        text = source_text(BACKEND, code, "CUDA C++ or PTX")
+    else:
+        raise invalid("pipeline", f"code must be CUDA C++ or PTX text (str) or a module image (bytes), "
+                      f"got {type(code).__name__}")
+    return ("ptx" if looks_like_ptx(text) else "c++"), text
 
-    def __init__(self, device: Any, module: Module, function: Function, entry: str, buffers: int, params: int,
-                 block: tuple[int, int, int]):
-        self.device = device
+
+class CudaProgram(Program):
+    """A loaded module and its kernel, shared by every Pipeline with the same code, entry and interface."""
+
+    def __init__(self, module: Module, function: Function, buffers: int, params: int):
+        super().__init__(buffers, params, Interface.unknown(buffers))
         self.module = module
         self.function = function
-        self.entry = entry
-        self.buffers = buffers
-        self.params = params
-        self.block = block
 
-    def close(self) -> None:
+    def release(self) -> None:
+        super().release()
         self.module.close()
 
-    def __repr__(self) -> str:
-        return f"<Pipeline {self.entry!r} buffers={self.buffers} params={self.params} block={self.block}>"
+
+class Pipeline(PipelineHandle):
+    """A kernel ready to dispatch: `entry`, `buffers` pointers, `params` scalars, a fixed `block`."""
+
+    __slots__ = ()
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self.workgroup_size
+
+    @property
+    def function(self) -> Function:
+        program = self.program
+        if program is None:
+            raise closed("Pipeline.function", "pipeline")
+        return program.function  # type: ignore[attr-defined, no-any-return]
 
 
 class Submission:
-    """Work handed to the device; `wait()` blocks until it is done."""
+    """Work handed to the device: `wait(timeout)` blocks until it is done (the kit's one timeout rule)."""
+
+    __slots__ = ("_event",)
 
     def __init__(self, event: Event):
         self._event = event
 
     def wait(self, timeout: float | None = None) -> None:
-        if timeout is None:
+        wait_for(BACKEND, "cuEventSynchronize", self._block, timeout)
+
+    def _block(self, seconds: float | None) -> bool:
+        if seconds is None:
             self._event.synchronize()
-            return
-        deadline = time.monotonic() + timeout
+            return True
+        deadline = time.monotonic() + seconds
         while not self._event.query():
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"cuda: cuEventQuery: the work did not finish within {timeout} s")
-            time.sleep(50e-6)
+                return False
+            time.sleep(_POLL_SLEEP)
+        return True
 
     def done(self) -> bool:
         return self._event.query()
 
 
+class _Programs:
+    """The handle's program cache; `Device.close()` closes it with the handle's pools."""
+
+    def __init__(self) -> None:
+        self.cache = ProgramCache(MAX_PROGRAMS)
+
+    def close(self) -> None:
+        self.cache.clear()
+
+
 class ComputeDeviceMixin:
-    """upload / download / pipeline / dispatch for `Device` (synchronize and close live there)."""
+    """upload / write / download / pipeline / dispatch for `Device` (synchronize and close live there).
+
+    Buffers are `DeviceBuf`s (a class the hot path builds at import, so annotated `Any` here).
+    """
 
     ordinal: int
     _state: Any
+    _pools: list[Any]
 
-    def upload(self, array: Any) -> DeviceBuf:
-        """A new buffer holding a copy of a C-contiguous numpy array (flattened)."""
-        op = "upload"
+    def _compute_check(self, op: str) -> None:
         self._check_open(op)  # type: ignore[attr-defined]
-        if not isinstance(array, np.ndarray):
-            array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            raise invalid(op, "the array is not C-contiguous (use np.ascontiguousarray)")
+        if _driver.forked:
+            raise _driver.fork_error(op)
+
+    def upload(self, array: Any) -> Any:
+        """A new buffer holding a copy of a C-contiguous array, flattened in C order."""
+        op = "upload"
+        self._compute_check(op)
+        array = host_array(BACKEND, array, op)
         if array.size == 0:
-            raise invalid(op, "the array is empty")
+            raise invalid(op, "the array is empty; a buffer holds at least one element")
         try:
             dtype = DType.of(array.dtype)
         except TypeError as exc:
@@ -99,71 +178,90 @@ class ComputeDeviceMixin:
         except BaseException:
             buf.close()
             raise
-        return buf
+        return buf  # type: ignore[no-any-return]
 
-    def write(self, buffer: DeviceBuf, array: Any) -> None:
-        """Copy a C-contiguous array into the start of `buffer`, in order on the default stream.
+    def write(self, buffer: Any, array: Any) -> None:
+        """Copy a C-contiguous array's bytes into the start of `buffer`, in order on the default stream.
 
         Work queued before the write still reads the old contents; `array` may be reused at once.
         """
         from . import _core
 
         op = "write"
-        self._check_open(op)  # type: ignore[attr-defined]
+        self._compute_check(op)
         self._own(buffer, op)
-        if not isinstance(array, np.ndarray):
-            array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            raise invalid(op, "the array is not C-contiguous (use np.ascontiguousarray)")
+        array = host_array(BACKEND, array, op)
         nbytes = array.nbytes
         if nbytes > buffer.nbytes:
-            raise invalid(op, f"{nbytes} bytes do not fit a buffer of {buffer.nbytes} bytes")
+            raise invalid(op, f"{nbytes} bytes into a buffer of {buffer.nbytes}")
         if nbytes == 0:
             return
+        self._bind_here()  # type: ignore[attr-defined]
         default = self._state.default_stream
-        _core.memcpy_htod(buffer._dp, array.reshape(-1).view(np.uint8), nbytes, default._h)
+        _core.memcpy_htod(buffer._dp, flat_bytes(array), nbytes, default._h)
         _core.stream_sync(default._h)
 
-    def download(self, buffer: DeviceBuf, out: np.ndarray | None = None) -> np.ndarray:
-        """The buffer's contents as a new numpy array, or into `out`, after all earlier work."""
-        op = "download"
-        self._check_open(op)  # type: ignore[attr-defined]
-        self._own(buffer, op)
-        return self._download(buffer, out)
-
-    def _download(self, buffer: DeviceBuf, out: np.ndarray | None) -> np.ndarray:
+    def download(self, buffer: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """The buffer's contents as a new 1-D array, or its first out.nbytes raw bytes into `out`."""
         from . import _core
 
+        op = "download"
+        self._compute_check(op)
+        self._own(buffer, op)
         default = self._state.default_stream
-        result = buffer.copy_to_host(out, stream=default)
+        self._bind_here()  # type: ignore[attr-defined]
+        if out is None:
+            result = buffer.copy_to_host(None, stream=default)
+        else:
+            check_out(BACKEND, out, buffer.nbytes, op)
+            if out.nbytes == 0:
+                return out
+            if out.dtype == buffer._npdt and out.nbytes == buffer.nbytes:  # the pinned staging pipeline
+                buffer.copy_to_host(out.reshape(-1), stream=default)
+            else:  # raw leading bytes, any dtype or size
+                _core.memcpy_dtoh(flat_bytes(out), buffer._dp, out.nbytes, default._h)
+            result = out
         _core.stream_sync(default._h)
-        return result
+        return result  # type: ignore[no-any-return]
 
     def pipeline(self, code: str | bytes | Sequence[int], entry: str = "main", *, buffers: int, params: int = 0,
-                 workgroup_size: tuple[int, int, int] = (64, 1, 1)) -> Pipeline:
-        """Compile (CUDA C++) or load (PTX) `code` and find `entry`; checks its parameter count."""
-        from .program import Program
+                 workgroup_size: Any = (64, 1, 1)) -> Pipeline:
+        """A pipeline from CUDA C++ (NVRTC to CUBIN), PTX or a module image; loaded once per (code, entry,
+        buffers, params) on this handle, with the kernel's parameter count checked."""
+        op = "pipeline"
+        self._compute_check(op)
+        buffers = count(BACKEND, "buffers", buffers, op)
+        params = count(BACKEND, "params", params, op)
+        entry = entry_name(BACKEND, entry, op)
+        block = workgroup_size_of(BACKEND, workgroup_size, op)
+        kind, code_key = _code_key(code)
+        programs = self._program_cache()
+        key = (kind, code_key, entry, buffers, params)
+        program = programs.get(key)
+        if program is None:
+            program = self._load(kind, code_key, entry, buffers, params)
+            programs.add(key, program)
+        return Pipeline(self, program, entry, block)
+
+    def _program_cache(self) -> ProgramCache:
+        holder = self.__dict__.get("_compute_programs")
+        if holder is None:
+            holder = self.__dict__["_compute_programs"] = _Programs()
+            self._pools.append(holder)  # Device.close() closes its pools, and with them these modules
+        return holder.cache
+
+    def _load(self, kind: str, code: Any, entry: str, buffers: int, params: int) -> CudaProgram:
+        from .program import Program as NvrtcProgram
 
         op = "pipeline"
-        self._check_open(op)  # type: ignore[attr-defined]
-        for name, value in (("buffers", buffers), ("params", params)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise invalid(op, f"{name} must be a non-negative int, got {value!r}")
-        block = tuple(workgroup_size)
-        if not 1 <= len(block) <= 3 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in block):
-            raise invalid(op, f"workgroup_size must be 1-3 positive ints, got {workgroup_size!r}")
-        block3 = (*block, 1, 1)[:3]
-        if isinstance(code, (bytes, bytearray)):
-            image = bytes(code)
-            module = self.load_module(image)  # type: ignore[attr-defined]
-        elif isinstance(code, str) and looks_like_ptx(code):
+        if kind == "image":
+            module = self.load_module(code)  # type: ignore[attr-defined]
+        elif kind == "ptx":
             module = self.load_module(code.encode())  # type: ignore[attr-defined]
-        elif isinstance(code, str):
-            obj = Program(code, name_expressions=[entry]).compile("cubin", arch=self.compute_capability)  # type: ignore[attr-defined]
-            module = self.load_module(obj)  # type: ignore[attr-defined]
         else:
-            raise invalid(op, f"code must be CUDA C++ or PTX text (str) or a module image (bytes), "
-                          f"got {type(code).__name__}")
+            obj = NvrtcProgram(code, name_expressions=[entry]).compile(
+                "cubin", arch=self.compute_capability)  # type: ignore[attr-defined]
+            module = self.load_module(obj)  # type: ignore[attr-defined]
         try:
             function = module.function(entry)
             layout = function.param_layout()
@@ -173,22 +271,28 @@ class ComputeDeviceMixin:
         except BaseException:
             module.close()
             raise
-        return Pipeline(self, module, function, entry, buffers, params, block3)  # type: ignore[arg-type]
+        return CudaProgram(module, function, buffers, params)
 
-    def dispatch(self, pipeline: Pipeline, buffers: Sequence[DeviceBuf], groups: int | tuple[int, ...],
+    def dispatch(self, pipeline: Pipeline, buffers: Sequence[Any], groups: int | tuple[int, ...],
                  params: Sequence[Any] = ()) -> Submission:
         """Queue `pipeline` over `groups` blocks; returns at once."""
         op = "dispatch"
-        self._check_open(op)  # type: ignore[attr-defined]
-        if not isinstance(pipeline, Pipeline) or pipeline.device is not self:
-            raise invalid(op, "the pipeline belongs to another device")
-        if len(buffers) != pipeline.buffers or len(params) != pipeline.params:
-            raise invalid(op, f"{pipeline.entry!r} takes {pipeline.buffers} buffers and {pipeline.params} params, "
-                          f"got {len(buffers)} and {len(params)}")
+        self._compute_check(op)
+        if type(pipeline) is not Pipeline or pipeline.device is not self:
+            what = "a pipeline of another device" if isinstance(pipeline, Pipeline) else type(pipeline).__name__
+            raise invalid(op, f"expected a pipeline of this device, got {what}")
+        program = pipeline.program
+        if program is None:
+            raise closed(op, "pipeline")
+        grid = workgroups(BACKEND, groups, self._state.attributes.max_grid_dim, op, "the device's grid limits")
+        buffers = buffer_list(BACKEND, buffers, program.buffers, op)
         for buf in buffers:
             self._own(buf, op)
-        grid = self._groups(groups, op)
-        pipeline.function.launch(grid, pipeline.block, *buffers, *params)
+        check_bindings(BACKEND, program.interface, buffers, op)
+        pack_params(BACKEND, params, program.params, op)  # the kit's rule for what a param may be
+        values = [_scalar(p) for p in params]
+        self._bind_here()  # type: ignore[attr-defined]
+        program.function.launch(grid, pipeline.workgroup_size, *buffers, *values)  # type: ignore[attr-defined]
         return Submission(self._state.default_stream.record(self.create_event()))  # type: ignore[attr-defined]
 
     # -- cold helpers -------------------------------------------------------
@@ -196,22 +300,19 @@ class ComputeDeviceMixin:
     def _own(self, buffer: Any, op: str) -> None:
         from .memory import DeviceBuf
 
-        if not isinstance(buffer, DeviceBuf) or buffer.device is not self:
-            raise invalid(op, "the buffer belongs to another device")
+        ours = isinstance(buffer, DeviceBuf)
+        if not ours or buffer.device is not self:
+            what = "a buffer of another device" if ours else type(buffer).__name__
+            raise invalid(op, f"expected a buffer of this device, got {what}")
         if buffer.ptr is None:
             raise closed(op, "buffer")
 
-    def _groups(self, groups: Any, op: str) -> tuple[int, int, int]:
-        parts = (groups,) if isinstance(groups, (int, np.integer)) and not isinstance(groups, bool) else groups
-        try:
-            dims = tuple(int(g) for g in parts if not isinstance(g, bool))
-        except TypeError:
-            raise invalid(op, f"groups must be an int or 1-3 ints, got {groups!r}") from None
-        if not 1 <= len(dims) <= 3 or len(dims) != len(tuple(parts)):
-            raise invalid(op, f"groups must be an int or 1-3 ints, got {groups!r}")
-        dims3 = (*dims, 1, 1)[:3]
-        limit = self._state.attributes.max_grid_dim
-        for d, lim in zip(dims3, limit):
-            if not 1 <= d <= lim:
-                raise invalid(op, f"groups {dims3} outside 1..{limit} (the device's grid limits)")
-        return dims3  # type: ignore[return-value]
+
+def _scalar(value: Any) -> Any:
+    """A param as the kernel receives it: Python floats as float32, ints as int32 (uint32 above its range)."""
+    kind = type(value)
+    if kind is float:
+        return np.float32(value)
+    if kind is int:
+        return np.int32(value) if value < 2**31 else np.uint32(value)
+    return value

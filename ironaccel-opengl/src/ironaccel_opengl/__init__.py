@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Backend", "OpenGLDevice", "OpenGLBuffer", "OpenGLPipeline", "Submission"]
+__all__ = ["Backend", "OpenGLDevice", "OpenGLBuffer", "OpenGLPipeline", "OpenGLSubmission"]
 
 _LAZY = {
     "Backend": ".backend",
     "OpenGLDevice": ".device",
     "OpenGLBuffer": ".memory",
     "OpenGLPipeline": ".pipeline",
-    "Submission": ".sync",
+    "OpenGLSubmission": ".submission",
 }
 
 

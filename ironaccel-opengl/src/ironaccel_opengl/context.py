@@ -12,6 +12,7 @@ import re
 from ctypes.util import find_library
 from typing import Any
 
+from ironaccel.compute import ensure_runtime_dir
 from ironaccel.errors import NotAvailable
 
 BACKEND = "opengl"
@@ -37,7 +38,12 @@ def egl_library() -> str | None:
 
 
 def create_context(moderngl: Any) -> Any:
-    """A standalone EGL context with OpenGL 4.3 core, or NotAvailable saying why not."""
+    """A standalone EGL context with OpenGL 4.3 core, or NotAvailable saying why not.
+
+    Mesa's EGL may load libwayland-client, which complains when XDG_RUNTIME_DIR is missing: the process gets
+    a private one first (`ironaccel.compute.ensure_runtime_dir`).
+    """
+    ensure_runtime_dir()
     try:
         return moderngl.create_context(standalone=True, backend="egl", require=REQUIRE)
     except Exception as exc:

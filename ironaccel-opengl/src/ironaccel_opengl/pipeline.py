@@ -3,20 +3,27 @@
 Contract: storage blocks at bindings 0..buffers-1 and, when the pipeline takes
 params, a std140 uniform block at binding 0 holding them as 32-bit scalars.
 The linked program is introspected so a shader that declares another layout
-fails at `pipeline()` with InvalidArgument, not with wrong results later.
+fails at `pipeline()` with InvalidArgument, not with wrong results later; the
+source's `buffer` blocks give the element types and read-only bindings that
+dispatch checks (`ironaccel.compute.glsl_interface`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ironaccel.errors import ClosedError, CompileError, InvalidArgument
-
-if TYPE_CHECKING:
-    from .device import OpenGLDevice
+from ironaccel.compute import Interface, PipelineHandle, Program, glsl_interface
+from ironaccel.errors import CompileError, InvalidArgument
 
 BACKEND = "opengl"
 UNIFORM_ALIGN = 16
+
+
+def clear_errors(ctx: Any) -> None:
+    """Read GL's error flags until none is left, so no later check sees an error that is not its own."""
+    for _ in range(16):
+        if ctx.error == "GL_NO_ERROR":
+            return
 
 
 def compile_program(ctx: Any, code: str) -> Any:
@@ -24,6 +31,7 @@ def compile_program(ctx: Any, code: str) -> Any:
     try:
         return ctx.compute_shader(code)
     except Exception as exc:
+        clear_errors(ctx)  # a failed compile or link may leave a GL error set
         log = str(exc).strip() or type(exc).__name__
         op = "glLinkProgram" if "linker" in log.lower() else "glCompileShader"
         raise CompileError(BACKEND, op, log=log, code_name=type(exc).__name__) from None
@@ -57,8 +65,8 @@ def check_interface(shader: Any, buffers: int, params: int) -> None:
                               f"{buffers}, params={params}: " + "; ".join(problems))
 
 
-class Program:
-    """A linked compute program and its params buffer, shared by Pipeline handles with the same key."""
+class OpenGLProgram(Program):
+    """A linked compute program and its params buffer, shared by pipeline handles with the same key."""
 
     def __init__(self, ctx: Any, code: str, buffers: int, params: int):
         self.shader = compile_program(ctx, code)
@@ -66,20 +74,16 @@ class Program:
             check_interface(self.shader, buffers, params)
         except InvalidArgument:
             self.shader.release()
+            clear_errors(ctx)
             raise
-        self.buffers = buffers
-        self.params = params
+        super().__init__(buffers, params, Interface.of(buffers, glsl_interface(code)))
         self.uniform: Any = None
         if params:
             self.uniform = ctx.buffer(reserve=-(-params * 4 // UNIFORM_ALIGN) * UNIFORM_ALIGN)
         self.last_params: bytes | None = None  # what the uniform buffer holds
-        self.users = 0
-
-    @property
-    def released(self) -> bool:
-        return self.shader is None
 
     def release(self) -> None:
+        super().release()
         if self.shader is not None:
             self.shader.release()
             self.shader = None
@@ -88,38 +92,7 @@ class Program:
             self.uniform = None
 
 
-class OpenGLPipeline:
-    """A handle on a linked Program; closing it leaves the Program cached for the next identical request."""
+class OpenGLPipeline(PipelineHandle):
+    """A handle on a linked OpenGLProgram; closing it leaves the program cached for the next identical request."""
 
-    __slots__ = ("entry", "buffers", "params", "workgroup_size", "program", "_device")
-
-    def __init__(self, device: OpenGLDevice, program: Program, entry: str, workgroup_size: tuple[int, int, int]):
-        self._device = device
-        self.program: Program | None = program
-        self.entry = entry
-        self.buffers = program.buffers
-        self.params = program.params
-        self.workgroup_size = workgroup_size
-        program.users += 1
-
-    @property
-    def device(self) -> OpenGLDevice:
-        return self._device
-
-    def checked(self, device: OpenGLDevice, op: str) -> Program:
-        """The Program, if this pipeline belongs to `device` and is open."""
-        if self._device is not device:
-            raise InvalidArgument(BACKEND, op, detail="the pipeline belongs to another device")
-        program = self.program
-        if program is None or program.shader is None:
-            raise ClosedError(BACKEND, op, "pipeline")
-        return program
-
-    def close(self) -> None:
-        program, self.program = self.program, None
-        if program is not None:
-            program.users -= 1
-
-    def __repr__(self) -> str:
-        state = "closed" if self.program is None else f"buffers={self.buffers} params={self.params}"
-        return f"<OpenGLPipeline {self.entry!r} {state}>"
+    __slots__ = ()

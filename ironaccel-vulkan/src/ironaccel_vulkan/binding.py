@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ironaccel.compute import ensure_runtime_dir
 from ironaccel.probing import distribution_version, import_binding, load_library
 
 __all__ = ["BACKEND", "LOADER_ENV", "LOADER_NAMES", "Binding", "load"]
@@ -57,6 +58,7 @@ def load(names: tuple[str, ...] = LOADER_NAMES) -> Binding:
     with _lock:
         if _binding is not None and names == LOADER_NAMES:
             return _binding
+        ensure_runtime_dir()  # Mesa's window-system code complains on every instance where XDG_RUNTIME_DIR is missing
         loader = load_library(BACKEND, list(names), env_var=LOADER_ENV, fix=LOADER_FIX)
         module = import_binding(BACKEND, "vulkan", "vulkan", fix="pip install vulkan (pyvulkan)")
         binding = Binding(

@@ -1,4 +1,4 @@
-"""VulkanDevice: the ComputeDevice protocol on one Vulkan device.
+"""VulkanDevice: the ComputeDevice protocol on one Vulkan device -- the Vulkan calls under the compute kit.
 
     dev = ironaccel.open("vulkan", 0)
     x = dev.upload(np.arange(1024, dtype=np.float32))
@@ -10,7 +10,9 @@
 Ordering is that of one in-order queue: every dispatch and staged copy is a
 submission on the device's compute queue, each command buffer begins with a
 barrier on earlier compute and transfer writes, and host access to a mapped
-buffer first waits for the last submission that used it.
+buffer first waits for the last submission that used it.  The checks,
+handles, program cache and waiting are `ironaccel.compute.ComputeDeviceBase`'s;
+the Vulkan handles live in `DeviceState`.
 """
 
 from __future__ import annotations
@@ -21,17 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from ironaccel.compute import element_type, host_array
-from ironaccel.errors import InvalidArgument
-from ironaccel.types import DeviceDescriptor, DType
+from ironaccel.compute import ComputeDeviceBase, generation
+from ironaccel.types import DType
 
+from . import spirv_val
 from .binding import BACKEND, Binding
-from .core import DeviceCore
-from .dispatch import dispatch
+from .dispatch import submit
 from .instance import Instance
-from .memory import BUFFER_USAGE, PREFER_DEVICE_LOCAL, PREFER_HOST, PREFER_UNIFIED, VulkanBuffer, copy_bytes, own
+from .memory import BUFFER_USAGE, PREFER_DEVICE_LOCAL, PREFER_HOST, PREFER_UNIFIED, Allocation, VulkanBuffer, copy_bytes
 from .physical import PhysicalDeviceInfo
-from .pipeline import VulkanPipeline, build_pipeline
+from .pipeline import PipelineState, VulkanPipeline, build, prepare
+from .state import DeviceState
 from .submission import VulkanSubmission
 from .validation import Message
 
@@ -40,7 +42,13 @@ __all__ = ["VulkanDevice", "DEFAULT_STAGING_CHUNK"]
 DEFAULT_STAGING_CHUNK = 32 << 20
 
 
-class VulkanDevice:
+def _teardown(state: DeviceState, opened_in: int) -> None:
+    """The finalizer: destroy the device, except in a forked child (its driver state is the parent's)."""
+    if generation() == opened_in:
+        state.close()
+
+
+class VulkanDevice(ComputeDeviceBase):
     """A ComputeDevice on one Vulkan physical device, with its own instance, device and compute queue.
 
     `memory` picks how the host reaches buffers: "auto" (mapped where device-local memory is
@@ -48,163 +56,116 @@ class VulkanDevice:
     (device-local memory, chunked copies through a staging ring of `staging_chunk_bytes` per chunk).
     """
 
+    backend = BACKEND
+    language = "SPIR-V"
+    buffer_type = VulkanBuffer
+    pipeline_type = VulkanPipeline
+    submission_type = VulkanSubmission
+    group_limit_name = "maxComputeWorkGroupCount"
+    buffer_limit_name = "the smaller of maxBufferSize and the largest memory heap"
+
     def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
                  *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK):
-        self.descriptor: DeviceDescriptor = info.descriptor()
         self.info = info
-        self._core = DeviceCore(binding, instance, physical, info, memory_mode=memory,
-                                staging_chunk_bytes=staging_chunk_bytes)
-        self._finalizer = weakref.finalize(self, self._core.close)
-        core = self._core
+        state = self._state = DeviceState(binding, instance, physical, info, memory_mode=memory,
+                                          staging_chunk_bytes=staging_chunk_bytes)
+        self._finalizer = weakref.finalize(self, _teardown, state, generation())
         self._buffer_prefer: Sequence[tuple[int, int]]
-        if core.mapped:
+        if state.mapped:
             self._buffer_prefer = PREFER_UNIFIED if info.unified_memory else PREFER_HOST
         else:
             self._buffer_prefer = PREFER_DEVICE_LOCAL
+        limit = min(state.limits["max_buffer_bytes"], max(s for s, _ in info.memory_heaps))
+        self._open(info.descriptor(), max_buffer_bytes=limit, group_limits=state.limits["max_workgroup_count"],
+                   lock=state.lock)
 
     # -- properties -----------------------------------------------------------------------------------------
 
     @property
-    def memory_mode(self) -> str:
-        """"mapped" or "staged": how uploads and downloads reach this device's buffers."""
-        return self._core.memory_mode
+    def _submitted(self) -> int:  # type: ignore[override]
+        return self._state.timeline.submitted
 
     @property
-    def closed(self) -> bool:
-        return self._core.closed
+    def _completed(self) -> int:  # type: ignore[override]
+        return self._state.timeline.completed
+
+    @property
+    def memory_mode(self) -> str:
+        """"mapped" or "staged": how uploads and downloads reach this device's buffers."""
+        return self._state.memory_mode
 
     @property
     def limits(self) -> dict[str, Any]:
-        return dict(self._core.limits)
+        return dict(self._state.limits)
+
+    @property
+    def spirv_validator(self) -> str:
+        """The SPIRV-Tools validator that checks every module before the driver (see spirv_val)."""
+        return spirv_val.validator_name()
 
     def stats(self) -> dict[str, int]:
         """Counters of driver work done so far: pipelines, descriptor sets, recordings, submits, allocations."""
-        return dict(self._core.stats)
+        return dict(self._state.stats)
 
     def validation_messages(self) -> list[Message]:
         """Warnings and errors the loader and layers reported on this device's instance."""
-        return self._core.instance.log.since(0)
+        return self._state.instance.log.since(0)
 
     # -- memory ---------------------------------------------------------------------------------------------
 
-    def _new_buffer(self, nbytes: int, dtype: DType, size: int, op: str) -> VulkanBuffer:
-        core = self._core
-        limit = min(core.limits["max_buffer_bytes"], max(s for s, _ in core.info.memory_heaps))
-        if not 0 < nbytes <= limit:
-            raise InvalidArgument(BACKEND, op, detail=f"{size} x {dtype.value} = {nbytes} bytes; "
-                                  f"a buffer holds 1..{limit} bytes here")
-        alloc = core.create_allocation(nbytes, self._buffer_prefer, mapped=core.mapped, usage=BUFFER_USAGE, op=op)
-        core.allocations[alloc.id] = alloc
-        return VulkanBuffer(core, alloc, dtype, size)
+    def _create_buffer(self, nbytes: int, dtype: DType, data: np.ndarray | None) -> Allocation:
+        state = self._state
+        op = "alloc" if data is None else "upload"
+        alloc = state.create_allocation(nbytes, self._buffer_prefer, mapped=state.mapped, usage=BUFFER_USAGE, op=op)
+        state.allocations[alloc.id] = alloc
+        if data is not None:
+            try:
+                self._write_bytes(alloc, data)
+            except BaseException:
+                state.release(alloc)
+                raise
+        return alloc
 
-    def alloc(self, size: int, dtype: Any = "float32") -> VulkanBuffer:
-        """A new buffer of `size` elements of `dtype`; contents undefined."""
-        core = self._core
-        with core.lock:
-            core.check_open("alloc")
-            if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
-                raise InvalidArgument(BACKEND, "alloc", detail=f"size must be an int, got {size!r}")
-            dt = element_type(BACKEND, dtype, "alloc")
-            return self._new_buffer(int(size) * dt.itemsize, dt, int(size), "alloc")
+    def _free_buffer(self, alloc: Allocation) -> None:
+        self._state.release(alloc)
 
-    def upload(self, array: Any) -> VulkanBuffer:
-        """A new buffer holding a copy of a C-contiguous numpy array (flattened)."""
-        core = self._core
-        with core.lock:
-            core.check_open("upload")
-            data = host_array(BACKEND, array, "upload")
-            dt = element_type(BACKEND, data.dtype, "upload")
-            buf = self._new_buffer(data.nbytes, dt, data.size, "upload")
-            self._write(buf._alloc, _bytes_of(data))
-            return buf
-
-    def write(self, buffer: VulkanBuffer, array: Any) -> None:
-        """Copy a C-contiguous array into the start of an existing buffer, after the work before it."""
-        core = self._core
-        with core.lock:
-            core.check_open("write")
-            alloc = own(core, buffer, "write")
-            data = host_array(BACKEND, array, "write")
-            if data.nbytes > alloc.nbytes:
-                raise InvalidArgument(BACKEND, "write", detail=f"{data.nbytes} bytes into a buffer of {alloc.nbytes}")
-            if alloc.view is not None:
-                core.timeline.wait(alloc.last_serial)  # the device may still be reading the old contents
-            self._write(alloc, _bytes_of(data))
-
-    def _write(self, alloc: Any, src: np.ndarray) -> None:
+    def _write(self, alloc: Allocation, data: np.ndarray) -> None:
         if alloc.view is not None:
-            copy_bytes(alloc.view[: src.size], src)
-        else:
-            alloc.last_serial = self._core.staging.upload(alloc, src)
+            self._state.timeline.wait(alloc.last_serial)  # the device may still be reading the old contents
+        self._write_bytes(alloc, data)
 
-    def download(self, buffer: VulkanBuffer, out: Any = None) -> np.ndarray:
-        """The buffer's contents as a new array, or its first out.nbytes bytes into `out`; waits for prior work."""
-        core = self._core
-        with core.lock:
-            core.check_open("download")
-            alloc = own(core, buffer, "download")
-            if out is None:
-                out = np.empty(buffer.size, buffer.dtype.numpy)
-            else:
-                if not isinstance(out, np.ndarray):
-                    raise InvalidArgument(BACKEND, "download", detail=f"out must be a numpy array, got {type(out)}")
-                if not out.flags.c_contiguous or not out.flags.writeable:
-                    raise InvalidArgument(BACKEND, "download", detail="out must be C-contiguous and writeable")
-                if out.nbytes > alloc.nbytes:
-                    raise InvalidArgument(BACKEND, "download", detail=f"out holds {out.nbytes} bytes, the buffer "
-                                          f"{alloc.nbytes}")
-            dst = _bytes_of(out)
-            if alloc.view is not None:
-                core.timeline.wait(alloc.last_serial)
-                copy_bytes(dst, alloc.view[: dst.size])
-            elif dst.size:
-                core.staging.download(alloc, dst)
-            return out
+    def _write_bytes(self, alloc: Allocation, data: np.ndarray) -> None:
+        if alloc.view is not None:
+            copy_bytes(alloc.view[: data.size], data)
+        else:
+            alloc.last_serial = self._state.staging.upload(alloc, data)
+
+    def _read(self, alloc: Allocation, out: np.ndarray) -> None:
+        if alloc.view is not None:
+            self._state.timeline.wait(alloc.last_serial)
+            copy_bytes(out, alloc.view[: out.size])
+        else:
+            self._state.staging.download(alloc, out)
 
     # -- compute --------------------------------------------------------------------------------------------
 
-    def pipeline(self, code: str | bytes | Sequence[int], entry: str = "main", *, buffers: int, params: int = 0,
-                 workgroup_size: tuple[int, int, int] = (64, 1, 1)) -> VulkanPipeline:
-        """A pipeline from SPIR-V (bytes or uint32 words); the code declares its own workgroup size.
+    def _prepare(self, code: Any, entry: str) -> tuple[np.ndarray, bytes]:
+        return prepare(code)
 
-        Built once per (code, entry, buffers, params) on this device and shared.
-        """
-        core = self._core
-        with core.lock:
-            core.check_open("pipeline")
-            state = build_pipeline(core, code, entry, buffers, params)
-            return VulkanPipeline(core, state)
+    def _build(self, code: np.ndarray, entry: str, buffers: int, params: int,
+               workgroup_size: tuple[int, int, int]) -> PipelineState:
+        return build(self._state, code, entry, buffers, params)
 
-    def dispatch(self, pipeline: VulkanPipeline, buffers: Sequence[VulkanBuffer], groups: int | tuple[int, ...],
-                 params: Sequence[Any] = ()) -> VulkanSubmission:
-        """Queue `pipeline` over `groups` workgroups; returns at once with a Submission to wait on."""
-        core = self._core
-        with core.lock:
-            core.check_open("dispatch")
-            return VulkanSubmission(core, dispatch(core, pipeline, buffers, groups, params))
+    def _launch(self, program: PipelineState, handles: list[Allocation], dims: tuple[int, int, int],
+                params: bytes) -> int:
+        return submit(self._state, program, handles, dims, params)
 
-    def synchronize(self) -> None:
-        """Wait for everything submitted so far."""
-        core = self._core
-        with core.lock:
-            core.check_open("synchronize")
-            core.timeline.wait_all()
+    def _wait(self, serial: int, seconds: float | None) -> bool:
+        return self._state.timeline.wait(serial, seconds)
 
-    def close(self) -> None:
-        """Wait for the queue and destroy everything the device created; a second call is a no-op."""
+    def _shutdown(self) -> None:
         self._finalizer()
-
-    def __enter__(self) -> VulkanDevice:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else self.memory_mode
         return f"<VulkanDevice {self.descriptor.ordinal}: {self.descriptor.name} ({state})>"
-
-
-def _bytes_of(data: np.ndarray) -> np.ndarray:
-    """A flat uint8 view of a C-contiguous array."""
-    return (data if data.ndim == 1 else data.reshape(-1)).view(np.uint8)

@@ -14,22 +14,19 @@ is released, are freed once their last submission has finished.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ironaccel.compute import pack_params, workgroups
 from ironaccel.errors import InvalidArgument
 
 from . import results
 from .binding import BACKEND
-from .core import STAGE_COMPUTE, STAGE_HOST, STAGE_TRANSFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-from .memory import own
-from .pipeline import PipelineState, pipeline_state
+from .state import STAGE_COMPUTE, STAGE_HOST, STAGE_TRANSFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
 
 if TYPE_CHECKING:
-    from .core import DeviceCore
+    from .pipeline import PipelineState
+    from .state import DeviceState
 
-__all__ = ["dispatch", "pack_params", "workgroups", "MAX_BINDING_SETS", "MAX_COMMANDS_PER_SET"]
+__all__ = ["submit", "MAX_BINDING_SETS", "MAX_COMMANDS_PER_SET"]
 
 MAX_BINDING_SETS = 512
 MAX_COMMANDS_PER_SET = 16
@@ -68,7 +65,7 @@ class Command:
     def last_serial(self) -> int:
         return max((c.last_serial for c in self.copies), default=0)
 
-    def ready(self, core: DeviceCore, entry: BindingSet) -> Recording:
+    def ready(self, core: DeviceState, entry: BindingSet) -> Recording:
         """An idle recording of this command, waiting or recording one if needed."""
         timeline = core.timeline
         for copy in self.copies:
@@ -87,7 +84,7 @@ class Command:
         timeline.wait(oldest.last_serial)
         return oldest
 
-    def rerecord(self, core: DeviceCore, entry: BindingSet, dims: tuple[int, int, int], push: bytes) -> None:
+    def rerecord(self, core: DeviceState, entry: BindingSet, dims: tuple[int, int, int], push: bytes) -> None:
         """Reuse this command's buffers for another dispatch: wait for them, keep one, record it anew."""
         core.timeline.wait(self.last_serial)
         self.dims, self.push = dims, push
@@ -113,7 +110,7 @@ class BindingSet:
         self.commands: OrderedDict[Any, Command] = OrderedDict()
         self.last_serial = 0
 
-    def retire(self, core: DeviceCore) -> None:
+    def retire(self, core: DeviceState) -> None:
         """Free the descriptor set and command buffers once their last submission has finished."""
         commands = list(self.commands.values())
         self.commands.clear()
@@ -132,7 +129,7 @@ class BindingSet:
         core.timeline.defer(last, free)
 
 
-def _binding_set(core: DeviceCore, state: PipelineState, allocs: list[Any]) -> BindingSet:
+def _binding_set(core: DeviceState, state: PipelineState, allocs: list[Any]) -> BindingSet:
     key = (state.id, *(a.id for a in allocs))
     entry = core.bindings.get(key)
     if entry is not None:
@@ -170,7 +167,7 @@ def _binding_set(core: DeviceCore, state: PipelineState, allocs: list[Any]) -> B
     return entry
 
 
-def _command(core: DeviceCore, entry: BindingSet, dims: tuple[int, int, int], push: bytes) -> Command:
+def _command(core: DeviceState, entry: BindingSet, dims: tuple[int, int, int], push: bytes) -> Command:
     ckey = (dims, push)
     command = entry.commands.get(ckey)
     if command is not None:
@@ -185,7 +182,7 @@ def _command(core: DeviceCore, entry: BindingSet, dims: tuple[int, int, int], pu
     return command
 
 
-def _record(core: DeviceCore, entry: BindingSet, cmd: Any, dims: tuple[int, int, int], push: bytes) -> None:
+def _record(core: DeviceState, entry: BindingSet, cmd: Any, dims: tuple[int, int, int], push: bytes) -> None:
     ffi, lib, state = core.ffi, core.lib, entry.state
     results.check("vkResetCommandBuffer", lib.vkResetCommandBuffer(cmd, 0))
     results.check("vkBeginCommandBuffer", lib.vkBeginCommandBuffer(cmd, core.begin_reusable))
@@ -204,15 +201,9 @@ def _record(core: DeviceCore, entry: BindingSet, cmd: Any, dims: tuple[int, int,
     core.stats["commands_recorded"] += 1
 
 
-def dispatch(core: DeviceCore, pipeline: Any, buffers: Sequence[Any], groups: Any, params: Sequence[Any]) -> int:
-    """Validate, find or record the command, submit it; returns the submission's serial."""
-    state = pipeline_state(core, pipeline, "dispatch")
-    if len(buffers) != state.buffers:
-        raise InvalidArgument(BACKEND, "dispatch", detail=f"the pipeline binds {state.buffers} buffers, "
-                              f"got {len(buffers)}")
-    allocs = [own(core, b, "dispatch") for b in buffers]
-    dims = workgroups(BACKEND, groups, core.limits["max_workgroup_count"], "dispatch", "maxComputeWorkGroupCount")
-    push = pack_params(BACKEND, params, state.params)
+def submit(core: DeviceState, state: PipelineState, allocs: list[Any], dims: tuple[int, int, int],
+           push: bytes) -> int:
+    """Find or record the command for this checked dispatch and submit it; returns the submission's serial."""
     entry = _binding_set(core, state, allocs)
     recording = _command(core, entry, dims, push).ready(core, entry)
     serial = core.timeline.submit(recording.submit)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,10 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ironaccel.errors import ClosedError, InvalidArgument
-from ironaccel.types import DType
+from ironaccel.compute import BufferHandle
 
-from .binding import BACKEND
 from .physical import (
     MEMORY_DEVICE_LOCAL,
     MEMORY_HOST_CACHED,
@@ -40,7 +37,7 @@ from .physical import (
 )
 
 if TYPE_CHECKING:
-    from .core import DeviceCore
+    from .state import DeviceState
 
 __all__ = ["Allocation", "VulkanBuffer", "StagingRing", "copy_bytes", "choose_memory_type", "MEMORY_MODES"]
 
@@ -107,48 +104,15 @@ class Allocation:
         self.dead = False
 
 
-class VulkanBuffer:
-    """A ComputeBuffer: `size` elements of `dtype` in one Vulkan buffer of its device."""
+class VulkanBuffer(BufferHandle):
+    """A ComputeBuffer: `size` elements of `dtype` in one Vulkan buffer of its device (`handle`: its Allocation)."""
 
-    __slots__ = ("dtype", "size", "nbytes", "_alloc", "_core", "_finalizer", "__weakref__")
-
-    def __init__(self, core: DeviceCore, alloc: Allocation, dtype: DType, size: int):
-        self.dtype = dtype
-        self.size = size
-        self.nbytes = alloc.nbytes
-        self._alloc = alloc
-        self._core = core
-        self._finalizer = weakref.finalize(self, core.release_later, alloc)
+    __slots__ = ()
 
     @property
     def mapped(self) -> bool:
         """True when the host reaches this buffer through a persistent mapping."""
-        return self._alloc.view is not None
-
-    @property
-    def closed(self) -> bool:
-        return self._alloc.dead
-
-    def close(self) -> None:
-        """Free the buffer once the work using it has finished; a second call is a no-op."""
-        if self._finalizer.detach() is not None:
-            self._core.release(self._alloc)
-
-    def __repr__(self) -> str:
-        state = "closed" if self._alloc.dead else "mapped" if self.mapped else "device-local"
-        return f"<VulkanBuffer {self.size} x {self.dtype.value} ({state})>"
-
-
-def own(core: DeviceCore, buffer: Any, op: str) -> Allocation:
-    """The allocation behind `buffer`, checked to be a live buffer of this device."""
-    alloc = getattr(buffer, "_alloc", None)
-    if not isinstance(buffer, VulkanBuffer) or buffer._core is not core:
-        what = type(buffer).__name__ if not isinstance(buffer, VulkanBuffer) else "a buffer of another device"
-        raise InvalidArgument(BACKEND, op, detail=f"expected a buffer of this device, got {what}")
-    assert alloc is not None
-    if alloc.dead:
-        raise ClosedError(BACKEND, op, "buffer")
-    return alloc
+        return self.handle is not None and self.handle.view is not None
 
 
 @dataclass
@@ -166,7 +130,7 @@ class StagingRing:
 
     SLOTS = 2
 
-    def __init__(self, core: DeviceCore, chunk_bytes: int):
+    def __init__(self, core: DeviceState, chunk_bytes: int):
         self.core = core
         self.chunk_bytes = chunk_bytes
         self.slots: list[StagingSlot] = []

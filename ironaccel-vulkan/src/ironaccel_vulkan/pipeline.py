@@ -1,121 +1,100 @@
-"""Compute pipelines from SPIR-V: checked against the device, built once, cached.
+"""Compute pipelines from SPIR-V: checked against the device and validated, then built once and cached.
 
-`build_pipeline` reflects the module (spirv.py), checks it against the call
-(buffer count, push-constant size, set 0) and the device's limits, then
-creates the shader module, descriptor-set layout (N storage buffers), pipeline
-layout (one push-constant range of 4 bytes per param) and the pipeline,
-through the device's VkPipelineCache.  Identical requests share one
-`PipelineState`; each caller gets its own `VulkanPipeline` handle, and the
-state is destroyed when the last handle closes and its last dispatch finishes.
+`build` reflects the module (spirv.py), checks it against the call (buffer
+count, push-constant size, set 0) and the device's limits, has SPIRV-Tools
+validate it (spirv_val.py), then creates the shader module, descriptor-set
+layout (N storage buffers), pipeline layout (one push-constant range of 4
+bytes per param) and the pipeline, through the device's VkPipelineCache.
+Identical requests share one `PipelineState`, kept in the compute kit's
+program cache; each caller gets its own `VulkanPipeline` handle, and a state
+is destroyed once the cache lets it go and its last dispatch has finished.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-import weakref
 from typing import TYPE_CHECKING, Any
 
-from ironaccel.errors import ClosedError, CompileError, InvalidArgument
+import numpy as np
 
-from . import results, spirv
+from ironaccel.compute import Interface, PipelineHandle, Program
+from ironaccel.errors import CompileError, InvalidArgument
+
+from . import results, spirv, spirv_val
 from .binding import BACKEND
 
 if TYPE_CHECKING:
-    from .core import DeviceCore
+    from .state import DeviceState
 
-__all__ = ["PipelineState", "VulkanPipeline", "build_pipeline"]
+__all__ = ["PipelineState", "VulkanPipeline", "prepare", "build"]
 
 STAGE_COMPUTE = 0x20
 VK_DESCRIPTOR_TYPE_STORAGE_BUFFER = 7
 _ids = itertools.count(1)
 
 
-class PipelineState:
+class PipelineState(Program):
     """The Vulkan objects of one pipeline, shared by every handle that asked for the same code."""
 
-    def __init__(self, key: Any, entry: str, buffers: int, params: int, info: spirv.ModuleInfo):
+    def __init__(self, state: DeviceState, entry: str, buffers: int, params: int, info: spirv.ModuleInfo):
+        storage = [b.storage() for b in info.bindings if b.set == 0 and b.kind == "storage"]
+        super().__init__(buffers, params, Interface.of(buffers, storage))
         self.id = -next(_ids)  # negative: never collides with allocation ids in the dispatch-cache index
-        self.key = key
         self.entry = entry
-        self.buffers = buffers
-        self.params = params
         self.info = info
         self.module: Any = None
         self.set_layout: Any = None
         self.layout: Any = None
         self.pipeline: Any = None
-        self.refs = 0
         self.last_serial = 0
-        self.dead = False
-
-    def release_from(self, core: DeviceCore) -> None:
-        """Drop one handle's reference; the last one destroys the state after its last dispatch."""
-        with core.lock:
-            if self.dead or core.closed:
-                return
-            self.refs -= 1
-            if self.refs > 0:
-                return
-            self.dead = True
-            core.pipelines.pop(self.key, None)
-            core.forget_bindings(self.id)
-            core.timeline.defer(self.last_serial, lambda: self.destroy(core))
-
-    def destroy(self, core: DeviceCore) -> None:
-        ffi, lib, device = core.ffi, core.lib, core.handle
-        if self.pipeline is not None:
-            lib.vkDestroyPipeline(device, self.pipeline, ffi.NULL)
-        if self.layout is not None:
-            lib.vkDestroyPipelineLayout(device, self.layout, ffi.NULL)
-        if self.set_layout is not None:
-            lib.vkDestroyDescriptorSetLayout(device, self.set_layout, ffi.NULL)
-        if self.module is not None:
-            lib.vkDestroyShaderModule(device, self.module, ffi.NULL)
-        self.pipeline = self.layout = self.set_layout = self.module = None
-        self.dead = True
-
-
-class VulkanPipeline:
-    """A Pipeline handle: `entry`, `buffers` and `params` of a compiled SPIR-V compute shader."""
-
-    __slots__ = ("entry", "buffers", "params", "local_size", "_state", "_core", "_finalizer", "__weakref__")
-
-    def __init__(self, core: DeviceCore, state: PipelineState):
-        self.entry = state.entry
-        self.buffers = state.buffers
-        self.params = state.params
-        ep = state.info.entry_points[state.entry]
-        self.local_size = ep.local_size
         self._state = state
-        self._core = core
-        state.refs += 1
-        self._finalizer = weakref.finalize(self, core.release_later, state)
+        state.pipelines[self.id] = self
 
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive or self._state.dead
+    def release(self) -> None:
+        """Leave the cache: destroyed once its last dispatch has finished (at once if the device is closing)."""
+        if self.released:
+            return
+        super().release()
+        state = self._state
+        state.pipelines.pop(self.id, None)
+        if state.closed:
+            return
+        state.forget_bindings(self.id)
+        state.timeline.defer(self.last_serial, lambda: self.destroy(state))
 
-    def close(self) -> None:
-        """Release this handle; a second call is a no-op."""
-        if self._finalizer.detach() is not None:
-            self._state.release_from(self._core)
-
-    def __repr__(self) -> str:
-        return f"<VulkanPipeline {self.entry!r} buffers={self.buffers} params={self.params}>"
-
-
-def pipeline_state(core: DeviceCore, pipeline: Any, op: str) -> PipelineState:
-    """The state behind a pipeline handle, checked to be open and of this device."""
-    if not isinstance(pipeline, VulkanPipeline) or pipeline._core is not core:
-        what = "a pipeline of another device" if isinstance(pipeline, VulkanPipeline) else type(pipeline).__name__
-        raise InvalidArgument(BACKEND, op, detail=f"expected a pipeline of this device, got {what}")
-    if pipeline.closed:
-        raise ClosedError(BACKEND, op, "pipeline")
-    return pipeline._state
+    def destroy(self, state: DeviceState) -> None:
+        ffi, lib, device = state.ffi, state.lib, state.handle
+        if device is not None:
+            if self.pipeline is not None:
+                lib.vkDestroyPipeline(device, self.pipeline, ffi.NULL)
+            if self.layout is not None:
+                lib.vkDestroyPipelineLayout(device, self.layout, ffi.NULL)
+            if self.set_layout is not None:
+                lib.vkDestroyDescriptorSetLayout(device, self.set_layout, ffi.NULL)
+            if self.module is not None:
+                lib.vkDestroyShaderModule(device, self.module, ffi.NULL)
+        self.pipeline = self.layout = self.set_layout = self.module = None
+        self.released = True
 
 
-def _check_interface(core: DeviceCore, info: spirv.ModuleInfo, entry: str, buffers: int, params: int) -> None:
+class VulkanPipeline(PipelineHandle):
+    """A Pipeline handle: `entry`, `buffers` and `params` of a compiled SPIR-V compute shader, its `local_size`."""
+
+    __slots__ = ("local_size",)
+
+    def __init__(self, device: Any, program: PipelineState, entry: str, workgroup_size: tuple[int, int, int]):
+        super().__init__(device, program, entry, workgroup_size)
+        self.local_size = program.info.entry_points[entry].local_size
+
+
+def prepare(code: Any, op: str = "pipeline") -> tuple[np.ndarray, bytes]:
+    """The module's words and the program-cache key they give (a hash: a module may be large)."""
+    words = spirv.to_words(code, op)
+    return words, hashlib.blake2b(words.tobytes(), digest_size=16).digest()
+
+
+def _check_interface(core: DeviceState, info: spirv.ModuleInfo, entry: str, buffers: int, params: int) -> None:
     op = "vkCreateComputePipelines"
     limits = core.limits
     ep = info.entry_points.get(entry)
@@ -147,39 +126,30 @@ def _check_interface(core: DeviceCore, info: spirv.ModuleInfo, entry: str, buffe
                               f"params={params} gives {4 * params}")
 
 
-def build_pipeline(core: DeviceCore, code: Any, entry: str, buffers: int, params: int) -> PipelineState:
-    """The cached or newly built state for this code and interface; typed errors for every bad input."""
+def build(state: DeviceState, words: np.ndarray, entry: str, buffers: int, params: int) -> PipelineState:
+    """A new state for this module and interface; typed errors for every bad input, before the driver sees it."""
     op = "pipeline"
-    for name, value in (("buffers", buffers), ("params", params)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidArgument(BACKEND, op, detail=f"{name} must be a non-negative int, got {value!r}")
-    if buffers > core.limits["max_storage_buffers_per_stage"]:
+    if buffers > state.limits["max_storage_buffers_per_stage"]:
         raise InvalidArgument(BACKEND, op, detail=f"buffers={buffers} exceeds maxPerStageDescriptorStorageBuffers "
-                              f"{core.limits['max_storage_buffers_per_stage']}")
-    if 4 * params > core.limits["max_push_constants_bytes"]:
+                              f"{state.limits['max_storage_buffers_per_stage']}")
+    if 4 * params > state.limits["max_push_constants_bytes"]:
         raise InvalidArgument(BACKEND, op, detail=f"params={params} needs {4 * params} bytes of push constants; "
-                              f"this device allows {core.limits['max_push_constants_bytes']}")
-    if not isinstance(entry, str) or not entry:
-        raise InvalidArgument(BACKEND, op, detail=f"entry must be a non-empty str, got {entry!r}")
-    words = spirv.to_words(code, op)
-    key = (hashlib.blake2b(words.tobytes(), digest_size=16).digest(), entry, buffers, params)
-    cached = core.pipelines.get(key)
-    if cached is not None:
-        return cached
+                              f"this device allows {state.limits['max_push_constants_bytes']}")
     info = spirv.reflect(words, op)
-    _check_interface(core, info, entry, buffers, params)
-    state = PipelineState(key, entry, buffers, params, info)
+    _check_interface(state, info, entry, buffers, params)
+    spirv_val.validate(words, spirv_val.target_for(state.api_version, state.enabled_features), op)
+    pipeline = PipelineState(state, entry, buffers, params, info)
     try:
-        _create(core, state, words)
+        _create(state, pipeline, words)
     except BaseException:
-        state.destroy(core)
+        pipeline.destroy(state)
+        state.pipelines.pop(pipeline.id, None)
         raise
-    core.pipelines[key] = state
-    core.stats["pipelines_created"] += 1
-    return state
+    state.stats["pipelines_created"] += 1
+    return pipeline
 
 
-def _create(core: DeviceCore, state: PipelineState, words: Any) -> None:
+def _create(core: DeviceState, state: PipelineState, words: Any) -> None:
     ffi, lib, device = core.ffi, core.lib, core.handle
     log = core.instance.log
     mark = log.mark()

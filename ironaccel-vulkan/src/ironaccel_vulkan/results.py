@@ -12,7 +12,7 @@ from ironaccel.errors import DriverError, OutOfMemory
 
 from .binding import BACKEND
 
-__all__ = ["RESULT_NAMES", "WaitTimeout", "result_name", "check", "raise_for"]
+__all__ = ["RESULT_NAMES", "result_name", "check", "raise_for"]
 
 VK_SUCCESS = 0
 VK_NOT_READY = 1
@@ -56,10 +56,6 @@ RESULT_NAMES: dict[int, str] = {
 _OOM = (VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_DEVICE_MEMORY)
 
 
-class WaitTimeout(DriverError, TimeoutError):
-    """A wait on submitted work ran past its timeout (VK_TIMEOUT)."""
-
-
 def result_name(code: int) -> str:
     """The VkResult's symbolic name, e.g. -9 -> "VK_ERROR_INCOMPATIBLE_DRIVER"."""
     name = RESULT_NAMES.get(code)
@@ -75,7 +71,7 @@ def result_name(code: int) -> str:
 
 def raise_for(op: str, result: int, detail: str | None = None) -> NoReturn:
     """Raise the typed error for a failed VkResult."""
-    cls = OutOfMemory if result in _OOM else WaitTimeout if result == VK_TIMEOUT else DriverError
+    cls = OutOfMemory if result in _OOM else DriverError
     raise cls(BACKEND, op, result, result_name(result), detail)
 
 

@@ -1,13 +1,13 @@
-"""SPIR-V as ironaccel accepts it: validated words and a small reflection.
+"""SPIR-V as ironaccel accepts it: checked words and a small reflection.
 
-Drivers assume valid SPIR-V (anything else is undefined behaviour, often a
-crash), so before a module reaches the driver this checks what is cheap to
-check: the type and length of the input, the magic number (either byte order),
-the header, and that the instruction stream is well formed.  The reflection
-then reads what a pipeline must agree with: entry points and their execution
-model and local size, the descriptor bindings, and how many bytes of push
-constants the code reads.  Full semantic validation is the validation layer's
-job (IRONACCEL_VULKAN_VALIDATION=1).
+This checks what is cheap and gives the clearest messages: the type and
+length of the input, the magic number (either byte order), the header, and
+that the instruction stream is well formed.  The reflection then reads what a
+pipeline must agree with: entry points and their execution model and local
+size, the descriptor bindings with each storage buffer's element type and
+whether the shader may write it, and how many bytes of push constants the
+code reads.  Full validation follows before the driver sees the module
+(`spirv_val`, SPIRV-Tools): drivers assume valid SPIR-V.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from ironaccel.compute import StorageBinding
 from ironaccel.errors import CompileError, InvalidArgument
+from ironaccel.types import DType
 
 from .binding import BACKEND
 
-__all__ = ["MAGIC", "Binding", "EntryPoint", "ModuleInfo", "to_words", "reflect"]
+__all__ = ["MAGIC", "DescriptorBinding", "EntryPoint", "ModuleInfo", "to_words", "reflect"]
 
 MAGIC = 0x07230203
 _SWAPPED_MAGIC = 0x03022307
@@ -30,13 +32,13 @@ _SWAPPED_MAGIC = 0x03022307
 # Opcodes
 OP_ENTRY_POINT, OP_EXECUTION_MODE = 15, 16
 OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX = 21, 22, 23, 24
-OP_TYPE_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 30, 32
+OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 30, 32
 OP_CONSTANT, OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE = 43, 59, 71, 72
 # Operands
 MODEL_GLCOMPUTE = 5
 MODE_LOCAL_SIZE = 17
 DECO_BLOCK, DECO_BUFFER_BLOCK, DECO_ARRAY_STRIDE, DECO_MATRIX_STRIDE = 2, 3, 6, 7
-DECO_BINDING, DECO_DESCRIPTOR_SET, DECO_OFFSET = 33, 34, 35
+DECO_NON_WRITABLE, DECO_BINDING, DECO_DESCRIPTOR_SET, DECO_OFFSET = 24, 33, 34, 35
 SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER = 0, 2, 9, 12
 MODELS = {0: "Vertex", 1: "TessellationControl", 2: "TessellationEvaluation", 3: "Geometry", 4: "Fragment",
           5: "GLCompute", 6: "Kernel"}
@@ -50,10 +52,22 @@ class EntryPoint:
 
 
 @dataclass(frozen=True)
-class Binding:
+class DescriptorBinding:
+    """A resource the module binds: set, binding, kind, and for a storage buffer its element type and access."""
+
     set: int
     binding: int
     kind: str  # "storage", "uniform", "other"
+    element: DType | None = None  # a buffer that is one array of a scalar or vector type: that scalar's type
+    writable: bool = True  # False where the module declares it NonWritable
+
+    def storage(self) -> StorageBinding:
+        return StorageBinding(self.binding, self.element, self.writable)
+
+
+_INTS = {(8, 1): DType.INT8, (8, 0): DType.UINT8, (16, 1): DType.INT16, (16, 0): DType.UINT16,
+         (32, 1): DType.INT32, (32, 0): DType.UINT32, (64, 1): DType.INT64, (64, 0): DType.UINT64}
+_FLOATS = {16: DType.FLOAT16, 32: DType.FLOAT32, 64: DType.FLOAT64}
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,7 @@ class ModuleInfo:
 
     version: tuple[int, int]
     entry_points: dict[str, EntryPoint]
-    bindings: tuple[Binding, ...]
+    bindings: tuple[DescriptorBinding, ...]
     push_constant_bytes: int | None  # None: no push-constant block, or one of a size not computed here
     uses_push_constants: bool = False
     words: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.uint32))
@@ -130,6 +144,7 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
     local_sizes: dict[int, tuple[int, int, int]] = {}
     decorations: dict[int, dict[int, int]] = {}
     member_offsets: dict[int, dict[int, int]] = {}
+    non_writable_members: dict[int, set[int]] = {}
     types: dict[int, tuple[int, list[int]]] = {}
     constants: dict[int, int] = {}
     variables: list[tuple[int, int, int]] = []  # (pointer type, id, storage class)
@@ -156,8 +171,10 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
                 decorations.setdefault(ops[0], {})[ops[1]] = ops[2] if len(ops) > 2 else 1
             elif opcode == OP_MEMBER_DECORATE and len(ops) >= 4 and ops[2] == DECO_OFFSET:
                 member_offsets.setdefault(ops[0], {})[ops[1]] = ops[3]
+            elif opcode == OP_MEMBER_DECORATE and len(ops) >= 3 and ops[2] == DECO_NON_WRITABLE:
+                non_writable_members.setdefault(ops[0], set()).add(ops[1])
             elif opcode in (OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_ARRAY,
-                            OP_TYPE_STRUCT, OP_TYPE_POINTER):
+                            OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER) and ops:
                 types[ops[0]] = (opcode, ops[1:])
             elif opcode == OP_CONSTANT and len(ops) >= 3:
                 constants[ops[1]] = ops[2]
@@ -197,7 +214,24 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
             return end
         return None
 
-    bindings: list[Binding] = []
+    def element_of(block: int) -> DType | None:
+        """The scalar type of a block that is one array of scalars or vectors."""
+        kind, members = types.get(block, (0, []))
+        if kind != OP_TYPE_STRUCT or len(members) != 1:
+            return None
+        kind, rest = types.get(members[0], (0, []))
+        if kind not in (OP_TYPE_RUNTIME_ARRAY, OP_TYPE_ARRAY) or not rest:
+            return None
+        kind, rest = types.get(rest[0], (0, []))
+        if kind == OP_TYPE_VECTOR and rest:
+            kind, rest = types.get(rest[0], (0, []))
+        if kind == OP_TYPE_INT and len(rest) >= 2:
+            return _INTS.get((rest[0], rest[1]))
+        if kind == OP_TYPE_FLOAT and rest:
+            return _FLOATS.get(rest[0])
+        return None
+
+    bindings: list[DescriptorBinding] = []
     push_bytes: int | None = None
     uses_push = False
     for pointer_type, var_id, storage in variables:
@@ -216,7 +250,11 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
             kind = "uniform"
         else:
             kind = "other"  # images, samplers: not bound by a ComputeDevice
-        bindings.append(Binding(deco.get(DECO_DESCRIPTOR_SET, 0), deco[DECO_BINDING], kind))
+        members = len(types.get(pointee, (0, []))[1])
+        read_only = DECO_NON_WRITABLE in deco or (
+            members > 0 and len(non_writable_members.get(pointee, ())) == members)
+        bindings.append(DescriptorBinding(deco.get(DECO_DESCRIPTOR_SET, 0), deco[DECO_BINDING], kind,
+                                          element_of(pointee) if kind == "storage" else None, not read_only))
 
     return ModuleInfo(
         version=(major, minor),

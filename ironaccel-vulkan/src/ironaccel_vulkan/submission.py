@@ -15,10 +15,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ironaccel.compute import Submission
+
 from . import results
 
 if TYPE_CHECKING:
-    from .core import DeviceCore
+    from .state import DeviceState
 
 __all__ = ["Timeline", "VulkanSubmission"]
 
@@ -31,7 +33,7 @@ NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF
 class Timeline:
     """Serials, fences and deferred work of one queue."""
 
-    def __init__(self, core: DeviceCore):
+    def __init__(self, core: DeviceState):
         self.core = core
         self.ffi, self.lib = core.ffi, core.lib
         self.submitted = 0
@@ -104,22 +106,23 @@ class Timeline:
         self._cover(serial)
         return serial <= self.poll()
 
-    def wait(self, serial: int, timeout: float | None = None) -> None:
-        """Block until `serial` has finished (WaitTimeout after `timeout` seconds)."""
+    def wait(self, serial: int, timeout: float | None = None) -> bool:
+        """Block until `serial` has finished; False if `timeout` seconds (at most ~584 years) passed first."""
         if serial <= self.completed:
-            return
-        if serial > self.submitted:
-            raise ValueError(f"serial {serial} was never submitted")
+            return True
         self._cover(serial)
         for s, fence in self.in_flight:
             if s >= serial:
                 self._fence_ptr[0] = fence
-                ns = NO_TIMEOUT if timeout is None else max(0, int(timeout * 1e9))
+                ns = NO_TIMEOUT if timeout is None else min(max(0, int(timeout * 1e9)), NO_TIMEOUT - 1)
                 result = self.lib.vkWaitForFences(self.core.handle, 1, self._fence_ptr, 1, ns)
+                if result == results.VK_TIMEOUT:
+                    return False
                 if result:
                     results.raise_for("vkWaitForFences", result)
                 self._retire(s, waited=True)
-                return
+                return True
+        return True
 
     def wait_all(self) -> None:
         if self.submitted > self.completed:
@@ -170,31 +173,7 @@ class Timeline:
             self.deferred.popleft()[1]()
 
 
-class VulkanSubmission:
-    """Work handed to the queue: `wait()` blocks until it (and everything before it) has finished."""
+class VulkanSubmission(Submission):
+    """Work handed to the queue: `wait(timeout)` blocks until it (and everything before it) has finished."""
 
-    __slots__ = ("_core", "serial")
-
-    def __init__(self, core: DeviceCore, serial: int):
-        self._core = core
-        self.serial = serial
-
-    def wait(self, timeout: float | None = None) -> None:
-        core = self._core
-        if self.serial <= core.timeline.completed:
-            return
-        with core.lock:
-            if core.closed:
-                return  # closing waited for every submission
-            core.timeline.wait(self.serial, timeout)
-
-    def done(self) -> bool:
-        core = self._core
-        if self.serial <= core.timeline.completed:
-            return True
-        with core.lock:
-            return core.closed or core.timeline.is_done(self.serial)
-
-    def __repr__(self) -> str:
-        return f"<VulkanSubmission serial={self.serial} done={self.done()}>"
-
+    __slots__ = ()

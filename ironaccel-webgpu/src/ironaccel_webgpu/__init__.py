@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Backend", "WebGPUDevice", "WebGPUBuffer", "WebGPUPipeline", "Submission"]
+__all__ = ["Backend", "WebGPUDevice", "WebGPUBuffer", "WebGPUPipeline", "WebGPUSubmission"]
 
 _LAZY = {
     "Backend": ".backend",
     "WebGPUDevice": ".device",
     "WebGPUBuffer": ".memory",
     "WebGPUPipeline": ".pipeline",
-    "Submission": ".submission",
+    "WebGPUSubmission": ".submission",
 }
 
 

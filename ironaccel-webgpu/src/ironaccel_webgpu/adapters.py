@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ironaccel.compute import ensure_runtime_dir
 from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, Vendor
 
 BACKEND = "webgpu"
@@ -138,6 +139,11 @@ def describe(adapter: Any, ordinal: int) -> DeviceDescriptor:
 
 
 def enumerate_adapters(wgpu: Any) -> list[AdapterEntry]:
-    """Every adapter wgpu-native sees, best first, in an order that is stable from run to run."""
+    """Every adapter wgpu-native sees, best first, in an order that is stable from run to run.
+
+    wgpu-native's EGL probe loads libwayland-client, which prints "XDG_RUNTIME_DIR is invalid or not set"
+    for every instance where that variable is missing: `ensure_runtime_dir` gives the process a private one.
+    """
+    ensure_runtime_dir()
     adapters = sorted(wgpu.gpu.enumerate_adapters_sync(), key=_sort_key)
     return [AdapterEntry(adapter, describe(adapter, ordinal)) for ordinal, adapter in enumerate(adapters)]

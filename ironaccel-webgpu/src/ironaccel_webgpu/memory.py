@@ -7,12 +7,9 @@ buffer is padded up to that; `nbytes` stays the size the caller asked for.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ironaccel.types import DType
-
-if TYPE_CHECKING:
-    from .device import WebGPUDevice
+from ironaccel.compute import BufferHandle
 
 COPY_ALIGN = 4
 #: Staging buffers up to this size are kept for the next download; larger ones are freed after use.
@@ -25,53 +22,30 @@ def padded(nbytes: int) -> int:
     return (nbytes + COPY_ALIGN - 1) & ~(COPY_ALIGN - 1)
 
 
-class WebGPUBuffer:
-    """A storage buffer: `size` elements of `dtype`, on one device."""
+class Storage:
+    """The vendor side of a WebGPUBuffer: the wgpu GPUBuffer and the cached bind groups that use it."""
 
-    __slots__ = ("dtype", "size", "nbytes", "padded_nbytes", "handle", "serial", "_device", "_bind_keys", "__weakref__")
+    __slots__ = ("gpu", "nbytes", "padded_nbytes", "serial", "bind_keys")
 
-    def __init__(self, device: WebGPUDevice, handle: Any, dtype: DType, size: int):
-        self._device = device
-        self.handle: Any = handle  # the wgpu GPUBuffer; None once closed
+    def __init__(self, gpu_buffer: Any, nbytes: int):
+        self.gpu = gpu_buffer
+        self.nbytes = nbytes
+        self.padded_nbytes = padded(nbytes)
         self.serial = next(_serials)  # identifies the buffer in bind-group keys (ids get reused)
-        self.dtype = dtype
-        self.size = size
-        self.nbytes = size * dtype.itemsize
-        self.padded_nbytes = padded(self.nbytes)
-        self._bind_keys: list[tuple[Any, tuple[int, ...]]] = []  # cached bind groups that use this buffer
-
-    @property
-    def device(self) -> WebGPUDevice:
-        return self._device
-
-    @property
-    def closed(self) -> bool:
-        """True once this buffer or its device is closed."""
-        return self.handle is None or self._device.closed
-
-    def close(self) -> None:
-        """Free the device memory; closing twice is a no-op."""
-        handle, self.handle = self.handle, None
-        if handle is None:
-            return
-        for program, key in self._bind_keys:
-            program.bind_groups.pop(key, None)
-        self._bind_keys.clear()
-        if not self._device.closed:  # a destroyed device has freed its buffers already
-            handle.destroy()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # at interpreter exit wgpu may already be gone
-            pass
-
-    def __repr__(self) -> str:
-        state = "closed" if self.handle is None else f"{self.nbytes} bytes"
-        return f"<WebGPUBuffer {self.dtype.value}[{self.size}] {state}>"
+        self.bind_keys: list[tuple[Any, tuple[int, ...]]] = []
 
 
-def map_for_read(buffer: Any, wgpu: Any, nbytes: int) -> Any:
+class WebGPUBuffer(BufferHandle):
+    """A storage buffer: `size` elements of `dtype`, on one device (padded to whole words there)."""
+
+    __slots__ = ("padded_nbytes",)
+
+    def __init__(self, device: Any, handle: Storage, dtype: Any, size: int):
+        super().__init__(device, handle, dtype, size)
+        self.padded_nbytes = handle.padded_nbytes
+
+
+def map_for_read(buffer: Any, wgpu: Any, nbytes: int, offset: int = 0) -> Any:
     """Start mapping `buffer` for reading; returns wgpu's promise.
 
     The buffer was just written by a copy in its own submission, so wgpu-py's
@@ -82,10 +56,10 @@ def map_for_read(buffer: Any, wgpu: Any, nbytes: int) -> Any:
     global _NOSYNC
     if _NOSYNC:
         try:
-            return buffer.map_async("READ_NOSYNC", 0, nbytes)
+            return buffer.map_async("READ_NOSYNC", offset, nbytes)
         except (ValueError, KeyError, TypeError, AttributeError):
             _NOSYNC = False
-    return buffer.map_async(wgpu.MapMode.READ, 0, nbytes)
+    return buffer.map_async(wgpu.MapMode.READ, offset, nbytes)
 
 
 _NOSYNC = True

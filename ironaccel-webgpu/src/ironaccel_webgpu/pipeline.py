@@ -4,45 +4,33 @@ The layout is explicit (not "auto", which drops bindings the shader does not
 use): storage buffers at bindings 0..buffers-1 of group 0 and, when the
 pipeline takes params, a uniform buffer at binding `buffers`.  WebGPU requires
 a storage binding's access in the layout to match the shader's, so the WGSL
-declarations of group 0 are read for `var<storage, read>` versus `read_write`.
+declarations of group 0 are read (`ironaccel.compute.wgsl_interface`) for
+`var<storage, read>` versus `read_write`, and for the element types dispatch
+checks.
 """
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from ironaccel.errors import ClosedError, InvalidArgument
+from ironaccel.compute import Interface, PipelineHandle, Program, wgsl_interface
+from ironaccel.errors import InvalidArgument
 
 from .errors import compile_error, translate
 
 if TYPE_CHECKING:
     from .device import WebGPUDevice
-    from .memory import WebGPUBuffer
+    from .memory import Storage
 
 BACKEND = "webgpu"
 UNIFORM_ALIGN = 16
 #: Bind groups kept per program; the oldest is dropped beyond this.
 MAX_BIND_GROUPS = 64
 
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_STORAGE_DECL = re.compile(r"((?:@\s*\w+\s*(?:\([^)]*\))?\s*)+)var\s*<\s*storage\s*(?:,\s*(\w+)\s*)?>")
-_ATTRIBUTE = re.compile(r"@\s*(group|binding)\s*\(\s*(\d+)\s*\)")
 
-
-def storage_access(code: str) -> dict[int, str]:
-    """Binding -> access ("read" or "read_write") of every `var<storage>` in group 0 of `code`."""
-    found: dict[int, str] = {}
-    for match in _STORAGE_DECL.finditer(_COMMENTS.sub(" ", code)):
-        attrs = {name: int(value) for name, value in _ATTRIBUTE.findall(match.group(1))}
-        if attrs.get("group") == 0 and "binding" in attrs:
-            found[attrs["binding"]] = match.group(2) or "read"
-    return found
-
-
-class Program:
-    """What one compile produced, shared by every Pipeline handle with the same key."""
+class WebGPUProgram(Program):
+    """What one compile produced, shared by every pipeline handle with the same key."""
 
     def __init__(self, device: WebGPUDevice, code: str, entry: str, buffers: int, params: int):
         wgpu = device.wgpu
@@ -51,11 +39,11 @@ class Program:
             module = gpu.create_shader_module(code=code)
         except Exception as exc:  # wgpu raises GPUValidationError with naga's message
             raise compile_error(exc, "wgpuDeviceCreateShaderModule") from None
-        access = storage_access(code)
+        interface = Interface.of(buffers, wgsl_interface(code))
         stage = wgpu.ShaderStage.COMPUTE
         entries = [
             {"binding": i, "visibility": stage,
-             "buffer": {"type": "read-only-storage" if access.get(i) == "read" else "storage"}}
+             "buffer": {"type": "storage" if interface.writable[i] else "read-only-storage"}}
             for i in range(buffers)
         ]
         self.uniform: Any = None
@@ -84,13 +72,11 @@ class Program:
         if params:
             self.uniform = gpu.create_buffer(
                 size=self.uniform_size, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        self.buffers = buffers
-        self.params = params
+        super().__init__(buffers, params, interface)
         self.last_params: bytes | None = None  # what the uniform buffer holds, in queue order
         self.bind_groups: OrderedDict[tuple[int, ...], Any] = OrderedDict()
-        self.users = 0
 
-    def bind_group(self, device: WebGPUDevice, buffers: list[WebGPUBuffer]) -> Any:
+    def bind_group(self, device: WebGPUDevice, buffers: list[Storage]) -> Any:
         """The bind group for these buffers, built once and reused."""
         key = tuple(b.serial for b in buffers)
         group = self.bind_groups.get(key)
@@ -101,7 +87,7 @@ class Program:
             if buf.padded_nbytes > limit:
                 raise InvalidArgument(BACKEND, "dispatch", detail=f"buffer {index} holds {buf.nbytes} bytes, over "
                                       f"the device's max-storage-buffer-binding-size {limit}")
-        entries = [{"binding": i, "resource": {"buffer": b.handle, "offset": 0, "size": b.padded_nbytes}}
+        entries = [{"binding": i, "resource": {"buffer": b.gpu, "offset": 0, "size": b.padded_nbytes}}
                    for i, b in enumerate(buffers)]
         if self.uniform is not None:
             entries.append({"binding": len(buffers),
@@ -112,12 +98,13 @@ class Program:
             raise translate(exc, "wgpuDeviceCreateBindGroup") from None
         self.bind_groups[key] = group
         for buf in buffers:
-            buf._bind_keys.append((self, key))
+            buf.bind_keys.append((self, key))
         if len(self.bind_groups) > MAX_BIND_GROUPS:
             self.bind_groups.popitem(last=False)
         return group
 
     def release(self) -> None:
+        super().release()
         self.bind_groups.clear()
         if self.uniform is not None:
             self.uniform.destroy()
@@ -125,38 +112,8 @@ class Program:
         self.pipeline = None
 
 
-class WebGPUPipeline:
-    """A handle on a compiled Program; closing it leaves the Program cached for the next identical request."""
+class WebGPUPipeline(PipelineHandle):
+    """A handle on a compiled WebGPUProgram; closing it leaves the program cached for the next identical request."""
 
-    __slots__ = ("entry", "buffers", "params", "workgroup_size", "program", "_device")
+    __slots__ = ()
 
-    def __init__(self, device: WebGPUDevice, program: Program, entry: str, workgroup_size: tuple[int, int, int]):
-        self._device = device
-        self.program: Program | None = program
-        self.entry = entry
-        self.buffers = program.buffers
-        self.params = program.params
-        self.workgroup_size = workgroup_size
-        program.users += 1
-
-    @property
-    def device(self) -> WebGPUDevice:
-        return self._device
-
-    def checked(self, device: WebGPUDevice, op: str) -> Program:
-        """The Program, if this pipeline belongs to `device` and is open."""
-        if self._device is not device:
-            raise InvalidArgument(BACKEND, op, detail="the pipeline belongs to another device")
-        program = self.program
-        if program is None:
-            raise ClosedError(BACKEND, op, "pipeline")
-        return program
-
-    def close(self) -> None:
-        program, self.program = self.program, None
-        if program is not None:
-            program.users -= 1
-
-    def __repr__(self) -> str:
-        state = "closed" if self.program is None else f"buffers={self.buffers} params={self.params}"
-        return f"<WebGPUPipeline {self.entry!r} {state}>"

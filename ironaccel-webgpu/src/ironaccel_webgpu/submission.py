@@ -1,4 +1,4 @@
-"""Waiting for submitted work: serial numbers per device, and a fence made of a mapped buffer.
+"""Waiting for submitted work: a fence made of a mapped buffer, made only when someone waits.
 
 wgpu-py 0.32's `queue.on_submitted_work_done` is unusable (its callback type
 does not match wgpu-native's), so completion is observed the portable way: a
@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ironaccel.compute import Submission
 from ironaccel.errors import DriverError
 
 from .memory import map_for_read
@@ -63,63 +64,40 @@ class Fence:
 
 
 class Completion:
-    """Tracks which submissions of one device have finished."""
+    """Which submissions of one device have finished, observed through fences made on demand."""
 
     def __init__(self, device: WebGPUDevice):
         self._device = device
-        self.submitted = 0
-        self.completed = 0
         self._fence: Fence | None = None
         self._buffer: Any = None
 
-    def reach(self, serial: int, timeout: float | None) -> bool:
-        """Wait until submission `serial` has finished; False on timeout.  Safe from any thread."""
-        if serial <= self.completed:
-            return True
-        with self._device._lock:
-            return self._reach(serial, timeout)
-
-    def _reach(self, serial: int, timeout: float | None) -> bool:
+    def wait(self, serial: int, timeout: float | None) -> bool:
+        """Wait until submission `serial` has finished; False if `timeout` seconds passed first."""
+        device = self._device
         deadline = None if timeout is None else time.monotonic() + timeout
-        while serial > self.completed:
+        while serial > device._completed:
             fence = self._fence
             if fence is None:
                 if self._buffer is None:
-                    wgpu = self._device.wgpu
-                    self._buffer = self._device.gpu.create_buffer(
+                    wgpu = device.wgpu
+                    self._buffer = device.gpu.create_buffer(
                         size=FENCE_BYTES, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-                fence = self._fence = Fence(self._device, self._buffer, self.submitted)
+                fence = self._fence = Fence(device, self._buffer, device._submitted)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not fence.settle(remaining):
                 return False
             self._fence = None
-            self.completed = max(self.completed, fence.serial)
+            device._completed = max(device._completed, fence.serial)
         return True
 
     def release(self) -> None:
-        self.completed = self.submitted
         if self._buffer is not None:
             self._buffer.destroy()
             self._buffer = None
         self._fence = None
 
 
-class Submission:
-    """One dispatch: wait() blocks until it (and everything before it) has finished."""
+class WebGPUSubmission(Submission):
+    """One dispatch: `wait(timeout)` blocks until it (and everything before it) has finished."""
 
-    __slots__ = ("_completion", "serial")
-
-    def __init__(self, completion: Completion, serial: int):
-        self._completion = completion
-        self.serial = serial
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Block until done; TimeoutError after `timeout` seconds."""
-        if self.serial > self._completion.completed and not self._completion.reach(self.serial, timeout):
-            raise TimeoutError(f"webgpu: dispatch {self.serial} not finished after {timeout} s")
-
-    def done(self) -> bool:
-        return self.serial <= self._completion.completed or self._completion.reach(self.serial, 0.0)
-
-    def __repr__(self) -> str:
-        return f"<webgpu Submission {self.serial}{' done' if self.serial <= self._completion.completed else ''}>"
+    __slots__ = ()

@@ -16,22 +16,41 @@ The tests that need a working backend skip with the probe's reason when it is
 unavailable (failures under IRONACCEL_REQUIRE, see `pytest_plugin`).
 
 The kernel contract of `scale_offset_code`: two storage buffers (x: float32[n],
-y: float32[n]) bound in that order, three params (a: float32, b: float32,
-n: uint32), workgroup size 64, y[i] = a * x[i] + b for every i < n.
+y: float32[n]) bound in that order, x declared read-only and y writable where
+the language declares access, three params (a: float32, b: float32, n: uint32),
+workgroup size 64, y[i] = a * x[i] + b for every i < n.  Set
+`declares_element_types = False` where the code cannot declare its buffers'
+element types (CUDA); the kit then checks that none are enforced.
+
+Each rule of `ironaccel.protocols.ComputeDevice` has a test here, including
+the bad input every ComputeDevice must survive: wrong kinds of arguments
+(None, generators, bare numbers), NaN and huge timeouts, a buffer bound twice,
+text code with a NUL or a lone surrogate, and use in a forked child.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
-from ironaccel.errors import ClosedError, CompileError, InvalidArgument, NotAvailable
+from ironaccel.errors import (
+    ClosedError,
+    CompileError,
+    InvalidArgument,
+    InvalidState,
+    IronAccelError,
+    NotAvailable,
+    Timeout,
+)
 from ironaccel.protocols import ComputeDevice
 from ironaccel.registry import registry
 from ironaccel.types import DeviceDescriptor, DType, ProbeResult
@@ -130,6 +149,7 @@ class ComputeDeviceConformance:
     scale_offset_code: ClassVar[Any] = None
     broken_code: ClassVar[Any] = None
     entry: ClassVar[str] = "main"
+    declares_element_types: ClassVar[bool] = True
 
     def open_device(self) -> ComputeDevice:
         """Open the ComputeDevice under test; override if `open(0)` is not it."""
@@ -269,8 +289,17 @@ class ComputeDeviceConformance:
                 device.alloc(size, "float32")
         with pytest.raises(InvalidArgument):
             device.upload(np.zeros((8, 8), np.float32)[:, ::2])
-        with pytest.raises((InvalidArgument, TypeError)):
-            device.alloc(1.5, "float32")  # type: ignore[arg-type]
+        for bad in (1.5, "8", None, True):
+            with pytest.raises(InvalidArgument):
+                device.alloc(bad, "float32")  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            device.alloc(8, "no-such-type")
+        with pytest.raises(InvalidArgument):
+            device.upload(np.zeros(0, np.float32))  # a buffer holds at least one element
+        with pytest.raises(InvalidArgument):
+            device.upload(np.zeros(4, ">f4"))  # not native byte order
+        with pytest.raises(InvalidArgument):
+            device.upload(np.zeros(4, object))
 
     def test_buffer_of_another_device(self, device: ComputeDevice, pipeline: Any) -> None:
         other = self.open_device()
@@ -299,3 +328,265 @@ class ComputeDeviceConformance:
             other.upload(np.ones(8, np.float32))
         with pytest.raises(ClosedError):
             other.alloc(8, "float32")
+
+    # -- rules the protocol states once for every backend --------------------------------------------------
+
+    def _run_params(self, n: int, a: float = 2.0, b: float = 1.0) -> tuple[Any, ...]:
+        return (np.float32(a), np.float32(b), np.uint32(n))
+
+    def test_upload_flattens_in_c_order(self, device: ComputeDevice) -> None:
+        data = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+        buf = device.upload(data)
+        assert (buf.size, buf.nbytes) == (24, data.nbytes)
+        got = device.download(buf)
+        assert got.shape == (24,)
+        np.testing.assert_array_equal(got, data.ravel())
+        scalar = device.upload(np.float32(3.5))
+        assert scalar.size == 1 and device.download(scalar)[0] == np.float32(3.5)
+        buf.close()
+        scalar.close()
+
+    def test_download_out_gets_raw_leading_bytes(self, device: ComputeDevice) -> None:
+        data = np.arange(16, dtype=np.float32)
+        buf = device.upload(data)
+        smaller = np.zeros(5, np.float32)
+        assert device.download(buf, smaller) is smaller
+        np.testing.assert_array_equal(smaller, data[:5])
+        as_words = np.zeros(16, np.uint32)  # another dtype: the raw bytes, no conversion
+        device.download(buf, as_words)
+        np.testing.assert_array_equal(as_words, data.view(np.uint32))
+        shaped = np.zeros((2, 4), np.float32)  # any shape, if C-contiguous
+        device.download(buf, shaped)
+        np.testing.assert_array_equal(shaped.ravel(), data[:8])
+        empty = np.zeros(0, np.float32)
+        assert device.download(buf, empty) is empty
+        frozen = np.zeros(4, np.float32)
+        frozen.flags.writeable = False
+        for bad in (frozen, [0.0] * 4, np.zeros(2, object), np.zeros(17, np.float32), "out"):
+            with pytest.raises(InvalidArgument):
+                device.download(buf, bad)
+        buf.close()
+
+    def test_dispatch_argument_kinds(self, device: ComputeDevice, pipeline: Any) -> None:
+        n = 64
+        x, y = device.upload(np.ones(n, np.float32)), device.alloc(n, "float32")
+        params = self._run_params(n)
+        cases = [
+            ([x, y], 1, None), ([x, y], 1, 5), ([x, y], 1, (p for p in params)), ([x, y], 1, "abc"),
+            ([x, y], 1, params[:2]), ([x, y], 1, (*params, np.float32(0))),
+            ([x, y], 1, (True, np.float32(1), np.uint32(n))), ([x, y], 1, (np.float64(1), np.float32(1), n)),
+            ([x, y], 1, (np.float32(1), np.float32(1), 2**40)),
+            (None, 1, params), ((b for b in (x, y)), 1, params), (x, 1, params), ([x], 1, params),
+            ([x, y, y], 1, params), ([x, "y"], 1, params), ([x, None], 1, params),
+            ([x, y], None, params), ([x, y], "1", params), ([x, y], 1.0, params), ([x, y], (1, 1, 1, 1), params),
+            ([x, y], -1, params), ([x, y], True, params),
+        ]
+        for buffers, groups, bad in cases:
+            with pytest.raises(InvalidArgument) as info:
+                device.dispatch(pipeline, buffers, groups, bad)  # type: ignore[arg-type]
+            assert info.value.op
+        with pytest.raises(InvalidArgument):
+            device.dispatch(None, [x, y], 1, params)  # type: ignore[arg-type]
+        device.dispatch(pipeline, (x, y), (1,), list(params)).wait()  # tuples and lists alike
+        np.testing.assert_array_equal(device.download(y), np.full(n, 3, np.float32))
+        x.close()
+        y.close()
+
+    def test_pipeline_argument_kinds(self, device: ComputeDevice) -> None:
+        code, entry = self.scale_offset_code, self.entry
+        cases: list[dict[str, Any]] = [
+            {"buffers": -1}, {"buffers": "2"}, {"buffers": 2.0}, {"buffers": None}, {"buffers": True},
+            {"params": -1}, {"params": None}, {"params": 3.0},
+            {"workgroup_size": 0}, {"workgroup_size": "64"}, {"workgroup_size": (64, 1, 1, 1)},
+            {"workgroup_size": (0, 1, 1)}, {"workgroup_size": None},
+        ]
+        for case in cases:
+            kwargs = {"buffers": 2, "params": 3, "workgroup_size": (WORKGROUP, 1, 1), **case}
+            with pytest.raises(InvalidArgument):
+                device.pipeline(code, entry, **kwargs)
+        for bad_entry in (None, "", 5):
+            with pytest.raises(InvalidArgument):
+                device.pipeline(code, bad_entry, buffers=2, params=3)  # type: ignore[arg-type]
+        for bad_code in (None, 12345, 1.5, object()):
+            with pytest.raises(InvalidArgument):
+                device.pipeline(bad_code, entry, buffers=2, params=3)  # type: ignore[arg-type]
+
+    def test_text_code_with_nul_or_lone_surrogate(self, device: ComputeDevice) -> None:
+        code = self.scale_offset_code
+        if not isinstance(code, str):
+            assert isinstance(code, (bytes, bytearray, list, tuple, np.ndarray))  # binary code: NUL is data
+            return
+        for bad in (code + "\0 trailing text the compiler must not silently drop", code + "\n// \ud800\n",
+                    code.encode() + b"\xff\xfe"):
+            with pytest.raises(InvalidArgument):
+                device.pipeline(bad, self.entry, buffers=2, params=3, workgroup_size=(WORKGROUP, 1, 1))
+
+    def test_pipelines_are_cached_handles(self, device: ComputeDevice, pipeline: Any) -> None:
+        again = device.pipeline(self.scale_offset_code, self.entry, buffers=2, params=3,
+                                workgroup_size=(WORKGROUP, 1, 1))
+        assert again is not pipeline
+        again.close()
+        again.close()
+        x, y = device.upload(np.ones(64, np.float32)), device.alloc(64, "float32")
+        with pytest.raises(ClosedError):
+            device.dispatch(again, [x, y], 1, self._run_params(64))
+        device.dispatch(pipeline, [x, y], 1, self._run_params(64)).wait()  # the other handle still works
+        np.testing.assert_array_equal(device.download(y), np.full(64, 3, np.float32))
+        x.close()
+        y.close()
+
+    def test_element_types_against_the_shader(self, device: ComputeDevice, pipeline: Any) -> None:
+        n = 64
+        ints, y = device.upload(np.zeros(n, np.int32)), device.upload(np.full(n, 9, np.float32))
+        params = self._run_params(n, 2.0, 1.5)
+        if self.declares_element_types:
+            with pytest.raises(InvalidArgument) as info:
+                device.dispatch(pipeline, [ints, y], 1, params)
+            assert "float32" in str(info.value) and "int32" in str(info.value)
+            words = device.upload(np.zeros(n, np.float32).view(np.uint32))  # a view reinterprets: still uint32
+            with pytest.raises(InvalidArgument):
+                device.dispatch(pipeline, [words, y], 1, params)
+            words.close()
+        else:  # not declared: the bytes are read as the kernel's type (int 0 is float 0.0)
+            device.dispatch(pipeline, [ints, y], 1, params).wait()
+            np.testing.assert_array_equal(device.download(y), np.full(n, 1.5, np.float32))
+        ints.close()
+        y.close()
+
+    def test_one_buffer_bound_twice_to_a_writable_binding(self, device: ComputeDevice, pipeline: Any) -> None:
+        n = 64
+        x = device.upload(np.ones(n, np.float32))
+        with pytest.raises(InvalidArgument) as info:
+            device.dispatch(pipeline, [x, x], 1, self._run_params(n))
+        assert "same buffer" in str(info.value)
+        np.testing.assert_array_equal(device.download(x), np.ones(n, np.float32))  # nothing ran
+        x.close()
+
+    def _long_work(self, device: ComputeDevice, pipeline: Any) -> tuple[Any, list[Any]]:
+        n = 1 << 20
+        x, y = device.upload(np.ones(n, np.float32)), device.alloc(n, "float32")
+        groups = n // WORKGROUP  # 16384: a 1-D grid, as the kernel contract says, within every device's limit
+        sub = None
+        for _ in range(8):
+            sub = device.dispatch(pipeline, [x, y], groups, self._run_params(n))
+            sub = device.dispatch(pipeline, [y, x], groups, self._run_params(n, 1.0, 0.0))
+        return sub, [x, y]
+
+    def test_wait_timeouts(self, device: ComputeDevice, pipeline: Any) -> None:
+        for bad in (float("nan"), -1, -1e-9, "1", [1], True):
+            sub, held = self._long_work(device, pipeline)
+            with pytest.raises(InvalidArgument):
+                sub.wait(bad)
+            for buf in held:
+                buf.close()
+        sub, held = self._long_work(device, pipeline)
+        try:
+            sub.wait(0)  # polls once: done, or Timeout while the work goes on
+        except Timeout as exc:
+            assert isinstance(exc, TimeoutError) and isinstance(exc, IronAccelError)
+            assert exc.backend == self.backend_name and exc.op
+        sub.wait(1e11)  # a legal wait, however long: never an overflow
+        assert sub.done()
+        sub.wait(0)
+        sub.wait(float("inf"))
+        sub.wait(10**400)
+        sub.wait()
+        with pytest.raises(InvalidArgument):
+            sub.wait(float("nan"))  # refused even when there is nothing left to wait for
+        np.testing.assert_array_equal(device.download(held[0]), np.full(1 << 20, 2**9 - 1, np.float32))
+        for buf in held:
+            buf.close()
+
+    def test_submissions_after_the_device_closed(self) -> None:
+        device = self.open_device()
+        pipeline = device.pipeline(self.scale_offset_code, self.entry, buffers=2, params=3,
+                                   workgroup_size=(WORKGROUP, 1, 1))
+        sub, held = self._long_work(device, pipeline)
+        device.close()
+        sub.wait()  # closing waited for it
+        sub.wait(0)
+        assert sub.done()
+        with pytest.raises(ClosedError):
+            device.download(held[0])
+        with pytest.raises(ClosedError):
+            device.dispatch(pipeline, held, 1, self._run_params(64))
+        with pytest.raises(ClosedError):
+            device.synchronize()
+        for buf in held:
+            buf.close()
+            buf.close()
+        pipeline.close()
+
+    def test_calls_from_another_thread(self, device: ComputeDevice) -> None:
+        outcome: list[Any] = []
+
+        def other() -> None:
+            try:
+                buf = device.alloc(16, "float32")
+                device.write(buf, np.arange(16, dtype=np.float32))
+                outcome.append(device.download(buf))
+                buf.close()
+            except InvalidState as exc:  # a device tied to the thread that opened it says so
+                outcome.append(exc)
+            except BaseException as exc:  # noqa: B036 - reported below
+                outcome.append(exc)
+
+        worker = threading.Thread(target=other, daemon=True)
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive(), "a call from another thread hung"
+        result = outcome[0]
+        if not isinstance(result, InvalidState):
+            assert isinstance(result, np.ndarray), result
+            np.testing.assert_array_equal(result, np.arange(16, dtype=np.float32))
+
+    def test_forked_child_gets_invalid_state(self, device: ComputeDevice, pipeline: Any) -> None:
+        if not hasattr(os, "fork"):
+            pytest.skip("no os.fork on this platform")
+        n = 64
+        x, y = device.upload(np.ones(n, np.float32)), device.alloc(n, "float32")
+        device.synchronize()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what each call did, then leave without running any teardown
+            try:
+                os.close(read)
+                results = []
+                calls = [
+                    lambda: device.dispatch(pipeline, [x, y], 1, self._run_params(n)),
+                    lambda: device.download(y),
+                    lambda: device.upload(np.ones(4, np.float32)),
+                    lambda: device.synchronize(),
+                ]
+                for call in calls:
+                    try:
+                        call()
+                        results.append("ran")
+                    except InvalidState:
+                        results.append("InvalidState")
+                    except BaseException as exc:  # noqa: B036 - reported to the parent
+                        results.append(type(exc).__name__)
+                x.close()
+                device.close()  # forgets the device, no driver call
+                results.append("closed")
+                os.write(write, ",".join(results).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("a call in a forked child hung")
+        with os.fdopen(read, "rb") as pipe:
+            report = pipe.read().decode()
+        assert report == "InvalidState,InvalidState,InvalidState,InvalidState,closed", report
+        device.dispatch(pipeline, [x, y], 1, self._run_params(n)).wait()  # the parent's device is untouched
+        np.testing.assert_array_equal(device.download(y), np.full(n, 3, np.float32))
+        x.close()
+        y.close()

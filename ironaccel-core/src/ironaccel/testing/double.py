@@ -12,12 +12,21 @@ ComputeDevice contract runs without hardware.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ironaccel.errors import ClosedError, CompileError, InvalidArgument
+from ironaccel.compute import (
+    BufferHandle,
+    ComputeDeviceBase,
+    Interface,
+    PipelineHandle,
+    Program,
+    StorageBinding,
+    Submission,
+    pack_params,
+)
+from ironaccel.errors import CompileError, InvalidArgument
 from ironaccel.hookspecs import hookimpl
 from ironaccel.types import (
     BackendSpec,
@@ -25,7 +34,6 @@ from ironaccel.types import (
     ComputeTier,
     DeviceDescriptor,
     DeviceKind,
-    Dim3,
     DType,
     ProbeResult,
     Vendor,
@@ -64,126 +72,100 @@ class MemoryBackend:
         return MemoryDevice(self.devices()[ordinal])
 
 
-class MemoryBuffer:
-    def __init__(self, device: MemoryDevice, data: np.ndarray):
-        self.device = device
-        self.data: np.ndarray | None = data
-        self.dtype = DType.of(data.dtype)
-        self.size = data.size
-        self.nbytes = data.nbytes
-
-    def close(self) -> None:
-        self.data = None
+class MemoryBuffer(BufferHandle):
+    __slots__ = ()
 
 
-class MemoryPipeline:
-    def __init__(self, fn: Any, entry: str, buffers: int, params: int):
-        self.fn, self.entry, self.buffers, self.params = fn, entry, buffers, params
-
-    def close(self) -> None:
-        pass
+class MemoryPipeline(PipelineHandle):
+    __slots__ = ()
 
 
-class Done:
-    def wait(self, timeout: float | None = None) -> None:
-        pass
-
-    def done(self) -> bool:
-        return True
+class MemorySubmission(Submission):
+    __slots__ = ()
 
 
-class MemoryDevice:
-    """ComputeDevice over host memory; executes synchronously."""
+class MemoryProgram(Program):
+    def __init__(self, fn: Any, buffers: int, params: int, interface: Interface):
+        super().__init__(buffers, params, interface)
+        self.fn = fn
+
+
+#: Annotations a kernel's buffer arguments may carry, as the element types it declares.
+_DECLARED = {d.value: d for d in DType}
+
+
+class MemoryDevice(ComputeDeviceBase):
+    """ComputeDevice over host memory; executes synchronously.
+
+    The smallest complete backend on the compute kit: each method below is one
+    of the vendor calls `ComputeDeviceBase` asks for.  A kernel's buffer
+    arguments may be annotated with an element type (``x: "float32"``), which
+    dispatch then checks, like the storage-buffer types of WGSL, GLSL and SPIR-V.
+    """
+
+    backend = NAME
+    language = "Python"
+    buffer_type = MemoryBuffer
+    pipeline_type = MemoryPipeline
+    submission_type = MemorySubmission
+    buffer_limit_name = "the double's limit"
+    group_limit_name = "the double's limit"
 
     def __init__(self, descriptor: DeviceDescriptor):
-        self.descriptor = descriptor
-        self._closed = False
+        self._open(descriptor, max_buffer_bytes=MAX_BYTES, group_limits=(MAX_GROUPS,) * 3)
 
-    def _check_open(self, op: str) -> None:
-        if self._closed:
-            raise ClosedError(NAME, op, "device")
+    def _create_buffer(self, nbytes: int, dtype: DType, data: np.ndarray | None) -> np.ndarray:
+        memory = np.empty(nbytes, np.uint8)
+        if data is not None:
+            memory[:] = data
+        return memory.view(dtype.numpy)
 
-    def _own(self, buf: Any, op: str) -> np.ndarray:
-        if not isinstance(buf, MemoryBuffer) or buf.device is not self:
-            raise InvalidArgument(NAME, op, detail="buffer belongs to another device")
-        if buf.data is None:
-            raise ClosedError(NAME, op, "buffer")
-        return buf.data
+    def _free_buffer(self, handle: np.ndarray) -> None:
+        pass  # host memory: the garbage collector frees it
 
-    def upload(self, array: Any) -> MemoryBuffer:
-        self._check_open("upload")
-        array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            raise InvalidArgument(NAME, "upload", detail="array is not C-contiguous")
-        return MemoryBuffer(self, array.ravel().copy())
+    def _write(self, handle: np.ndarray, data: np.ndarray) -> None:
+        handle.view(np.uint8)[: data.size] = data
 
-    def alloc(self, size: int, dtype: Any = "float32") -> MemoryBuffer:
-        self._check_open("alloc")
-        dt = DType.of(dtype)
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
-            raise InvalidArgument(NAME, "alloc", detail=f"size must be an int, got {size!r}")
-        if not 0 < size * dt.itemsize <= MAX_BYTES:
-            raise InvalidArgument(NAME, "alloc", detail=f"size {size} out of range")
-        return MemoryBuffer(self, np.empty(int(size), dt.numpy))
+    def _read(self, handle: np.ndarray, out: np.ndarray) -> None:
+        out[:] = handle.view(np.uint8)[: out.size]
 
-    def write(self, buffer: MemoryBuffer, array: Any) -> None:
-        self._check_open("write")
-        data = self._own(buffer, "write")
-        array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            raise InvalidArgument(NAME, "write", detail="array is not C-contiguous")
-        if array.nbytes > data.nbytes:
-            raise InvalidArgument(NAME, "write", detail=f"{array.nbytes} bytes into a buffer of {data.nbytes}")
-        data.view(np.uint8)[: array.nbytes] = array.reshape(-1).view(np.uint8)
-
-    def download(self, buffer: MemoryBuffer, out: Any = None) -> np.ndarray:
-        self._check_open("download")
-        data = self._own(buffer, "download")
-        if out is None:
-            return data.copy()
-        if not out.flags.c_contiguous:
-            raise InvalidArgument(NAME, "download", detail="out is not C-contiguous")
-        if out.nbytes > data.nbytes:
-            raise InvalidArgument(NAME, "download", detail=f"out holds {out.nbytes} bytes, buffer {data.nbytes}")
-        out.reshape(-1).view(np.uint8)[:] = data.view(np.uint8)[: out.nbytes]
-        return out
-
-    def pipeline(self, code: Any, entry: str = "main", *, buffers: int, params: int = 0,
-                 workgroup_size: tuple[int, int, int] = (64, 1, 1)) -> MemoryPipeline:
-        self._check_open("pipeline")
+    def _build(self, code: str, entry: str, buffers: int, params: int,
+               workgroup_size: tuple[int, int, int]) -> MemoryProgram:
         namespace: dict[str, Any] = {"np": np}
         try:
-            exec(compile(str(code), "<kernel>", "exec"), namespace)
+            exec(compile(code, "<kernel>", "exec", dont_inherit=True), namespace)
             fn = namespace[entry]
         except (SyntaxError, KeyError) as exc:
             raise CompileError(NAME, "compile", log=f"{type(exc).__name__}: {exc}") from None
-        return MemoryPipeline(fn, entry, buffers, params)
+        names = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+        if len(names) != buffers + params:
+            raise InvalidArgument(NAME, "pipeline", detail=f"{entry} takes {len(names)} arguments, not "
+                                  f"{buffers} buffers + {params} params")
+        notes = getattr(fn, "__annotations__", {})
+        declared = [StorageBinding(i, _DECLARED.get(str(notes.get(name))), True) for i, name in
+                    enumerate(names[:buffers])]
+        return MemoryProgram(fn, buffers, params, Interface.of(buffers, declared))
 
-    def dispatch(self, pipeline: MemoryPipeline, buffers: Sequence[MemoryBuffer], groups: Any,
-                 params: Sequence[Any] = ()) -> Done:
-        self._check_open("dispatch")
-        try:
-            dims = Dim3.of(groups)
-        except ValueError as exc:
-            raise InvalidArgument(NAME, "dispatch", detail=str(exc)) from None
-        if max(dims) > MAX_GROUPS:
-            raise InvalidArgument(NAME, "dispatch", detail=f"groups {tuple(dims)} over the limit {MAX_GROUPS}")
-        if len(buffers) != pipeline.buffers or len(params) != pipeline.params:
-            raise InvalidArgument(NAME, "dispatch", detail=f"pipeline takes {pipeline.buffers} buffers and "
-                                  f"{pipeline.params} params, got {len(buffers)} and {len(params)}")
-        arrays = [self._own(b, "dispatch") for b in buffers]
-        pipeline.fn(*arrays, *params)
-        return Done()
+    def _pack(self, program: Program, params: Any) -> tuple[Any, ...]:
+        pack_params(NAME, params, program.params)  # the kit's rules, though the double passes values
+        return tuple(params)
 
-    def synchronize(self) -> None:
-        self._check_open("synchronize")
+    def _launch(self, program: MemoryProgram, handles: list[np.ndarray], dims: tuple[int, int, int],
+                params: tuple[Any, ...]) -> int:
+        program.fn(*handles, *params)
+        self._submitted += 1
+        self._completed = self._submitted
+        return self._submitted
 
-    def close(self) -> None:
-        self._closed = True
+    def _wait(self, serial: int, seconds: float | None) -> bool:
+        return True
+
+    def _shutdown(self) -> None:
+        pass
 
 
 SCALE_OFFSET = """
-def main(x, y, a, b, n):
+def main(x: "float32", y: "float32", a, b, n):
     y[:n] = x[:n] * a + b
 """
 BROKEN = "def main(x, y, a, b, n):\n    y[:n] = = x\n"

@@ -1,24 +1,24 @@
-"""The state of one opened device, shared by its buffers, pipelines and submissions.
+"""The state of one opened device: every Vulkan handle it owns.
 
-`DeviceCore` owns every Vulkan handle of the device: the instance, the logical
-device and its compute queue, the command pool, descriptor pools, the pipeline
-cache, fences (through `Timeline`), allocations and staging.  The public
-`VulkanDevice` is a thin front; buffers and pipelines keep the core alive, not
-the device, so a device that is dropped without `close()` is still torn down
-by its finalizer.  Every public operation runs under `lock`.
+`DeviceState` owns the instance, the logical device and its compute queue,
+the command pool, descriptor pools, the pipeline cache, fences (through
+`Timeline`), allocations, pipeline states and staging.  `VulkanDevice` (the
+compute kit's front) holds it and tears it down with a finalizer, so a device
+dropped without `close()` is still destroyed.  Every operation runs under
+`lock`, which is also the front's lock.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ironaccel.errors import ClosedError, InvalidArgument, NotAvailable
+from ironaccel.errors import InvalidArgument, NotAvailable
 
 from . import results
 from .binding import BACKEND, Binding
@@ -26,7 +26,7 @@ from .instance import Instance
 from .physical import ENABLED_FEATURES, PhysicalDeviceInfo, feature_chain
 from .submission import Timeline
 
-__all__ = ["DeviceCore"]
+__all__ = ["DeviceState"]
 
 VK_STRUCTURE_TYPE_SUBMIT_INFO = 4
 VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO = 5
@@ -53,7 +53,7 @@ DESCRIPTORS_PER_POOL = 2048
 _ids = itertools.count(1)
 
 
-class DeviceCore:
+class DeviceState:
     """Handles and bookkeeping of one opened Vulkan device."""
 
     def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
@@ -70,10 +70,9 @@ class DeviceCore:
         self.handle: Any = None
         self.stats: Counter[str] = Counter()
         self.allocations: dict[int, Any] = {}
-        self.gc_queue: deque[Any] = deque()  # allocations and pipeline states released by the garbage collector
         self.descriptor_pools: list[Any] = []
         self.free_command_buffers: list[Any] = []
-        self.pipelines: dict[Any, Any] = {}  # cache key -> PipelineState
+        self.pipelines: dict[int, Any] = {}  # id -> every PipelineState not yet destroyed
         self.limits = info.limits
         self.mapped = memory_mode == "mapped" or (memory_mode == "auto" and info.unified_memory)
         self.memory_mode = "mapped" if self.mapped else "staged"
@@ -83,7 +82,7 @@ class DeviceCore:
             raise NotAvailable(BACKEND, f"{info.name} has no queue family with compute")
         self.family = family.index
         self.timestamp_bits = family.timestamp_bits
-        api = min(info.api_version, instance.api_version)
+        api = self.api_version = min(info.api_version, instance.api_version)
         self._create_device(api)
         try:
             queue = ffi.new("VkQueue*")
@@ -172,14 +171,6 @@ class DeviceCore:
         })
         self.copy_region = ffi.new("VkBufferCopy*")
 
-    # -- checks ---------------------------------------------------------------------------------------------
-
-    def check_open(self, op: str) -> None:
-        if self.closed:
-            raise ClosedError(BACKEND, op, "device")
-        if self.gc_queue:
-            self.drain()
-
     # -- memory ---------------------------------------------------------------------------------------------
 
     def create_allocation(self, nbytes: int, prefer: Sequence[tuple[int, int]], *, mapped: bool,
@@ -242,31 +233,13 @@ class DeviceCore:
 
     def release(self, alloc: Any) -> None:
         """Forget `alloc` now and free it once the work that uses it has finished."""
-        with self.lock:
-            if alloc.dead or self.closed:
-                alloc.dead = True
-                return
+        if alloc.dead or self.closed:
             alloc.dead = True
-            self.allocations.pop(alloc.id, None)
-            self.forget_bindings(alloc.id)
-            self.timeline.defer(alloc.last_serial, lambda: self.destroy_allocation(alloc))
-
-    def release_later(self, item: Any) -> None:
-        """Finalizer hook: queue `item` (an allocation or pipeline state); freed on the next operation.
-
-        The garbage collector may run this inside another operation of this device, so it takes no lock.
-        """
-        if not self.closed:
-            self.gc_queue.append(item)
-
-    def drain(self) -> None:
-        with self.lock:
-            while self.gc_queue:
-                item = self.gc_queue.popleft()
-                if hasattr(item, "release_from"):  # a PipelineState
-                    item.release_from(self)
-                else:
-                    self.release(item)
+            return
+        alloc.dead = True
+        self.allocations.pop(alloc.id, None)
+        self.forget_bindings(alloc.id)
+        self.timeline.defer(alloc.last_serial, lambda: self.destroy_allocation(alloc))
 
     # -- command buffers ------------------------------------------------------------------------------------
 
@@ -380,7 +353,6 @@ class DeviceCore:
             try:
                 lib.vkDeviceWaitIdle(device)
             finally:
-                self.gc_queue.clear()
                 self.timeline.destroy()
                 for entry in self.bindings.values():
                     entry.retire(self)

@@ -1,4 +1,4 @@
-"""Waiting for dispatched work: serial numbers per device and GL fence syncs made on demand.
+"""Waiting for dispatched work: GL fence syncs made on demand.
 
 A fence (glFenceSync) is only inserted when someone waits or asks done(), so a
 dispatch costs nothing extra; glClientWaitSync with the flush bit then waits
@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ironaccel.compute import Submission
 from ironaccel.errors import DriverError
 
 from .context import GLCalls
@@ -23,31 +24,27 @@ _SLICE_NS = 100_000_000  # unbounded waits wait in 0.1 s slices
 
 
 class Completion:
-    """Tracks which dispatches of one device have finished."""
+    """Which dispatches of one device have finished, observed through a GL fence made on demand."""
 
     def __init__(self, device: OpenGLDevice, calls: GLCalls):
         self._device = device
         self._calls = calls
-        self.submitted = 0
-        self.completed = 0
         self._fence: Any = None  # GLsync handle
         self._fence_serial = 0
 
-    def reach(self, serial: int, timeout: float | None) -> bool:
-        """Wait until dispatch `serial` has finished; False on timeout."""
-        if serial <= self.completed:
-            return True
+    def wait(self, serial: int, timeout: float | None) -> bool:
+        """Wait until dispatch `serial` has finished; False if `timeout` seconds passed first.  The device's
+        context is current."""
         device = self._device
-        device._enter("wait")
         calls = self._calls
         if not calls.available:
             device.ctx.finish()
-            self.completed = self.submitted
+            device._completed = device._submitted
             return True
         if self._fence is None or self._fence_serial < serial:
             self._drop_fence()
             self._fence = calls.fence_sync(GLCalls.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
-            self._fence_serial = self.submitted
+            self._fence_serial = device._submitted
             if not self._fence:
                 raise DriverError(BACKEND, "glFenceSync", detail="returned no sync object")
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -58,7 +55,7 @@ class Completion:
                 wait_ns = max(0, int((deadline - time.monotonic()) * 1e9))
             status = calls.client_wait_sync(self._fence, GLCalls.GL_SYNC_FLUSH_COMMANDS_BIT, wait_ns)
             if status in (GLCalls.GL_ALREADY_SIGNALED, GLCalls.GL_CONDITION_SATISFIED):
-                self.completed = max(self.completed, self._fence_serial)
+                device._completed = max(device._completed, self._fence_serial)
                 self._drop_fence()
                 return True
             if status == GLCalls.GL_WAIT_FAILED:
@@ -74,25 +71,9 @@ class Completion:
     def release(self) -> None:
         """The device is closing (its context still current): all work is finished."""
         self._drop_fence()
-        self.completed = self.submitted
 
 
-class Submission:
-    """One dispatch: wait() blocks until it (and everything before it) has finished."""
+class OpenGLSubmission(Submission):
+    """One dispatch: `wait(timeout)` blocks until it (and everything before it) has finished."""
 
-    __slots__ = ("_completion", "serial")
-
-    def __init__(self, completion: Completion, serial: int):
-        self._completion = completion
-        self.serial = serial
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Block until done; TimeoutError after `timeout` seconds."""
-        if self.serial > self._completion.completed and not self._completion.reach(self.serial, timeout):
-            raise TimeoutError(f"opengl: dispatch {self.serial} not finished after {timeout} s")
-
-    def done(self) -> bool:
-        return self.serial <= self._completion.completed or self._completion.reach(self.serial, 0.0)
-
-    def __repr__(self) -> str:
-        return f"<opengl Submission {self.serial}{' done' if self.serial <= self._completion.completed else ''}>"
+    __slots__ = ()

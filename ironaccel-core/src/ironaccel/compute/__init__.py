@@ -1,0 +1,44 @@
+"""The compute kit: what every ComputeDevice shares, for first-party and third-party backends alike.
+
+* `ComputeDeviceBase` (`base`): the whole ComputeDevice protocol over a
+  backend's vendor calls; the rules it enforces are written in
+  `ironaccel.protocols.ComputeDevice` and checked by
+  `ironaccel.testing.conformance.ComputeDeviceConformance`.
+* `BufferHandle`, `PipelineHandle`, `Program`, `ProgramCache`, `Submission`,
+  `wait_for` (`handles`): handles, their lifetimes, the program cache, waiting.
+* The argument checks and params packing (`checks`), shader text and the
+  storage-buffer interfaces of WGSL and GLSL (`shaders`), fork detection and
+  the runtime directory (`process`): usable on their own by a backend whose
+  device cannot subclass the base (CUDA's `Device` is also the full CUDA API).
+"""
+
+from __future__ import annotations
+
+from .base import ComputeDeviceBase, flat_bytes
+from .checks import (
+    buffer_list,
+    check_out,
+    count,
+    element_count,
+    element_type,
+    entry_name,
+    host_array,
+    numpy_dtype,
+    pack_params,
+    timeout_seconds,
+    workgroup_size,
+    workgroups,
+)
+from .handles import WAIT_SLICE, BufferHandle, PipelineHandle, Program, ProgramCache, Submission, evict_unused, wait_for
+from .process import ensure_runtime_dir, fork_error, generation
+from .shaders import Interface, StorageBinding, check_bindings, glsl_interface, source_text, wgsl_interface
+
+__all__ = [
+    "ComputeDeviceBase", "flat_bytes",
+    "BufferHandle", "PipelineHandle", "Program", "ProgramCache", "Submission", "wait_for", "evict_unused",
+    "WAIT_SLICE",
+    "buffer_list", "check_out", "count", "element_count", "element_type", "entry_name", "host_array",
+    "numpy_dtype", "pack_params", "timeout_seconds", "workgroup_size", "workgroups",
+    "Interface", "StorageBinding", "check_bindings", "glsl_interface", "source_text", "wgsl_interface",
+    "ensure_runtime_dir", "fork_error", "generation",
+]

@@ -1,0 +1,360 @@
+"""`ComputeDeviceBase`: the ComputeDevice protocol written once, over a backend's vendor calls.
+
+A backend subclasses it, calls `_open(...)` at the end of its constructor,
+and fills in its vendor calls:
+
+    _create_buffer(nbytes, dtype, data)  -> vendor buffer (data: flat uint8 to fill it with, or None)
+    _free_buffer(handle)                 free it once the work that uses it has finished
+    _write(handle, data)                 copy flat uint8 `data` into the start, ordered after earlier work
+    _read(handle, out)                   copy the first out.size bytes into flat uint8 `out`, after earlier work
+    _prepare(code, entry)                -> (code the compiler takes, a hashable key for the program cache);
+                                         text code by default
+    _build(code, entry, buffers, params, workgroup_size) -> Program (with its Interface)
+    _launch(program, handles, dims, params) -> serial of the submission
+    _wait(serial, seconds)               -> True once `serial` has finished (seconds: <= WAIT_SLICE, or None)
+    _shutdown()                          destroy what is left (programs are released and work waited for first)
+
+and keeps two ints, `_submitted` (the last serial) and `_completed` (the last
+serial known finished).  Everything else -- every argument check, the
+program cache, handle lifetimes and ownership, the one rule for binding a
+buffer twice, element types against the shader's declarations, waiting and
+its timeouts, fork detection, garbage-collected handles, idempotent close --
+is here, so each rule is written once (see `ironaccel.protocols.ComputeDevice`
+for the rules themselves) and `ironaccel.testing.conformance` checks it on
+every backend.  This is the shape of tinygrad's `LRUAllocator` and wgpu-py's
+`_classes.py`: the API once, each backend its vendor calls.
+
+Calls are serialized by `_lock` (an RLock).  A backend whose vendor objects
+belong to one thread passes `_open(..., thread_bound=make_current)`: calls
+from other threads raise InvalidState, buffers closed there are freed at the
+next call on the owning thread, and `make_current()` runs before vendor calls
+(OpenGL's EGL context).  Every call runs the checks in `_enter`; they are
+attribute tests only, since they are paid on every dispatch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import ClosedError, InvalidArgument, InvalidState
+from ..types import DeviceDescriptor, DType
+from . import process
+from .checks import (
+    buffer_list,
+    check_out,
+    count,
+    element_count,
+    element_type,
+    entry_name,
+    host_array,
+    numpy_dtype,
+    pack_params,
+    workgroups,
+)
+from .checks import workgroup_size as workgroup_size_of
+from .handles import BufferHandle, PipelineHandle, Program, ProgramCache, Submission, wait_for
+from .shaders import check_bindings, source_text
+
+__all__ = ["ComputeDeviceBase", "flat_bytes"]
+
+
+def flat_bytes(array: np.ndarray) -> np.ndarray:
+    """A flat uint8 view of a C-contiguous array."""
+    return (array if array.ndim == 1 else array.reshape(-1)).view(np.uint8)
+
+
+class ComputeDeviceBase:
+    """A ComputeDevice; subclasses provide the vendor calls listed in the module docstring."""
+
+    backend: ClassVar[str] = ""
+    #: The code a pipeline takes, for messages: "WGSL", "GLSL 430", "SPIR-V", ...
+    language: ClassVar[str] = ""
+    buffer_type: ClassVar[type[BufferHandle]] = BufferHandle
+    pipeline_type: ClassVar[type[PipelineHandle]] = PipelineHandle
+    submission_type: ClassVar[type[Submission]] = Submission
+    #: Unused programs kept per device (programs an open pipeline uses always stay).
+    max_programs: ClassVar[int] = 128
+    buffer_limit_name: ClassVar[str] = "the device's buffer limit"
+    group_limit_name: ClassVar[str] = "the device's workgroup-count limit"
+
+    descriptor: DeviceDescriptor
+    max_buffer_bytes: int
+    #: The serial of the last submission, and of the last one known to have finished.
+    _submitted: int = 0
+    _completed: int = 0
+
+    def _open(self, descriptor: DeviceDescriptor, *, max_buffer_bytes: int, group_limits: Sequence[int],
+              lock: Any = None, thread_bound: Callable[[], Any] | None = None) -> None:
+        """Set up the kit's state; a subclass calls this once its vendor objects exist.
+
+        `thread_bound`: the device belongs to the calling thread, and this makes its context current there.
+        """
+        self.descriptor = descriptor
+        self.max_buffer_bytes = int(max_buffer_bytes)
+        self._group_limits = tuple(int(g) for g in group_limits)
+        self._programs = ProgramCache(self.max_programs)
+        self._garbage: deque[Any] = deque()
+        self._lock = threading.RLock() if lock is None else lock
+        self._generation = process.generation()
+        self._owner_thread = threading.get_ident() if thread_bound is not None else None
+        self._make_current = thread_bound
+        self._closed = False
+
+    # -- vendor calls (see the module docstring) --------------------------------------------------------
+
+    def _create_buffer(self, nbytes: int, dtype: DType, data: np.ndarray | None) -> Any:
+        raise NotImplementedError
+
+    def _free_buffer(self, handle: Any) -> None:
+        raise NotImplementedError
+
+    def _write(self, handle: Any, data: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _read(self, handle: Any, out: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _prepare(self, code: Any, entry: str) -> tuple[Any, Hashable]:
+        """Text code (str or UTF-8 bytes, in `language`) by the kit's text rules; a binary-code backend overrides."""
+        text = source_text(self.backend, code, self.language)
+        return text, text
+
+    def _build(self, code: Any, entry: str, buffers: int, params: int,
+               workgroup_size: tuple[int, int, int]) -> Program:
+        raise NotImplementedError
+
+    def _launch(self, program: Any, handles: list[Any], dims: tuple[int, int, int], params: Any) -> int:
+        raise NotImplementedError
+
+    def _wait(self, serial: int, seconds: float | None) -> bool:
+        raise NotImplementedError
+
+    def _shutdown(self) -> None:
+        raise NotImplementedError
+
+    def _pack(self, program: Program, params: Any) -> Any:
+        """The params as the launch takes them: 32-bit words, by the kit's one packing rule."""
+        return pack_params(self.backend, params, program.params, "dispatch")
+
+    def _thread_ok(self) -> bool:
+        """False where this thread may not use the device (a thread-bound device, from another thread)."""
+        owner = self._owner_thread
+        return owner is None or threading.get_ident() == owner
+
+    def _activate(self) -> None:
+        """Make a thread-bound device's context current before vendor calls."""
+        if self._make_current is not None:
+            self._make_current()
+
+    # -- the protocol -----------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def alloc(self, size: int, dtype: Any = "float32") -> BufferHandle:
+        """A new buffer of `size` elements of `dtype` (contents undefined)."""
+        with self._lock:
+            self._enter("alloc")
+            dt = element_type(self.backend, dtype, "alloc")
+            if type(size) is not int or not 0 < size * dt.itemsize <= self.max_buffer_bytes:
+                size = element_count(self.backend, size, dt, self.max_buffer_bytes, "alloc", self.buffer_limit_name)
+            return self.buffer_type(self, self._create_buffer(size * dt.itemsize, dt, None), dt, size)
+
+    def upload(self, array: Any) -> BufferHandle:
+        """A new buffer holding a copy of a C-contiguous array, its elements taken in C order (flattened)."""
+        with self._lock:
+            self._enter("upload")
+            data = host_array(self.backend, array, "upload")
+            dt = element_type(self.backend, data.dtype, "upload")
+            size = data.size
+            if not 0 < data.nbytes <= self.max_buffer_bytes:
+                element_count(self.backend, size, dt, self.max_buffer_bytes, "upload", self.buffer_limit_name)
+            return self.buffer_type(self, self._create_buffer(data.nbytes, dt, flat_bytes(data)), dt, size)
+
+    def write(self, buffer: BufferHandle, array: Any) -> None:
+        """Copy a C-contiguous array's bytes into the start of `buffer`, ordered after earlier work."""
+        with self._lock:
+            self._enter("write")
+            handle = self._own(buffer, "write")
+            data = host_array(self.backend, array, "write")
+            if data.nbytes > buffer.nbytes:
+                raise InvalidArgument(self.backend, "write",
+                                      detail=f"{data.nbytes} bytes into a buffer of {buffer.nbytes}")
+            if data.nbytes:
+                self._write(handle, flat_bytes(data))
+
+    def download(self, buffer: BufferHandle, out: Any = None) -> np.ndarray:
+        """The buffer's contents as a new 1-D array, or its first out.nbytes raw bytes into `out`."""
+        with self._lock:
+            self._enter("download")
+            handle = self._own(buffer, "download")
+            if out is None:
+                try:
+                    out = np.empty(buffer.size, numpy_dtype(buffer.dtype))
+                except TypeError as exc:  # bfloat16 without ml_dtypes
+                    raise InvalidArgument(self.backend, "download", detail=f"{exc}; or pass out=") from None
+            else:
+                check_out(self.backend, out, buffer.nbytes)
+            if out.nbytes:
+                self._read(handle, flat_bytes(out))
+            return out
+
+    def pipeline(self, code: Any, entry: str = "main", *, buffers: int, params: int = 0,
+                 workgroup_size: Any = (64, 1, 1)) -> PipelineHandle:
+        """A pipeline from `code`, compiled once per (code, entry, buffers, params) on this device."""
+        backend = self.backend
+        with self._lock:
+            self._enter("pipeline")
+            buffers = count(backend, "buffers", buffers)
+            params = count(backend, "params", params)
+            entry = entry_name(backend, entry)
+            size = workgroup_size_of(backend, workgroup_size)
+            prepared, code_key = self._prepare(code, entry)
+            key = (code_key, entry, buffers, params)
+            program = self._programs.get(key)
+            if program is None:
+                program = self._build(prepared, entry, buffers, params, size)
+                self._programs.add(key, program)
+            return self.pipeline_type(self, program, entry, size)
+
+    def dispatch(self, pipeline: PipelineHandle, buffers: Sequence[BufferHandle], groups: Any,
+                 params: Sequence[Any] = ()) -> Submission:
+        """Queue `pipeline` over `groups` workgroups; returns at once with a Submission."""
+        with self._lock:
+            self._enter("dispatch")
+            program = self._program_of(pipeline)
+            dims = workgroups(self.backend, groups, self._group_limits, "dispatch", self.group_limit_name)
+            buffers = buffer_list(self.backend, buffers, program.buffers)
+            kind = self.buffer_type
+            handles = []
+            for buf in buffers:
+                handle = buf.handle if type(buf) is kind and buf._device is self else None
+                handles.append(self._own(buf, "dispatch") if handle is None else handle)
+            check_bindings(self.backend, program.interface, buffers)
+            packed = self._pack(program, params)
+            return self.submission_type(self, self._launch(program, handles, dims, packed))
+
+    def synchronize(self) -> None:
+        """Wait for everything submitted so far."""
+        with self._lock:
+            self._enter("synchronize")
+            last = self._submitted
+        self._wait_serial(last, None, "synchronize")
+
+    def close(self) -> None:
+        """Wait for the device's work, then destroy it with every buffer and program; twice is a no-op.
+
+        In a child forked after the device was opened, close forgets the device without a driver call.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            if self._generation != process._forks:
+                self._closed = True
+                return
+            if not self._thread_ok():
+                raise InvalidState(self.backend, "close", detail=self._thread_detail())
+            self._activate()
+            try:
+                if self._submitted > self._completed:
+                    self._wait(self._submitted, None)
+            finally:
+                self._closed = True
+                self._garbage.clear()
+                try:
+                    self._programs.clear()
+                finally:
+                    self._shutdown()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.descriptor.ordinal}: {self.descriptor.name}" \
+               f"{' closed' if self._closed else ''}>"
+
+    # -- shared machinery -------------------------------------------------------------------------------
+
+    def _enter(self, op: str) -> None:
+        """Check the device may run `op` here and now (open, not inherited through fork, right thread)."""
+        if self._closed:
+            raise ClosedError(self.backend, op, "device")
+        if self._generation != process._forks:
+            raise process.fork_error(self.backend, op)
+        if self._owner_thread is not None:
+            if threading.get_ident() != self._owner_thread:
+                raise InvalidState(self.backend, op, detail=self._thread_detail())
+            self._make_current()  # type: ignore[misc]
+        if self._garbage:
+            while self._garbage:
+                self._free_buffer(self._garbage.popleft())
+
+    def _thread_detail(self) -> str:
+        return "this device is used from the thread that opened it"
+
+    def _own(self, buffer: Any, op: str) -> Any:
+        """The vendor object of `buffer`, a live buffer of this device."""
+        if type(buffer) is self.buffer_type and buffer._device is self:
+            handle = buffer.handle
+            if handle is not None:
+                return handle
+            raise ClosedError(self.backend, op, "buffer")
+        what = "a buffer of another device" if isinstance(buffer, BufferHandle) else type(buffer).__name__
+        raise InvalidArgument(self.backend, op, detail=f"expected a buffer of this device, got {what}")
+
+    def _program_of(self, pipeline: Any) -> Program:
+        if type(pipeline) is self.pipeline_type and pipeline._device is self:
+            program = pipeline.program
+            if program is None:
+                raise ClosedError(self.backend, "dispatch", "pipeline")
+            return program
+        what = "a pipeline of another device" if isinstance(pipeline, PipelineHandle) else type(pipeline).__name__
+        raise InvalidArgument(self.backend, "dispatch", detail=f"expected a pipeline of this device, got {what}")
+
+    def _release_buffer(self, handle: Any) -> None:
+        """A buffer was closed: free it now, or at the next call where this thread may not."""
+        with self._lock:
+            if self._closed or self._generation != process._forks:
+                return
+            if self._owner_thread is None:
+                self._free_buffer(handle)
+            elif threading.get_ident() == self._owner_thread:
+                self._make_current()  # type: ignore[misc]
+                self._free_buffer(handle)
+            else:
+                self._garbage.append(handle)
+
+    def _collect(self, handle: Any) -> None:
+        """A buffer was garbage-collected unclosed: free it at the device's next call (takes no lock)."""
+        if not self._closed and self._generation == process._forks:
+            self._garbage.append(handle)
+
+    def _wait_serial(self, serial: int, timeout: Any, op: str = "wait") -> None:
+        if timeout is None and serial <= self._completed:
+            return
+        wait_for(self.backend, op, lambda seconds: self._block(serial, seconds, op), timeout)
+
+    def _serial_done(self, serial: int) -> bool:
+        return serial <= self._completed or self._block(serial, 0.0, "done")
+
+    def _block(self, serial: int, seconds: float | None, op: str) -> bool:
+        with self._lock:
+            if self._closed:
+                return True  # closing waited for (or, after a fork, abandoned) all of it
+            if self._generation != process._forks:
+                raise process.fork_error(self.backend, op)
+            if not self._thread_ok():
+                raise InvalidState(self.backend, op, detail=self._thread_detail())
+            if serial <= self._completed:
+                return True
+            self._activate()
+            return self._wait(serial, seconds)

@@ -1,0 +1,226 @@
+"""The handles a ComputeDevice gives out, their lifetimes, the program cache, and waiting.
+
+* `BufferHandle`: `dtype`, `size`, `nbytes` and the vendor object in `handle`
+  (None once closed).  `close()` is idempotent and hands the vendor object to
+  its device once; a handle that is garbage-collected unclosed is queued on its
+  device and freed at that device's next call, never from inside the garbage
+  collector (which may run in the middle of another call of that device).
+* `Program` and `PipelineHandle`: a compile result shared by every handle that
+  asked for the same code and interface; `ProgramCache` keeps them, least
+  recently used first, and releases only programs no open handle uses.
+* `Submission` and `wait_for`: one meaning of a timeout for every wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Timeout
+from ..types import DType
+from .checks import timeout_seconds
+from .shaders import Interface
+
+if TYPE_CHECKING:
+    from .base import ComputeDeviceBase
+
+__all__ = ["BufferHandle", "Program", "PipelineHandle", "ProgramCache", "Submission", "wait_for", "evict_unused",
+           "WAIT_SLICE"]
+
+#: The longest single wait handed to a backend: longer bounded waits are made of slices, so no timeout
+#: overflows a driver's integer (vkWaitForFences' nanoseconds, threading.Event's C time).
+WAIT_SLICE = 1.0
+
+
+def wait_for(backend: str, op: str, block: Callable[[float | None], bool], timeout: Any,
+             what: str = "the work") -> None:
+    """Wait with `block(seconds)` (True once done; `None` waits until done) for at most `timeout` seconds.
+
+    `timeout` None (or inf) waits until done, 0 polls once, a positive number
+    bounds the wait (any size: 1e11 is a legal wait); NaN, negatives and
+    non-numbers are InvalidArgument.  Past the deadline: `Timeout`.
+    """
+    seconds = timeout_seconds(backend, timeout, op)
+    if seconds is None:
+        block(None)
+        return
+    deadline = time.monotonic() + seconds
+    while not block(min(seconds, WAIT_SLICE)):
+        seconds = deadline - time.monotonic()
+        if seconds <= 0:
+            raise Timeout(backend, op, float(timeout), what)
+
+
+class BufferHandle:
+    """Device memory of one ComputeDevice: 1-D, `size` elements of `dtype`, `nbytes` bytes."""
+
+    __slots__ = ("dtype", "size", "nbytes", "handle", "_device", "__weakref__")
+
+    def __init__(self, device: ComputeDeviceBase, handle: Any, dtype: DType, size: int):
+        self._device = device
+        self.handle: Any = handle  # the vendor object; None once closed
+        self.dtype = dtype
+        self.size = size
+        self.nbytes = size * dtype.itemsize
+
+    @property
+    def device(self) -> ComputeDeviceBase:
+        return self._device
+
+    @property
+    def closed(self) -> bool:
+        """True once this buffer or its device is closed."""
+        return self.handle is None or self._device._closed
+
+    def close(self) -> None:
+        """Free the memory once the work that uses it has finished; twice (or after the device closed) is a no-op."""
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            self._device._release_buffer(handle)
+
+    def __del__(self) -> None:
+        handle = getattr(self, "handle", None)
+        if handle is not None:
+            try:
+                self._device._collect(handle)
+            except Exception:  # at interpreter exit the device may be half torn down
+                pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.nbytes} bytes"
+        return f"<{type(self).__name__} {self.dtype.value}[{self.size}] {state}>"
+
+
+class Program:
+    """What one compile produced; `users` counts the open handles on it, `release()` frees it (once)."""
+
+    def __init__(self, buffers: int, params: int, interface: Interface | None = None):
+        self.buffers = buffers
+        self.params = params
+        self.interface = interface or Interface.unknown(buffers)
+        self.users = 0
+        self.released = False
+
+    def release(self) -> None:
+        """Free the vendor objects (after the work that used them, where the driver does not defer it itself)."""
+        self.released = True
+
+
+class PipelineHandle:
+    """A handle on a cached Program: `entry`, `buffers`, `params`, `workgroup_size`.
+
+    Closing it (or dropping it) leaves the program cached for the next identical request.
+    """
+
+    __slots__ = ("entry", "buffers", "params", "workgroup_size", "program", "_device", "__weakref__")
+
+    def __init__(self, device: Any, program: Program, entry: str, workgroup_size: tuple[int, int, int]):
+        self._device = device
+        self.program: Program | None = program
+        self.entry = entry
+        self.buffers = program.buffers
+        self.params = program.params
+        self.workgroup_size = workgroup_size
+        program.users += 1
+
+    @property
+    def device(self) -> Any:
+        return self._device
+
+    @property
+    def closed(self) -> bool:
+        return self.program is None or self._device.closed
+
+    def close(self) -> None:
+        """Release this handle; a second call is a no-op."""
+        program, self.program = self.program, None
+        if program is not None:
+            program.users -= 1
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.program is None else f"buffers={self.buffers} params={self.params}"
+        return f"<{type(self).__name__} {self.entry!r} {state}>"
+
+
+def evict_unused(programs: MutableMapping[Any, Any], limit: int) -> None:
+    """Shrink a least-recently-used program cache to `limit` by releasing programs no pipeline uses.
+
+    The cache maps keys to objects with `users` (live pipelines) and `release()`;
+    programs in use stay, so the cache may stay over the limit until they close.
+    """
+    if len(programs) <= limit:
+        return
+    for key, program in list(programs.items()):
+        if program.users == 0:
+            del programs[key]
+            program.release()
+            if len(programs) <= limit:
+                return
+
+
+class ProgramCache:
+    """Programs of one device by key, least recently used first, at most `limit` unused ones kept."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._programs: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def get(self, key: Hashable) -> Any:
+        program = self._programs.get(key)
+        if program is not None:
+            if program.released:
+                del self._programs[key]
+                return None
+            self._programs.move_to_end(key)
+        return program
+
+    def add(self, key: Hashable, program: Any) -> None:
+        self._programs[key] = program
+        evict_unused(self._programs, self.limit)
+
+    def clear(self) -> None:
+        """Release every program (the device is closing)."""
+        programs = list(self._programs.values())
+        self._programs.clear()
+        for program in programs:
+            if not program.released:
+                program.release()
+
+    def __len__(self) -> int:
+        return len(self._programs)
+
+    def __contains__(self, program: object) -> bool:
+        return any(p is program for p in self._programs.values())
+
+
+class Submission:
+    """Work handed to a device: `wait(timeout)` blocks until it and everything before it has finished.
+
+    `wait()` raises `ironaccel.errors.Timeout` when the timeout passes first
+    (see `wait_for`); `done()` polls.  After `ComputeDeviceBase.close()` both
+    say the work is finished: closing waited for it.
+    """
+
+    __slots__ = ("_device", "serial")
+
+    def __init__(self, device: ComputeDeviceBase, serial: int):
+        self._device = device
+        self.serial = serial
+
+    def wait(self, timeout: float | None = None) -> None:
+        self._device._wait_serial(self.serial, timeout)
+
+    def done(self) -> bool:
+        return self._device._serial_done(self.serial)
+
+    def __repr__(self) -> str:
+        state = " done" if self.serial <= self._device._completed else ""
+        return f"<{type(self).__name__} {self.serial}{state}>"
