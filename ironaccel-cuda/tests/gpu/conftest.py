@@ -56,3 +56,33 @@ def pytest_sessionstart(session: Any) -> None:
 
         if _hot.IMPLEMENTATION != expected:
             raise pytest.UsageError(f"expected the {expected} hot path, got {_hot.DESCRIPTION}")
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers",
+        "multi_gpu: needs two or more CUDA devices; skipped on fewer, failed instead when IRONACCEL_REQUIRE names "
+        "multi_gpu (deselect with -m 'not multi_gpu')",
+    )
+
+
+def pytest_runtest_setup(item: Any) -> None:
+    if item.get_closest_marker("multi_gpu") is None:
+        return
+    import ironaccel
+    from ironaccel.testing.pytest_plugin import ENV_REQUIRE, required_backends
+
+    probe = ironaccel.probe("cuda")
+    count = 0
+    if probe.available:
+        import ironaccel_cuda as cu
+
+        count = cu.device_count()
+    if count < 2:
+        why = f"needs two or more CUDA devices, this machine has {count}"
+        if not probe.available:
+            why += f" (cuda: {probe.reason})"
+        required = required_backends()
+        if "multi_gpu" in required or "*" in required:
+            pytest.fail(f"{why} (required by {ENV_REQUIRE})", pytrace=False)
+        pytest.skip(why)
