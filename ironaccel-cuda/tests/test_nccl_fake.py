@@ -46,7 +46,8 @@ def fake_nccl(tmp_path_factory) -> Path:
 
 def test_nccl_suites_against_the_fakes(fake_lib, fake_nccl, tmp_path, hot_env):  # noqa: F811
     pytest.importorskip("nccl.bindings.nccl", reason="nccl4py is not installed (pip install 'ironaccel-cuda[nccl]')")
-    env = _env(fake_lib, tmp_path, hot_env, IRONACCEL_FAKE_NCCL="1", LD_PRELOAD=str(fake_nccl))
+    env = _env(fake_lib, tmp_path, hot_env, IRONACCEL_FAKE_NCCL="1", LD_PRELOAD=str(fake_nccl),
+               IRONACCEL_TEST_HANG_TIMEOUT="1")
     env["LD_LIBRARY_PATH"] = os.pathsep.join((str(fake_nccl.parent), env["LD_LIBRARY_PATH"]))
     out = _pytest([str(HERE / "gpu" / "test_nccl.py"), str(HERE / "gpu" / "test_nccl_multi.py")], env)
     text = out.stdout + out.stderr

@@ -24,6 +24,7 @@ from ironaccel import DType
 WORKER = Path(__file__).with_name("nccl_worker.py")
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 COUNT = 1000  # not a multiple of anything NCCL chunks by
+HANG_TIMEOUT = float(os.environ.get("IRONACCEL_TEST_HANG_TIMEOUT", "5"))  # seconds the hung-peer tests allow
 
 
 def rank_data(rank: int, count: int, dtype: Any, kind: str = "small") -> np.ndarray:

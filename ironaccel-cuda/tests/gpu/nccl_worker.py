@@ -15,12 +15,10 @@ import sys
 import time
 
 import numpy as np
-from nccl_checks import exercise, exercise_split
+from nccl_checks import HANG_TIMEOUT, exercise, exercise_split
 
 import ironaccel_cuda as cu
 from ironaccel_cuda import nccl
-
-HANG_TIMEOUT = 5.0
 
 
 def collectives() -> str:

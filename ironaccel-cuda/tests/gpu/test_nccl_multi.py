@@ -11,22 +11,25 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import FAKE
-from nccl_checks import exercise, exercise_split, launch
+from nccl_checks import HANG_TIMEOUT, exercise, exercise_split, launch
 
 import ironaccel
 from ironaccel.testing.pytest_plugin import ENV_REQUIRE, required_backends
 
 FAKE_NCCL = os.environ.get("IRONACCEL_FAKE_NCCL") == "1"
-HANG_TIMEOUT = 5.0  # nccl_worker.py's
 
 pytestmark = [
     pytest.mark.multi_gpu,
     pytest.mark.skipif(FAKE and not FAKE_NCCL, reason="NCCL needs GPUs here; tests/test_nccl_fake.py runs this "
                        "file against the fake NCCL"),
 ]
+EXAMPLE = Path(__file__).parents[2] / "examples" / "nccl_allreduce.py"
 real_only = pytest.mark.skipif(FAKE, reason="the fake NCCL runs every rank in one process and never hangs a GPU")
 
 
@@ -110,6 +113,14 @@ def test_process_per_gpu_hung_peer_is_aborted_within_the_timeout(nccl, devices):
     for rank, r in enumerate(results):
         assert r.returncode == 0 and f"ok rank {rank}" in r.stdout, f"rank {rank}:\n{r.stdout[-4000:]}"
     _assert_prompt(results[0].stdout)
+
+
+@real_only
+def test_the_example_on_every_gpu(nccl, devices):
+    n = len(devices)
+    out = subprocess.run([sys.executable, str(EXAMPLE), "-n", str(n)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert all(f"rank {r} of {n}" in out.stdout for r in range(n)) and f"ok on {n} GPU(s)" in out.stdout
 
 
 def _assert_prompt(out: str) -> None:

@@ -18,6 +18,7 @@ name for the result, `detail` NCCL's text for it and its last error message.
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
 from types import ModuleType
@@ -32,11 +33,13 @@ __all__ = [
     "IN_PROGRESS",
     "REDUCE_OPS",
     "RESULT_NAMES",
+    "ReduceOp",
     "SUCCESS",
     "binding",
     "call",
     "movement_type",
     "nccl_error",
+    "reduce_args",
     "reduction_type",
     "version",
 ]
@@ -86,6 +89,16 @@ _UINT8 = 1
 # ncclRedOp_t of each reduction name.
 REDUCE_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 _COMPONENTWISE = {"sum", "avg"}
+
+
+class ReduceOp(str, enum.Enum):
+    """NCCL's reductions (ncclRedOp_t); the plain strings "sum", "prod", ... are accepted too."""
+
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    AVG = "avg"
 
 
 class CollectiveTimeout(DriverError, TimeoutError):
@@ -233,6 +246,21 @@ def movement_type(dtype: DType) -> tuple[int, int]:
     return _UINT8, dtype.itemsize
 
 
+MOVES = {d: movement_type(d) for d in DType}
+"""movement_type of every DType, for the hot path."""
+
+
+def reduce_args(dtype: DType, op: Any, nccl_op: str) -> tuple[int, int, int]:
+    """(ncclDataType_t, elements per element, ncclRedOp_t) for reducing `dtype` with `op`; InvalidArgument if not."""
+    try:  # keyed by op, then the DType's value: str hashes are cached, an Enum's __hash__ is Python code
+        return _REDUCTIONS[op][dtype._value_]
+    except (KeyError, TypeError, AttributeError):
+        pass
+    name, code = reduce_op(op, nccl_op)
+    dt, k = reduction_type(dtype, name, nccl_op)
+    return dt, k, code
+
+
 def reduce_op(op: Any, nccl_op: str) -> tuple[str, int]:
     """(name, ncclRedOp_t) of a reduction given as "sum" / ReduceOp.SUM / ..."""
     name = getattr(op, "value", op)
@@ -240,3 +268,20 @@ def reduce_op(op: Any, nccl_op: str) -> tuple[str, int]:
     if code is None:
         raise InvalidArgument(BACKEND, nccl_op, detail=f"op must be one of {sorted(REDUCE_OPS)}, got {op!r}")
     return name, code
+
+
+def _reductions() -> dict[Any, dict[str, tuple[int, int, int]]]:
+    table: dict[Any, dict[str, tuple[int, int, int]]] = {}
+    for name, code in REDUCE_OPS.items():
+        by_dtype = {}
+        for dtype in DType:
+            try:
+                dt, k = reduction_type(dtype, name, "")
+            except InvalidArgument:
+                continue
+            by_dtype[dtype.value] = (dt, k, code)
+        table[name] = table[ReduceOp(name)] = by_dtype
+    return table
+
+
+_REDUCTIONS = _reductions()

@@ -12,7 +12,6 @@ and the communicator's error state under the same deadline.
 
 from __future__ import annotations
 
-import enum
 import itertools
 import math
 import os
@@ -31,15 +30,15 @@ from ..memory import DeviceBuf, adopt
 from ..stream import Stream
 from ._binding import (
     IN_PROGRESS,
+    MOVES,
     SPLIT_NOCOLOR,
     SUCCESS,
     CollectiveTimeout,
+    ReduceOp,
     binding,
     call,
-    movement_type,
     nccl_error,
-    reduce_op,
-    reduction_type,
+    reduce_args,
     translate,
 )
 from ._rendezvous import ID_BYTES, exchange
@@ -49,18 +48,20 @@ __all__ = ["Communicator", "ReduceOp", "Registration", "UniqueId", "alloc", "clo
 DEFAULT_TIMEOUT = 600.0
 """Seconds a communicator waits for its peers (initialisation, split, close, synchronize) by default."""
 
-_tls = threading.local()  # depth of group() on this thread; (communicator, op) pairs to settle at its end
 _exchanges = itertools.count()  # from_env calls of this process: the rendezvous tag
 
 
-class ReduceOp(str, enum.Enum):
-    """NCCL's reductions (ncclRedOp_t); the plain strings "sum", "prod", ... are accepted too."""
+class _GroupState(threading.local):
+    """Per thread: how deep in group() it is, and the (communicator, op) pairs to settle at the outermost end."""
 
-    SUM = "sum"
-    PROD = "prod"
-    MAX = "max"
-    MIN = "min"
-    AVG = "avg"
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: dict[Communicator, str] = {}
+
+
+_tls = _GroupState()
+_groups_lock = threading.Lock()
+_open_groups = 0  # group() blocks open on any thread: while 0, no thread is inside one (the hot path reads only this)
 
 
 class UniqueId:
@@ -114,7 +115,7 @@ class UniqueId:
 
 
 def _in_group() -> bool:
-    return getattr(_tls, "depth", 0) > 0
+    return _tls.depth > 0
 
 
 def _defer(comm: Communicator, op: str) -> None:
@@ -182,14 +183,19 @@ class group:
         self._nb = binding()
 
     def __enter__(self) -> group:
+        global _open_groups
         call("ncclGroupStart", self._nb.group_start)
-        depth = getattr(_tls, "depth", 0)
-        if depth == 0:
+        if _tls.depth == 0:
             _tls.pending = {}
-        _tls.depth = depth + 1
+        _tls.depth += 1
+        with _groups_lock:
+            _open_groups += 1
         return self
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        global _open_groups
+        with _groups_lock:
+            _open_groups -= 1
         _tls.depth -= 1
         outermost = _tls.depth == 0
         pending: dict[Communicator, str] = _tls.pending if outermost else {}
@@ -284,8 +290,8 @@ class Communicator:
     dtype.  A communicator is not thread-safe.
     """
 
-    __slots__ = ("_comm", "_nb", "_cfg", "device", "_ordinal", "stream", "timeout", "_rank", "_nranks", "_event",
-                 "_registrations", "__weakref__")
+    __slots__ = ("_comm", "_nb", "_cfg", "device", "_ordinal", "stream", "_sh", "timeout", "_rank", "_nranks",
+                 "_event", "_registrations", "__weakref__")
 
     def __init__(self, device: Device | int, nranks: int, rank: int, unique_id: UniqueId, *,
                  stream: Stream | None = None, timeout: float | None = DEFAULT_TIMEOUT):
@@ -323,6 +329,7 @@ class Communicator:
         self.device = dev
         self._ordinal = dev.ordinal
         self.stream = stream
+        self._sh = to_int(stream._h)  # used while stream._h is not CLOSED
         self.timeout = timeout
         self._rank = rank
         self._nranks = nranks
@@ -429,142 +436,166 @@ class Communicator:
         return "?" if self._rank is None else str(self._rank)
 
     # -- collectives (hot) -------------------------------------------------------
+    # Each checks its buffers in one expression and diagnoses (raises) only when it fails; the
+    # stream handle of the communicator's own stream is cached; after queuing, one
+    # ncclCommGetAsyncError tells whether NCCL is still enqueuing (then _settle waits).
 
     def all_reduce(self, send: DeviceBuf, recv: DeviceBuf | None = None, *, op: ReduceOp | str = "sum",
                    stream: Stream | None = None) -> None:
         """recv = op over ranks of send (ncclAllReduce); same size and dtype on every rank."""
         name = "ncclAllReduce"
-        comm = self._comm
         if recv is None:
             recv = send
-        self._same(send, recv, name)
-        opname, code = reduce_op(op, name)
-        dt, k = reduction_type(send.dtype, opname, name)
-        h = self._stream_handle(stream, name)
+        o = self._ordinal
+        if (send.__class__ is not DeviceBuf or recv.__class__ is not DeviceBuf or send.ptr is None or recv.ptr is None
+                or send._ordinal != o or recv._ordinal != o or send.dtype is not recv.dtype or send.size != recv.size):
+            self._same(send, recv, name)
+        dt, k, code = reduce_args(send.dtype, op, name)
+        h = self._sh if stream is None and self.stream._h is not CLOSED else self._stream_handle(stream, name)
+        comm = self._comm
         if comm is None:
             raise closed(name, "communicator")
         try:
             self._nb.all_reduce(send.ptr, recv.ptr, send.size * k, dt, code, comm, h)
         except Exception as exc:
             raise translate(name, exc, comm) from None
-        self._issued(name, comm)
+        if _open_groups and _tls.depth:
+            _tls.pending.setdefault(self, name)
+        elif self._nb.comm_get_async_error(comm):
+            _settle({self: name})
 
     def all_gather(self, send: DeviceBuf, recv: DeviceBuf, *, stream: Stream | None = None) -> None:
         """recv = the send buffers of ranks 0..n-1 end to end (ncclAllGather); recv has nranks x send.size."""
         name = "ncclAllGather"
+        o = self._ordinal
+        if (send.__class__ is not DeviceBuf or recv.__class__ is not DeviceBuf or send.ptr is None or recv.ptr is None
+                or send._ordinal != o or recv._ordinal != o or send.dtype is not recv.dtype
+                or recv.size != send.size * self.nranks):
+            self._bufs(send, recv, name)
+            if recv.size != send.size * self.nranks:
+                raise invalid(name, f"recv must hold nranks x send.size = {self.nranks} x {send.size} "
+                              f"elements, it holds {recv.size}")
+        dt, k = MOVES[send.dtype]
+        h = self._sh if stream is None and self.stream._h is not CLOSED else self._stream_handle(stream, name)
         comm = self._comm
-        self._bufs(send, recv, name)
-        if recv.size != send.size * self.nranks:
-            raise invalid(name, f"recv must hold nranks x send.size = {self.nranks} x {send.size} elements, "
-                          f"it holds {recv.size}")
-        dt, k = movement_type(send.dtype)
-        h = self._stream_handle(stream, name)
         if comm is None:
             raise closed(name, "communicator")
         try:
             self._nb.all_gather(send.ptr, recv.ptr, send.size * k, dt, comm, h)
         except Exception as exc:
             raise translate(name, exc, comm) from None
-        self._issued(name, comm)
+        if _open_groups and _tls.depth:
+            _tls.pending.setdefault(self, name)
+        elif self._nb.comm_get_async_error(comm):
+            _settle({self: name})
 
     def reduce_scatter(self, send: DeviceBuf, recv: DeviceBuf, *, op: ReduceOp | str = "sum",
                        stream: Stream | None = None) -> None:
         """recv = block `rank` of op over ranks of send (ncclReduceScatter); send has nranks x recv.size."""
         name = "ncclReduceScatter"
+        o = self._ordinal
+        if (send.__class__ is not DeviceBuf or recv.__class__ is not DeviceBuf or send.ptr is None or recv.ptr is None
+                or send._ordinal != o or recv._ordinal != o or send.dtype is not recv.dtype
+                or send.size != recv.size * self.nranks):
+            self._bufs(send, recv, name)
+            if send.size != recv.size * self.nranks:
+                raise invalid(name, f"send must hold nranks x recv.size = {self.nranks} x {recv.size} "
+                              f"elements, it holds {send.size}")
+        dt, k, code = reduce_args(send.dtype, op, name)
+        h = self._sh if stream is None and self.stream._h is not CLOSED else self._stream_handle(stream, name)
         comm = self._comm
-        self._bufs(send, recv, name)
-        if send.size != recv.size * self.nranks:
-            raise invalid(name, f"send must hold nranks x recv.size = {self.nranks} x {recv.size} elements, "
-                          f"it holds {send.size}")
-        opname, code = reduce_op(op, name)
-        dt, k = reduction_type(send.dtype, opname, name)
-        h = self._stream_handle(stream, name)
         if comm is None:
             raise closed(name, "communicator")
         try:
             self._nb.reduce_scatter(send.ptr, recv.ptr, recv.size * k, dt, code, comm, h)
         except Exception as exc:
             raise translate(name, exc, comm) from None
-        self._issued(name, comm)
+        if _open_groups and _tls.depth:
+            _tls.pending.setdefault(self, name)
+        elif self._nb.comm_get_async_error(comm):
+            _settle({self: name})
 
     def broadcast(self, send: DeviceBuf, recv: DeviceBuf | None = None, *, root: int = 0,
                   stream: Stream | None = None) -> None:
         """recv = root's send on every rank (ncclBroadcast); send is read on root only."""
         name = "ncclBroadcast"
-        comm = self._comm
         if recv is None:
             recv = send
-        self._same(send, recv, name)
-        self._peer(root, "root", name)
-        dt, k = movement_type(send.dtype)
-        h = self._stream_handle(stream, name)
+        o = self._ordinal
+        if (send.__class__ is not DeviceBuf or recv.__class__ is not DeviceBuf or send.ptr is None or recv.ptr is None
+                or send._ordinal != o or recv._ordinal != o or send.dtype is not recv.dtype or send.size != recv.size):
+            self._same(send, recv, name)
+        if root.__class__ is not int or not 0 <= root < self.nranks:
+            self._peer(root, "root", name)
+        dt, k = MOVES[send.dtype]
+        h = self._sh if stream is None and self.stream._h is not CLOSED else self._stream_handle(stream, name)
+        comm = self._comm
         if comm is None:
             raise closed(name, "communicator")
         try:
             self._nb.broadcast(send.ptr, recv.ptr, send.size * k, dt, root, comm, h)
         except Exception as exc:
             raise translate(name, exc, comm) from None
-        self._issued(name, comm)
+        if _open_groups and _tls.depth:
+            _tls.pending.setdefault(self, name)
+        elif self._nb.comm_get_async_error(comm):
+            _settle({self: name})
 
     def reduce(self, send: DeviceBuf, recv: DeviceBuf | None = None, *, op: ReduceOp | str = "sum", root: int = 0,
                stream: Stream | None = None) -> None:
         """On root, recv = op over ranks of send (ncclReduce); recv is written on root only."""
         name = "ncclReduce"
-        comm = self._comm
         if recv is None:
             recv = send
-        self._same(send, recv, name)
-        self._peer(root, "root", name)
-        opname, code = reduce_op(op, name)
-        dt, k = reduction_type(send.dtype, opname, name)
-        h = self._stream_handle(stream, name)
+        o = self._ordinal
+        if (send.__class__ is not DeviceBuf or recv.__class__ is not DeviceBuf or send.ptr is None or recv.ptr is None
+                or send._ordinal != o or recv._ordinal != o or send.dtype is not recv.dtype or send.size != recv.size):
+            self._same(send, recv, name)
+        if root.__class__ is not int or not 0 <= root < self.nranks:
+            self._peer(root, "root", name)
+        dt, k, code = reduce_args(send.dtype, op, name)
+        h = self._sh if stream is None and self.stream._h is not CLOSED else self._stream_handle(stream, name)
+        comm = self._comm
         if comm is None:
             raise closed(name, "communicator")
         try:
             self._nb.reduce(send.ptr, recv.ptr, send.size * k, dt, code, root, comm, h)
         except Exception as exc:
             raise translate(name, exc, comm) from None
-        self._issued(name, comm)
+        if _open_groups and _tls.depth:
+            _tls.pending.setdefault(self, name)
+        elif self._nb.comm_get_async_error(comm):
+            _settle({self: name})
 
     def send(self, buf: DeviceBuf, peer: int, *, stream: Stream | None = None) -> None:
         """Send buf to rank `peer`, which posts a recv of the same size (ncclSend; pair them in a group)."""
-        name = "ncclSend"
-        comm = self._comm
-        self._buf(buf, "buf", name)
-        self._peer(peer, "peer", name)
-        dt, k = movement_type(buf.dtype)
-        h = self._stream_handle(stream, name)
-        if comm is None:
-            raise closed(name, "communicator")
-        try:
-            self._nb.send(buf.ptr, buf.size * k, dt, peer, comm, h)
-        except Exception as exc:
-            raise translate(name, exc, comm) from None
-        self._issued(name, comm)
+        self._p2p("ncclSend", buf, peer, stream)
 
     def recv(self, buf: DeviceBuf, peer: int, *, stream: Stream | None = None) -> None:
         """Receive into buf what rank `peer` sends (ncclRecv)."""
-        name = "ncclRecv"
+        self._p2p("ncclRecv", buf, peer, stream)
+
+    def _p2p(self, name: str, b: Any, peer: Any, stream: Any) -> None:
+        buf: Any = b
+        if buf.__class__ is not DeviceBuf or buf.ptr is None or buf._ordinal != self._ordinal:
+            self._buf(buf, "buf", name)
+        if peer.__class__ is not int or not 0 <= peer < self.nranks:
+            self._peer(peer, "peer", name)
+        dt, k = MOVES[buf.dtype]
+        h = self._sh if stream is None and self.stream._h is not CLOSED else self._stream_handle(stream, name)
         comm = self._comm
-        self._buf(buf, "buf", name)
-        self._peer(peer, "peer", name)
-        dt, k = movement_type(buf.dtype)
-        h = self._stream_handle(stream, name)
         if comm is None:
             raise closed(name, "communicator")
         try:
-            self._nb.recv(buf.ptr, buf.size * k, dt, peer, comm, h)
+            if name == "ncclSend":
+                self._nb.send(buf.ptr, buf.size * k, dt, peer, comm, h)
+            else:
+                self._nb.recv(buf.ptr, buf.size * k, dt, peer, comm, h)
         except Exception as exc:
             raise translate(name, exc, comm) from None
-        self._issued(name, comm)
-
-    def _issued(self, name: str, comm: Any) -> None:
-        """After a call was queued: inside a group, settle at its end; else wait only if NCCL is still enqueuing."""
-        if getattr(_tls, "depth", 0):
+        if _open_groups and _tls.depth:
             _tls.pending.setdefault(self, name)
-            return
-        state = self._nb.comm_get_async_error(comm)
-        if state != SUCCESS:
+        elif self._nb.comm_get_async_error(comm):
             _settle({self: name})
 
     # -- argument checks (hot, then cold diagnostics) ---------------------------
