@@ -13,6 +13,7 @@
  *   fake_nccl_fail(call, result)   the named call returns `result` (0 clears) until cleared
  *   fake_nccl_set(knob, value)     "init_never": inits never complete; "async_error": the result
  *                                  every communicator reports after its next collective
+ *   fake_nccl_last_split_out()     where the last ncclCommSplit was told to write its new communicator
  *   fake_nccl_counter(i)           0 inits, 1 aborts, 2 destroys, 3 finalizes, 4 live registrations,
  *                                  5 collectives run, 6 live ncclMemAlloc buffers, 7 group depth
  */
@@ -42,7 +43,7 @@ typedef void *cudaStream_t;
 enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCESCATTER };
 struct pending { int used, kind, dtype, op, root, posted; size_t count; const char *send[MAXR]; char *recv[MAXR]; };
 struct p2p { int used, src, dst, dtype; size_t count; const char *send; char *recv; long seq; };
-struct split_round { int count; int color[MAXR], key[MAXR]; struct fcomm *child[MAXR]; };
+struct split_round { int count; int color[MAXR], key[MAXR]; struct fcomm *child[MAXR]; struct fcomm **out[MAXR]; };
 struct clique {
     ncclUniqueId id; int nranks, joined; struct fcomm *ranks[MAXR];
     struct pending ops[RING]; struct p2p sends[RING], recvs[RING]; long p2pseq;
@@ -59,6 +60,8 @@ static __thread int group_depth = 0;
 static char fail_call[64] = "";
 static int fail_result = 0, init_never = 0, async_error_next = 0;
 static unsigned long uid_counter = 0;
+static void *last_split_out = NULL;
+void *fake_nccl_last_split_out(void) { return last_split_out; }
 
 static const size_t SIZE[12] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
@@ -307,8 +310,9 @@ ncclResult_t ncclCommSplit(struct fcomm *c, int color, int key, struct fcomm **n
     struct clique *cl = c->cl;
     struct split_round *s = &cl->splits[c->splits++ % 16];
     struct fcomm *child = color == NOCOLOR ? NULL : new_comm(NULL, -1);
-    s->color[c->rank] = color; s->key[c->rank] = key; s->child[c->rank] = child;
-    *newcomm = child;
+    s->color[c->rank] = color; s->key[c->rank] = key; s->child[c->rank] = child; s->out[c->rank] = newcomm;
+    *newcomm = NULL; /* as NCCL: the new communicator is written here only when the split has completed */
+    last_split_out = (void *)newcomm;
     if (++s->count == cl->nranks) {
         for (int r = 0; r < cl->nranks; r++) {
             if (!s->child[r] || s->child[r]->cl) continue;
@@ -324,6 +328,7 @@ ncclResult_t ncclCommSplit(struct fcomm *c, int color, int key, struct fcomm **n
             for (int i = 0; i < m; i++) { struct fcomm *k = s->child[members[i]]; k->cl = sub; k->rank = i; sub->ranks[i] = k; }
             if (ncliques < 256) cliques[ncliques++] = sub;
         }
+        for (int r = 0; r < cl->nranks; r++) if (s->child[r]) *s->out[r] = s->child[r];
         memset(s, 0, sizeof *s);
     }
     pthread_mutex_unlock(&lock);

@@ -279,6 +279,8 @@ def test_bad_input(nccl, comm, dev):
     bad(comm.split, -2, name="ncclCommSplit")
     bad(comm.split, "a")
     bad(comm.register, np.zeros(3), name="ncclCommRegister")
+    with nccl.group():
+        bad(comm.register, b32, name="ncclCommRegister")
     bad(nccl.Communicator, dev, 0, 0, uid, name="ncclCommInitRankConfig")
     bad(nccl.Communicator, dev, 1, 1, uid)
     bad(nccl.Communicator, dev, 1, 0, bytes(uid))

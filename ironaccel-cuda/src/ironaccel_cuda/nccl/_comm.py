@@ -25,7 +25,7 @@ from .. import _driver
 from .. import dtypes as _dtypes
 from .._hot import CLOSED, to_int
 from ..device import Device
-from ..errors import BACKEND, closed, invalid
+from ..errors import BACKEND, DriverError, closed, invalid
 from ..memory import DeviceBuf, adopt
 from ..stream import Stream
 from ._binding import (
@@ -136,6 +136,14 @@ def _settle(entries: dict[Communicator, str], *, quiet: bool = False) -> None:
             if h is None:
                 del waiting[comm]
                 continue
+            if not h.handle:  # a split's new communicator: NCCL writes its handle when the split completes
+                if comm._parent is not None and comm._parent in waiting:
+                    continue
+                errors.append(DriverError(BACKEND, op, detail="the split completed without making a communicator"))
+                comm._forget()
+                del waiting[comm]
+                continue
+            comm._parent = None
             try:
                 state = nb.comm_get_async_error(h)
             except Exception as exc:
@@ -290,8 +298,8 @@ class Communicator:
     dtype.  A communicator is not thread-safe.
     """
 
-    __slots__ = ("_comm", "_nb", "_cfg", "device", "_ordinal", "stream", "_sh", "timeout", "_rank", "_nranks",
-                 "_event", "_registrations", "__weakref__")
+    __slots__ = ("_comm", "_nb", "_cfg", "_parent", "device", "_ordinal", "stream", "_sh", "timeout", "_rank",
+                 "_nranks", "_event", "_registrations", "__weakref__")
 
     def __init__(self, device: Device | int, nranks: int, rank: int, unique_id: UniqueId, *,
                  stream: Stream | None = None, timeout: float | None = DEFAULT_TIMEOUT):
@@ -326,6 +334,7 @@ class Communicator:
         self._comm: Any = None
         self._nb = nb
         self._cfg: Any = None
+        self._parent: Communicator | None = None  # of a split still in progress
         self.device = dev
         self._ordinal = dev.ordinal
         self.stream = stream
@@ -575,9 +584,9 @@ class Communicator:
         """Receive into buf what rank `peer` sends (ncclRecv)."""
         self._p2p("ncclRecv", buf, peer, stream)
 
-    def _p2p(self, name: str, b: Any, peer: Any, stream: Any) -> None:
-        buf: Any = b
-        if buf.__class__ is not DeviceBuf or buf.ptr is None or buf._ordinal != self._ordinal:
+    def _p2p(self, name: str, buf: Any, peer: Any, stream: Any) -> None:
+        kind = buf.__class__
+        if kind is not DeviceBuf or buf.ptr is None or buf._ordinal != self._ordinal:
             self._buf(buf, "buf", name)
         if peer.__class__ is not int or not 0 <= peer < self.nranks:
             self._peer(peer, "peer", name)
@@ -663,12 +672,12 @@ class Communicator:
         key = _int_arg(key, "key", op)
         limit = self.timeout if timeout is None else _timeout_arg(timeout, op)
         out = call(op, self._nb.comm_split, comm, code, key, 0)
-        new = _as_comm(self._nb, out)
         child: Communicator | None = None
-        if int(new.handle) != 0:
+        if color is not None:  # `out` is the Comm whose handle NCCL fills in when the split completes
             child = object.__new__(Communicator)
             child._setup(self._nb, self.device, self.stream, limit, None, None)
-            child._comm = new
+            child._comm = _as_comm(self._nb, out)
+            child._parent = self
         entries: dict[Communicator, str] = {self: op}
         if child is not None:
             entries[child] = op
@@ -688,9 +697,13 @@ class Communicator:
         op = "ncclCommRegister"
         comm = self._live(op)
         self._buf(buf, "buf", op)
+        if _in_group():
+            raise invalid(op, "register buffers outside nccl.group(): inside one NCCL fills in the handle later")
         handle = call(op, self._nb.comm_register, comm, buf.ptr, buf.nbytes)
         reg = Registration._make(self, buf, int(handle))
         self._registrations.add(reg)
+        if self._nb.comm_get_async_error(comm):
+            _settle({self: op})
         return reg
 
     # -- waiting, aborting, closing -----------------------------------------------
@@ -767,8 +780,11 @@ class Communicator:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_comm", None) is not None and not _driver.forked:
-            self._abort_quietly()  # forgotten: never wait for peers during garbage collection
+        try:
+            if self._comm is not None and not _driver.forked:
+                self._abort_quietly()  # forgotten: never wait for peers during garbage collection
+        except Exception:  # interpreter shutdown, or never initialised
+            pass
 
 
 def close_all(comms: Iterable[Communicator]) -> None:
@@ -787,10 +803,13 @@ def close_all(comms: Iterable[Communicator]) -> None:
     if not live:
         return
     nb = binding()
+    errors: list[Exception] = []
     for c in live:
         for reg in list(c._registrations):
-            reg.close()
-    errors: list[Exception] = []
+            try:
+                reg.close()
+            except Exception as exc:
+                errors.append(exc)
     entries: dict[Communicator, str] = {}
     for c in live:
         try:
