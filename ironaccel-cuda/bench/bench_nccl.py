@@ -159,10 +159,14 @@ class Worker:
 
     # -- sides of one row ---------------------------------------------------------------
 
+    def counts(self, nbytes: int) -> tuple[int, int]:
+        """(elements of the large buffer, elements per rank): a multiple of the world size, as nccl-tests rounds."""
+        per = nbytes // 4 // self.n
+        return per * self.n, per
+
     def ironaccel_case(self, name: str, nbytes: int, registered: bool) -> tuple[Callable[[], None], Callable[[], None],
                                                                                   Callable[[], None]]:
-        count = nbytes // 4
-        per = count // self.n
+        count, per = self.counts(nbytes)
         nccl, dev, comm, s = self.nccl, self.dev, self.comm, self.stream
         sizes = {"all_gather": (per, count), "reduce_scatter": (count, per)}.get(name, (count, None))
         bufs = []
@@ -195,8 +199,7 @@ class Worker:
 
     def torch_case(self, name: str, nbytes: int) -> tuple[Callable[[], None], Callable[[], None], Callable[[], None]]:
         torch, dist = self.torch, self.dist
-        count = nbytes // 4
-        per = count // self.n
+        count, per = self.counts(nbytes)
         dev = torch.device("cuda", torch.cuda.current_device())
         if name == "all_gather":
             a, b = torch.zeros(per, device=dev), torch.zeros(count, device=dev)

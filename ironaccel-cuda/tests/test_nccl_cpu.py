@@ -262,3 +262,60 @@ def test_a_busy_port_is_reported():
 def test_rank_zero_must_bring_the_id():
     with pytest.raises(InvalidArgument):
         _rendezvous.exchange(b"short", rank=0, world=2, host="127.0.0.1", port=1, timeout=1)
+
+
+# -- the benchmark's arithmetic and report (bench/bench_nccl.py; the measuring needs GPUs) ----------
+
+
+def _bench():
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import bench_nccl
+
+    return bench_nccl
+
+
+def test_bus_bandwidth_factors_are_nccl_tests():
+    b = _bench()
+    assert b.bus_factor("all_reduce", 8) == 2 * 7 / 8 and b.bus_factor("all_reduce", 1) == 0
+    assert b.bus_factor("all_gather", 4) == 3 / 4 == b.bus_factor("reduce_scatter", 4)
+    assert b.bus_factor("broadcast", 8) == 1 == b.bus_factor("reduce", 2)
+
+
+def test_bench_report_judges_the_target(capsys, tmp_path):
+    import argparse
+    import json
+
+    import numpy as np
+
+    b = _bench()
+    rng = np.random.default_rng(0)
+
+    def row(collective, nbytes, torch_ratio, noise=0.0):
+        ia = 1e6 * (1 + 0.01 * rng.standard_normal(12))
+        torch = ia * torch_ratio * (1 + noise * rng.standard_normal(12))
+        ns = np.stack([ia, ia * 0.9, torch], axis=1)
+        return {"title": f"{collective} {b.human(nbytes)}", "labels": ["ironaccel", "ironaccel+reg", "torch"], "k": 3,
+                "ns": ns, "kind": "bandwidth", "collective": collective, "bytes": nbytes}
+
+    overhead = {"title": "call overhead, 8 B all_reduce", "labels": ["ironaccel", "nccl4py", "torch"], "k": 512,
+                "ns": np.tile([1000.0, 300.0, 9000.0], (12, 1)), "kind": "overhead", "bytes": 8}
+    rows = [overhead, row("all_reduce", 1 << 30, 1.0), row("all_gather", 1 << 20, 0.80),
+            row("broadcast", 1 << 24, 1 / 1.05, noise=0.05)]
+    out = tmp_path / "n.json"
+    b.report(rows, {"device": "X", "world": 2}, 2, argparse.Namespace(json=str(out)))
+    text = capsys.readouterr().out
+    lines = {line.split(" |")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert lines["all_reduce 1 GiB"].endswith("| PASS |") and lines["all_gather 1 MiB"].endswith("| FAIL |")
+    assert lines["broadcast 16 MiB"].endswith("| unresolved |")
+    # all_reduce 1 GiB at about 1 ms a call on 2 ranks: 2^30 B x 2(n-1)/n / 1e6 ns = 1073.7 GB/s
+    cells = lines["all_reduce 1 GiB"].split("|")
+    assert abs(float(cells[2]) - 1073.7) < 15 and "1.111x" in cells[6]
+    assert "| nccl4py | 300 | 0.30x" in text and "| torch | 9,000 | 9.00x" in text
+    assert "1 PASS, 1 FAIL, 1 unresolved of 3" in text and "needs 2+ GPUs" not in text
+    assert len(json.loads(out.read_text())["rows"]) == 4
+    b.report([overhead], {"device": "X"}, 1, argparse.Namespace(json=None))
+    assert "needs 2+ GPUs" in capsys.readouterr().out

@@ -49,7 +49,8 @@ def test_nccl_suites_against_the_fakes(fake_lib, fake_nccl, tmp_path, hot_env): 
     env = _env(fake_lib, tmp_path, hot_env, IRONACCEL_FAKE_NCCL="1", LD_PRELOAD=str(fake_nccl),
                IRONACCEL_TEST_HANG_TIMEOUT="1")
     env["LD_LIBRARY_PATH"] = os.pathsep.join((str(fake_nccl.parent), env["LD_LIBRARY_PATH"]))
-    out = _pytest([str(HERE / "gpu" / "test_nccl.py"), str(HERE / "gpu" / "test_nccl_multi.py")], env)
+    files = ("test_nccl.py", "test_nccl_multi.py", "test_nccl_faults.py")
+    out = _pytest([str(HERE / "gpu" / name) for name in files], env)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-8000:]
     summary = out.stdout.strip().splitlines()[-1]
