@@ -48,13 +48,6 @@ def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
     mod.close()
 
 
-def pytest_configure(config: Any) -> None:
-    config.addinivalue_line(
-        "markers",
-        "multi_gpu: needs two CUDA devices (the several-GPU issue); deselect with -m 'not multi_gpu' on one GPU",
-    )
-
-
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     """With IRONACCEL_CUDA_LEAK_REPORT=1: list every buffer still owning device memory after the suite (and who
     holds it), so that a memcheck leak report at exit can be traced to a test."""
@@ -72,3 +65,33 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     for buf in live[:20]:
         holders = [type(r).__name__ for r in gc.get_referrers(buf) if r is not live]
         print(f"[leak report]   {buf!r} held by {holders}")
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers",
+        "multi_gpu: needs two or more CUDA devices; skipped on fewer, failed instead when IRONACCEL_REQUIRE names "
+        "multi_gpu (deselect with -m 'not multi_gpu')",
+    )
+
+
+def pytest_runtest_setup(item: Any) -> None:
+    if item.get_closest_marker("multi_gpu") is None:
+        return
+    import ironaccel
+    from ironaccel.testing.pytest_plugin import ENV_REQUIRE, required_backends
+
+    probe = ironaccel.probe("cuda")
+    count = 0
+    if probe.available:
+        import ironaccel_cuda as cu
+
+        count = cu.device_count()
+    if count < 2:
+        why = f"needs two or more CUDA devices, this machine has {count}"
+        if not probe.available:
+            why += f" (cuda: {probe.reason})"
+        required = required_backends()
+        if "multi_gpu" in required or "*" in required:
+            pytest.fail(f"{why} (required by {ENV_REQUIRE})", pytrace=False)
+        pytest.skip(why)
