@@ -126,10 +126,12 @@ cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
         nslots = min(int(cfg["slots"]), IA_MAX_SLOTS)
         chunk = int(cfg["chunk"])
         bounce = max(int(cfg["bounce_max"]), 4096)
-        _ensure_ctx(<uintptr_t>int(buf.device._state.ctx))
         st = <ia_staging*>calloc(1, sizeof(ia_staging))
         if st == NULL:
             raise MemoryError("staging")
+        # Made in the device's primary context whatever is current here (another context's page-locked memory
+        # and events die with it), and kept for the life of the process.
+        call("cuCtxPushCurrent", buf.device._state.ctx)
         try:
             st.slots = <char*><uintptr_t>int(call("cuMemHostAlloc", nslots * chunk, CU_MEMHOSTALLOC_PORTABLE))
             st.bounce = <char*><uintptr_t>int(call("cuMemHostAlloc", bounce, CU_MEMHOSTALLOC_PORTABLE))
@@ -144,6 +146,8 @@ cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
                     call("cuMemFreeHost", ptr)
             free(st)
             raise
+        finally:
+            call("cuCtxPopCurrent")
         st.chunk = chunk
         st.nslots = nslots
         st.split = int(cfg["split"])

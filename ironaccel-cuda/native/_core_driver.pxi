@@ -116,6 +116,13 @@ def ensure(ctx):
     _ensure_ctx(<uintptr_t>int(ctx))
 
 
+def forget_current():
+    """This thread's current context changed behind the cache (a push, a pop, a destroy): the next call that
+    needs a context sets it again."""
+    global ia_tls_ctx
+    ia_tls_ctx = 0
+
+
 # -- streams and events ---------------------------------------------------------------
 
 cdef int _stream_sync(uintptr_t s) except -1:

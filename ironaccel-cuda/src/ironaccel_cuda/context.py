@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from . import _core
 from ._driver import call, driver, try_call
 from .errors import closed, invalid
 
@@ -81,6 +82,7 @@ class _ContextBase:
         op = "cuCtxPushCurrent"
         self._check(op)
         call(op, self._ctx)
+        _core.forget_current()
         self._depth(+1)
 
     def pop(self) -> None:
@@ -90,6 +92,7 @@ class _ContextBase:
         if self._depth(0) == 0:
             raise invalid(op, f"this {self._kind} was not pushed on this thread")
         call(op)
+        _core.forget_current()
         self._depth(-1)
 
     def _depth(self, change: int) -> int:
@@ -114,6 +117,7 @@ class _ContextBase:
             yield
         finally:
             call("cuCtxPopCurrent")
+            _core.forget_current()
 
     def _adopt(self, child: Any) -> None:
         self._children.add(child)
@@ -169,6 +173,7 @@ class Context(_ContextBase):
         except TypeError:  # cuda.bindings 12: cuCtxCreate(flags, dev)
             ctx = call(op, flags, device._state.cudev)
         call("cuCtxPopCurrent")  # cuCtxCreate made it current: creating it changes nothing for this thread
+        _core.forget_current()
         c = object.__new__(cls)
         c._init_base(ctx, device)
         _register(c)
@@ -198,6 +203,7 @@ class Context(_ContextBase):
 
         if not _driver.forked:
             call("cuCtxDestroy", ctx)
+            _core.forget_current()
 
     def __del__(self) -> None:
         if getattr(self, "_ctx", None) is not None:
