@@ -271,6 +271,9 @@ class DriverPool:
         if h is _core.CLOSED:
             h = self.device._state.default_stream._h
         _core.mem_free_async(int(ptr), h)
+        if self._closed and self._owned and not self._closer and not self._live and not _driver.forked:
+            _core.stream_sync(h)  # the pool was closed with this buffer outstanding: destroy it now
+            self._destroy()
 
     def _owner_of(self, ptr: int) -> tuple[int, int] | None:
         """(base, bytes) of this pool's outstanding allocation holding address `ptr`, if any."""
@@ -413,7 +416,7 @@ class DriverPool:
     def close(self) -> None:
         """Destroy the pool (cuMemPoolDestroy).  Idempotent; the default pool is never destroyed.
 
-        Outstanding buffers stay valid: the driver frees the pool once the last of them is freed.
+        Outstanding buffers stay valid: the pool is destroyed when the last of them is freed.
         """
         if self._closed or not self._owned:
             return
@@ -424,7 +427,16 @@ class DriverPool:
         if self._closer is not None:
             self._closer()
         elif not _driver.forked:
-            call("cuMemPoolDestroy", self._h)
+            with self._lock:
+                outstanding = bool(self._live)
+            if not outstanding:
+                self._destroy()
+
+    def _destroy(self) -> None:
+        # A pool destroyed with allocations outstanding (which the driver documents as allowed: it frees the pool
+        # with its last allocation) made a later cuStreamSynchronize crash inside libcuda 580.159 on the H200
+        # (2026-12-01, test_closed_pools_and_surviving_buffers then test_graph): the last free destroys it instead.
+        call("cuMemPoolDestroy", self._h)
 
     def __enter__(self) -> DriverPool:
         return self
