@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -568,6 +569,17 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     }
     for (size_t i = 0; i < sizeof SYMS / sizeof *SYMS; i++)
         if (strcmp(SYMS[i].name, symbol) == 0) { *pfn = SYMS[i].fn; if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS; return CUDA_SUCCESS; }
+    /* Entry points defined in the other .c files of this folder: the newest ABI version this library exports. */
+    Dl_info self;
+    void *lib = dladdr((void *)cuInit, &self) ? dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    static const char *const SUFFIXES[] = {"_v4", "_v3", "_v2", ""};
+    for (size_t i = 0; lib && i < sizeof SUFFIXES / sizeof *SUFFIXES; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s%s", symbol, SUFFIXES[i]);
+        void *fn = dlsym(lib, name);
+        if (fn) { dlclose(lib); *pfn = fn; if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS; return CUDA_SUCCESS; }
+    }
+    if (lib) dlclose(lib);
     *pfn = NULL;
     if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;
