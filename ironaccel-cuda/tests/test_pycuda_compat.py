@@ -226,3 +226,18 @@ def test_install_refuses_when_the_real_pycuda_is_imported(tmp_path):
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "InvalidState True", out.stderr
+
+
+def test_ipc_handles_carry_their_bytes():
+    from cuda.bindings import driver
+
+    from ironaccel_cuda.compat.pycuda import _errors, _memory
+
+    data = bytearray(range(64))
+    for kind in (driver.CUipcMemHandle, driver.CUipcEventHandle):
+        handle = _memory.handle_from(kind, data, "cuIpcOpenMemHandle")
+        assert _memory.handle_bytes(handle) == bytes(data)
+    for bad in (bytearray(10), "not bytes"):
+        with pytest.raises(_errors.LogicError) as info:
+            _memory.handle_from(driver.CUipcMemHandle, bad, "cuIpcOpenMemHandle")
+        assert isinstance(info.value, InvalidArgument)

@@ -614,6 +614,26 @@ def test_module_globals(ctx, drv):
         mod.get_global(42)
 
 
+def test_loading_modules(ctx, drv, tmp_path):
+    from ironaccel_cuda.compat.pycuda.compiler import compile
+
+    cubin = compile(SOURCE, no_extern_c=True)
+    messages = []
+    mod = drv.module_from_buffer(cubin, options=[(drv.jit_option.MAX_REGISTERS, 32)],
+                                 message_handler=lambda ok, info, error: messages.append((ok, info, error)))
+    assert len(messages) == 1 and messages[0][0] is True and all(isinstance(m, str) for m in messages[0][1:])
+    assert mod.get_function("saxpy").num_regs > 0
+    path = tmp_path / "kernels.cubin"
+    path.write_bytes(cubin)
+    assert drv.module_from_file(str(path)).get_function("saxpy").max_threads_per_block > 0
+    with pytest.raises(drv.Error) as info:
+        drv.module_from_buffer(b"this is not a module")
+    assert info.value.code in (200, 218, 300)  # INVALID_IMAGE, or INVALID_PTX / INVALID_SOURCE for text
+    with pytest.raises(drv.RuntimeError) as info:
+        drv.module_from_file(str(tmp_path / "missing.cubin"))
+    assert info.value.code == 301  # CUDA_ERROR_FILE_NOT_FOUND: a RuntimeError, as in PyCUDA
+
+
 def _link_or_skip(fn):
     from ironaccel_cuda.compat.pycuda import driver
 

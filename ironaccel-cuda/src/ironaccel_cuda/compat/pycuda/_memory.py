@@ -796,7 +796,34 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
                         f"set IRONACCEL_CUDA_PYCUDA_ALLOC=sync before importing for cuMemAlloc memory)",)
             exc.text = exc.args[0]  # type: ignore[attr-defined]
         raise
-    return bytearray(bytes(handle.reserved))
+    return bytearray(handle_bytes(handle))
+
+
+def handle_bytes(handle: Any) -> bytes:
+    """The bytes of a CUipcMemHandle / CUipcEventHandle (cuda.bindings 13 exposes only its address)."""
+    from cuda.bindings import driver
+
+    size = int(getattr(driver, "CU_IPC_HANDLE_SIZE", 64))
+    if hasattr(handle, "reserved"):
+        return bytes(handle.reserved)[:size]
+    return ctypes.string_at(handle.getPtr(), size)
+
+
+def handle_from(kind: Any, data: Any, routine: str) -> Any:
+    """A CUipcMemHandle / CUipcEventHandle holding the bytes `data` (a bytearray, as PyCUDA requires)."""
+    from cuda.bindings import driver
+
+    if not isinstance(data, (bytearray, bytes)):
+        raise invalid(routine, "argument is not a bytes array")
+    size = int(getattr(driver, "CU_IPC_HANDLE_SIZE", 64))
+    if len(data) != size:
+        raise invalid(routine, "handle has the wrong size")
+    h = kind()
+    if hasattr(h, "reserved"):
+        h.reserved = bytes(data)
+    else:
+        ctypes.memmove(h.getPtr(), bytes(data), size)
+    return h
 
 
 class IPCMemoryHandle(int):
@@ -805,12 +832,7 @@ class IPCMemoryHandle(int):
     def __new__(cls, handle: Any, flags: int = 1) -> IPCMemoryHandle:
         from cuda.bindings import driver
 
-        if not isinstance(handle, (bytearray, bytes)):
-            raise invalid("cuIpcOpenMemHandle", "argument is not a bytes array")
-        h = driver.CUipcMemHandle()
-        if len(handle) != len(bytes(h.reserved)):
-            raise invalid("cuIpcOpenMemHandle", "handle has the wrong size")
-        h.reserved = bytes(handle)
+        h = handle_from(driver.CUipcMemHandle, handle, "cuIpcOpenMemHandle")
         ctx = _current("cuIpcOpenMemHandle")
         dp = call("cuIpcOpenMemHandle", "cuIpcOpenMemHandle", h, int(flags))
         obj = _int_new(cls, int(dp))

@@ -156,18 +156,17 @@ class Event:
 
     def ipc_handle(self) -> bytearray:
         """cuIpcGetEventHandle (the event needs event_flags.INTERPROCESS | DISABLE_TIMING)."""
-        return bytearray(bytes(call("cuIpcGetEventHandle", "cuIpcGetEventHandle", self._h).reserved))
+        from ._memory import handle_bytes
+
+        return bytearray(handle_bytes(call("cuIpcGetEventHandle", "cuIpcGetEventHandle", self._h)))
 
     @staticmethod
     def from_ipc_handle(handle: Any) -> Event:
         from cuda.bindings import driver
 
-        if not isinstance(handle, (bytearray, bytes)):
-            raise invalid("cuIpcOpenEventHandle", "argument is not a bytes array")
-        h = driver.CUipcEventHandle()
-        if len(handle) != len(bytes(h.reserved)):
-            raise invalid("cuIpcOpenEventHandle", "handle has the wrong size")
-        h.reserved = bytes(handle)
+        from ._memory import handle_from
+
+        h = handle_from(driver.CUipcEventHandle, handle, "cuIpcOpenEventHandle")
         ctx = _current("cuIpcOpenEventHandle")
         e = call("cuIpcOpenEventHandle", "cuIpcOpenEventHandle", h)
         return Event._wrap(_fast.event_handle(int(e)), ctx)
