@@ -51,26 +51,25 @@ REMOVED_IN_CUDA_12 = ("texture references were removed in CUDA 12", "surface ref
 EXAMPLES = ("hello_gpu.py", "dump_properties.py", "demo_struct.py", "demo_meta_template.py")
 
 _BOOT = (
-    "import sys\n"
-    "sys.path[:0] = {paths!r}\n"
     "from ironaccel_cuda.compat import pycuda as compat\n"
     "compat.install()\n"
 )
 
 
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    extra = [str(p) for p in REPO_SOURCES if p.is_dir()]
-    env["PYTHONPATH"] = os.pathsep.join([*extra, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
-    return env
-
-
-def _boot() -> str:
+def _missing_sources() -> list[str]:
+    """The repository's source folders of ironaccel_cuda / ironaccel when they are not installed."""
     import importlib.util
 
-    missing = [str(p) for p, mod in zip(REPO_SOURCES, ("ironaccel_cuda", "ironaccel"))
-               if importlib.util.find_spec(mod) is None and p.is_dir()]
-    return _BOOT.format(paths=missing)
+    return [str(p) for p, mod in zip(REPO_SOURCES, ("ironaccel_cuda", "ironaccel"))
+            if importlib.util.find_spec(mod) is None and p.is_dir()]
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    extra = _missing_sources()
+    if extra:
+        env["PYTHONPATH"] = os.pathsep.join([*extra, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    return env
 
 
 # -- the child that runs pytest --------------------------------------------------------------
@@ -167,7 +166,7 @@ def run_examples(folder: Path) -> list[tuple[str, str, str, str, str]]:
         if not path.is_file():
             rows.append((name, "missing", "", "FAIL", f"no {path}"))
             continue
-        code = _boot() + f"import pycuda.autoinit\nimport runpy\nrunpy.run_path({str(path)!r}, run_name='__main__')\n"
+        code = _BOOT + f"import pycuda.autoinit\nimport runpy\nrunpy.run_path({str(path)!r}, run_name='__main__')\n"
         proc = subprocess.run([sys.executable, "-c", code], cwd=str(folder), env=_child_env(), capture_output=True,
                               text=True, timeout=600)
         tail = (proc.stdout.strip().splitlines() or [""])[-1][:120]
@@ -190,9 +189,7 @@ def table(rows: list[tuple[str, str, str, str, str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--child-pytest"]:
-        for p in REPO_SOURCES:
-            if p.is_dir() and str(p) not in sys.path:
-                sys.path.append(str(p))
+        sys.path[:0] = _missing_sources()
         return _child_pytest(argv[1], argv[2], argv[3:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tests", type=Path, help="PyCUDA's test folder")
