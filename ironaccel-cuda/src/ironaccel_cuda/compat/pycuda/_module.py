@@ -41,6 +41,7 @@ from ._memory import DeviceAllocation, ManagedAllocation, mem_alloc, memcpy_dtoh
 __all__ = ["Module", "Function", "ArgumentHandler", "In", "Out", "InOut", "module_from_buffer", "module_from_file"]
 
 _LEGACY = _fast.LEGACY
+_NO_STREAM = object()  # what a slot's last launch records for "the legacy stream of the kernel's context"
 _launch = _fast.launch
 _ensure = _fast.ensure
 _number = np.number
@@ -315,17 +316,21 @@ def _as_bytes(value: Any) -> bytes:
 
 class _Slot:
     """One thread's argument block for one kernel: the bytes, the void* array the driver reads, the packer
-    bound to the block (`pack(*args)`), and the launch bound to the last grid and block (`go(shared, s, params)`)."""
+    bound to the block (`pack(*args)`), and the last launch bound in full (`ready()`, for the same grid,
+    block, stream and shared memory as `r_grid`, `r_block`, `r_s`, `r_shared`)."""
 
-    __slots__ = ("buf", "cap", "params", "prep", "pack", "grid_in", "block_in", "go", "_pointers")
+    __slots__ = ("buf", "cap", "params", "prep", "pack", "ready", "r_grid", "r_block", "r_s", "r_shared",
+                 "_pointers")
     buf: Any
     cap: int
     params: int
     prep: _Prep | None
     pack: Any
-    grid_in: Any
-    block_in: Any
-    go: Any
+    ready: Any
+    r_grid: Any
+    r_block: Any
+    r_s: Any
+    r_shared: Any
     _pointers: Any
 
 
@@ -465,28 +470,24 @@ class Function:
             slot.pack(*args)
         except (struct.error, TypeError, ValueError, OverflowError) as exc:
             raise bad_type("prepared_call", f"the arguments do not fit the format {slot.prep.fmt!r}: {exc}") from None
-        if (grid is not slot.grid_in and grid != slot.grid_in) or (
-                block is not slot.block_in and block != slot.block_in):
-            self._aim(slot, grid, block)
-        if stream is None:
-            ctx = self._ctx
-            stack = _local.stack
-            if not (stack and stack[-1] is ctx):
-                self._launch_elsewhere(shared_size, slot)
-                return
-            _ensure(ctx._hh)
-            s = _LEGACY
-        else:
-            try:
-                s = stream._h
-            except AttributeError:
-                raise bad_type("cuLaunchKernel", f"stream must be a Stream, not {type(stream).__name__}") from None
         try:
-            slot.go(shared_size, s, slot.params)
+            if (stream._h if stream is not None else _NO_STREAM) == slot.r_s and (
+                    grid is slot.r_grid or grid == slot.r_grid) and (
+                    block is slot.r_block or block == slot.r_block) and shared_size == slot.r_shared:
+                if stream is not None:
+                    slot.ready()
+                    return
+                ctx = self._ctx
+                stack = _local.stack
+                if stack and stack[-1] is ctx:
+                    _ensure(ctx._hh)
+                    slot.ready()
+                    return
+        except AttributeError:
+            pass  # not a Stream: the general path says so
         except ia.IronAccelError as exc:
             raise translate(exc, "cuLaunchKernel") from None
-        except (TypeError, OverflowError) as exc:
-            raise bad_input("cuLaunchKernel", exc) from None
+        self._launch_slot(grid, block, shared_size, stream, slot)
 
     def _prepared(self) -> _Prep:
         if self._prep is None:
@@ -544,29 +545,24 @@ class Function:
             except (struct.error, TypeError, ValueError, OverflowError) as exc:
                 raise bad_type("Function.__call__", f"cannot pack the arguments: {exc}") from None
             if not time_kernel:
-                if (grid is not slot.grid_in and grid != slot.grid_in) or (
-                        block is not slot.block_in and block != slot.block_in):
-                    self._aim(slot, grid, block)
-                if stream is None:
-                    ctx = self._ctx
-                    stack = _local.stack
-                    if not (stack and stack[-1] is ctx):
-                        self._launch_elsewhere(shared, slot)
-                        return None
-                    _ensure(ctx._hh)
-                    s = _LEGACY
-                else:
-                    try:
-                        s = stream._h
-                    except AttributeError:
-                        raise bad_type("cuLaunchKernel",
-                                       f"stream must be a Stream, not {type(stream).__name__}") from None
                 try:
-                    slot.go(shared, s, slot.params)
+                    if (stream._h if stream is not None else _NO_STREAM) == slot.r_s and (
+                            grid is slot.r_grid or grid == slot.r_grid) and (
+                            block is slot.r_block or block == slot.r_block) and shared == slot.r_shared:
+                        if stream is not None:
+                            slot.ready()
+                            return None
+                        ctx = self._ctx
+                        stack = _local.stack
+                        if stack and stack[-1] is ctx:
+                            _ensure(ctx._hh)
+                            slot.ready()
+                            return None
+                except AttributeError:
+                    pass  # not a Stream: the general path says so
                 except ia.IronAccelError as exc:
                     raise translate(exc, "cuLaunchKernel") from None
-                except (TypeError, OverflowError) as exc:
-                    raise bad_input("cuLaunchKernel", exc) from None
+                self._launch_slot(grid, block, shared, stream, slot)
                 return None
             return self._finish_call(slot, [], grid, block, stream, shared, time_kernel)
         prep, values, handlers = _plan_or_pack(args)
@@ -610,14 +606,14 @@ class Function:
     # -- launching (shared by the paths above) -----------------------------------------------
 
     def _launch_slot(self, grid: Any, block: Any, shared: int, stream: Any, slot: _Slot) -> None:
-        if (grid is not slot.grid_in and grid != slot.grid_in) or (
-                block is not slot.block_in and block != slot.block_in):
-            self._aim(slot, grid, block)
+        """Launch the packed block in `slot`, and bind this launch as the slot's `ready()` for the next one."""
+        g = _dims(grid, "grid")
+        b = _dims(block, "block")
         if stream is None:
             ctx = self._ctx
             stack = _local.stack
             if not (stack and stack[-1] is ctx):
-                self._launch_elsewhere(shared, slot)
+                self._launch_elsewhere(g, b, shared, slot)
                 return
             _ensure(ctx._hh)
             s = _LEGACY
@@ -627,26 +623,22 @@ class Function:
             except AttributeError:
                 raise bad_type("cuLaunchKernel", f"stream must be a Stream, not {type(stream).__name__}") from None
         try:
-            slot.go(shared, s, slot.params)
+            _launch(self._h, g[0], g[1], g[2], b[0], b[1], b[2], shared, s, slot.params)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuLaunchKernel") from None
         except (TypeError, OverflowError) as exc:
             raise bad_input("cuLaunchKernel", exc) from None
+        slot.ready = partial(_launch, self._h, g[0], g[1], g[2], b[0], b[1], b[2], shared, s, slot.params)
+        slot.r_grid, slot.r_block, slot.r_shared = grid, block, shared
+        slot.r_s = _NO_STREAM if stream is None else s
 
-    def _aim(self, slot: _Slot, grid: Any, block: Any) -> None:
-        """Bind the launch to `grid` and `block` (kept until they change)."""
-        g = _dims(grid, "grid")
-        b = _dims(block, "block")
-        slot.go = partial(_launch, self._h, g[0], g[1], g[2], b[0], b[1], b[2])
-        slot.grid_in = grid
-        slot.block_in = block
-
-    def _launch_elsewhere(self, shared: int, slot: _Slot) -> None:
+    def _launch_elsewhere(self, g: Any, b: Any, shared: int, slot: _Slot) -> None:
         """The kernel's context is not this thread's current one: launch on its legacy stream, then switch back."""
         if not self._ctx._valid:
             raise from_code(201, "cuLaunchKernel", "the kernel's context was detached")
         try:
-            run_in(self._ctx, lambda: slot.go(shared, _LEGACY, slot.params))
+            run_in(self._ctx, lambda: _launch(self._h, g[0], g[1], g[2], b[0], b[1], b[2], shared, _LEGACY,
+                                              slot.params))
         except ia.IronAccelError as exc:
             raise translate(exc, "cuLaunchKernel") from None
         except (TypeError, OverflowError) as exc:
@@ -659,7 +651,7 @@ class Function:
         slot.params = 0
         slot.prep = None
         slot.pack = None
-        slot.grid_in = slot.block_in = slot.go = None
+        slot.ready = slot.r_grid = slot.r_block = slot.r_s = slot.r_shared = None
         slot._pointers = None
         self._tls.slot = slot
         return slot
@@ -714,6 +706,7 @@ class Function:
             slot.params = 0
         slot.prep = prep
         slot.pack = partial(prep.pack, slot.buf, 0)
+        slot.ready = slot.r_grid = slot.r_block = slot.r_s = slot.r_shared = None  # the block may have moved
         return slot
 
     def __repr__(self) -> str:
