@@ -13,8 +13,8 @@ objects binds the top again before returning.
 
 Contexts keep PyCUDA's semantics: `Device.make_context(flags)` creates (and
 pushes) a context; `retain_primary_context()` retains the primary one,
-unpushed; `detach()` releases (created and attached contexts: cuCtxDetach;
-primary: cuDevicePrimaryCtxRelease) and is also what garbage collection
+unpushed; `detach()` releases (created contexts: cuCtxDestroy; attached:
+cuCtxDetach; primary: cuDevicePrimaryCtxRelease) and is also what garbage collection
 does; objects made in a context (memory, streams, events, modules) keep it
 alive and are released in it.
 """
@@ -399,11 +399,10 @@ class Context:
                 staging.close()
             if self._kind == _PRIMARY:
                 _drv.call("cuDevicePrimaryCtxRelease", self._cudev)
-            else:
-                try:
-                    _drv.call("cuCtxDetach", self._h)
-                except ia.Unsupported:
-                    _drv.call("cuCtxDestroy", self._h)
+            elif self._kind == _CREATED:
+                _drv.call("cuCtxDestroy", self._h)
+            else:  # attached: drop the usage count cuCtxAttach added
+                _drv.call("cuCtxDetach", self._h)
         except Exception as exc:
             warnings.warn(f"PyCUDA compat: releasing a context failed: {exc}", stacklevel=3)
 
