@@ -240,6 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     from ironaccel_cuda.compat.pycuda import driver as compat_drv
 
     sides = [Side("PyCUDA", real_drv, real_compiler), Side("compat", compat_drv, compat_compiler)]
+    try:
+        return _run(args, config, sides, real_drv)
+    finally:  # PyCUDA aborts at exit if its context stack is not empty
+        for side in sides:
+            side.drv.Context.pop()
+
+
+def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], real_drv: Any) -> int:
     if sides[0].ctx.handle != sides[1].ctx.handle:
         raise SystemExit("the two sides are not on the same (primary) context")
     meta = versions(real_drv)
@@ -273,8 +281,6 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.md").write_text(text)
         (args.out / "results.json").write_text(json.dumps({"meta": meta, "target": TARGET, "rows": rows}, indent=1))
-    for side in sides:
-        side.drv.Context.pop()
     return 0
 
 
