@@ -795,3 +795,27 @@ def test_ipc_between_processes(tmp_path):
     out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     assert "child ok parent ok" in out.stdout
+
+
+def test_bad_input_is_typed(ctx, drv, mod):
+    f = mod.get_function("saxpy")
+    a = drv.mem_alloc(64)
+    calls = [
+        lambda: drv.Context.set_limit("stack", 1024), lambda: f.get_attribute(object()),
+        lambda: f.set_cache_config(99), lambda: drv.memcpy_peer("not an address", a, 8),
+        lambda: drv.memset_d2d8(None, 16, 0, 8, 4), lambda: drv.module_from_buffer(42),
+        lambda: drv.mem_get_ipc_handle(1.5), lambda: drv.memcpy_htod(a, object()),
+        lambda: drv.memcpy_dtoh(object(), a), lambda: drv.memcpy_htod_async(a, b"x" * 8, stream="nope"),
+        lambda: drv.memset_d8(a, 300, 8), lambda: drv.Event("flags"), lambda: drv.Stream(1.5),
+        lambda: drv.mem_alloc(None), lambda: a.as_buffer(-1),
+    ]
+    for call in calls:
+        with pytest.raises(drv.LogicError) as info:
+            call()
+        assert isinstance(info.value, ironaccel.IronAccelError)
+    copy = drv.Memcpy2D()
+    with pytest.raises(drv.LogicError):
+        copy.src_pitch = "wide"
+    with pytest.raises(drv.LogicError):
+        copy.set_src_host(object())
+    assert drv.Context.get_current() is ctx  # nothing above disturbed the stack

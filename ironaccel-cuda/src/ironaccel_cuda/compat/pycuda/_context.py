@@ -164,6 +164,22 @@ def cleanup(what: str, ctx: Context, fn: Callable[[], Any]) -> None:
         warnings.warn(f"PyCUDA compat: a clean-up operation failed ({what}): {exc}", stacklevel=3)
 
 
+def enum_value(kind: str, value: Any, routine: str) -> Any:
+    """`value` (a PyCUDA enum member or an int) as cuda.bindings' enum `kind`; LogicError if it is not one."""
+    try:
+        return getattr(_cb, kind)(value.__index__())
+    except (AttributeError, TypeError, ValueError):
+        raise from_code(1, routine, f"{value!r} is not a {kind} value") from None
+
+
+def address(value: Any, routine: str) -> int:
+    """A device or host address from an int-like (DeviceAllocation, int, numpy integer, PointerHolderBase)."""
+    try:
+        return int(value.__index__())
+    except (AttributeError, TypeError):
+        raise bad_type(routine, f"expected an address (an int or an allocation), not {type(value).__name__}") from None
+
+
 def _flags(flags: Any, routine: str) -> int:
     if isinstance(flags, bool) or not hasattr(flags, "__index__"):
         raise bad_type(routine, f"flags must be an int, not {flags!r}")
@@ -427,12 +443,12 @@ class Context:
     @staticmethod
     def set_limit(limit: Any, value: int) -> None:
         _current("cuCtxSetLimit")
-        call("cuCtxSetLimit", "cuCtxSetLimit", _cb.CUlimit(int(limit)), int(value))
+        call("cuCtxSetLimit", "cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), int(value))
 
     @staticmethod
     def get_limit(limit: Any) -> int:
         _current("cuCtxGetLimit")
-        return int(call("cuCtxGetLimit", "cuCtxGetLimit", _cb.CUlimit(int(limit))))
+        return int(call("cuCtxGetLimit", "cuCtxGetLimit", enum_value("CUlimit", limit, "cuCtxGetLimit")))
 
     @staticmethod
     def get_cache_config() -> Any:
@@ -444,7 +460,7 @@ class Context:
     @staticmethod
     def set_cache_config(config: Any) -> None:
         _current("cuCtxSetCacheConfig")
-        call("cuCtxSetCacheConfig", "cuCtxSetCacheConfig", _cb.CUfunc_cache(int(config)))
+        call("cuCtxSetCacheConfig", "cuCtxSetCacheConfig", enum_value("CUfunc_cache", config, "cuCtxSetCacheConfig"))
 
     @staticmethod
     def get_shared_config() -> Any:
@@ -456,7 +472,8 @@ class Context:
     @staticmethod
     def set_shared_config(config: Any) -> None:
         _current("cuCtxSetSharedMemConfig")
-        call("cuCtxSetSharedMemConfig", "cuCtxSetSharedMemConfig", _cb.CUsharedconfig(int(config)))
+        op = "cuCtxSetSharedMemConfig"
+        call(op, op, enum_value("CUsharedconfig", config, op))
 
     @staticmethod
     def enable_peer_access(peer: Context, flags: int = 0) -> None:

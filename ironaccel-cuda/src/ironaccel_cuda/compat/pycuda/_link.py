@@ -116,7 +116,10 @@ class Linker:
         return _link_error(routine, error, exc)
 
     def add_data(self, data: Any, input_type: Any, name: str = "unknown") -> None:
-        blob = bytes(memoryview(data).cast("B"))
+        try:
+            blob = bytes(memoryview(data).cast("B"))
+        except (TypeError, ValueError) as exc:
+            raise _link_error("nvJitLinkAddData", "", exc) from None
         kind = self._kind(input_type)
         if kind == self._nv.InputType.PTX and not blob.endswith(b"\0"):
             blob += b"\0"

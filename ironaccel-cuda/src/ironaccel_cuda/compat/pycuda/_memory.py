@@ -32,7 +32,7 @@ import numpy as np
 from ironaccel import errors as ia
 
 from . import _fast
-from ._context import Context, _bind_top, _current, _local, call, cleanup
+from ._context import Context, _bind_top, _current, _local, address, call, cleanup, enum_value
 from ._enums import memory_type
 from ._errors import bad_input, bad_type, from_code, invalid, translate
 
@@ -204,7 +204,7 @@ def mem_get_info() -> tuple[int, int]:
 def mem_get_address_range(ptr: Any) -> tuple[int, int]:
     """(base, size) of the allocation holding `ptr`."""
     _current("cuMemGetAddressRange")
-    base, size = call("cuMemGetAddressRange", "cuMemGetAddressRange", int(ptr))
+    base, size = call("cuMemGetAddressRange", "cuMemGetAddressRange", address(ptr, "cuMemGetAddressRange"))
     return int(base), int(size)
 
 
@@ -489,7 +489,7 @@ def memcpy_peer(dest: Any, src: Any, size: int, dest_context: Context | None = N
     """cuMemcpyPeer between contexts (default: the current one for either side)."""
     dctx = _ctx_handle(dest_context, "cuMemcpyPeer")
     sctx = _ctx_handle(src_context, "cuMemcpyPeer")
-    call("cuMemcpyPeer", "cuMemcpyPeer", int(dest), dctx, int(src), sctx, size)
+    call("cuMemcpyPeer", "cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx, size)
 
 
 def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | None = None,
@@ -497,7 +497,8 @@ def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | No
     dctx = _ctx_handle(dest_context, "cuMemcpyPeerAsync")
     sctx = _ctx_handle(src_context, "cuMemcpyPeerAsync")
     s = _stream_of(stream, "cuMemcpyPeerAsync")
-    call("cuMemcpyPeerAsync", "cuMemcpyPeerAsync", int(dest), dctx, int(src), sctx, size, s)
+    call("cuMemcpyPeerAsync", "cuMemcpyPeerAsync", address(dest, "cuMemcpyPeerAsync"), dctx,
+         address(src, "cuMemcpyPeerAsync"), sctx, size, s)
 
 
 # -- memsets (the driver's synchronous memsets are asynchronous to the host: same here) ------------
@@ -539,7 +540,7 @@ def memset_d32_async(dest: Any, data: int, size: int, stream: Any = None) -> Non
 
 def _memset_2d(op: str, dest: Any, pitch: int, data: int, width: int, height: int, stream: Any) -> None:
     s = _stream_of(stream, op)
-    call(op, op, int(dest), pitch, data, width, height, s)
+    call(op, op, address(dest, op), pitch, data, width, height, s)
 
 
 def memset_d2d8(dest: Any, pitch: int, data: int, width: int, height: int) -> None:
@@ -789,7 +790,7 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
     """cuIpcGetMemHandle: the 64-byte handle another process opens with IPCMemoryHandle."""
     _current("cuIpcGetMemHandle")
     try:
-        handle = call("cuIpcGetMemHandle", "cuIpcGetMemHandle", int(devptr))
+        handle = call("cuIpcGetMemHandle", "cuIpcGetMemHandle", address(devptr, "cuIpcGetMemHandle"))
     except ia.IronAccelError as exc:
         if _pool_memory(devptr):
             exc.args = (f"{exc} (this memory comes from the stream-ordered pool, which legacy IPC cannot export; "
@@ -872,12 +873,14 @@ def _field(name: str, kind: str) -> property:
 
     def set(self: Any, value: Any) -> None:
         if kind == "memtype":
-            from cuda.bindings import driver
 
-            value = driver.CUmemorytype(int(value))
+            value = enum_value("CUmemorytype", value, "Memcpy2D")
         elif kind == "ptr":
-            value = int(value)
-        setattr(self._c, name, value)
+            value = address(value, "Memcpy2D")
+        try:
+            setattr(self._c, name, value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise bad_input("Memcpy2D", exc) from None
 
     return property(get, set)
 
@@ -922,19 +925,19 @@ class _CopyBase:
 
     def set_src_device(self, devptr: Any) -> None:
         self._memtype("src", "DEVICE")
-        self._c.srcDevice = int(devptr)
+        self._c.srcDevice = address(devptr, "set_src_device")
 
     def set_dst_device(self, devptr: Any) -> None:
         self._memtype("dst", "DEVICE")
-        self._c.dstDevice = int(devptr)
+        self._c.dstDevice = address(devptr, "set_dst_device")
 
     def set_src_unified(self, ptr: Any) -> None:
         self._memtype("src", "UNIFIED")
-        self._c.srcDevice = int(ptr)
+        self._c.srcDevice = address(ptr, "set_src_unified")
 
     def set_dst_unified(self, ptr: Any) -> None:
         self._memtype("dst", "UNIFIED")
-        self._c.dstDevice = int(ptr)
+        self._c.dstDevice = address(ptr, "set_dst_unified")
 
     def set_src_array(self, ary: Any) -> None:
         raise _no_arrays("set_src_array")
@@ -954,7 +957,10 @@ def _address(buf: Any, writable: bool) -> int:
         if writable and not buf.flags.writeable:
             raise invalid("set_dst_host", "the buffer is read-only", BufferError)
         return int(buf.__array_interface__["data"][0])
-    view = memoryview(buf)
+    try:
+        view = memoryview(buf)
+    except TypeError as exc:
+        raise bad_input("set_host", exc) from None
     if writable and view.readonly:
         raise invalid("set_dst_host", "the buffer is read-only", BufferError)
     return int(np.frombuffer(view.cast("B"), np.uint8).__array_interface__["data"][0])

@@ -33,7 +33,7 @@ import numpy as np
 from ironaccel import errors as ia
 
 from . import _fast
-from ._context import Context, _current, _local, call, cleanup, run_in
+from ._context import Context, _current, _local, call, cleanup, enum_value, run_in
 from ._enums import function_attribute
 from ._errors import bad_input, bad_type, from_code, invalid, translate, unsupported
 from ._memory import DeviceAllocation, ManagedAllocation, mem_alloc, memcpy_dtoh, memcpy_htod
@@ -113,7 +113,10 @@ def _in_context(ctx: Context, routine: str) -> None:
 def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler: Any = None) -> Module:
     """Load CUBIN, PTX or fatbin bytes into the current context (cuModuleLoadData / cuModuleLoadDataEx)."""
     ctx = _current("cuModuleLoadDataEx")
-    image = bytes(memoryview(buffer).cast("B"))
+    try:
+        image = bytes(memoryview(buffer).cast("B"))
+    except (TypeError, ValueError) as exc:
+        raise bad_input("cuModuleLoadDataEx", exc) from None
     if image[:4] not in (b"\x7fELF", b"\x50\xed\x55\xba") and not image.endswith(b"\0"):
         image += b"\0"  # PTX is read as a C string
     if not options and message_handler is None:
@@ -126,7 +129,7 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
             driver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, driver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
     values: list[Any] = [info, log, error, log]
     for key, value in options:
-        opts.append(driver.CUjit_option(int(key)))
+        opts.append(enum_value("CUjit_option", key, "cuModuleLoadDataEx"))
         values.append(value)
     try:
         h = _drv_call("cuModuleLoadDataEx", image, len(opts), opts, values)
@@ -397,27 +400,20 @@ class Function:
     # -- attributes ---------------------------------------------------------------
 
     def get_attribute(self, attr: Any) -> int:
-        from cuda.bindings import driver
-
-        return int(call("cuFuncGetAttribute", "cuFuncGetAttribute", driver.CUfunction_attribute(int(attr)),
-                        self._handle))
+        op = "cuFuncGetAttribute"
+        return int(call(op, op, enum_value("CUfunction_attribute", attr, op), self._handle))
 
     def set_attribute(self, attr: Any, value: int) -> None:
-        from cuda.bindings import driver
-
-        call("cuFuncSetAttribute", "cuFuncSetAttribute", self._handle, driver.CUfunction_attribute(int(attr)),
-             int(value))
+        op = "cuFuncSetAttribute"
+        call(op, op, self._handle, enum_value("CUfunction_attribute", attr, op), int(value))
 
     def set_cache_config(self, fc: Any) -> None:
-        from cuda.bindings import driver
-
-        call("cuFuncSetCacheConfig", "cuFuncSetCacheConfig", self._handle, driver.CUfunc_cache(int(fc)))
+        op = "cuFuncSetCacheConfig"
+        call(op, op, self._handle, enum_value("CUfunc_cache", fc, op))
 
     def set_shared_config(self, config: Any) -> None:
-        from cuda.bindings import driver
-
-        call("cuFuncSetSharedMemConfig", "cuFuncSetSharedMemConfig", self._handle,
-             driver.CUsharedconfig(int(config)))
+        op = "cuFuncSetSharedMemConfig"
+        call(op, op, self._handle, enum_value("CUsharedconfig", config, op))
 
     def param_set_texref(self, texref: Any) -> None:
         raise unsupported("cuParamSetTexRef", "texture references were removed in CUDA 12")
@@ -511,7 +507,10 @@ class Function:
 
     def _launch_kernel(self, grid: Any, block: Any, arg_buf: Any, shared_mem_bytes: int, stream: Any) -> None:
         """PyCUDA's low-level launch: `arg_buf` is the packed parameter block."""
-        data = bytes(memoryview(arg_buf).cast("B"))
+        try:
+            data = bytes(memoryview(arg_buf).cast("B"))
+        except (TypeError, ValueError) as exc:
+            raise bad_input("cuLaunchKernel", exc) from None
         prep = _raw_prep(len(data))
         try:
             slot = self._tls.slot
