@@ -557,3 +557,15 @@ def prepare_launch(FunctionCore fn, grid, block, tuple args, stream, shared_mem,
         p.params = plan.params if plan.nargs else NULL
     p._pack(args)
     return p
+
+
+def launch(uintptr_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+           unsigned int bz, unsigned int smem, uintptr_t s, uintptr_t params):
+    """cuLaunchKernel with `params` the address of a packed void* array (0 for none): for callers that pack
+    arguments themselves (the PyCUDA surface's struct-format launches)."""
+    cdef int err
+    while True:
+        err = cuLaunchKernel(<CUfunction>f, gx, gy, gz, bx, by, bz, smem, <CUstream>s, <void**>params, NULL)
+        if err == 0:
+            return
+        _again(err, IA_cuLaunchKernel, s, True)

@@ -246,19 +246,6 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { ENTER(); DEV_OK(d); LEAVE(CU
 static int ctx_ok(CUcontext c) { return c >= (CUcontext)&ctxs[0] && c < (CUcontext)&ctxs[ndev()]; }
 CUresult cuCtxSetCurrent(CUcontext c) { ENTER(); if (c && !ctx_ok(c)) LEAVE(CUDA_ERROR_INVALID_CONTEXT); current = c; LEAVE(CUDA_SUCCESS); }
 CUresult cuCtxGetCurrent(CUcontext *c) { ENTER(); *c = current; LEAVE(CUDA_SUCCESS); }
-/* The context stack: its top is `current`; below it, up to 15 contexts pushed over. */
-static __thread CUcontext below[15];
-static __thread int nbelow = 0;
-CUresult cuCtxPushCurrent_v2(CUcontext c) {
-    ENTER(); if (!ctx_ok(c)) LEAVE(CUDA_ERROR_INVALID_CONTEXT); if (nbelow == 15) LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
-    if (current) below[nbelow++] = current;
-    current = c; LEAVE(CUDA_SUCCESS);
-}
-CUresult cuCtxPopCurrent_v2(CUcontext *out) {
-    ENTER(); if (!current) LEAVE(CUDA_ERROR_INVALID_CONTEXT);
-    if (out) *out = current;
-    current = nbelow ? below[--nbelow] : NULL; LEAVE(CUDA_SUCCESS);
-}
 CUresult cuCtxGetDevice(CUdevice *d) { ENTER(); if (!current) LEAVE(CUDA_ERROR_INVALID_CONTEXT); *d = cur_dev(); LEAVE(CUDA_SUCCESS); }
 CUresult cuCtxSynchronize(void) { ENTER(); if (!current) LEAVE(CUDA_ERROR_INVALID_CONTEXT); LEAVE(CUDA_SUCCESS); }
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { ENTER(); if (!current) LEAVE(CUDA_ERROR_INVALID_CONTEXT); *t = DEV_MEM; *f = DEV_MEM - RESERVED - used[cur_dev()]; LEAVE(CUDA_SUCCESS); }
@@ -588,8 +575,7 @@ static const struct { const char *name; void *fn; } SYMS[] = {
     SYM(cuDeviceGetCount), SYM(cuDeviceGet), SYM(cuDeviceGetName), {"cuDeviceGetUuid", (void *)cuDeviceGetUuid_v2},
     SYM(cuDeviceGetPCIBusId), {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2}, SYM(cuDeviceGetAttribute),
     SYM(cuDevicePrimaryCtxRetain), {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2},
-    SYM(cuCtxSetCurrent), SYM(cuCtxGetCurrent), {"cuCtxPushCurrent", (void *)cuCtxPushCurrent_v2},
-    {"cuCtxPopCurrent", (void *)cuCtxPopCurrent_v2}, SYM(cuCtxGetDevice), SYM(cuCtxSynchronize),
+    SYM(cuCtxSetCurrent), SYM(cuCtxGetCurrent), SYM(cuCtxGetDevice), SYM(cuCtxSynchronize),
     {"cuMemGetInfo", (void *)cuMemGetInfo_v2}, SYM(cuDeviceCanAccessPeer), SYM(cuCtxEnablePeerAccess),
     SYM(cuCtxGetStreamPriorityRange), SYM(cuStreamCreateWithPriority), {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize}, {"cuStreamQuery", (void *)cuStreamQuery},

@@ -167,11 +167,6 @@ CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary h, const char *name) {
 CUresult cuLibraryGetGlobal(CUdeviceptr *p, size_t *n, CUlibrary h, const char *name) {
     (void)p; (void)n; (void)name; return get_library(h) ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
 }
-CUresult cuModuleGetGlobal(CUdeviceptr *p, size_t *n, CUmodule m, const char *name) {
-    CUfunction f; (void)p; (void)n;
-    CUresult err = cuModuleGetFunction(&f, m, "");  /* checks the handle: an empty name is never a kernel */
-    (void)name; return err == CUDA_ERROR_INVALID_HANDLE ? err : CUDA_ERROR_NOT_FOUND;
-}
 CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) { if (!f) return CUDA_ERROR_INVALID_VALUE; *f = (CUfunction)k; return func_ok(*f); }
 CUresult cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size) { return cuFuncGetParamInfo((CUfunction)k, i, off, size); }
 CUresult cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice d) { (void)d; return cuFuncGetAttribute(v, a, (CUfunction)k); }

@@ -1,0 +1,312 @@
+"""PyCUDA itself against ironaccel's PyCUDA surface, call for call, on one GPU in one process.
+
+    python3 ironaccel-cuda/bench/bench_pycuda_compat.py --pycuda DIR [--out OUTDIR] [--quick]
+
+DIR holds a built PyCUDA and its pure-Python dependencies (`pip install
+--target DIR`); it is put first on sys.path and imported as `pycuda`, while
+the compat is imported as `ironaccel_cuda.compat.pycuda` (not installed
+under PyCUDA's name).  Both sides push the device's primary context, so they
+share one context and the driver's current context never changes between
+them.  Each row times the same PyCUDA call on both sides with the paired,
+order-alternating rounds and bootstrap intervals of `harness.py`; the ratio
+is PyCUDA's time over the compat's (above 1: the compat is faster) and the
+target (issue 12) is 1.2x, met only when the whole 95% interval is above it.
+
+Rows: `mem_alloc(64 KiB).free()`; `memcpy_htod` / `memcpy_dtoh` of 1 KiB and
+64 MiB between pageable numpy arrays and device memory (each batch of copies
+ends with `Context.synchronize()`, timed, so every copy has landed);
+`Function.__call__` and `prepared_async_call` of a kernel with 4 arguments
+(pointer + 3 ints; the stream is drained after each batch, untimed);
+`Stream.synchronize()` of an idle stream; `Event.record(stream)` +
+`synchronize()` of one reused event (PyCUDA's default flags: timing on).
+Before timing, every case is checked once (kernels write the sum, copies move
+random bytes exactly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import paths
+
+paths.ensure_import_paths()
+
+import numpy as np  # noqa: E402
+from harness import Case, SamplingConfig, measure_rounds, verdict  # noqa: E402
+
+TARGET = 1.2
+KERNEL = r"""
+__global__ void k4(int* out, int a, int b, int c) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = a + b + c;
+}
+"""
+ROWS = [
+    ("mem_alloc(64 KiB).free()", "alloc", 64 << 10),
+    ("memcpy_htod 1 KiB pageable", "htod", 1 << 10),
+    ("memcpy_dtoh 1 KiB pageable", "dtoh", 1 << 10),
+    ("memcpy_htod 64 MiB pageable", "htod", 64 << 20),
+    ("memcpy_dtoh 64 MiB pageable", "dtoh", 64 << 20),
+    ("Function.__call__, 4 args", "call", 4),
+    ("prepared_async_call, 4 args", "prepared", 4),
+    ("Stream.synchronize (idle)", "sync", 0),
+    ("Event.record + synchronize", "event", 0),
+]
+
+
+class Side:
+    """One PyCUDA-shaped API (the real one or the compat) with its context, stream and kernel."""
+
+    def __init__(self, label: str, drv: Any, compiler: Any):
+        self.label = label
+        self.drv = drv
+        self.ctx = drv.Device(0).retain_primary_context()
+        self.ctx.push()
+        self.stream = drv.Stream()
+        self.compiler = compiler
+        self._kernel: Any = None
+        self.out = drv.mem_alloc(4)
+        self.ints = (np.int32(1), np.int32(2), np.int32(3))
+        self.rng = np.random.default_rng(20261201)
+
+    @property
+    def kernel(self) -> Any:
+        if self._kernel is None:
+            self.module = self.compiler.SourceModule(KERNEL)
+            self._kernel = self.module.get_function("k4")
+        return self._kernel
+
+    def case(self, kind: str, size: int) -> Case:
+        drv = self.drv
+        if kind == "alloc":
+            def run(n: int) -> None:
+                for _ in range(n):
+                    drv.mem_alloc(size).free()
+
+            def check() -> None:
+                a = drv.mem_alloc(size)
+                drv.memset_d8(a, 1, size)
+                a.free()
+
+            return Case(run=run, check=check)
+        if kind in ("htod", "dtoh"):
+            data = self.rng.integers(0, 256, size, dtype=np.uint8)
+            host = data.copy() if kind == "htod" else np.zeros(size, np.uint8)
+            dev = drv.mem_alloc(size)
+            drv.memcpy_htod(dev, data)
+            sync = drv.Context.synchronize
+
+            if kind == "htod":
+                def run(n: int) -> None:
+                    for _ in range(n):
+                        drv.memcpy_htod(dev, host)
+                    sync()
+            else:
+                def run(n: int) -> None:
+                    for _ in range(n):
+                        drv.memcpy_dtoh(host, dev)
+                    sync()
+
+            def check() -> None:
+                back = np.zeros(size, np.uint8)
+                drv.memset_d8(dev, 0xA5, size)
+                if kind == "htod":
+                    drv.memcpy_htod(dev, host)
+                    drv.memcpy_dtoh(back, dev)
+                    ok = np.array_equal(back, host)
+                else:
+                    drv.memcpy_htod(dev, data)
+                    host[:] = 0
+                    drv.memcpy_dtoh(host, dev)
+                    ok = np.array_equal(host, data)
+                if not ok:
+                    raise AssertionError(f"{self.label}: a {kind} copy of {size} bytes did not move the bytes")
+
+            return Case(run=run, check=check, close=dev.free, max_batch=100_000 if size < 1 << 20 else 50)
+        if kind == "call":
+            f, out, (a, b, c), s = self.kernel, self.out, self.ints, self.stream
+            block, grid = (32, 1, 1), (1, 1)
+
+            def run(n: int) -> None:
+                for _ in range(n):
+                    f(out, a, b, c, block=block, grid=grid, stream=s)
+
+            def check() -> None:
+                drv.memset_d32(out, 0, 1)
+                f(out, a, b, c, block=block, grid=grid)
+                self.check_kernel_result()
+
+            return Case(run=run, settle=s.synchronize, check=check, max_batch=20_000)
+        if kind == "prepared":
+            f, out, s = self.kernel, self.out, self.stream
+            f.prepare("Piii")
+            block, grid = (32, 1, 1), (1, 1)
+
+            def run(n: int) -> None:
+                call = f.prepared_async_call
+                for _ in range(n):
+                    call(grid, block, s, out, 1, 2, 3)
+
+            def check() -> None:
+                drv.memset_d32(out, 0, 1)
+                f.prepared_async_call(grid, block, s, out, 1, 2, 3)
+                s.synchronize()
+                self.check_kernel_result()
+
+            return Case(run=run, settle=s.synchronize, check=check, max_batch=20_000)
+        if kind == "sync":
+            s = self.stream
+
+            def run(n: int) -> None:
+                sync = s.synchronize
+                for _ in range(n):
+                    sync()
+
+            return Case(run=run, check=s.synchronize)
+        if kind == "event":
+            e, s = drv.Event(), self.stream
+
+            def run(n: int) -> None:
+                for _ in range(n):
+                    e.record(s)
+                    e.synchronize()
+
+            def check() -> None:
+                e.record(s)
+                e.synchronize()
+                if not e.query():
+                    raise AssertionError(f"{self.label}: the event is not complete after synchronize()")
+
+            return Case(run=run, check=check)
+        raise ValueError(kind)
+
+    def check_kernel_result(self) -> None:
+        self.drv.Context.synchronize()
+        host = np.zeros(1, np.int32)
+        self.drv.memcpy_dtoh(host, self.out)
+        if host[0] != 6:
+            raise AssertionError(f"{self.label}: the kernel wrote {host[0]}, expected 6")
+
+
+def import_pycuda(folder: Path) -> tuple[Any, Any]:
+    sys.path.insert(0, str(folder))
+    import pycuda
+    import pycuda.compiler
+    import pycuda.driver
+
+    if not str(Path(pycuda.__file__).resolve()).startswith(str(folder.resolve())):
+        raise SystemExit(f"imported pycuda from {pycuda.__file__}, not from {folder}")
+    pycuda.driver.init()
+    return pycuda.driver, pycuda.compiler
+
+
+def versions(real: Any) -> dict[str, str]:
+    import cuda.bindings
+
+    import ironaccel_cuda
+
+    dev = real.Device(0)
+    return {
+        "gpu": dev.name(), "driver": str(real.get_driver_version()), "pycuda": ".".join(map(str, _pycuda_version())),
+        "pycuda built for CUDA": ".".join(map(str, real.get_version())), "cuda-bindings": cuda.bindings.__version__,
+        "ironaccel hot path": str(ironaccel_cuda.FAST_PATH), "python": sys.version.split()[0],
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def _pycuda_version() -> tuple[int, ...]:
+    import pycuda
+
+    return tuple(pycuda.VERSION)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pycuda", type=Path, required=True, help="folder with the built PyCUDA (pip --target)")
+    parser.add_argument("--out", type=Path, help="write results.md and results.json here")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    parser.add_argument("--only", default="", help="row kinds (alloc,htod,dtoh,call,prepared,sync,event)")
+    args = parser.parse_args(argv)
+    config = SamplingConfig.quick() if args.quick else SamplingConfig()
+
+    real_drv, real_compiler = import_pycuda(args.pycuda)
+    from ironaccel_cuda.compat.pycuda import compiler as compat_compiler
+    from ironaccel_cuda.compat.pycuda import driver as compat_drv
+
+    sides = [Side("PyCUDA", real_drv, real_compiler), Side("compat", compat_drv, compat_compiler)]
+    try:
+        return _run(args, config, sides, real_drv)
+    finally:  # PyCUDA aborts at exit if its context stack is not empty
+        for side in sides:
+            side.drv.Context.pop()
+
+
+def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], real_drv: Any) -> int:
+    if sides[0].ctx.handle != sides[1].ctx.handle:
+        raise SystemExit("the two sides are not on the same (primary) context")
+    meta = versions(real_drv)
+    only = {k for k in args.only.split(",") if k}
+    rows = []
+    for title, kind, size in ROWS:
+        if only and kind not in only:
+            continue
+        cases = [(side.label, side.case(kind, size)) for side in sides]
+        try:
+            for _, case in cases:
+                if case.check is not None:
+                    case.check()
+            samples = measure_rounds(cases, config)
+            interval = samples.ratio(["PyCUDA"], ["compat"], resamples=config.bootstrap, seed=config.seed)
+            rows.append({
+                "row": title, "pycuda_ns": samples.median_ns("PyCUDA"), "compat_ns": samples.median_ns("compat"),
+                "ratio": interval.to_json(), "rounds": interval.n,
+                "verdict": "PASS" if interval.above(TARGET) else "FAIL", "vs_parity": verdict(interval),
+            })
+        except Exception as exc:
+            rows.append({"row": title, "error": f"{type(exc).__name__}: {exc}", "verdict": "FAIL"})
+        finally:
+            for _, case in cases:
+                if case.close is not None:
+                    case.close()
+        print(_line(rows[-1]), flush=True)
+    text = _markdown(meta, rows, config)
+    print("\n" + text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.md").write_text(text)
+        (args.out / "results.json").write_text(json.dumps({"meta": meta, "target": TARGET, "rows": rows}, indent=1))
+    return 0
+
+
+def _ns(ns: float) -> str:
+    return f"{ns / 1e6:,.2f} ms" if ns >= 1e6 else f"{ns / 1e3:,.2f} µs"
+
+
+def _line(row: dict[str, Any]) -> str:
+    if "error" in row:
+        return f"| {row['row']} | | | error: {row['error']} | FAIL |"
+    r = row["ratio"]
+    return (f"| {row['row']} | {_ns(row['pycuda_ns'])} | {_ns(row['compat_ns'])} | "
+            f"{r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}] | {row['verdict']} |")
+
+
+def _markdown(meta: dict[str, str], rows: list[dict[str, Any]], config: SamplingConfig) -> str:
+    lines = ["# PyCUDA against ironaccel's PyCUDA surface", "",
+             ", ".join(f"{k}: {v}" for k, v in meta.items()),
+             f"{config.min_rounds}-{config.rounds} paired rounds per row, bootstrap 95% intervals; "
+             f"ratio = PyCUDA time / compat time; PASS when the whole interval is above {TARGET}.", "",
+             "| row | PyCUDA | compat | ratio [95% CI] | >= 1.2x |", "|---|---:|---:|---:|---|"]
+    lines += [_line(row) for row in rows]
+    passed = sum(row["verdict"] == "PASS" for row in rows)
+    lines += ["", f"{passed} of {len(rows)} rows meet the target."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,502 @@
+"""Devices and PyCUDA's context stack, over cold driver calls.
+
+PyCUDA keeps its own per-thread stack of contexts (`make_context` pushes a
+new context, `Context.push/pop` move along it, `detach` destroys); its top is
+"the current context" for every call that needs one.  This module keeps the
+same stack.  The driver's own stack is kept one deep, as PyCUDA keeps it,
+and switched with ironaccel's `_core.bind`, so ironaccel's record of the
+thread's context stays right.  Because ironaccel objects make the primary
+context current when they need it, every call here that depends on the
+current context first `ensure`s the top of this stack (a compare on the
+compiled path; `_current(routine)`), and code that called into ironaccel
+objects binds the top again before returning.
+
+Contexts keep PyCUDA's semantics: `Device.make_context(flags)` creates (and
+pushes) a context; `retain_primary_context()` retains the primary one,
+unpushed; `detach()` releases (created contexts: cuCtxDestroy; attached:
+cuCtxDetach; primary: cuDevicePrimaryCtxRelease) and is also what garbage collection
+does; objects made in a context (memory, streams, events, modules) keep it
+alive and are released in it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from cuda.bindings import driver as _cb
+
+from ironaccel import errors as ia
+from ironaccel_cuda import _driver as _drv
+
+from . import _fast
+from ._enums import compute_mode, device_attribute
+from ._errors import LogicError, bad_input, bad_type, from_code, translate
+
+__all__ = ["init", "get_version", "get_driver_version", "Device", "Context", "current_context", "call"]
+
+INVALID_CONTEXT = 201
+_CREATED, _PRIMARY, _ATTACHED = "created", "primary", "attached"
+
+# mem_alloc takes memory from the device's stream-ordered pool, unless this says "sync" (read at import).
+ALLOC_ENV = "IRONACCEL_CUDA_PYCUDA_ALLOC"
+SYNC_ALLOC = os.environ.get(ALLOC_ENV, "").strip().lower() == "sync"
+
+
+def call(routine: str, op: str, *args: Any) -> Any:
+    """Driver call `op` through cuda.bindings (cold); failures raise PyCUDA's error naming `routine`."""
+    try:
+        return _drv.call(op, *args)
+    except ia.IronAccelError as exc:
+        raise translate(exc, routine) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise bad_input(routine, exc) from None
+
+
+def init(flags: int = 0) -> None:
+    """cuInit.  (Every call here initialises CUDA on first use; PyCUDA requires init() first.)"""
+    try:
+        _drv.driver()
+    except ia.IronAccelError as exc:
+        raise translate(exc, "cuInit") from None
+    if flags:
+        call("cuInit", "cuInit", flags)
+
+
+def get_version() -> tuple[int, int, int]:
+    """The CUDA version of the driver API this surface is built on (cuda.bindings' CUDA_VERSION)."""
+    v = int(getattr(_cb, "CUDA_VERSION", 0)) or get_driver_version()
+    return v // 1000, (v % 1000) // 10, v % 10
+
+
+def get_driver_version() -> int:
+    """cuDriverGetVersion: e.g. 13000 for CUDA 13.0."""
+    return int(call("cuDriverGetVersion", "cuDriverGetVersion"))
+
+
+# -- the context stack ----------------------------------------------------------------
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[Context] = []
+
+
+_local = _Local()
+_NO_CONTEXT: Any = None
+
+
+def _no_context() -> Any:
+    global _NO_CONTEXT
+    if _NO_CONTEXT is None:
+        _NO_CONTEXT = _fast.no_context()
+    return _NO_CONTEXT
+
+
+def current_context(except_: Context | None = None) -> Context | None:
+    """The top valid context of this thread's stack (popping detached ones off the top), or None."""
+    stack = _local.stack
+    while stack:
+        top = stack[-1]
+        if top._valid and top is not except_:
+            return top
+        stack.pop()
+    return None
+
+
+def _current(routine: str) -> Context:
+    """The current context, made current in the driver too; LogicError naming `routine` if there is none."""
+    stack = _local.stack
+    if stack:
+        top = stack[-1]
+        if top._valid:
+            _fast.ensure(top._hh)
+            return top
+    found = current_context()
+    if found is None:
+        raise from_code(INVALID_CONTEXT, routine, "no currently active context?")
+    _fast.ensure(found._hh)
+    return found
+
+
+def _bind_top() -> None:
+    """Make the driver's current context this thread's stack top (or none), refreshing ironaccel's record."""
+    top = current_context()
+    try:
+        _fast.bind(top._hh if top is not None else _no_context())
+    except ia.IronAccelError as exc:
+        raise translate(exc, "cuCtxSetCurrent") from None
+
+
+def run_in(ctx: Context, fn: Callable[[], Any]) -> bool:
+    """Run `fn` with `ctx` current (PyCUDA's scoped activation), then restore what was current.
+
+    False (and `fn` not run) if `ctx` was detached: what it owned went with it.
+    """
+    if not ctx._valid:
+        return False
+    stack = _local.stack
+    if stack and stack[-1] is ctx:
+        _fast.ensure(ctx._hh)
+        fn()
+        return True
+    err, previous = _drv.try_call("cuCtxGetCurrent")
+    _fast.bind(ctx._hh)
+    try:
+        fn()
+    finally:
+        top = current_context()
+        if top is not None:
+            _fast.bind(top._hh)
+        else:
+            _fast.bind(_fast.context_handle(previous) if not err and previous is not None else _no_context())
+    return True
+
+
+def cleanup(what: str, ctx: Context, fn: Callable[[], Any]) -> None:
+    """Release something `ctx` owns (from __del__ or free): failures warn, as PyCUDA's clean-up does."""
+    try:
+        run_in(ctx, fn)
+    except Exception as exc:
+        warnings.warn(f"PyCUDA compat: a clean-up operation failed ({what}): {exc}", stacklevel=3)
+
+
+def enum_value(kind: str, value: Any, routine: str) -> Any:
+    """`value` (a PyCUDA enum member or an int) as cuda.bindings' enum `kind`; LogicError if it is not one."""
+    try:
+        return getattr(_cb, kind)(value.__index__())
+    except (AttributeError, TypeError, ValueError):
+        raise from_code(1, routine, f"{value!r} is not a {kind} value") from None
+
+
+def address(value: Any, routine: str) -> int:
+    """A device or host address from an int-like (DeviceAllocation, int, numpy integer, PointerHolderBase)."""
+    try:
+        return int(value.__index__())
+    except (AttributeError, TypeError):
+        raise bad_type(routine, f"expected an address (an int or an allocation), not {type(value).__name__}") from None
+
+
+def _flags(flags: Any, routine: str) -> int:
+    if isinstance(flags, bool) or not hasattr(flags, "__index__"):
+        raise bad_type(routine, f"flags must be an int, not {flags!r}")
+    return flags.__index__()
+
+
+# -- devices ----------------------------------------------------------------------
+
+
+_capabilities: dict[int, tuple[int, int]] = {}
+
+
+def _attribute(cudev: Any, name: str) -> int:
+    attr = getattr(_cb.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + name)
+    return int(call("cuDeviceGetAttribute", "cuDeviceGetAttribute", attr, cudev))
+
+
+class Device:
+    """pycuda.driver.Device: a CUDA device by ordinal (or PCI bus id string)."""
+
+    __slots__ = ("_ordinal", "_cudev")
+    _ordinal: int
+    _cudev: Any
+
+    def __init__(self, device: int | str):
+        if isinstance(device, str):
+            cudev = call("cuDeviceGetByPCIBusId", "cuDeviceGetByPCIBusId", device.encode())
+        elif isinstance(device, bool) or not hasattr(device, "__index__"):
+            raise bad_type("cuDeviceGet", f"a device ordinal (int) or PCI bus id (str), not {device!r}")
+        else:
+            cudev = call("cuDeviceGet", "cuDeviceGet", device.__index__())
+        self._cudev = cudev
+        self._ordinal = int(cudev)
+
+    @classmethod
+    def _from_ordinal(cls, ordinal: int) -> Device:
+        dev = object.__new__(cls)
+        dev._cudev = _cb.CUdevice(ordinal)
+        dev._ordinal = ordinal
+        return dev
+
+    @staticmethod
+    def count() -> int:
+        return int(call("cuDeviceGetCount", "cuDeviceGetCount"))
+
+    def name(self) -> str:
+        raw = call("cuDeviceGetName", "cuDeviceGetName", 1024, self._cudev)
+        return bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
+
+    def pci_bus_id(self) -> str:
+        raw = call("cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId", 1024, self._cudev)
+        return bytes(raw).split(b"\0", 1)[0].decode()
+
+    def compute_capability(self) -> tuple[int, int]:
+        cc = _capabilities.get(self._ordinal)
+        if cc is None:
+            cc = (_attribute(self._cudev, "COMPUTE_CAPABILITY_MAJOR"),
+                  _attribute(self._cudev, "COMPUTE_CAPABILITY_MINOR"))
+            _capabilities[self._ordinal] = cc
+        return cc
+
+    def total_memory(self) -> int:
+        return int(call("cuDeviceTotalMem", "cuDeviceTotalMem", self._cudev))
+
+    def get_attribute(self, attr: Any) -> Any:
+        try:
+            cb_attr = _cb.CUdevice_attribute(int(attr))
+        except (TypeError, ValueError):
+            raise from_code(1, "cuDeviceGetAttribute", f"no device attribute {attr!r}") from None
+        value = int(call("cuDeviceGetAttribute", "cuDeviceGetAttribute", cb_attr, self._cudev))
+        if int(attr) == int(device_attribute.COMPUTE_MODE):
+            return compute_mode(value)
+        return value
+
+    def get_attributes(self) -> dict[Any, Any]:
+        """Every attribute this driver answers, keyed by `device_attribute` member."""
+        result: dict[Any, Any] = {}
+        for name, att in sorted(device_attribute.__members__.items()):
+            try:
+                result[att] = self.get_attribute(att)
+            except LogicError as exc:
+                if exc.code != 1:  # CUDA_ERROR_INVALID_VALUE: an attribute newer than this driver
+                    warnings.warn(f"CUDA driver raised '{exc}' when querying '{name}' on '{self}'", stacklevel=2)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            att = device_attribute[name.upper()]
+        except KeyError:
+            raise AttributeError(f"'Device' object has no attribute {name!r}") from None
+        return self.get_attribute(att)
+
+    def make_context(self, flags: int = 0) -> Context:
+        """Create a context on this device (cuCtxCreate) and push it: it becomes current."""
+        flags = _flags(flags, "cuCtxCreate")
+        try:
+            h = _drv.call("cuCtxCreate", None, flags, self._cudev)
+        except TypeError:  # cuda.bindings before 13 has cuCtxCreate(flags, dev)
+            h = call("cuCtxCreate", "cuCtxCreate", flags, self._cudev)
+        except ia.IronAccelError as exc:
+            raise translate(exc, "cuCtxCreate") from None
+        _drv.try_call("cuCtxPopCurrent")  # keep the driver's stack one deep; pushed below
+        ctx = Context._make(h, _CREATED, self._cudev)
+        ctx.push()
+        return ctx
+
+    def retain_primary_context(self) -> Context:
+        """The device's primary context (retained; not pushed)."""
+        h = call("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", self._cudev)
+        return Context._make(h, _PRIMARY, self._cudev)
+
+    def can_access_peer(self, other: Device) -> bool:
+        if not isinstance(other, Device):
+            raise bad_type("cuDeviceCanAccessPeer", f"other must be a Device, not {type(other).__name__}")
+        return bool(int(call("cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer", self._cudev, other._cudev)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Device) and other._ordinal == self._ordinal
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return self._ordinal
+
+    def __repr__(self) -> str:
+        return f"<Device {self._ordinal}>"
+
+
+# -- contexts ---------------------------------------------------------------------
+
+
+class Context:
+    """pycuda.driver.Context: one CUDA context and PyCUDA's stack of them.
+
+    Static methods (`pop`, `get_device`, `synchronize`, `get_current`,
+    limits, cache and shared-memory configuration, peer access) act on this
+    thread's current context, as in PyCUDA.
+    """
+
+    __slots__ = ("handle", "_h", "_hh", "_valid", "_kind", "_cudev", "_ordinal", "_thread", "pools", "staging",
+                 "nonblocking", "lock", "__weakref__")
+    handle: int
+    _h: Any
+    _hh: Any
+    _valid: bool
+    _kind: str
+    _cudev: Any
+    _ordinal: int
+    _thread: int
+    pools: bool
+    staging: Any
+    nonblocking: int
+    lock: threading.Lock
+
+    def __init__(self) -> None:
+        raise bad_type("Context", "make contexts with Device.make_context() or Device.retain_primary_context()")
+
+    @classmethod
+    def _make(cls, h: Any, kind: str, cudev: Any) -> Context:
+        ctx = object.__new__(cls)
+        ctx._h = h
+        ctx.handle = int(h)
+        ctx._hh = _fast.context_handle(h)
+        ctx._valid = True
+        ctx._kind = kind
+        ctx._cudev = cudev
+        ctx._ordinal = int(cudev)
+        ctx._thread = threading.get_ident()
+        ctx.pools = not SYNC_ALLOC and bool(_attribute(cudev, "MEMORY_POOLS_SUPPORTED"))
+        ctx.staging = None
+        ctx.nonblocking = 0
+        ctx.lock = threading.Lock()
+        return ctx
+
+    # -- the stack -------------------------------------------------------------
+
+    def push(self) -> None:
+        """Make this context current (on top of this thread's stack)."""
+        if not self._valid:
+            raise from_code(INVALID_CONTEXT, "cuCtxPushCurrent", "cannot push a detached context")
+        try:
+            _fast.bind(self._hh)
+        except ia.IronAccelError as exc:
+            raise translate(exc, "cuCtxPushCurrent") from None
+        _local.stack.append(self)
+
+    @staticmethod
+    def pop() -> None:
+        """Pop the current context off this thread's stack; the one below (if any) becomes current."""
+        stack = _local.stack
+        if not stack:
+            raise from_code(INVALID_CONTEXT, "context::pop", "cannot pop non-current context")
+        current = current_context()
+        if current is None:
+            raise from_code(INVALID_CONTEXT, "m_stack::pop", "cannot pop context from empty stack")
+        stack.pop()
+        _bind_top()
+
+    @staticmethod
+    def get_current() -> Context | None:
+        return current_context()
+
+    @staticmethod
+    def attach(flags: int = 0) -> Context:
+        """cuCtxAttach to the current context: a new handle object, pushed."""
+        top = current_context()
+        if top is not None:
+            _fast.ensure(top._hh)
+        h = call("cuCtxAttach", "cuCtxAttach", _flags(flags, "cuCtxAttach"))
+        cudev = call("cuCtxGetDevice", "cuCtxGetDevice")
+        ctx = Context._make(h, _ATTACHED, cudev)
+        ctx.push()
+        return ctx
+
+    def detach(self) -> None:
+        """Release this context (destroying a created one); pops it if it was current."""
+        if not self._valid:
+            raise from_code(INVALID_CONTEXT, "context::detach", "cannot detach from invalid context")
+        active = current_context() is self
+        if active or self._thread == threading.get_ident():
+            self._release()
+        self._valid = False
+        _bind_top()
+
+    def _release(self) -> None:
+        staging, self.staging = self.staging, None
+        try:
+            _fast.bind(self._hh)
+            if staging is not None:
+                staging.close()
+            if self._kind == _PRIMARY:
+                _drv.call("cuDevicePrimaryCtxRelease", self._cudev)
+            elif self._kind == _CREATED:
+                _drv.call("cuCtxDestroy", self._h)
+            else:  # attached: drop the usage count cuCtxAttach added
+                _drv.call("cuCtxDetach", self._h)
+        except Exception as exc:
+            warnings.warn(f"PyCUDA compat: releasing a context failed: {exc}", stacklevel=3)
+
+    def __del__(self) -> None:
+        if getattr(self, "_valid", False):
+            try:
+                self.detach()
+            except Exception:
+                pass
+
+    # -- the current context ---------------------------------------------------
+
+    @staticmethod
+    def get_device() -> Device:
+        return Device._from_ordinal(_current("cuCtxGetDevice")._ordinal)
+
+    @staticmethod
+    def synchronize() -> None:
+        _current("cuCtxSynchronize")
+        call("cuCtxSynchronize", "cuCtxSynchronize")
+
+    @staticmethod
+    def set_limit(limit: Any, value: int) -> None:
+        _current("cuCtxSetLimit")
+        call("cuCtxSetLimit", "cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), int(value))
+
+    @staticmethod
+    def get_limit(limit: Any) -> int:
+        _current("cuCtxGetLimit")
+        return int(call("cuCtxGetLimit", "cuCtxGetLimit", enum_value("CUlimit", limit, "cuCtxGetLimit")))
+
+    @staticmethod
+    def get_cache_config() -> Any:
+        from ._enums import func_cache
+
+        _current("cuCtxGetCacheConfig")
+        return func_cache(int(call("cuCtxGetCacheConfig", "cuCtxGetCacheConfig")))
+
+    @staticmethod
+    def set_cache_config(config: Any) -> None:
+        _current("cuCtxSetCacheConfig")
+        call("cuCtxSetCacheConfig", "cuCtxSetCacheConfig", enum_value("CUfunc_cache", config, "cuCtxSetCacheConfig"))
+
+    @staticmethod
+    def get_shared_config() -> Any:
+        from ._enums import shared_config
+
+        _current("cuCtxGetSharedMemConfig")
+        return shared_config(int(call("cuCtxGetSharedMemConfig", "cuCtxGetSharedMemConfig")))
+
+    @staticmethod
+    def set_shared_config(config: Any) -> None:
+        _current("cuCtxSetSharedMemConfig")
+        op = "cuCtxSetSharedMemConfig"
+        call(op, op, enum_value("CUsharedconfig", config, op))
+
+    @staticmethod
+    def enable_peer_access(peer: Context, flags: int = 0) -> None:
+        _current("cuCtxEnablePeerAccess")
+        call("cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess", peer._h, int(flags))
+
+    @staticmethod
+    def disable_peer_access(peer: Context) -> None:
+        _current("cuCtxDisablePeerAccess")
+        call("cuCtxDisablePeerAccess", "cuCtxDisablePeerAccess", peer._h)
+
+    def get_api_version(self) -> int:
+        return int(call("cuCtxGetApiVersion", "cuCtxGetApiVersion", self._h))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Context) and other.handle == self.handle
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.handle)
+
+    def __repr__(self) -> str:
+        state = "" if self._valid else " detached"
+        return f"<Context {self._kind} 0x{self.handle:x} on device {self._ordinal}{state}>"

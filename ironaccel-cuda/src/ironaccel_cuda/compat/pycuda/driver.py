@@ -1,0 +1,153 @@
+"""pycuda.driver: the driver-level API (everything of `_driver`) and PyCUDA's Python helpers on top.
+
+See the package docstring for the coverage map.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._driver import *  # noqa: F403
+from ._driver import ManagedAllocation, array_format, pagelocked_empty
+from ._driver import __all__ as _driver_all
+from ._errors import CompileError, invalid, unsupported
+from ._memory import aligned_empty, managed_empty, mem_alloc, memcpy_dtoh, memcpy_htod
+from ._module import ArgumentHandler, In, InOut, Out
+
+ManagedAllocationOrStub = ManagedAllocation
+
+CUDA_DEBUGGING = False
+
+
+def set_debugging(flag: bool = True) -> None:
+    """Compile with device debug information (-G) and keep the compiler's files."""
+    global CUDA_DEBUGGING
+    CUDA_DEBUGGING = flag
+
+
+# -- page-locked, aligned and managed numpy arrays -----------------------------------------
+
+
+def _order_of(array: np.ndarray) -> str:
+    if array.flags.c_contiguous:
+        return "C"
+    if array.flags.f_contiguous:
+        return "F"
+    raise invalid("empty_like", "could not detect array order", ValueError)
+
+
+def pagelocked_zeros(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
+    result = pagelocked_empty(shape, dtype, order, mem_flags)
+    result.fill(0)
+    return result
+
+
+def pagelocked_empty_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
+    return pagelocked_empty(array.shape, array.dtype, _order_of(array), mem_flags)
+
+
+def pagelocked_zeros_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
+    result = pagelocked_empty_like(array, mem_flags)
+    result.fill(0)
+    return result
+
+
+def aligned_zeros(shape: Any, dtype: Any, order: str = "C", alignment: int = 4096) -> np.ndarray:
+    result = aligned_empty(shape, dtype, order, alignment)
+    result.fill(0)
+    return result
+
+
+def aligned_empty_like(array: np.ndarray, alignment: int = 4096) -> np.ndarray:
+    return aligned_empty(array.shape, array.dtype, _order_of(array), alignment)
+
+
+def aligned_zeros_like(array: np.ndarray, alignment: int = 4096) -> np.ndarray:
+    result = aligned_empty_like(array, alignment)
+    result.fill(0)
+    return result
+
+
+def managed_zeros(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
+    result = managed_empty(shape, dtype, order, mem_flags)
+    result.fill(0)
+    return result
+
+
+def managed_empty_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
+    return managed_empty(array.shape, array.dtype, _order_of(array), mem_flags)
+
+
+def managed_zeros_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
+    result = managed_empty_like(array, mem_flags)
+    result.fill(0)
+    return result
+
+
+def mem_alloc_like(ary: Any) -> Any:
+    return mem_alloc(ary.nbytes)
+
+
+# -- device copies ---------------------------------------------------------------------------
+
+
+def to_device(bf_obj: Any) -> Any:
+    """A new allocation holding the bytes of buffer `bf_obj` (C order)."""
+    view = memoryview(bf_obj)
+    data: Any = view if view.c_contiguous else view.tobytes()
+    result = mem_alloc(view.nbytes)
+    memcpy_htod(result, data)
+    return result
+
+
+def from_device(devptr: Any, shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
+    result: np.ndarray = np.empty(shape, dtype, order)  # type: ignore[call-overload]
+    memcpy_dtoh(result, devptr)
+    return result
+
+
+def from_device_like(devptr: Any, other_ary: np.ndarray) -> np.ndarray:
+    result = np.empty_like(other_ary)
+    memcpy_dtoh(result, devptr)
+    return result
+
+
+# -- CUDA arrays (not provided) ------------------------------------------------------------------
+
+
+def dtype_to_array_format(dtype: Any) -> Any:
+    dtype = np.dtype(dtype)
+    table = {np.dtype(np.uint8): "UNSIGNED_INT8", np.dtype(np.uint16): "UNSIGNED_INT16",
+             np.dtype(np.uint32): "UNSIGNED_INT32", np.dtype(np.int8): "SIGNED_INT8",
+             np.dtype(np.int16): "SIGNED_INT16", np.dtype(np.int32): "SIGNED_INT32", np.dtype(np.float32): "FLOAT"}
+    try:
+        return array_format[table[dtype]]
+    except KeyError:
+        raise invalid("dtype_to_array_format", f"cannot convert dtype '{dtype}' to array format",
+                      TypeError) from None
+
+
+def _arrays_missing(name: str) -> Any:
+    def missing(*args: Any, **kwargs: Any) -> Any:
+        raise unsupported(name, "CUDA arrays and texture references are not provided by ironaccel's PyCUDA surface")
+
+    missing.__name__ = name
+    return missing
+
+
+matrix_to_array = _arrays_missing("matrix_to_array")
+np_to_array = _arrays_missing("np_to_array")
+gpuarray_to_array = _arrays_missing("gpuarray_to_array")
+make_multichannel_2d_array = _arrays_missing("make_multichannel_2d_array")
+bind_array_to_texref = _arrays_missing("bind_array_to_texref")
+matrix_to_texref = _arrays_missing("matrix_to_texref")
+
+__all__ = [
+    *_driver_all, "ManagedAllocationOrStub", "CUDA_DEBUGGING", "set_debugging", "CompileError", "ArgumentHandler",
+    "In", "Out", "InOut", "pagelocked_zeros", "pagelocked_empty_like", "pagelocked_zeros_like", "aligned_zeros",
+    "aligned_empty_like", "aligned_zeros_like", "managed_zeros", "managed_empty_like", "managed_zeros_like",
+    "mem_alloc_like", "to_device", "from_device", "from_device_like", "dtype_to_array_format", "matrix_to_array",
+    "np_to_array", "gpuarray_to_array", "make_multichannel_2d_array", "bind_array_to_texref", "matrix_to_texref",
+]
