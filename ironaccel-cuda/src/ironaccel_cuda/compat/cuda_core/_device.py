@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from . import _ia, _needs
+from ._event import CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, Event, EventOptions
 from ._utils.cuda_utils import ComputeCapability, CUDAError, call, driver
 
 __all__ = ["Device"]
@@ -147,7 +148,10 @@ class Device(_ia.IaDevice):
         dev = devices.get(ordinal)
         if dev is None:
             dev = super().__new__(cls)
-            dev._init(_ia.state_for(ordinal))
+            st = _ia.state_for(ordinal)
+            dev._init(st)
+            dev._ctx = st.ctx
+            dev._ia_default = st.default_stream
             dev._has_inited = False
             dev._properties = None
             dev._memory_resource = None
@@ -265,10 +269,25 @@ class Device(_ia.IaDevice):
         return Stream._init(obj=obj, options=options, device_id=self.ordinal)
 
     def create_event(self, options: Any = None) -> Any:  # type: ignore[override]
-        from ._event import Event
-
-        self._check_context_initialized()
-        return Event._init(self, options)
+        """A new event (EventOptions: timing off, no blocking sync, by default)."""
+        if not self._has_inited:
+            self._check_context_initialized()
+        if options is None:
+            flags = CU_EVENT_DISABLE_TIMING
+        elif options.__class__ is EventOptions and not options.ipc_enabled:
+            flags = (0 if options.timing_enabled else CU_EVENT_DISABLE_TIMING) | (
+                CU_EVENT_BLOCKING_SYNC if options.blocking_sync else 0)
+        else:
+            return Event._init(self, options)
+        _ensure(self._ctx)
+        e = _new_event(Event)
+        e._h = _event_create(flags)
+        e.device = self
+        e._ordinal = self.ordinal
+        e.timing = not flags & CU_EVENT_DISABLE_TIMING
+        e._default = self._ia_default
+        e._flags = flags
+        return e
 
     @property
     def memory_resource(self) -> Any:
@@ -346,3 +365,6 @@ class Device(_ia.IaDevice):
 
 
 _default_resources: dict[int, Any] = {}
+_ensure = _ia.ensure
+_event_create = _ia.event_create
+_new_event = Event.__new__

@@ -34,7 +34,7 @@ class EventOptions:
 class Event(_ia.IaEvent):
     """A CUDA event (cuda.core API) that is also an ironaccel_cuda Event."""
 
-    __slots__ = ("_flags", "_cu")
+    __slots__ = ("_flags",)
 
     sync = _ia.IaEvent.synchronize
 
@@ -55,9 +55,8 @@ class Event(_ia.IaEvent):
                     raise TypeError("IPC-enabled events must have timing disabled")
                 flags |= CU_EVENT_INTERPROCESS
         _ia.ensure(device._state.ctx)
-        e = cls._make(_ia.event_create(flags), device, not flags & CU_EVENT_DISABLE_TIMING)
+        e = _ia.new_event(cls, _ia.event_create(flags), device, not flags & CU_EVENT_DISABLE_TIMING)
         e._flags = flags
-        e._cu = None
         return e
 
     # -- cuda.core properties -------------------------------------------------
@@ -85,12 +84,10 @@ class Event(_ia.IaEvent):
     @property
     def handle(self) -> Any:  # type: ignore[override]
         """The event as a `cuda.bindings.driver.CUevent`."""
-        cu = self._cu
-        if cu is None:
-            if self._h is _ia.CLOSED:
-                return driver.CUevent(0)
-            cu = self._cu = driver.CUevent(_ia.to_int(self._h))
-        return cu
+        h = self._h
+        if h is _ia.CLOSED:
+            return driver.CUevent(0)
+        return driver.CUevent(h)
 
     @property
     def context(self) -> Any:
@@ -146,10 +143,9 @@ class Event(_ia.IaEvent):
         device._check_context_initialized()
         _ia.ensure(device._state.ctx)
         h = call("cuIpcOpenEventHandle", handle)
-        e = cls._make(_ia.event_handle(int(h)), device, False)
+        e = _ia.new_event(cls, int(h), device, False)
         e._flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS | (
             CU_EVENT_BLOCKING_SYNC if ipc_descriptor._is_blocking_sync else 0)
-        e._cu = None
         return e
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -158,19 +154,19 @@ class Event(_ia.IaEvent):
     # -- protocols ---------------------------------------------------------------
 
     def __hash__(self) -> int:
-        return hash(_ia.to_int(self._h)) if self._h is not _ia.CLOSED else id(self)
+        return hash(int(self._h)) if self._h is not _ia.CLOSED else id(self)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Event):
             return NotImplemented
         if self._h is _ia.CLOSED or other._h is _ia.CLOSED:
             return self is other
-        return _ia.to_int(self._h) == _ia.to_int(other._h)
+        return int(self._h) == int(other._h)
 
     def __repr__(self) -> str:
         if self._h is _ia.CLOSED:
             return "<Event closed>"
-        return f"<Event handle={_ia.to_int(self._h):#x}>"
+        return f"<Event handle={int(self._h):#x}>"
 
 
 class IPCEventDescriptor:

@@ -1,9 +1,9 @@
 """The ironaccel_cuda internals the compat layer builds on, named in one place.
 
 Everything the compat needs from ironaccel_cuda beyond its public classes -- the
-hot-path contract (`_hot`), the cold driver call (`_driver.call`), the per-device
-state -- is imported here and nowhere else, so a change inside ironaccel_cuda is a
-change to this file.  The public classes it subclasses or wraps: `Device`, `Stream`,
+compiled core's functions (`_core`), the cold driver call (`_driver.call`), the
+per-device state, the DLPack structures -- is imported here and nowhere else, so a
+change inside ironaccel_cuda is a change to this file.  The public classes it subclasses or wraps: `Device`, `Stream`,
 `Event`, `DeviceBuf`, `PinnedBuf`, `Module`, `Function`, `Program`, `Graph`,
 `GraphExec`.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ironaccel_cuda import _driver, _hot
+from ironaccel_cuda import _core, _driver
+from ironaccel_cuda import _dlpack as dlpack
 from ironaccel_cuda.device import Device as IaDevice
 from ironaccel_cuda.device import _state_for, device_count
 from ironaccel_cuda.errors import ClosedError, CompileError, DriverError, InvalidArgument, InvalidState, Unsupported
@@ -21,6 +22,7 @@ from ironaccel_cuda.graph import Graph as IaGraph
 from ironaccel_cuda.graph import GraphExec as IaGraphExec
 from ironaccel_cuda.memory import DeviceBuf, PinnedBuf, adopt
 from ironaccel_cuda.module import Function as IaFunction
+from ironaccel_cuda.module import LaunchConfig as IaLaunchConfig
 from ironaccel_cuda.module import Module as IaModule
 from ironaccel_cuda.program import ObjectCode as IaObjectCode
 from ironaccel_cuda.program import Program as IaProgram
@@ -28,26 +30,22 @@ from ironaccel_cuda.stream import Stream as IaStream
 
 __all__ = [
     "CLOSED", "ClosedError", "CompileError", "DeviceBuf", "DriverError", "IaDevice", "IaEvent", "IaFunction",
-    "IaGraph", "IaGraphExec", "IaModule", "IaObjectCode", "IaProgram", "IaStream", "InvalidArgument", "InvalidState",
-    "PinnedBuf", "Unsupported", "adopt", "bind", "bind_address", "call", "current_context", "device_count", "devptr", "driver",
-    "ensure", "event_create", "event_handle", "memcpy_dtod", "memcpy_dtoh", "memcpy_htod", "state_for", "stream_handle", "to_int",
-    "try_call",
+    "IaGraph", "IaGraphExec", "IaLaunchConfig", "IaModule", "IaObjectCode", "IaProgram", "IaStream",
+    "InvalidArgument", "InvalidState", "PinnedBuf", "Unsupported", "adopt", "bind", "bind_address", "call",
+    "current_context", "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh",
+    "memcpy_htod", "new_event", "state_for", "try_call",
 ]
 
-CLOSED = _hot.CLOSED
+CLOSED = _core.CLOSED
 call = _driver.call
 try_call = _driver.try_call
 driver = _driver.driver
-stream_handle = _hot.stream_handle
-event_handle = _hot.event_handle
-devptr = _hot.devptr
-to_int = _hot.to_int
-bind = _hot.bind
-ensure = _hot.ensure
-event_create = _hot.event_create
-memcpy_dtod = _hot.memcpy_dtod
-memcpy_htod = _hot.memcpy_htod
-memcpy_dtoh = _hot.memcpy_dtoh
+bind = _core.bind
+ensure = _core.ensure
+event_create = _core.event_create
+memcpy_dtod = _core.memcpy_dtod
+memcpy_htod = _core.memcpy_htod
+memcpy_dtoh = _core.memcpy_dtoh
 
 
 def current_context() -> int:
@@ -72,3 +70,14 @@ def state_for(ordinal: int) -> Any:
 def bind_address(ctx: int) -> None:
     """Make the context at address `ctx` (0: none) current on this thread, through ironaccel."""
     bind(driver().CUcontext(ctx))
+
+
+def new_event(cls: type, h: int, device: Any, timing: bool) -> Any:
+    """An instance of `cls` (an ironaccel Event subclass) over the created event `h` of `device`."""
+    e = cls.__new__(cls)
+    e._h = h
+    e.device = device
+    e._ordinal = device.ordinal
+    e.timing = timing
+    e._default = device._state.default_stream
+    return e

@@ -1,9 +1,9 @@
 """cuda.core's `LaunchConfig`: grid, block and dynamic shared memory (clusters and cooperative: see below).
 
-`cluster=`, `is_cooperative=True` and `programmatic_stream_serialization=True` are
-validated and kept here, and `_to_native_launch_config` builds the driver's
-`CUlaunchConfig` with their attributes; `launch()` refuses them until ironaccel's own
-launch configuration carries launch attributes (the lead's work).
+`cluster=` (grid counted in clusters, as in cuda.core), `is_cooperative=True` and
+`programmatic_stream_serialization=True` are validated here; `launch()` hands them to
+ironaccel's `LaunchConfig` (cuLaunchKernelEx).  `_to_native_launch_config` builds
+the driver's `CUlaunchConfig` the way cuda.core does.
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ _LAUNCH_CONFIG_ATTRS = ("grid", "cluster", "block", "shmem_size", "is_cooperativ
 
 
 class LaunchConfig:
-    """How to launch a kernel: `grid` (in clusters when `cluster` is set), `block`, `shmem_size` bytes."""
+    """How to launch a kernel: `grid` (in clusters when `cluster` is set), `block`, `shmem_size` bytes.
 
-    __slots__ = _LAUNCH_CONFIG_ATTRS
+    The attributes can be changed after construction, as in cuda.core; `launch` reads the
+    derived `_grid` / `_block` (an int where the dimension is one-dimensional, which
+    ironaccel's launch takes on its fastest path) and `_plain` (no launch attributes).
+    """
+
+    __slots__ = (*_LAUNCH_CONFIG_ATTRS, "_grid", "_block", "_plain")
 
     def __init__(self, grid: Any = None, cluster: Any = None, block: Any = None, shmem_size: int | None = None,
                  is_cooperative: bool = False, programmatic_stream_serialization: bool = False) -> None:
@@ -39,6 +44,14 @@ class LaunchConfig:
             raise CUDAError("cooperative kernels are not supported on this device")
         self.is_cooperative = bool(is_cooperative)
         self.programmatic_stream_serialization = bool(programmatic_stream_serialization)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "grid" or name == "block":
+            object.__setattr__(self, "_" + name, value[0] if value[1:] == (1, 1) else value)
+        elif name in ("cluster", "is_cooperative", "programmatic_stream_serialization"):
+            object.__setattr__(self, "_plain", getattr(self, "cluster", None) is None and not getattr(
+                self, "is_cooperative", False) and not getattr(self, "programmatic_stream_serialization", False))
 
     def _identity(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in _LAUNCH_CONFIG_ATTRS)

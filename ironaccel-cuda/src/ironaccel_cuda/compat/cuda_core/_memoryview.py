@@ -70,12 +70,14 @@ class StridedMemoryView:
 
     @classmethod
     def from_dlpack(cls, obj: Any, stream_ptr: int | None = None) -> StridedMemoryView:
-        from ironaccel_cuda import _dlpack
+        _dlpack = _ia.dlpack
 
+        device_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 2
+        stream = None if device_type in (1, 3) else stream_ptr  # CPU producers take no stream
         try:
-            capsule = obj.__dlpack__(stream=stream_ptr, max_version=(1, 0))
+            capsule = obj.__dlpack__(stream=stream, max_version=(1, 0))
         except TypeError:
-            capsule = obj.__dlpack__(stream=stream_ptr)
+            capsule = obj.__dlpack__(stream=stream)
         imported = _dlpack.consume(capsule)
         device_id = imported.device_id if imported.device_type == 2 else (0 if imported.device_type != 1 else -1)
         return cls._make(imported.ptr, imported.shape, imported.strides, imported.dtype.numpy, imported.device_type,
@@ -257,7 +259,7 @@ def _export(view: StridedMemoryView, versioned: bool) -> Any:
     """A DLPack capsule over the view (its shape and strides), keeping the view alive until the consumer is done."""
     from ironaccel import DType
 
-    from ironaccel_cuda import _dlpack as d
+    d = _ia.dlpack
 
     if view._dtype is None:
         raise BufferError("the view has no dtype")

@@ -103,10 +103,17 @@ class ObjectCode:
         dev = Device(ordinal)
         mod = self._modules.get(dev.ordinal)
         if mod is None:
+            # cuda.core loads libraries without a current context; a module needs the device's context, made
+            # current for the load and the caller's context (or none) restored after.
+            before = _ia.current_context()
+            _ia.bind(dev._state.ctx)
             try:
                 mod = dev.load_module(self._code)
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
+            finally:
+                if before != int(dev._state.ctx):
+                    _ia.bind_address(before)
             self._modules[dev.ordinal] = mod
         return mod
 
@@ -131,7 +138,7 @@ class ObjectCode:
         return Kernel._from_function(self._function(name), self, name)
 
     def get_module(self) -> Any:
-        return driver.CUmodule(_ia.to_int(self._module_for()._h))
+        return driver.CUmodule(int(self._module_for()._h))
 
     # -- properties ---------------------------------------------------------------
 
@@ -154,7 +161,7 @@ class ObjectCode:
     @property
     def handle(self) -> Any:
         """The `CUmodule` on the current device (loading the code there if needed)."""
-        return driver.CUmodule(_ia.to_int(self._module_for()._h))
+        return driver.CUmodule(int(self._module_for()._h))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ObjectCode):

@@ -83,7 +83,7 @@ class Stream(_ia.IaStream):
     @classmethod
     def _context_relative(cls, handle: int) -> Stream:
         s = cls.__new__(cls)
-        s._h = _ia.stream_handle(handle)
+        s._h = int(handle)
         s._ordinal = -1
         _DEVICE.__set__(s, None)
         s._owned = False
@@ -144,11 +144,11 @@ class Stream(_ia.IaStream):
         if cu is None:
             if self._h is _ia.CLOSED:
                 return driver.CUstream(0)
-            cu = self._cu = driver.CUstream(_ia.to_int(self._h))
+            cu = self._cu = driver.CUstream(int(self._h))
         return cu
 
     def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, _ia.to_int(self._h))
+        return (0, int(self._h))
 
     @property
     def is_closed(self) -> bool:
@@ -205,13 +205,8 @@ class Stream(_ia.IaStream):
     def record(self, event: Any = None, options: Any = None) -> Any:  # type: ignore[override]
         """Record `event` (a new one made with `options` if None) on this stream; returns it."""
         if event is None:
-            from ._event import Event
-
-            dev = self.device
-            dev._check_context_initialized()
-            event = Event._init(dev, options)
-        _ia.IaStream.record(self, event)
-        return event
+            event = self.device.create_event(options)
+        return _record(self, event)
 
     def wait(self, event_or_stream: Any) -> None:  # type: ignore[override]
         """Make later work here wait for an Event, or for everything queued so far on another stream."""
@@ -246,19 +241,19 @@ class Stream(_ia.IaStream):
         self._owner = None
 
     def __hash__(self) -> int:
-        return hash(_ia.to_int(self._h)) if self._h is not _ia.CLOSED else id(self)
+        return hash(int(self._h)) if self._h is not _ia.CLOSED else id(self)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Stream):
             return NotImplemented
         if self._h is _ia.CLOSED or other._h is _ia.CLOSED:
             return self is other
-        return _ia.to_int(self._h) == _ia.to_int(other._h)
+        return int(self._h) == int(other._h)
 
     def __repr__(self) -> str:
         if self._h is _ia.CLOSED:
             return "<Stream closed>"
-        return f"<Stream handle={_ia.to_int(self._h):#x}>"
+        return f"<Stream handle={int(self._h):#x}>"
 
 
 def _stream_ordinal(handle: int) -> int:
@@ -281,7 +276,7 @@ def for_device(s: Any, ordinal: int) -> Any:
     """`s` as a stream ironaccel can use for work on device `ordinal` (the default streams get a per-device view)."""
     if s._ordinal != -1:
         return s
-    key = (_ia.to_int(s._h), ordinal)
+    key = (int(s._h), ordinal)
     view = _resolved.get(key)
     if view is None:
         from ._device import Device
@@ -316,5 +311,6 @@ def Stream_accept(arg: Any, allow_stream_protocol: bool = False) -> Any:  # noqa
     raise TypeError(f"stream must be a Stream or a GraphBuilder, got {type(arg).__name__}")
 
 
+_record = _ia.IaStream.record
 LEGACY_DEFAULT_STREAM = Stream._legacy_default()
 PER_THREAD_DEFAULT_STREAM = Stream._per_thread_default()

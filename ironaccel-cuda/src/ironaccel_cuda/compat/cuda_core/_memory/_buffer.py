@@ -227,7 +227,7 @@ class Buffer:
         device = self.__dlpack_device__()
         from ironaccel import DType
 
-        from ironaccel_cuda import _dlpack
+        _dlpack = _ia.dlpack
 
         return _dlpack.export(self._ptr, self._size, DType.INT8, device, self, versioned)
 
@@ -348,13 +348,13 @@ def _copy(dst: Buffer, src: Buffer, s: Any) -> None:
     try:
         if a is _ia.DeviceBuf:
             if b is _ia.DeviceBuf:
-                _ia.memcpy_dtod(_ia.devptr(dst._ptr), _ia.devptr(src._ptr), n, s._h)
+                _ia.memcpy_dtod(int(dst._ptr), int(src._ptr), n, s._h)
                 return
             if b is _ia.PinnedBuf:
-                _ia.memcpy_htod(_ia.devptr(dst._ptr), src._ptr, n, s._h)
+                _ia.memcpy_htod(int(dst._ptr), src._ptr, n, s._h)
                 return
         elif a is _ia.PinnedBuf and b is _ia.DeviceBuf:
-            _ia.memcpy_dtoh(dst._ptr, _ia.devptr(src._ptr), n, s._h)
+            _ia.memcpy_dtoh(dst._ptr, int(src._ptr), n, s._h)
             return
         _ia.call("cuMemcpyAsync", driver.CUdeviceptr(dst._ptr), driver.CUdeviceptr(src._ptr), n, s._h)
     except _ia.DriverError as exc:

@@ -105,7 +105,8 @@ class DeviceMemoryResource(MemoryResource):
         self._pool = call("cuDeviceGetMemPool", dev._state.cudev)
         self._closed = False
         attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-        if int(call("cuMemPoolGetAttribute", self._pool, attr)) == 0:
+        err, threshold = _ia.try_call("cuMemPoolGetAttribute", self._pool, attr)
+        if not err and int(threshold) == 0:
             call("cuMemPoolSetAttribute", self._pool, attr, driver.cuuint64_t(_MAX_THRESHOLD))
 
     def allocate(self, size: int, *, stream: Any = None) -> Buffer:

@@ -304,7 +304,7 @@ class Graph:
         exe = self._exe
         if exe is None or exe._h is _ia.CLOSED:
             return driver.CUgraphExec(0)
-        return driver.CUgraphExec(_ia.to_int(exe._h))
+        return driver.CUgraphExec(int(exe._h))
 
     def launch(self, stream: Any) -> None:
         """Queue one replay on `stream`."""
