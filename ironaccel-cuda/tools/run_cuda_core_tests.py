@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 TOOLS = Path(__file__).resolve().parent
 REPO = TOOLS.parent.parent
@@ -115,7 +116,7 @@ def _group(path: str) -> str:
     return "reachable (issues 10, 15)"
 
 
-def _table(counts: dict[str, dict[str, int]]) -> tuple[str, dict[str, object]]:
+def _table(counts: dict[str, dict[str, int]]) -> tuple[str, dict[str, Any]]:
     head = "| file | cases | passed | failed | skipped (= failed) | xfail | errors | not run | pass % |"
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     totals: dict[str, dict[str, int]] = {}
@@ -181,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     results_path = out / "results.json"
     proc = _pytest(tests, files, out, opts.against, {"IRONACCEL_CCT_JSON": str(results_path)},
-                   ["-q", "-rN", "--continue-on-collection-errors", f"--junitxml={out / 'junit.xml'}", *extra], timeout=opts.timeout)
+                   ["-q", "-rN", "--continue-on-collection-errors", f"--junitxml={out / 'junit.xml'}", *extra],
+                   timeout=opts.timeout)
     (out / "pytest.log").write_text(proc.stdout + "\n" + proc.stderr)
     if not results_path.is_file():
         sys.stderr.write(f"pytest wrote no results (exit {proc.returncode}):\n{proc.stdout[-5000:]}\n"

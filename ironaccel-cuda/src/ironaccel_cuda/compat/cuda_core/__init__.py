@@ -21,7 +21,7 @@ Coverage map (rendered from `_coverage.ENTRIES`):
 
 from __future__ import annotations
 
-from . import _coverage
+from . import _coverage, checkpoint, graph, system, texture, typing, utils  # noqa: F401 (submodules, after the classes)
 from ._context import Context, ContextOptions
 from ._device import Device
 from ._device_resources import (
@@ -34,7 +34,8 @@ from ._device_resources import (
 from ._event import Event, EventOptions
 from ._graphics import GraphicsResource
 from ._host import Host
-from ._install import install, installed
+from ._install import install as install
+from ._install import installed as installed
 from ._launch_config import LaunchConfig
 from ._launcher import launch
 from ._linker import Linker, LinkerOptions
@@ -57,7 +58,6 @@ from ._module import Kernel, ObjectCode
 from ._program import Program, ProgramOptions
 from ._stream import LEGACY_DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM, Stream, StreamOptions
 from ._tensor_map import TensorMapDescriptor, TensorMapDescriptorOptions
-from . import checkpoint, graph, system, texture, typing, utils  # noqa: E402, F401, I001 (submodules, after the classes)
 
 __version__ = "1.2.0"  # the cuda.core API this module implements
 

@@ -22,6 +22,8 @@ class Context:
     """A CUDA context; equal to another view of the same context."""
 
     __slots__ = ("_handle_int", "_device_id", "__weakref__")
+    _handle_int: int
+    _device_id: int
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("Context objects cannot be instantiated directly. Please use Device or Stream APIs.")

@@ -14,10 +14,10 @@ from . import _needs as n
 
 SAME, DIFFERS, MISSING = "same", "differs", "missing"
 
-# (cuda.core name, status, what the compat builds it on / how it differs / what it needs)
-ENTRIES: tuple[tuple[str, str, str], ...] = (
+# (cuda.core name or names, status, what the compat builds it on / how it differs / what it needs)
+ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     # -- cuda.core ---------------------------------------------------------------------------
-    ("Device", DIFFERS, "an ironaccel `Device` (per-thread singleton as in cuda.core); `handle`-free; `uuid` without "
+    ("Device", DIFFERS, "an ironaccel `Device` (per-thread singleton as in cuda.core); `uuid` without "
                         "the GPU- prefix, `arch` is \"90\" (ironaccel's own: \"sm_90\"); `to_system_device` and "
                         "`resources`: missing (NVML; " + n.RESOURCES + "); `create_context`: missing (" + n.CONTEXTS +
                         ")"),
@@ -67,9 +67,9 @@ ENTRIES: tuple[tuple[str, str, str], ...] = (
                         "missing (" + n.OCCUPANCY + ")"),
     ("Linker", MISSING, n.LINKER),
     ("LinkerOptions", MISSING, "dataclass only; " + n.LINKER),
-    ("LaunchConfig", DIFFERS, "grid, block, shmem_size launch; cluster / is_cooperative / "
-                              "programmatic_stream_serialization are validated and kept but `launch` refuses them "
-                              "(" + n.LAUNCH_ATTRS + ")"),
+    ("LaunchConfig", SAME, "grid (in clusters when `cluster` is set), cluster, block, shmem_size, is_cooperative, "
+                           "programmatic_stream_serialization; `launch` hands the attributes to ironaccel's "
+                           "`LaunchConfig` (cuLaunchKernelEx)"),
     ("launch", SAME, "ironaccel's `Function.launch` (arguments packed against the kernel's own parameter layout); "
                      "Buffer arguments become their address; ctypes scalars, complex and subclasses are converted "
                      "on a cold retry"),
@@ -86,16 +86,21 @@ ENTRIES: tuple[tuple[str, str, str], ...] = (
                                     "complete, debug_dot_print; `embed`, `callback`, conditionals and "
                                     "`graph_definition`: missing (" + n.GRAPH_NODES + "; " + n.CALLBACKS + "; " +
                                     n.CONDITIONALS + ")"),
-    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch, update from a builder) plus cuGraphUpload; `graph[node]` "
+    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch, update from a builder) plus cuGraphUpload; "
+                             "`graph[node]` "
                              "and update from a definition: missing (" + n.GRAPH_NODES + ")"),
     ("graph.GraphCompleteOptions", DIFFERS, "upload_stream works; the instantiate flags need " + n.GRAPH_NODES),
     ("graph.GraphDebugPrintOptions", SAME, "the CU_GRAPH_DEBUG_DOT_FLAGS_* of debug_dot_print"),
     ("graph.GraphDefinition", MISSING, n.GRAPH_NODES),
     ("graph.GraphCondition", MISSING, n.CONDITIONALS),
-    ("graph.GraphNode and the node classes (KernelNode, MemcpyNode, MemsetNode, EmptyNode, EventRecordNode, "
-     "EventWaitNode, ChildGraphNode, AllocNode, FreeNode, Executable*Node)", MISSING, n.GRAPH_NODES),
-    ("graph.ConditionalNode, IfNode, IfElseNode, SwitchNode, WhileNode", MISSING, n.CONDITIONALS),
-    ("graph.HostCallbackNode, ExecutableHostCallbackNode", MISSING, n.CALLBACKS),
+    (("graph.GraphNode", "graph.KernelNode", "graph.MemcpyNode", "graph.MemsetNode", "graph.EmptyNode",
+      "graph.EventRecordNode", "graph.EventWaitNode", "graph.ChildGraphNode", "graph.AllocNode", "graph.FreeNode",
+      "graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
+      "graph.ExecutableMemsetNode", "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode",
+      "graph.ExecutableEventWaitNode"), MISSING, n.GRAPH_NODES),
+    (("graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode", "graph.WhileNode"), MISSING,
+     n.CONDITIONALS),
+    (("graph.HostCallbackNode", "graph.ExecutableHostCallbackNode"), MISSING, n.CALLBACKS),
     # -- cuda.core.utils -----------------------------------------------------------------------
     ("utils.StridedMemoryView", DIFFERS, "from DLPack (ironaccel's importer), CUDA Array Interface, NumPy array "
                                          "interface or a Buffer; `view(dtype=)`, DLPack export; `copy_from`/`copy_to`: "
@@ -109,16 +114,21 @@ ENTRIES: tuple[tuple[str, str, str], ...] = (
     ("utils.make_program_cache_key", DIFFERS, "its own digest (code, options as NVRTC writes them, target, NVRTC "
                                               "version); refuses the same inputs cuda.core refuses"),
     ("utils.copy_batch", MISSING, n.COPY_BATCH),
-    ("utils.CopyOptions, MemcpySrcAccessOrder, MemcpyOverlapMode", MISSING, "data types only; " + n.COPY_BATCH),
-    ("utils.prefetch_batch, discard_batch, discard_prefetch_batch", MISSING, n.MANAGED),
+    (("utils.CopyOptions", "utils.MemcpySrcAccessOrder", "utils.MemcpyOverlapMode"), MISSING,
+     "data types only; " + n.COPY_BATCH),
+    (("utils.prefetch_batch", "utils.discard_batch", "utils.discard_prefetch_batch"), MISSING, n.MANAGED),
     # -- other modules -------------------------------------------------------------------------
-    ("typing (the StrEnums and aliases)", SAME, "same names and values"),
-    ("system.get_num_devices, get_user_mode_driver_version, get_process_name", DIFFERS,
+    ("typing", SAME, "the StrEnums and aliases: same names and values"),
+    (("system.get_num_devices", "system.get_user_mode_driver_version", "system.get_process_name"), DIFFERS,
      "from the CUDA driver and /proc; CUDA_BINDINGS_NVML_IS_COMPATIBLE is False"),
-    ("system (NVML: Device, events, the other queries)", MISSING, n.NVML),
-    ("texture (OpaqueArray, MipmappedArray, TextureObject, SurfaceObject, ...)", MISSING, n.TEXTURES),
+    (("system.get_nvml_version", "system.get_driver_branch", "system.get_kernel_mode_driver_version"), MISSING,
+     "and the NVML Device and events: " + n.NVML),
+    (("texture.OpaqueArray", "texture.OpaqueArrayOptions", "texture.MipmappedArray", "texture.MipmappedArrayOptions",
+      "texture.TextureObject", "texture.TextureObjectOptions", "texture.SurfaceObject", "texture.ResourceDescriptor"),
+     MISSING, n.TEXTURES),
     ("checkpoint.Process", MISSING, n.CHECKPOINT),
-    ("_utils.cuda_utils (CUDAError, NVRTCError, handle_return, ComputeCapability, driver, nvrtc)", DIFFERS,
+    (("_utils.cuda_utils.CUDAError", "_utils.cuda_utils.NVRTCError", "_utils.cuda_utils.handle_return",
+      "_utils.cuda_utils.ComputeCapability", "_utils.cuda_utils.driver", "_utils.cuda_utils.nvrtc"), DIFFERS,
      "CUDAError is also an ironaccel DriverError (a RuntimeError); errors raised inside ironaccel's own hot methods "
      "(a failing `Stream.sync()`) stay ironaccel DriverErrors: catch DriverError or RuntimeError for both"),
 )
@@ -140,8 +150,9 @@ DIFFERENCES = (
 def render() -> str:
     """The coverage map as Markdown (the package docstring and the README carry it)."""
     lines = ["| cuda.core 1.2 | status | compat: built on, differences, or what it waits for |", "|---|---|---|"]
-    for name, status, note in ENTRIES:
-        lines.append(f"| `{name}` | {status} | {note.replace('|', '/')} |")
+    for names, status, note in ENTRIES:
+        shown = ", ".join(f"`{x}`" for x in ((names,) if isinstance(names, str) else names))
+        lines.append(f"| {shown} | {status} | {note.replace('|', '/')} |")
     lines.append("")
     lines.append("Differences worth knowing:")
     lines.append("")

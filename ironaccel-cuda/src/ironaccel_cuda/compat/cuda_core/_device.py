@@ -9,7 +9,7 @@ context current and must come before creating streams, events or modules.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _ia, _needs
 from ._event import CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, Event, EventOptions
@@ -89,15 +89,20 @@ class DeviceProperties:
     """Every `CU_DEVICE_ATTRIBUTE_*` of one device as a read-only property, queried once each."""
 
     __slots__ = ("_handle", "_cache")
+    _handle: int
+    _cache: dict[str, Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("DeviceProperties cannot be instantiated directly. Please use Device APIs.")
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...  # the properties are made below, from the tables
 
     @classmethod
     def _init(cls, handle: int) -> DeviceProperties:
         self = object.__new__(cls)
         self._handle = handle
-        self._cache: dict[str, Any] = {}
+        self._cache = {}
         return self
 
 
@@ -131,7 +136,8 @@ def _thread_devices() -> dict[int, Device]:
     try:
         return _tls.devices
     except AttributeError:
-        _tls.devices = devices = {}
+        devices: dict[int, Device] = {}
+        _tls.devices = devices
         return devices
 
 
@@ -141,6 +147,12 @@ class Device(_ia.IaDevice):
     It is an ironaccel_cuda `Device` too: `alloc`, `load_module`, `create_pool` and the
     rest of ironaccel's API work on it.
     """
+
+    _ctx: Any
+    _ia_default: Any
+    _has_inited: bool
+    _properties: DeviceProperties | None
+    _memory_resource: Any
 
     def __new__(cls, device_id: Any = None) -> Device:
         ordinal = _ordinal_of(device_id)

@@ -35,6 +35,7 @@ class Event(_ia.IaEvent):
     """A CUDA event (cuda.core API) that is also an ironaccel_cuda Event."""
 
     __slots__ = ("_flags",)
+    _flags: int
 
     sync = _ia.IaEvent.synchronize
 
@@ -114,7 +115,7 @@ class Event(_ia.IaEvent):
                                "Device.sync() to wait for the events to complete before subtracting them.")
         return float(call("cuEventElapsedTime", other._h, self._h))
 
-    def __isub__(self, other: object) -> Any:
+    def __isub__(self, other: object) -> Any:  # type: ignore[misc]  # cuda.core defines it, to refuse
         return NotImplemented
 
     def __rsub__(self, other: object) -> Any:
@@ -173,6 +174,8 @@ class IPCEventDescriptor:
     """What another process needs to open an IPC-enabled event (picklable)."""
 
     __slots__ = ("_reserved", "_is_blocking_sync")
+    _reserved: bytes
+    _is_blocking_sync: bool
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("IPCEventDescriptor objects cannot be instantiated directly. Please use Event APIs.")

@@ -12,6 +12,8 @@ class Host:
     """`Host()`, `Host(numa_id=N)` or `Host.numa_current()`; equal arguments give the same object."""
 
     __slots__ = ("__weakref__", "_is_numa_current", "_numa_id")
+    _is_numa_current: bool
+    _numa_id: int | None
 
     _instances: ClassVar[dict[tuple[int | None, bool], Host]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()

@@ -72,7 +72,7 @@ def bind_address(ctx: int) -> None:
     bind(driver().CUcontext(ctx))
 
 
-def new_event(cls: type, h: int, device: Any, timing: bool) -> Any:
+def new_event(cls: Any, h: int, device: Any, timing: bool) -> Any:
     """An instance of `cls` (an ironaccel Event subclass) over the created event `h` of `device`."""
     e = cls.__new__(cls)
     e._h = h

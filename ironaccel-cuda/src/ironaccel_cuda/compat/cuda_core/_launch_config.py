@@ -28,6 +28,15 @@ class LaunchConfig:
     """
 
     __slots__ = (*_LAUNCH_CONFIG_ATTRS, "_grid", "_block", "_plain")
+    grid: tuple[int, int, int]
+    cluster: tuple[int, int, int] | None
+    block: tuple[int, int, int]
+    shmem_size: int
+    is_cooperative: bool
+    programmatic_stream_serialization: bool
+    _grid: int | tuple[int, int, int]
+    _block: int | tuple[int, int, int]
+    _plain: bool
 
     def __init__(self, grid: Any = None, cluster: Any = None, block: Any = None, shmem_size: int | None = None,
                  is_cooperative: bool = False, programmatic_stream_serialization: bool = False) -> None:
@@ -36,7 +45,7 @@ class LaunchConfig:
         if cluster is not None:
             if tuple(Device().compute_capability) < (9, 0):
                 raise CUDAError("thread block clusters are not supported on devices with compute capability < 9.0")
-            self.cluster: tuple[int, int, int] | None = cast_to_3_tuple("LaunchConfig.cluster", cluster)
+            self.cluster = cast_to_3_tuple("LaunchConfig.cluster", cluster)
         else:
             self.cluster = None
         self.shmem_size = 0 if shmem_size is None else shmem_size
@@ -71,7 +80,7 @@ class LaunchConfig:
 def _to_native_launch_config(config: LaunchConfig) -> Any:
     """The driver's `CUlaunchConfig` for `config` (grid in blocks, with the cluster / cooperative attributes)."""
     native = driver.CUlaunchConfig()
-    grid = config.grid
+    grid: tuple[int, ...] = config.grid
     cluster = config.cluster
     attrs = []
     if cluster is not None:

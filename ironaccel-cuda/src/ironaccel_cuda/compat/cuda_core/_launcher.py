@@ -10,9 +10,8 @@ blocks, so the grid is scaled here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from math import prod
+from typing import Any
 
 from . import _ia
 from ._kernel_arg_handler import convert_arg
@@ -94,7 +93,7 @@ def _launch_converted(fn: Any, stream: Any, grid: Any, config: LaunchConfig, ker
 
 def _launch_with_attributes(fn: Any, stream: Any, config: LaunchConfig, kernel_args: tuple[Any, ...]) -> None:
     """A launch with clusters, cooperative or programmatic serialization (ironaccel's LaunchConfig)."""
-    grid = config.grid
+    grid: tuple[int, ...] = config.grid
     if config.is_cooperative:
         sms = fn.device.attributes.multiprocessor_count
         limit = fn.max_active_blocks_per_sm(prod(config.block), config.shmem_size) * sms

@@ -37,6 +37,11 @@ class ObjectCode:
     """Compiled device code of one kind ("cubin", "ptx", "fatbin", "ltoir", "object", "library")."""
 
     __slots__ = ("_code", "_code_type", "_name", "_sym_map", "_modules", "__weakref__")
+    _code: bytes | str
+    _code_type: str
+    _name: str
+    _sym_map: dict[str, str]
+    _modules: dict[int, Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("ObjectCode objects cannot be instantiated directly. Please use ObjectCode APIs "
@@ -58,7 +63,7 @@ class ObjectCode:
         self._code_type = code_type
         self._name = name
         self._sym_map = dict(symbol_mapping) if symbol_mapping else {}
-        self._modules: dict[int, Any] = {}
+        self._modules = {}
         return self
 
     @staticmethod
@@ -208,6 +213,8 @@ class KernelAttributes:
     """A kernel's CU_FUNC_ATTRIBUTE_* values on one device (`attributes[device]` for another)."""
 
     __slots__ = ("_kernel", "_ordinal")
+    _kernel: Kernel
+    _ordinal: int | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("KernelAttributes cannot be instantiated directly. Please use Kernel APIs.")
@@ -240,6 +247,7 @@ class KernelOccupancy:
     """Occupancy queries of a kernel (blocks per multiprocessor here; the rest wait for issue 15)."""
 
     __slots__ = ("_kernel",)
+    _kernel: Kernel
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("KernelOccupancy cannot be instantiated directly. Please use Kernel APIs.")
@@ -274,6 +282,10 @@ class Kernel:
     """A kernel: an ironaccel `Function` on the device it was taken on (loaded on others when used there)."""
 
     __slots__ = ("_fn", "_code", "_name", "_others", "__weakref__")
+    _fn: Any
+    _code: ObjectCode | None
+    _name: str
+    _others: dict[int, Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("Kernel objects cannot be instantiated directly. Please use ObjectCode APIs.")
@@ -284,7 +296,7 @@ class Kernel:
         self._fn = fn
         self._code = code
         self._name = name
-        self._others: dict[int, Any] = {}
+        self._others = {}
         return self
 
     def _on_device(self, ordinal: int) -> Any:

@@ -382,7 +382,7 @@ class Program:
         try:
             program = _ia.IaProgram(self._code, CompileOptions(extra=args), name_expressions=list(names),
                                     name=o.name or "default_program")
-            code = program.compile(target, arch=o.arch)
+            code: Any = program.compile(target, arch=o.arch)
         except _ia.CompileError as exc:
             raise NVRTCError(f"NVRTC_ERROR_COMPILATION: {exc.op} failed, compilation log:\n\n{exc.log}") from None
         except _ia.DriverError as exc:

@@ -45,6 +45,11 @@ class Stream(_ia.IaStream):
     """A CUDA stream (cuda.core API) that is also an ironaccel_cuda Stream."""
 
     __slots__ = ("_cu", "_owner")
+    _cu: Any
+    _owner: Any
+    _owned: bool
+    _permanent: bool
+    non_blocking: Any
 
     sync = _ia.IaStream.synchronize
 
@@ -75,7 +80,7 @@ class Stream(_ia.IaStream):
             priority = 0
         _ia.ensure(dev._state.ctx)
         h = call("cuStreamCreateWithPriority", flags, priority)
-        s = cls._make(h, dev, owned=True, priority=priority, non_blocking=bool(options.nonblocking))
+        s: Any = cls._make(h, dev, owned=True, priority=priority, non_blocking=bool(options.nonblocking))
         s._cu = None
         s._owner = None
         return s
@@ -129,7 +134,7 @@ class Stream(_ia.IaStream):
         return cls._from_address(int(info[1]), owner=obj)
 
     @staticmethod
-    def from_handle(handle: int) -> Stream:
+    def from_handle(handle: int) -> Stream:  # type: ignore[override]  # cuda.core's signature: no device
         """A non-owning Stream over a foreign CUstream address (its device is found from its context)."""
         if isinstance(handle, bool) or not isinstance(handle, int):
             raise TypeError(f"Stream handle must be an int, got {type(handle).__name__}")
@@ -240,6 +245,10 @@ class Stream(_ia.IaStream):
         super().close()
         self._owner = None
 
+    def __del__(self) -> None:
+        if getattr(self, "_owned", False):  # not set when construction was refused
+            super().__del__()
+
     def __hash__(self) -> int:
         return hash(int(self._h)) if self._h is not _ia.CLOSED else id(self)
 
@@ -292,7 +301,7 @@ def default_stream() -> Stream:
     return LEGACY_DEFAULT_STREAM
 
 
-def Stream_accept(arg: Any, allow_stream_protocol: bool = False) -> Any:  # noqa: N802 (cuda.core's name)
+def Stream_accept(arg: Any, allow_stream_protocol: bool = False) -> Any:
     """`arg` as a stream: a Stream (compat or ironaccel), a GraphBuilder's stream, or (deprecated) a protocol object."""
     if arg.__class__ is Stream:
         return arg

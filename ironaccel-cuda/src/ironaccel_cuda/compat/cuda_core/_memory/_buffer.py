@@ -57,6 +57,14 @@ class Buffer:
     """Memory of a memory resource (or foreign memory), with copies, fills and DLPack."""
 
     __slots__ = ("_ptr", "_size", "_mr", "_owner", "_mem", "_stream", "_free_stream", "_attrs", "__weakref__")
+    _ptr: int
+    _size: int
+    _mr: Any
+    _owner: Any
+    _mem: Any
+    _stream: Any
+    _free_stream: Any
+    _attrs: tuple[int, bool, bool, bool] | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("Buffer objects cannot be instantiated directly. Please use MemoryResource APIs.")
@@ -93,7 +101,7 @@ class Buffer:
 
     @staticmethod
     def from_handle(ptr: Any, size: int, mr: Any = None, owner: Any = None, *, stream: Any = None) -> Buffer:
-        """A Buffer over memory at `ptr`: freed by `mr.deallocate` on close when `mr` is given; `owner` is kept alive."""
+        """A Buffer over memory at `ptr`: `mr.deallocate` frees it on close when `mr` is given; `owner` is kept."""
         return Buffer._init(ptr, size, mr, owner=owner, stream=stream)
 
     @classmethod

@@ -36,6 +36,7 @@ class _MemPoolAttributes:
     """The pool's CU_MEMPOOL_ATTR_* values, read when asked."""
 
     __slots__ = ("_pool",)
+    _pool: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("_MemPoolAttributes cannot be instantiated directly. Please use MemoryResource APIs.")
@@ -124,7 +125,7 @@ class DeviceMemoryResource(MemoryResource):
                 mem = self._alloc(size, "uint8", s)
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
-            b._ptr = mem.ptr
+            b._ptr = mem.ptr  # type: ignore[assignment]  # an int while the buffer is open
         else:
             mem = None
             b._ptr = 0
@@ -215,7 +216,7 @@ class DeviceMemoryResource(MemoryResource):
         return f"<DeviceMemoryResource device={self._ordinal}>"
 
 
-def DMR_mempool_get_access(dmr: DeviceMemoryResource, device_id: int) -> str:  # noqa: N802 (cuda.core's name)
+def DMR_mempool_get_access(dmr: DeviceMemoryResource, device_id: int) -> str:
     """"rw", "r" or "" : the access `device_id` has to the resource's pool."""
     loc = driver.CUmemLocation()
     loc.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE

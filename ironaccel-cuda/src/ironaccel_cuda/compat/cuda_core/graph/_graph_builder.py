@@ -68,6 +68,13 @@ class GraphBuilder:
     """Builds a graph by capturing the work issued to its stream."""
 
     __slots__ = ("_stream", "_owns_stream", "_kind", "_state", "_graph", "_closed", "_joined", "__weakref__")
+    _stream: Any
+    _owns_stream: bool
+    _kind: int
+    _state: int
+    _graph: Any
+    _closed: bool
+    _joined: list[GraphBuilder]
 
     def __init__(self) -> None:
         raise RuntimeError("GraphBuilder objects cannot be instantiated directly. Please use Device or Stream APIs.")
@@ -79,9 +86,9 @@ class GraphBuilder:
         self._owns_stream = is_stream_owner
         self._kind = kind
         self._state = _BUILDING if kind == _FORKED else _IDLE
-        self._graph: Any = None
+        self._graph = None
         self._closed = False
-        self._joined: list[GraphBuilder] = []
+        self._joined = []
         return self
 
     def _check_open(self) -> None:
@@ -285,6 +292,7 @@ class Graph:
     """An executable graph: `launch(stream)` replays it (ironaccel's GraphExec.launch)."""
 
     __slots__ = ("_exe", "__weakref__")
+    _exe: Any
 
     def __init__(self) -> None:
         raise RuntimeError("Graph objects cannot be instantiated directly. Please use GraphBuilder APIs.")

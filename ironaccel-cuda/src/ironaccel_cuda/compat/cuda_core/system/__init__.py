@@ -1,6 +1,5 @@
 """cuda.core's `system`: device count and driver version from the CUDA driver (NVML is out of scope)."""
 
-from . import _system
 from ._system import (
     CUDA_BINDINGS_NVML_IS_COMPATIBLE,
     get_driver_branch,

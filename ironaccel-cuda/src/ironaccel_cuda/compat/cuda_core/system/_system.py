@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-
-
 from .. import _ia, _needs
 from .._missing import missing_function
 

@@ -82,7 +82,7 @@ class ProgramCacheResource(abc.ABC):
         for key, value in pairs:
             self[key] = value
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a default that does nothing, as in cuda.core)
         """Release what the cache holds open (nothing, for these two)."""
 
     def __enter__(self) -> ProgramCacheResource:
