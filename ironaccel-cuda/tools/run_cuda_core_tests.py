@@ -90,7 +90,7 @@ def _pytest(tests: Path, files: list[str], out: Path, against: str, extra_env: d
                           timeout=timeout)
 
 
-def _collect(tests: Path, files: list[str], out: Path, against: str) -> dict[str, object] | None:
+def _collect(tests: Path, files: list[str], out: Path, against: str) -> dict[str, Any] | None:
     target = out / f"collect-{against.replace('.', '_')}.json"
     proc = _pytest(tests, files, out, against, {"IRONACCEL_CCT_COLLECT": str(target)}, ["--collect-only", "-q"],
                    timeout=900)
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.against == "compat" and _real_cuda_core_installed():
         baseline = _collect(tests, files, out, "cuda.core")
         if baseline is not None:
-            for nodeid in baseline["items"]:  # type: ignore[union-attr]
+            for nodeid in baseline["items"]:
                 expected[_file_key(nodeid)] = expected.get(_file_key(nodeid), 0) + 1
 
     started = time.time()
