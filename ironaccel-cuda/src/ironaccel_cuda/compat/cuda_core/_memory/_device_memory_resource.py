@@ -83,8 +83,8 @@ class _MemPoolAttributes:
         return self._get("CU_MEMPOOL_ATTR_USED_MEM_HIGH")
 
     def __repr__(self) -> str:
-        names = ("release_threshold", "reserved_mem_current", "reserved_mem_high", "used_mem_current",
-                 "used_mem_high")
+        names = ("release_threshold", "reserved_mem_current", "reserved_mem_high", "reuse_allow_internal_dependencies",
+                 "reuse_allow_opportunistic", "reuse_follow_event_dependencies", "used_mem_current", "used_mem_high")
         return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)}' for n in names)})"
 
 
@@ -191,8 +191,20 @@ class DeviceMemoryResource(MemoryResource):
         return False
 
     @property
-    def peer_accessible_by(self) -> Any:
-        raise missing_error("DeviceMemoryResource.peer_accessible_by", _needs.POOLS)
+    def peer_accessible_by(self) -> frozenset[Any]:
+        """The other devices with read-write access to the pool (read from the driver each time).
+
+        Setting it needs pools of the resource's own (issue 10); ironaccel's
+        `Device.enable_peer_access` opens a device's pool to a peer.
+        """
+        from .._device import Device
+
+        return _Devices(Device(i) for i in range(_ia.device_count())
+                        if i != self._ordinal and DMR_mempool_get_access(self, i) == "rw")
+
+    @peer_accessible_by.setter
+    def peer_accessible_by(self, devices: Any) -> None:
+        raise missing_error("setting DeviceMemoryResource.peer_accessible_by", _needs.POOLS)
 
     @property
     def allocation_handle(self) -> Any:
@@ -214,6 +226,15 @@ class DeviceMemoryResource(MemoryResource):
 
     def __repr__(self) -> str:
         return f"<DeviceMemoryResource device={self._ordinal}>"
+
+
+class _Devices(frozenset):  # type: ignore[type-arg]
+    """A set of Devices that also answers `ordinal in devices`."""
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, int) and not isinstance(item, bool):
+            return any(d.ordinal == item for d in self)
+        return frozenset.__contains__(self, item)
 
 
 def DMR_mempool_get_access(dmr: DeviceMemoryResource, device_id: int) -> str:

@@ -340,18 +340,27 @@ class Graph:
 
     def update(self, source: Any) -> None:
         """Take the parameters of another built graph with the same topology (cuGraphExecUpdate)."""
-        if not isinstance(source, GraphBuilder):
+        from ._graph_definition import GraphDefinition
+
+        if isinstance(source, GraphDefinition):
             raise missing_error("Graph.update from a GraphDefinition", _needs.GRAPH_NODES)
+        if not isinstance(source, GraphBuilder):
+            raise TypeError(f"expected GraphBuilder or GraphDefinition, got {type(source).__name__}")
         if source._closed:
             raise ValueError("Source graph builder has been closed.")
         if source._graph is None:
-            raise ValueError("Source graph builder has not finished building.")
+            raise ValueError("Graph has not finished building.")
         if self._exe is None:
             raise RuntimeError("the graph is closed")
         try:
             self._exe.update(source._graph)
         except _ia.DriverError as exc:
-            raise CUDAError(f"Graph update failed: {from_ironaccel(exc)}", op=exc.op, code=exc.code) from None
+            import re
+
+            found = re.search(r"update result (\w+)", exc.detail or "")
+            why = f" ({found.group(1)})" if found else ""
+            raise CUDAError(f"Graph update failed: {exc.code_name or 'error'}{why}", op=exc.op,
+                            code=exc.code) from None
 
     def __getitem__(self, node: Any) -> Any:
         raise missing_error("Graph[node]", _needs.GRAPH_NODES)
