@@ -303,6 +303,7 @@ class Device(_ia.IaDevice):
 
     @property
     def memory_resource(self) -> Any:
+        """This Device object's resource (set it to change it); by default the device's DeviceMemoryResource."""
         mr = self._memory_resource
         if mr is None:
             mr = _default_resources.get(self.ordinal)
@@ -325,7 +326,6 @@ class Device(_ia.IaDevice):
         if not isinstance(mr, MemoryResource):
             raise TypeError("a MemoryResource object is required")
         self._memory_resource = mr
-        _default_resources[self.ordinal] = mr
 
     def allocate(self, size: int, *, stream: Any = None) -> Any:
         """`size` bytes from this device's memory resource, stream-ordered on `stream`."""
