@@ -60,7 +60,19 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
         report.ironaccel_skip = reason
 
 
+def _write_results() -> None:
+    path = os.environ.get("IRONACCEL_CCT_JSON")
+    if path:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"against": AGAINST, "cases": list(_results.values()), "collection_errors": _collect_errors},
+                      f, indent=1)
+        os.replace(tmp, path)
+
+
 def pytest_runtest_logreport(report: Any) -> None:
+    if report.when == "teardown" and len(_results) % 25 == 0:
+        _write_results()  # partial results survive a run that is killed for time
     entry = _results.setdefault(report.nodeid, {"nodeid": report.nodeid, "file": _file_of(report.nodeid),
                                                 "outcome": "passed", "seconds": 0.0, "reason": ""})
     entry["seconds"] += float(getattr(report, "duration", 0.0) or 0.0)
@@ -94,11 +106,7 @@ def pytest_collection_finish(session: Any) -> None:
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
-    path = os.environ.get("IRONACCEL_CCT_JSON")
-    if path:
-        with open(path, "w") as f:
-            json.dump({"against": AGAINST, "cases": list(_results.values()), "collection_errors": _collect_errors},
-                      f, indent=1)
+    _write_results()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -329,8 +329,12 @@ class Device(_ia.IaDevice):
 
     def allocate(self, size: int, *, stream: Any = None) -> Any:
         """`size` bytes from this device's memory resource, stream-ordered on `stream`."""
-        self._check_context_initialized()
-        return self.memory_resource.allocate(size, stream=stream)
+        if not self._has_inited:
+            self._check_context_initialized()
+        mr = self._memory_resource
+        if mr is None:
+            mr = self.memory_resource
+        return mr.allocate(size, stream=stream)
 
     def sync(self) -> None:
         """Wait for all work on this device (cuCtxSynchronize)."""
