@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._placeholders import IPCAllocationHandle, IPCBufferDescriptor
+from ._placeholders import IPCAllocationHandle as IPCAllocationHandle
+from ._placeholders import IPCBufferDescriptor as IPCBufferDescriptor
 
-__all__: list[str] = []
-_names = (IPCAllocationHandle, IPCBufferDescriptor)
+__all__: list[str] = []  # as in cuda.core 1.2: importable by name, not by *
