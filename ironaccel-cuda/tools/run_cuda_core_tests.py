@@ -13,9 +13,10 @@ installed cuda-core is never imported), every skip is a failure, and an expected
 
 Before the run the same files are collected against the compat and, when it is installed, the
 real cuda-core; a file counts the larger number of cases, so a file that cannot even be collected
-under the compat, or a run stopped at --timeout, still counts every case it did not pass.  Output: a pass/fail table per file (stdout and DIR/table.md), DIR/junit.xml,
-DIR/results.json (every case with its outcome and reason) and DIR/summary.json.  The exit
-status is 0 when the pass rate over the chosen files reaches --target (default 0.90).
+under the compat, or a run stopped at --timeout, still counts every case it did not pass.
+Output: a pass/fail table per file (stdout and DIR/table.md), DIR/junit.xml, DIR/results.json
+(every case with its outcome and reason) and DIR/summary.json.  The exit status is 0 when the
+pass rate over the chosen files reaches --target (default 0.90).
 
 --set issue (default): the files of ironaccel issue 11; core: the ten files the compat covers
 without issues 10 and 15; all: every test file in the folder.  `--against cuda.core` runs the
