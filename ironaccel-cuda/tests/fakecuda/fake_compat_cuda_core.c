@@ -1,31 +1,32 @@
 /* Driver entry points the cuda.core compat (ironaccel_cuda.compat.cuda_core) and cuda.core's own tests call,
  * for the fake libcuda (see fake_cuda.c; found by name through its cuGetProcAddress).
  *
- * Streams are read through the first fields fake_cuda.c gives them (magic, device, flags, priority); the default
- * streams (handles 0, 1, 2) report flags 0 and priority 0.  Context push/pop keep a per-thread stack over
- * cuCtxGetCurrent/cuCtxSetCurrent.  cuMemcpyAsync copies between any two host addresses (fake "device" memory
- * is host memory) once the stream is valid.  Pinned host allocation forwards to cuMemHostAlloc.  Graph upload
- * checks its handles and does nothing else; the DOT print writes an empty graph.  Libraries and event IPC are
- * not faked (CUDA_ERROR_NOT_SUPPORTED).
+ * Streams are checked with fake_cuda_stream_device and read through the first fields fake_cuda.c gives them
+ * (magic, device, flags, priority); the default streams (handles 0, 1, 2) report flags 0 and priority 0.
+ * cuMemcpyAsync copies between any two host addresses (fake "device" memory is host memory) once the stream is
+ * valid.  Pinned host allocation forwards to cuMemHostAlloc.  Graph upload checks its handles and does nothing
+ * else; the DOT print writes an empty graph.  Event IPC is not faked (CUDA_ERROR_NOT_SUPPORTED).
  */
 #include <cuda.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "fake_cuda.h"
+
 #define FAKE_MAGIC_STREAM 0x5354524dU
-#define FAKE_CTX_STACK 16
 
 struct fake_stream_prefix { unsigned magic; int dev; unsigned flags; int prio; };
 
 static CUresult stream_fields(CUstream h, unsigned *flags, int *prio) {
+    CUresult err = fake_cuda_check();
+    if (err) return err;
     if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
-        CUcontext c = NULL;
-        CUresult err = cuCtxGetCurrent(&c);
-        if (err) return err;
-        if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+        if (fake_cuda_current_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
         *flags = 0; *prio = 0;
         return CUDA_SUCCESS;
     }
+    if (fake_cuda_stream_device(h) < 0) return CUDA_ERROR_INVALID_HANDLE;
     const struct fake_stream_prefix *s = (const struct fake_stream_prefix *)h;
     if (s->magic != FAKE_MAGIC_STREAM) return CUDA_ERROR_INVALID_HANDLE;
     *flags = s->flags; *prio = s->prio;
@@ -46,32 +47,6 @@ CUresult cuStreamGetFlags(CUstream h, unsigned int *flags) {
     CUresult err = stream_fields(h, &f, &prio);
     if (!err) *flags = f;
     return err;
-}
-
-static __thread CUcontext ctx_stack[FAKE_CTX_STACK];
-static __thread int ctx_depth;
-
-CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
-    CUcontext before = NULL;
-    CUresult err = cuCtxGetCurrent(&before);
-    if (err) return err;
-    if (ctx_depth == FAKE_CTX_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
-    err = cuCtxSetCurrent(ctx);
-    if (err) return err;
-    ctx_stack[ctx_depth++] = before;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
-    CUcontext top = NULL;
-    CUresult err = cuCtxGetCurrent(&top);
-    if (err) return err;
-    if (!top) return CUDA_ERROR_INVALID_CONTEXT;
-    CUcontext below = ctx_depth ? ctx_stack[--ctx_depth] : NULL;
-    err = cuCtxSetCurrent(below);
-    if (err) return err;
-    if (pctx) *pctx = top;
-    return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) { return cuDeviceGetDefaultMemPool(pool, dev); }
@@ -101,11 +76,6 @@ CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned int flag
     fputs("digraph fake {}\n", f);
     fclose(f);
     return CUDA_SUCCESS;
-}
-
-CUresult cuKernelGetFunction(CUfunction *pfunc, CUkernel kernel) {
-    (void)pfunc; (void)kernel;
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event) {
