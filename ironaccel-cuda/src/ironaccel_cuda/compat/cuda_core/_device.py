@@ -257,7 +257,7 @@ class Device(_ia.IaDevice):
         self._has_inited = True
         return Context._from_ctx(driver.CUcontext(before), self.ordinal) if before else None
 
-    def create_context(self, options: Any = None) -> Any:
+    def create_context(self, options: Any = None) -> Any:  # type: ignore[override]  # cuda.core's signature
         from ._missing import missing_error
 
         raise missing_error("Device.create_context", _needs.CONTEXTS)
