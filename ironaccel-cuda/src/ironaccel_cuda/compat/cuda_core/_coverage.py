@@ -1,0 +1,196 @@
+"""The coverage map: every public name of cuda.core 1.2, what the compat gives for it, and how it differs.
+
+`ENTRIES` is the single source: the package docstring and the README section are
+rendered from it (`render()`), and a test checks that every name listed is importable
+from the compat and that each "missing" one raises Unsupported when used.
+Status: "same" (cuda.core's API and semantics), "differs" (the API, with the
+difference noted), "missing" (importable; using it raises `Unsupported`, a
+NotImplementedError, naming the ironaccel feature it waits for).
+"""
+
+from __future__ import annotations
+
+from . import _needs as n
+
+SAME, DIFFERS, MISSING = "same", "differs", "missing"
+
+# (cuda.core name or names, status, what the compat builds it on / how it differs / what it needs)
+ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
+    # -- cuda.core ---------------------------------------------------------------------------
+    ("Device", DIFFERS, "an ironaccel `Device` (per-thread singleton as in cuda.core); `uuid` without "
+                        "the GPU- prefix, `arch` is \"90\" (ironaccel's own: \"sm_90\"); `to_system_device` and "
+                        "`resources`: missing (NVML; " + n.RESOURCES + "); `create_context`: missing (" + n.CONTEXTS +
+                        ")"),
+    ("Device.properties", SAME, "every CU_DEVICE_ATTRIBUTE_* cuda.core lists, read once each"),
+    ("Context", DIFFERS, "a view of the primary context ironaccel retains; `close()` releases nothing; `resources`: "
+                         "missing (" + n.RESOURCES + ")"),
+    ("ContextOptions", MISSING, "importable; green contexts need " + n.CONTEXTS),
+    ("Stream", SAME, "an ironaccel `Stream`: `sync()` is ironaccel's compiled `Stream.synchronize`, `record`/`wait` "
+                     "its own; `handle` is a `CUstream` as in cuda.core; `resources`: missing (" + n.RESOURCES + ")"),
+    ("StreamOptions", SAME, "nonblocking, priority (range checked against cuCtxGetStreamPriorityRange)"),
+    ("LEGACY_DEFAULT_STREAM", SAME, "handle 1 in whichever context is current (cuda.core 1.2 semantics)"),
+    ("PER_THREAD_DEFAULT_STREAM", SAME, "handle 2, likewise"),
+    ("Event", SAME, "an ironaccel `Event`: `sync()`, `is_done`, `close()` are ironaccel's; `e2 - e1` in ms; IPC "
+                    "events through the driver's event IPC calls"),
+    ("EventOptions", SAME, "timing_enabled, blocking_sync, ipc_enabled"),
+    ("Buffer", DIFFERS, "its own class; memory from DeviceMemoryResource is an ironaccel `DeviceBuf` (alloc/free on "
+                        "the compiled hot path); `close(s)` with another stream than the allocation stream orders "
+                        "the free after `s` and frees on the allocation stream; `ipc_descriptor`, "
+                        "`from_ipc_descriptor`, pickling: missing (" + n.IPC + ")"),
+    ("MemoryResource", SAME, "abstract base (allocate, deallocate, is_device_accessible, is_host_accessible, "
+                             "device_id; is_managed defaults to False)"),
+    ("DeviceMemoryResource", DIFFERS, "on the device's current stream-ordered pool through ironaccel's "
+                                      "`Device.alloc`; release threshold raised as cuda.core does; `options=`, "
+                                      "`peer_accessible_by`, IPC: missing (" + n.POOLS + "; " + n.IPC + ")"),
+    ("DeviceMemoryResourceOptions", DIFFERS, "accepted by the dataclass; a resource with options needs " + n.POOLS),
+    ("LegacyPinnedMemoryResource", DIFFERS, "ironaccel `PinnedBuf` (cuMemHostAlloc, portable; cuda.core uses "
+                                            "cuMemAllocHost)"),
+    ("PinnedMemoryResource", MISSING, n.PINNED_POOLS),
+    ("PinnedMemoryResourceOptions", MISSING, "dataclass only; " + n.PINNED_POOLS),
+    ("ManagedMemoryResource", MISSING, n.MANAGED),
+    ("ManagedMemoryResourceOptions", MISSING, "dataclass only; " + n.MANAGED),
+    ("ManagedBuffer", MISSING, n.MANAGED),
+    ("VirtualMemoryResource", MISSING, n.VMM),
+    ("VirtualMemoryResourceOptions", MISSING, "dataclass only; " + n.VMM),
+    ("GraphMemoryResource", MISSING, n.GRAPH_MEMORY),
+    ("Host", SAME, "a location value (used by managed-memory operations, which are missing)"),
+    ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches); `handle` is the "
+                         "Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is always None; PTX "
+                         "programs: missing (" + n.LINKER + "); NVVM IR: missing (" + n.NVVM + "); target "
+                         "\"ltoir\": missing (" + n.LTOIR + ")"),
+    ("ProgramOptions", SAME, "every option, written to NVRTC / NVVM option strings as cuda.core writes them"),
+    ("ObjectCode", DIFFERS, "loaded lazily once per device with ironaccel's `Device.load_module` (cuModuleLoadData); "
+                            "`handle` is the current device's `CUmodule` (cuda.core: a `CUlibrary`, " + n.LIBRARY +
+                            ")"),
+    ("Kernel", DIFFERS, "an ironaccel `Function`; `handle` is a `CUfunction` (cuda.core: `CUkernel`); `from_handle` "
+                        "takes the compat's own handles or a foreign `CUkernel`; occupancy beyond blocks per SM: "
+                        "missing (" + n.OCCUPANCY + ")"),
+    ("Linker", MISSING, n.LINKER),
+    ("LinkerOptions", MISSING, "dataclass only; " + n.LINKER),
+    ("LaunchConfig", SAME, "grid (in clusters when `cluster` is set), cluster, block, shmem_size, is_cooperative, "
+                           "programmatic_stream_serialization; `launch` hands the attributes to ironaccel's "
+                           "`LaunchConfig` (cuLaunchKernelEx)"),
+    ("launch", SAME, "ironaccel's `Function.launch` (arguments packed against the kernel's own parameter layout); "
+                     "Buffer arguments become their address; ctypes scalars, complex and subclasses are converted "
+                     "on a cold retry"),
+    ("DeviceResources", MISSING, n.RESOURCES),
+    ("SMResource", MISSING, n.RESOURCES),
+    ("SMResourceOptions", MISSING, "dataclass only; " + n.RESOURCES),
+    ("WorkqueueResource", MISSING, n.RESOURCES),
+    ("WorkqueueResourceOptions", MISSING, "dataclass only; " + n.RESOURCES),
+    ("GraphicsResource", MISSING, n.GRAPHICS),
+    ("TensorMapDescriptor", MISSING, n.TENSOR_MAP),
+    ("TensorMapDescriptorOptions", MISSING, n.TENSOR_MAP),
+    # -- cuda.core.graph -----------------------------------------------------------------------
+    ("graph.GraphBuilder", DIFFERS, "stream capture on ironaccel's `Stream.begin_capture`/`end_capture`, split/join, "
+                                    "complete, debug_dot_print; `embed`, `callback`, conditionals and "
+                                    "`graph_definition`: missing (" + n.GRAPH_NODES + "; " + n.CALLBACKS + "; " +
+                                    n.CONDITIONALS + ")"),
+    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch, update from a builder) plus cuGraphUpload; "
+                             "`graph[node]` "
+                             "and update from a definition: missing (" + n.GRAPH_NODES + ")"),
+    ("graph.GraphCompleteOptions", DIFFERS, "upload_stream works; the instantiate flags need " + n.GRAPH_NODES),
+    ("graph.GraphDebugPrintOptions", SAME, "the CU_GRAPH_DEBUG_DOT_FLAGS_* of debug_dot_print"),
+    ("graph.GraphDefinition", MISSING, n.GRAPH_NODES),
+    ("graph.GraphCondition", MISSING, n.CONDITIONALS),
+    (("graph.GraphNode", "graph.KernelNode", "graph.MemcpyNode", "graph.MemsetNode", "graph.EmptyNode",
+      "graph.EventRecordNode", "graph.EventWaitNode", "graph.ChildGraphNode", "graph.AllocNode", "graph.FreeNode",
+      "graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
+      "graph.ExecutableMemsetNode", "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode",
+      "graph.ExecutableEventWaitNode"), MISSING, n.GRAPH_NODES),
+    (("graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode", "graph.WhileNode"), MISSING,
+     n.CONDITIONALS),
+    (("graph.HostCallbackNode", "graph.ExecutableHostCallbackNode"), MISSING, n.CALLBACKS),
+    # -- cuda.core.utils -----------------------------------------------------------------------
+    ("utils.StridedMemoryView", DIFFERS, "from DLPack (ironaccel's importer), CUDA Array Interface, NumPy array "
+                                         "interface or a Buffer; `view(dtype=)`, DLPack export; `copy_from`/`copy_to`: "
+                                         "missing (" + n.COPY_BATCH + "); `as_tensor_map`, `view(layout=)`: missing "
+                                         "(" + n.TENSOR_MAP + ")"),
+    ("utils.args_viewable_as_strided_memory", SAME, "the decorator and its view proxies"),
+    ("utils.ProgramCacheResource", SAME, "abstract mapping of key to compiled bytes"),
+    ("utils.InMemoryProgramCache", SAME, "LRU in the process, optional byte cap"),
+    ("utils.FileStreamProgramCache", DIFFERS, "a folder of atomically written entries with an LRU byte cap (its own "
+                                              "layout; not shared with cuda.core's files)"),
+    ("utils.make_program_cache_key", DIFFERS, "its own digest (code, options as NVRTC writes them, target, NVRTC "
+                                              "version); refuses the same inputs cuda.core refuses"),
+    ("utils.copy_batch", MISSING, n.COPY_BATCH),
+    (("utils.CopyOptions", "utils.MemcpySrcAccessOrder", "utils.MemcpyOverlapMode"), MISSING,
+     "data types only; " + n.COPY_BATCH),
+    (("utils.prefetch_batch", "utils.discard_batch", "utils.discard_prefetch_batch"), MISSING, n.MANAGED),
+    # -- other modules -------------------------------------------------------------------------
+    ("typing", SAME, "the StrEnums and aliases: same names and values"),
+    (("system.get_num_devices", "system.get_user_mode_driver_version", "system.get_process_name"), DIFFERS,
+     "from the CUDA driver and /proc; CUDA_BINDINGS_NVML_IS_COMPATIBLE is False"),
+    (("system.get_nvml_version", "system.get_driver_branch", "system.get_kernel_mode_driver_version"), MISSING,
+     "and the NVML Device and events: " + n.NVML),
+    (("texture.OpaqueArray", "texture.OpaqueArrayOptions", "texture.MipmappedArray", "texture.MipmappedArrayOptions",
+      "texture.TextureObject", "texture.TextureObjectOptions", "texture.SurfaceObject", "texture.ResourceDescriptor"),
+     MISSING, n.TEXTURES),
+    ("checkpoint.Process", MISSING, n.CHECKPOINT),
+    (("_utils.cuda_utils.CUDAError", "_utils.cuda_utils.NVRTCError", "_utils.cuda_utils.handle_return",
+      "_utils.cuda_utils.ComputeCapability", "_utils.cuda_utils.driver", "_utils.cuda_utils.nvrtc"), DIFFERS,
+     "CUDAError is also an ironaccel DriverError (a RuntimeError); errors raised inside ironaccel's own hot methods "
+     "(a failing `Stream.sync()`) stay ironaccel DriverErrors: catch DriverError or RuntimeError for both"),
+)
+
+DIFFERENCES = (
+    "`import cuda.core` gives the compat only after `ironaccel_cuda.compat.cuda_core.install()`; the compat itself "
+    "never imports cuda.core.",
+    "Compat objects are ironaccel objects: a compat Device, Stream or Event goes wherever ironaccel_cuda takes one, "
+    "and ironaccel Streams are accepted wherever the compat takes a stream.",
+    "Kernels come from modules loaded per device (cuModuleLoadData), not from context-independent libraries: "
+    "`Kernel.handle` is a CUfunction and a Kernel used on another device loads its code there once.",
+    "C++ compiles go through ironaccel's NVRTC caches (memory and disk) whatever `cache=` says; `cache=` adds "
+    "cuda.core's explicit cache on top.",
+    "Creating a Device does not change the current context (as in cuda.core); `set_current()` must come before "
+    "streams, events, allocations and module loads, as in cuda.core.",
+)
+
+
+# cuda.core's own tests (run by tools/run_cuda_core_tests.py) that cannot pass yet, and why.
+TEST_GAPS: tuple[tuple[str, str], ...] = (
+    ("test_device.py::test_to_system_device", n.NVML),
+    ("test_module.py::test_occupancy_max_potential_block_size_*, "
+     "::test_occupancy_available_dynamic_shared_memory_per_block, ::test_occupancy_max_active_clusters, "
+     "::test_occupancy_max_potential_cluster_size", n.OCCUPANCY),
+    ("test_module.py::test_object_code_load_ltoir*", n.LTOIR),
+    ("test_module.py::test_object_code_load_rdc_with_linker, test_linker.py", n.LINKER),
+    ("test_program.py::test_ptx_program_*, ::test_program_compile_valid_target_type (PTX to CUBIN)", n.LINKER),
+    ("test_program.py::test_nvvm_*, ::test_bitcode_format, the NVVM cases of ::test_cpp_program_*", n.NVVM),
+    ("test_program.py::test_cpp_program_pch_auto_creates (Program.pch_status)",
+     "NVRTC's precompiled-header status from ironaccel's Program (lead)"),
+    ("test_memory.py: PinnedMemoryResource cases", n.PINNED_POOLS),
+    ("test_memory.py: ManagedMemoryResource / ManagedBuffer cases, memory/test_managed_ops.py", n.MANAGED),
+    ("test_memory.py: VirtualMemoryResource cases", n.VMM),
+    ("test_memory.py: DeviceMemoryResourceOptions cases (own pools, their attributes and peer access)", n.POOLS),
+    ("test_memory.py: IPC cases, memory_ipc/*", n.IPC),
+    ("test_memory.py::test_graph_memory_resource_object, graph/test_graph_memory_resource.py", n.GRAPH_MEMORY),
+    ("graph/test_graph_builder.py: callback cases", n.CALLBACKS),
+    ("graph/test_graph_builder.py: embed (child graph) and graph_definition cases, graph/test_graph_update.py "
+     "GraphDefinition cases, graph/test_graph_definition*.py", n.GRAPH_NODES),
+    ("graph/test_graph_builder.py, graph/test_graph_update.py: conditional cases, "
+     "graph/test_graph_builder_conditional.py", n.CONDITIONALS),
+    ("test_green_context.py", n.CONTEXTS + "; " + n.RESOURCES),
+    ("cases that skip on the machine (no CuPy / numba / nvfatbin / CUDA headers, one GPU, PTX newer than the "
+     "driver)", "the environment: they skip with cuda-core itself too, and a skip counts as a failure "
+     "(`--against cuda.core` runs the same tests on cuda-core for the baseline)"),
+)
+
+
+def render() -> str:
+    """The coverage map as Markdown (the package docstring and the README carry it)."""
+    lines = ["| cuda.core 1.2 | status | compat: built on, differences, or what it waits for |", "|---|---|---|"]
+    for names, status, note in ENTRIES:
+        shown = ", ".join(f"`{x}`" for x in ((names,) if isinstance(names, str) else names))
+        lines.append(f"| {shown} | {status} | {note.replace('|', '/')} |")
+    lines.append("")
+    lines.append("Differences worth knowing:")
+    lines.append("")
+    lines.extend(f"- {d}" for d in DIFFERENCES)
+    lines.append("")
+    lines.append("cuda.core's own tests that cannot pass yet (tools/run_cuda_core_tests.py lists every case):")
+    lines.append("")
+    lines.append("| tests | why |")
+    lines.append("|---|---|")
+    lines.extend(f"| {t} | {why} |" for t, why in TEST_GAPS)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,100 @@
+"""`install()`: make `import cuda.core` anywhere in the process resolve to the compat.
+
+A meta-path finder placed first answers every `cuda.core[.X]` import with the
+compat's module `ironaccel_cuda.compat.cuda_core[.X]` (the very same module object,
+so `cuda.core.Device is ironaccel_cuda.compat.cuda_core.Device`).  An installed
+cuda-core distribution is never imported while the finder is in place; a name the
+compat does not have fails to import as usual.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+__all__ = ["install", "installed"]
+
+ALIAS = "cuda.core"
+TARGET = __name__.rsplit(".", 1)[0]  # ironaccel_cuda.compat.cuda_core
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, target: str):
+        self.target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The target module is already executed: nothing to do."""
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Finds `cuda.core` and `cuda.core.*` as the compat's modules."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: Any = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != ALIAS and not fullname.startswith(ALIAS + "."):
+            return None
+        real = TARGET + fullname[len(ALIAS):]
+        try:
+            real_spec = importlib.util.find_spec(real)
+        except ModuleNotFoundError:
+            return None
+        if real_spec is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(real),
+                                               is_package=real_spec.submodule_search_locations is not None)
+
+
+_finder: _AliasFinder | None = None
+
+
+def installed() -> bool:
+    """True once `install()` has run in this process."""
+    return _finder is not None
+
+
+def install() -> None:
+    """Make `import cuda.core` (and `cuda.core.*`) give the compat from now on, in the whole process.
+
+    Call it at start-up, before anything imports cuda.core: if the real cuda.core is
+    already imported, RuntimeError says so (its objects cannot be swapped under the
+    code that holds them).  Calling it again does nothing.
+    """
+    global _finder
+    if _finder is not None:
+        return
+    loaded = sys.modules.get(ALIAS)
+    if loaded is not None and getattr(loaded, "__name__", None) != TARGET:
+        raise RuntimeError("cuda.core is already imported in this process; call "
+                           "ironaccel_cuda.compat.cuda_core.install() before anything imports cuda.core")
+    _finder = _AliasFinder()
+    sys.meta_path.insert(0, _finder)
+    importlib.import_module(ALIAS)
+
+
+def _uninstall() -> None:
+    """Remove the finder and the aliased modules (for tests of install itself)."""
+    global _finder
+    if _finder is None:
+        return
+    try:
+        sys.meta_path.remove(_finder)
+    except ValueError:
+        pass
+    _finder = None
+    for name in [n for n in sys.modules if n == ALIAS or n.startswith(ALIAS + ".")]:
+        del sys.modules[name]
+    cuda = sys.modules.get("cuda")
+    if cuda is not None and getattr(cuda, "core", None) is not None:
+        try:
+            delattr(cuda, "core")
+        except AttributeError:
+            pass

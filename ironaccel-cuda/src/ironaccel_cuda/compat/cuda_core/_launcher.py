@@ -1,0 +1,111 @@
+"""cuda.core's `launch(stream, config, kernel, *args)` on ironaccel's `Function.launch`.
+
+The launch is ironaccel's (arguments packed against the kernel's own parameter
+layout, the compiled hot path): this function converts `Buffer` arguments to their
+addresses and hands everything over; other argument kinds are converted on a cold
+retry path.  Clusters, cooperative and programmatic launches go through ironaccel's
+own `LaunchConfig` (cuLaunchKernelEx); cuda.core's grid counts clusters, ironaccel's
+blocks, so the grid is scaled here.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any
+
+from . import _ia
+from ._kernel_arg_handler import convert_arg
+from ._launch_config import LaunchConfig
+from ._memory._buffer import Buffer
+from ._module import Kernel
+from ._stream import Stream_accept
+from ._utils.cuda_utils import from_ironaccel
+
+__all__ = ["launch"]
+
+
+def launch(stream: Any, config: LaunchConfig, kernel: Kernel, *kernel_args: Any) -> None:
+    """Queue `kernel` with `kernel_args` on `stream` (a Stream or a GraphBuilder) as `config` says."""
+    try:
+        fn = kernel._fn
+        if config._plain and stream._ordinal == fn._ordinal:
+            _BY_COUNT[len(kernel_args)](fn.launch, config._grid, config._block, kernel_args, stream,
+                                        config.shmem_size)
+            return
+    except (AttributeError, IndexError):
+        pass  # not a Kernel, a LaunchConfig or a stream of ironaccel's: the checks below say which
+    except _ia.DriverError as exc:
+        if exc.code is not None:
+            raise from_ironaccel(exc) from None
+        _launch_converted(fn, stream, config._grid, config, kernel_args, None, exc)
+        return
+    _launch_checked(stream, config, kernel, kernel_args)
+
+
+def _make_launchers(most: int) -> list[Any]:
+    """One function per argument count: each unpacks, turns Buffers into their addresses and calls `launch`
+    with a fixed argument list.  (Forwarding `*args` and keywords costs ~0.5 us more per launch: CPython then
+    builds a keyword dict and Cython parses it, where a fixed call passes keyword names.)"""
+    out = []
+    for n in range(most + 1):
+        names = [f"a{i}" for i in range(n)]
+        unpack = f"    {', '.join(names)}{',' if n == 1 else ''} = args\n" if n else ""
+        passed = "".join(f"{a} if {a}.__class__ is not Buffer else {a}._ptr, " for a in names)
+        source = (f"def launch_{n}(launch, grid, block, args, stream, shared_mem):\n{unpack}"
+                  f"    launch(grid, block, {passed}stream=stream, shared_mem=shared_mem)\n")
+        namespace: dict[str, Any] = {"Buffer": Buffer}
+        exec(compile(source, f"<compat launch with {n} arguments>", "exec"), namespace)
+        out.append(namespace[f"launch_{n}"])
+    return out
+
+
+_BY_COUNT = _make_launchers(32)
+
+
+def _launch_checked(stream: Any, config: Any, kernel: Any, kernel_args: tuple[Any, ...]) -> None:
+    """The launch of any other case: argument checks, foreign streams, the default streams, launch attributes."""
+    if not isinstance(stream, _ia.IaStream):
+        stream = Stream_accept(stream, allow_stream_protocol=True)
+    if not isinstance(config, LaunchConfig):
+        raise TypeError(f"config must be a LaunchConfig, got {type(config).__name__}")
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a Kernel, got {type(kernel).__name__}")
+    fn = kernel._fn
+    if stream._ordinal != fn._ordinal:
+        fn, stream = kernel._for_stream(stream)
+    if not config._plain:
+        _launch_with_attributes(fn, stream, config, kernel_args)
+        return
+    _launch_converted(fn, stream, config._grid, config, kernel_args, None, None)
+
+
+def _launch_converted(fn: Any, stream: Any, grid: Any, config: LaunchConfig, kernel_args: tuple[Any, ...],
+                      ia_config: Any, first: Exception | None) -> None:
+    """Cold: convert every argument (ctypes, complex, subclasses) and launch."""
+    args = [convert_arg(a) for a in kernel_args]
+    try:
+        fn.launch(grid, config._block, *args, stream=stream, shared_mem=config.shmem_size, config=ia_config)
+    except _ia.DriverError as exc:
+        if exc.code is not None:
+            raise from_ironaccel(exc) from None
+        raise exc from first
+
+
+def _launch_with_attributes(fn: Any, stream: Any, config: LaunchConfig, kernel_args: tuple[Any, ...]) -> None:
+    """A launch with clusters, cooperative or programmatic serialization (ironaccel's LaunchConfig)."""
+    grid: tuple[int, ...] = config.grid
+    if config.is_cooperative:
+        sms = fn.device.attributes.multiprocessor_count
+        limit = fn.max_active_blocks_per_sm(prod(config.block), config.shmem_size) * sms
+        if prod(grid) > limit:
+            x, y, z = grid
+            raise ValueError(f"The specified grid size ({x} * {y} * {z}) exceeds the limit ({limit})")
+    if config.cluster is not None:
+        grid = tuple(g * c for g, c in zip(grid, config.cluster))
+    try:
+        ia_config = _ia.IaLaunchConfig(cooperative=config.is_cooperative, cluster=config.cluster,
+                                       programmatic_serialization=config.programmatic_stream_serialization)
+    except _ia.DriverError as exc:
+        raise from_ironaccel(exc) from None
+    _launch_converted(fn, stream, grid, config, kernel_args, ia_config, None)
+

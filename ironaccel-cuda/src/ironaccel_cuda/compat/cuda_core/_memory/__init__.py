@@ -1,0 +1,35 @@
+"""cuda.core's memory: `Buffer`, `MemoryResource` and the resources (see each module)."""
+
+from ._buffer import Buffer, MemoryResource
+from ._device_memory_resource import DeviceMemoryResource, DeviceMemoryResourceOptions
+from ._legacy import LegacyPinnedMemoryResource
+from ._placeholders import (
+    GraphMemoryResource,
+    IPCAllocationHandle,
+    IPCBufferDescriptor,
+    ManagedBuffer,
+    ManagedMemoryResource,
+    ManagedMemoryResourceOptions,
+    PinnedMemoryResource,
+    PinnedMemoryResourceOptions,
+    VirtualMemoryResource,
+    VirtualMemoryResourceOptions,
+)
+
+__all__ = [
+    "Buffer",
+    "DeviceMemoryResource",
+    "DeviceMemoryResourceOptions",
+    "GraphMemoryResource",
+    "IPCAllocationHandle",
+    "IPCBufferDescriptor",
+    "LegacyPinnedMemoryResource",
+    "ManagedBuffer",
+    "ManagedMemoryResource",
+    "ManagedMemoryResourceOptions",
+    "MemoryResource",
+    "PinnedMemoryResource",
+    "PinnedMemoryResourceOptions",
+    "VirtualMemoryResource",
+    "VirtualMemoryResourceOptions",
+]

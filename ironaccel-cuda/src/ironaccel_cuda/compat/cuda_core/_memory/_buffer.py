@@ -1,0 +1,407 @@
+"""cuda.core's `Buffer` and `MemoryResource`.
+
+A Buffer is `size` bytes at an address, owned by a memory resource (its `deallocate`
+frees it), by an ironaccel object (a `DeviceBuf` from stream-ordered allocation, a
+`PinnedBuf`), by an arbitrary `owner`, or by nobody.  Copies and fills are
+stream-ordered on the stream given.  Buffers from `DeviceMemoryResource` hold an
+ironaccel `DeviceBuf`: allocation and free are ironaccel's compiled hot path.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from .. import _ia
+from .._utils.cuda_utils import driver, from_ironaccel
+
+__all__ = ["Buffer", "MemoryResource"]
+
+_new = object.__new__
+_UNIFIED = 4  # CU_MEMORYTYPE_UNIFIED
+_HOST = 1  # CU_MEMORYTYPE_HOST
+_DEVICE = 2  # CU_MEMORYTYPE_DEVICE
+
+
+class MemoryResource(abc.ABC):
+    """Base of every memory resource: `allocate` gives Buffers that `deallocate` takes back."""
+
+    __slots__ = ("__weakref__",)
+
+    @abc.abstractmethod
+    def allocate(self, size: int, *, stream: Any = None) -> Buffer:
+        """`size` bytes, stream-ordered on `stream` where the resource is."""
+
+    @abc.abstractmethod
+    def deallocate(self, ptr: Any, size: int, *, stream: Any = None) -> None:
+        """Give back memory from `allocate`."""
+
+    @property
+    @abc.abstractmethod
+    def is_device_accessible(self) -> bool: ...
+
+    @property
+    @abc.abstractmethod
+    def is_host_accessible(self) -> bool: ...
+
+    @property
+    def is_managed(self) -> bool:
+        return False
+
+    @property
+    @abc.abstractmethod
+    def device_id(self) -> int: ...
+
+
+class Buffer:
+    """Memory of a memory resource (or foreign memory), with copies, fills and DLPack."""
+
+    __slots__ = ("_ptr", "_size", "_mr", "_owner", "_mem", "_stream", "_free_stream", "_attrs", "__weakref__")
+    _ptr: int
+    _size: int
+    _mr: Any
+    _owner: Any
+    _mem: Any
+    _stream: Any
+    _free_stream: Any
+    _attrs: tuple[int, bool, bool, bool] | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Buffer objects cannot be instantiated directly. Please use MemoryResource APIs.")
+
+    @classmethod
+    def _init(cls, ptr: Any, size: int, mr: Any = None, ipc_descriptor: Any = None, owner: Any = None, *,
+              stream: Any = None) -> Buffer:
+        if mr is not None and owner is not None:
+            raise ValueError("owner and memory resource cannot be both specified together")
+        b = _new(cls)
+        b._ptr = int(ptr)
+        b._size = size
+        b._mr = mr
+        b._owner = owner
+        b._mem = None
+        b._stream = stream
+        b._free_stream = None
+        b._attrs = None
+        return b
+
+    @classmethod
+    def _adopt(cls, mem: Any, size: int, mr: Any, stream: Any) -> Buffer:
+        """A Buffer over ironaccel-owned memory `mem` (DeviceBuf or PinnedBuf), freed by closing `mem`."""
+        b = _new(cls)
+        b._ptr = mem.ptr
+        b._size = size
+        b._mr = mr
+        b._owner = None
+        b._mem = mem
+        b._stream = stream
+        b._free_stream = None
+        b._attrs = None
+        return b
+
+    @staticmethod
+    def from_handle(ptr: Any, size: int, mr: Any = None, owner: Any = None, *, stream: Any = None) -> Buffer:
+        """A Buffer over memory at `ptr`: `mr.deallocate` frees it on close when `mr` is given; `owner` is kept."""
+        return Buffer._init(ptr, size, mr, owner=owner, stream=stream)
+
+    @classmethod
+    def from_ipc_descriptor(cls, mr: Any, ipc_descriptor: Any, *, stream: Any = None) -> Buffer:
+        from .. import _needs
+        from .._missing import missing_error
+
+        raise missing_error("Buffer.from_ipc_descriptor", _needs.IPC)
+
+    @property
+    def ipc_descriptor(self) -> Any:
+        from .. import _needs
+        from .._missing import missing_error
+
+        raise missing_error("Buffer.ipc_descriptor", _needs.IPC)
+
+    # -- lifetime -----------------------------------------------------------------
+
+    def close(self, stream: Any = None) -> None:
+        """Free the memory, stream-ordered after the work queued on `stream` (default: the allocation stream)."""
+        mem = self._mem
+        if mem is not None:
+            self._mem = None
+            self._ptr = 0
+            self._mr = None
+            if stream is not None and stream is not self._stream and mem.__class__ is _ia.DeviceBuf:
+                _order_free(mem, stream, self._stream)
+            elif stream is not None and mem.__class__ is not _ia.DeviceBuf:
+                _stream_accept(stream).sync()
+            try:
+                mem.close()
+            except _ia.DriverError as exc:
+                raise from_ironaccel(exc) from None
+            return
+        mr = self._mr
+        if mr is not None:
+            ptr, size = self._ptr, self._size
+            self._mr = None
+            self._ptr = 0
+            s = stream if stream is not None else self._free_stream or self._stream
+            if s is None:
+                from .._stream import default_stream
+
+                s = default_stream()
+            mr.deallocate(ptr, size, stream=s)
+            return
+        self._ptr = 0
+        self._owner = None
+
+    def set_deallocation_stream(self, stream: Any) -> None:
+        self._free_stream = _stream_accept(stream)
+
+    def __enter__(self) -> Buffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_ptr", 0) and (self._mr is not None or self._mem is not None):
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    @property
+    def is_closed(self) -> bool:
+        return self._ptr == 0 and self._mr is None and self._mem is None
+
+    # -- copies and fills -----------------------------------------------------------
+
+    def copy_to(self, dst: Buffer | None = None, *, stream: Any = None, options: Any = None) -> Buffer:
+        """Copy this buffer into `dst` (a new buffer of this buffer's resource when None) on `stream`."""
+        s = _stream_accept(stream)
+        if dst is None:
+            if self._mr is None:
+                raise ValueError("a destination buffer must be provided (this buffer has no memory resource)")
+            dst = self._mr.allocate(self._size, stream=s)
+        elif not isinstance(dst, Buffer):
+            raise TypeError(f"dst must be a Buffer, got {type(dst).__name__}")
+        if dst._size != self._size:
+            raise ValueError(f"buffer sizes mismatch between src and dst (sizes are: src={self._size}, "
+                             f"dst={dst._size})")
+        _copy(dst, self, s)
+        return dst
+
+    def copy_from(self, src: Buffer, *, stream: Any = None, options: Any = None) -> None:
+        """Copy `src` into this buffer on `stream`."""
+        s = _stream_accept(stream)
+        if not isinstance(src, Buffer):
+            raise TypeError(f"src must be a Buffer, got {type(src).__name__}")
+        if src._size != self._size:
+            raise ValueError(f"buffer sizes mismatch between src and dst (sizes are: src={src._size}, "
+                             f"dst={self._size})")
+        _copy(self, src, s)
+
+    def fill(self, value: Any, *, stream: Any = None) -> None:
+        """Fill with a byte (int 0-255) or repeat a 1-, 2- or 4-byte pattern (bytes or a numpy scalar)."""
+        s = _stream_accept(stream)
+        val, width = _fill_value(value)
+        size = self._size
+        if width == 2 and size & 1:
+            raise ValueError(f"buffer size ({size}) must be divisible by 2")
+        if width == 4 and size & 3:
+            raise ValueError(f"buffer size ({size}) must be divisible by 4")
+        if size == 0:
+            return
+        from .._ia import call
+
+        op = ("cuMemsetD8Async", "cuMemsetD16Async", None, "cuMemsetD32Async")[width - 1]
+        try:
+            call(op, driver.CUdeviceptr(self._ptr), val, size // width, s._h)  # type: ignore[arg-type]
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+
+    # -- DLPack ---------------------------------------------------------------------
+
+    def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A 1-D int8 DLPack tensor over the buffer (stream order is the caller's to keep)."""
+        if dl_device is not None:
+            raise BufferError("Sorry, not supported: dl_device other than None")
+        if copy is True:
+            raise BufferError("Sorry, not supported: copy=True")
+        if max_version is None:
+            versioned = False
+        else:
+            if not isinstance(max_version, tuple) or len(max_version) != 2:
+                raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
+            versioned = max_version >= (1, 0)
+        device = self.__dlpack_device__()
+        from ironaccel import DType
+
+        _dlpack = _ia.dlpack
+
+        return _dlpack.export(self._ptr, self._size, DType.INT8, device, self, versioned)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        d, h = self.is_device_accessible, self.is_host_accessible
+        if d and not h:
+            return (2, self.device_id)  # kDLCUDA
+        if d and h:
+            return (13 if self.is_managed else 3, 0)  # kDLCUDAManaged / kDLCUDAHost
+        if h:
+            return (1, 0)  # kDLCPU
+        raise BufferError("buffer is neither device-accessible nor host-accessible")
+
+    # -- properties -----------------------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        """The address (an int)."""
+        return self._ptr
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def memory_resource(self) -> Any:
+        return self._mr
+
+    @property
+    def owner(self) -> Any:
+        return self._owner
+
+    @property
+    def device_id(self) -> int:
+        mr = self._mr
+        if mr is not None:
+            return mr.device_id
+        return self._pointer_attrs()[0]
+
+    @property
+    def is_device_accessible(self) -> bool:
+        mr = self._mr
+        if mr is not None:
+            return mr.is_device_accessible
+        return self._pointer_attrs()[1]
+
+    @property
+    def is_host_accessible(self) -> bool:
+        mr = self._mr
+        if mr is not None:
+            return mr.is_host_accessible
+        return self._pointer_attrs()[2]
+
+    @property
+    def is_managed(self) -> bool:
+        mr = self._mr
+        if mr is not None and mr.is_managed:
+            return True
+        return self._pointer_attrs()[3]
+
+    @property
+    def is_mapped(self) -> bool:
+        return False
+
+    def _pointer_attrs(self) -> tuple[int, bool, bool, bool]:
+        """(device_id, device-accessible, host-accessible, managed) from the driver's pointer attributes."""
+        attrs = self._attrs
+        if attrs is None:
+            attrs = self._attrs = _query_pointer(self._ptr)
+        return attrs
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Buffer):
+            return NotImplemented
+        return self._ptr == other._ptr and self._size == other._size
+
+    def __hash__(self) -> int:
+        return hash((self._ptr, self._size))
+
+    def __repr__(self) -> str:
+        return f"<Buffer ptr={self._ptr:#x} size={self._size}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from .. import _needs
+        from .._missing import missing_error
+
+        raise missing_error("Buffer.__reduce__ (pickling through IPC)", _needs.IPC)
+
+
+def _stream_accept(stream: Any) -> Any:
+    from .._stream import Stream_accept
+
+    return Stream_accept(stream)
+
+
+def _order_free(mem: Any, stream: Any, home: Any) -> None:
+    """Make `mem`'s home stream wait for the work queued on `stream`, so that the free comes after it."""
+    from .._stream import for_device
+
+    ordinal = mem.device.ordinal
+    s = for_device(_stream_accept(stream), ordinal)
+    home_stream = for_device(home, ordinal) if home is not None else None
+    if home_stream is None or s is home_stream:
+        return
+    event = _ia.IaDevice.create_event(mem.device)
+    try:
+        _ia.IaStream.record(s, event)
+        _ia.IaStream.wait(home_stream, event)
+    finally:
+        event.close()
+
+
+def _copy(dst: Buffer, src: Buffer, s: Any) -> None:
+    n = src._size
+    if n == 0:
+        return
+    a, b = dst._mem.__class__, src._mem.__class__
+    try:
+        if a is _ia.DeviceBuf:
+            if b is _ia.DeviceBuf:
+                _ia.memcpy_dtod(int(dst._ptr), int(src._ptr), n, s._h)
+                return
+            if b is _ia.PinnedBuf:
+                _ia.memcpy_htod(int(dst._ptr), src._ptr, n, s._h)
+                return
+        elif a is _ia.PinnedBuf and b is _ia.DeviceBuf:
+            _ia.memcpy_dtoh(dst._ptr, int(src._ptr), n, s._h)
+            return
+        _ia.call("cuMemcpyAsync", driver.CUdeviceptr(dst._ptr), driver.CUdeviceptr(src._ptr), n, s._h)
+    except _ia.DriverError as exc:
+        raise from_ironaccel(exc) from None
+
+
+def _fill_value(value: Any) -> tuple[int, int]:
+    """(the fill value as an unsigned int, its width in bytes: 1, 2 or 4)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= 255:
+            raise OverflowError(f"value must be in range [0, 255], got {value}")
+        return value, 1
+    if isinstance(value, str):
+        raise TypeError("value must be an int or a buffer-protocol object of 1, 2 or 4 bytes, got str")
+    try:
+        raw = bytes(memoryview(value).cast("B"))
+    except TypeError:
+        raise TypeError(f"value must be an int or a buffer-protocol object of 1, 2 or 4 bytes, got "
+                        f"{type(value).__name__}") from None
+    if len(raw) not in (1, 2, 4):
+        raise ValueError(f"value must be 1, 2 or 4 bytes long, got {len(raw)} bytes")
+    return int.from_bytes(raw, "little"), len(raw)
+
+
+def _query_pointer(ptr: int) -> tuple[int, bool, bool, bool]:
+    attr = driver.CUpointer_attribute
+    if ptr == 0:
+        return (-1, False, True, False)
+    err, kind = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
+    if err:
+        return (-1, False, True, False)  # not memory the driver knows: pageable host memory
+    err, managed = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr)
+    managed = bool(managed) if not err else False
+    err, ordinal = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    ordinal = int(ordinal) if not err else -1
+    kind = int(kind)
+    if managed or kind == _UNIFIED:
+        return (ordinal, True, True, True)
+    if kind == _HOST:
+        return (ordinal, True, True, False)
+    return (ordinal, True, False, False)
+

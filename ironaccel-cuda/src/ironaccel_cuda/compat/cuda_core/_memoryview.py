@@ -1,0 +1,286 @@
+"""cuda.core's `StridedMemoryView`: pointer, shape, strides and dtype of any array-like, and the decorator.
+
+Views are made from DLPack (ironaccel's `_dlpack.consume`), the CUDA Array Interface,
+the NumPy array interface or a `Buffer`; `strides` are in elements (None for a
+C-contiguous producer that gave none).  A view exports itself again through DLPack.
+Copies between views and TMA descriptors are not in the compat yet.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import _ia, _needs
+from ._missing import missing_error
+
+__all__ = ["StridedMemoryView", "args_viewable_as_strided_memory"]
+
+_DEVICE_TYPES = (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+
+
+class StridedMemoryView:
+    """A typed, strided view of memory another object owns (kept alive as `exporting_obj`)."""
+
+    __slots__ = ("ptr", "device_id", "is_device_accessible", "readonly", "exporting_obj", "_shape", "_strides",
+                 "_dtype", "_device_type", "_imported", "__weakref__")
+
+    def __init__(self, obj: Any = None, stream_ptr: int | None = None) -> None:
+        if obj is None:
+            self._empty()
+            return
+        other = StridedMemoryView.from_any_interface(obj, stream_ptr)
+        for name in StridedMemoryView.__slots__[:-1]:
+            setattr(self, name, getattr(other, name))
+        other._imported = None
+
+    def _empty(self) -> None:
+        self.ptr = 0
+        self.device_id = -1
+        self.is_device_accessible = False
+        self.readonly = False
+        self.exporting_obj = None
+        self._shape: tuple[int, ...] = ()
+        self._strides: tuple[int, ...] | None = None
+        self._dtype: np.dtype | None = None
+        self._device_type = 1
+        self._imported: Any = None
+
+    @classmethod
+    def _make(cls, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None, dtype: Any, device_type: int,
+              device_id: int, readonly: bool, obj: Any, imported: Any = None) -> StridedMemoryView:
+        v = object.__new__(cls)
+        v.ptr = int(ptr)
+        v._shape = tuple(int(s) for s in shape)
+        v._strides = None if strides is None else tuple(int(s) for s in strides)
+        v._dtype = None if dtype is None else np.dtype(dtype)
+        v._device_type = int(device_type)
+        v.device_id = int(device_id)
+        v.is_device_accessible = int(device_type) in _DEVICE_TYPES
+        v.readonly = bool(readonly)
+        v.exporting_obj = obj
+        v._imported = imported
+        return v
+
+    # -- constructors --------------------------------------------------------------
+
+    @classmethod
+    def from_dlpack(cls, obj: Any, stream_ptr: int | None = None) -> StridedMemoryView:
+        _dlpack = _ia.dlpack
+
+        device_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 2
+        stream = None if device_type in (1, 3) else stream_ptr  # CPU producers take no stream
+        try:
+            capsule = obj.__dlpack__(stream=stream, max_version=(1, 0))
+        except TypeError:
+            capsule = obj.__dlpack__(stream=stream)
+        imported = _dlpack.consume(capsule)
+        device_id = imported.device_id if imported.device_type == 2 else (0 if imported.device_type != 1 else -1)
+        return cls._make(imported.ptr, imported.shape, imported.strides, imported.dtype.numpy, imported.device_type,
+                         device_id, imported.readonly, obj, imported)
+
+    @classmethod
+    def from_cuda_array_interface(cls, obj: Any, stream_ptr: int | None = None) -> StridedMemoryView:
+        cai = obj.__cuda_array_interface__
+        if cai.get("version", 0) < 3 and "stream" in cai:
+            raise BufferError("only CUDA Array Interface v3 or later is supported")
+        ptr, readonly = cai["data"]
+        dtype = np.dtype(cai["typestr"])
+        strides = cai.get("strides")
+        if strides is not None:
+            strides = tuple(s // dtype.itemsize for s in strides)
+        producer = cai.get("stream")
+        if producer and stream_ptr is not None and stream_ptr != -1 and int(producer) != int(stream_ptr):
+            _order(int(producer), int(stream_ptr))
+        device_id = _pointer_device(int(ptr)) if ptr else 0
+        return cls._make(ptr, cai["shape"], strides, dtype, 2, device_id, readonly, obj)
+
+    @classmethod
+    def from_array_interface(cls, obj: Any) -> StridedMemoryView:
+        ai = obj.__array_interface__
+        ptr, readonly = ai["data"]
+        dtype = np.dtype(ai["typestr"])
+        strides = ai.get("strides")
+        if strides is not None:
+            strides = tuple(s // dtype.itemsize for s in strides)
+        return cls._make(ptr, ai["shape"], strides, dtype, 1, -1, readonly, obj)
+
+    @classmethod
+    def from_any_interface(cls, obj: Any, stream_ptr: int | None = None) -> StridedMemoryView:
+        if hasattr(obj, "__dlpack__"):
+            return cls.from_dlpack(obj, stream_ptr)
+        if hasattr(obj, "__cuda_array_interface__"):
+            return cls.from_cuda_array_interface(obj, stream_ptr)
+        if hasattr(obj, "__array_interface__"):
+            return cls.from_array_interface(obj)
+        raise TypeError(f"{type(obj).__name__} speaks neither DLPack, the CUDA Array Interface nor the NumPy array "
+                        "interface")
+
+    @classmethod
+    def from_buffer(cls, buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...] | None = None, *,
+                    itemsize: int | None = None, dtype: Any = None, is_readonly: bool = False) -> StridedMemoryView:
+        if dtype is None and itemsize is None:
+            raise ValueError("one of dtype or itemsize must be given")
+        npdt = np.dtype(dtype) if dtype is not None else np.dtype(f"V{itemsize}")
+        device_type, device_id = buffer.__dlpack_device__()
+        return cls._make(buffer.handle, shape, strides, npdt, device_type, device_id, is_readonly, buffer)
+
+    def __del__(self) -> None:
+        imported = getattr(self, "_imported", None)
+        if imported is not None:
+            self._imported = None
+            imported.release()
+
+    # -- views and copies ------------------------------------------------------------
+
+    def view(self, layout: Any = None, dtype: Any = None) -> StridedMemoryView:
+        if layout is not None:
+            raise missing_error("StridedMemoryView.view(layout=...)", _needs.TENSOR_MAP)
+        new_dtype = self._dtype if dtype is None else np.dtype(dtype)
+        shape, strides = self._shape, self._strides
+        if new_dtype is not None and self._dtype is not None and new_dtype.itemsize != self._dtype.itemsize:
+            if strides is not None and shape and strides[-1] != 1:
+                raise ValueError("the last dimension must be contiguous to change the itemsize")
+            last = shape[-1] * self._dtype.itemsize if shape else self._dtype.itemsize
+            if last % new_dtype.itemsize:
+                raise ValueError("the last dimension's bytes are not a multiple of the new itemsize")
+            shape = (*shape[:-1], last // new_dtype.itemsize)
+            if strides is not None:
+                factor = self._dtype.itemsize
+                strides = (*[s * factor // new_dtype.itemsize for s in strides[:-1]], 1)
+        return StridedMemoryView._make(self.ptr, shape, strides, new_dtype, self._device_type, self.device_id,
+                                       self.readonly, self)
+
+    def copy_from(self, other: Any, stream: Any, allocator: Any = None, blocking: bool | None = None) -> None:
+        raise missing_error("StridedMemoryView.copy_from", _needs.COPY_BATCH)
+
+    def copy_to(self, other: Any, stream: Any = None, allocator: Any = None, blocking: bool | None = None) -> None:
+        raise missing_error("StridedMemoryView.copy_to", _needs.COPY_BATCH)
+
+    def as_tensor_map(self, *args: Any, **kwargs: Any) -> Any:
+        raise missing_error("StridedMemoryView.as_tensor_map", _needs.TENSOR_MAP)
+
+    # -- DLPack ---------------------------------------------------------------------
+
+    def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        if dl_device is not None:
+            raise BufferError("Sorry, not supported: dl_device other than None")
+        if copy is True:
+            raise BufferError("Sorry, not supported: copy=True")
+        if max_version is None:
+            versioned = False
+        else:
+            if not isinstance(max_version, tuple) or len(max_version) != 2:
+                raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
+            versioned = max_version >= (1, 0)
+        return _export(self, versioned)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self._device_type, 0 if self._device_type != 2 else self.device_id)
+
+    # -- properties -----------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._shape)) if self._shape else 1
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def strides(self) -> tuple[int, ...] | None:
+        return self._strides
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        return self._dtype
+
+    def __repr__(self) -> str:
+        return (f"StridedMemoryView(ptr={self.ptr}, shape={self._shape}, strides={self._strides}, "
+                f"dtype={self._dtype}, device_id={self.device_id}, is_device_accessible={self.is_device_accessible}, "
+                f"readonly={self.readonly})")
+
+
+class _StridedMemoryViewProxy:
+    """What `args_viewable_as_strided_memory` passes: call `.view(stream_ptr)` for the view."""
+
+    __slots__ = ("obj", "has_dlpack")
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.has_dlpack = hasattr(obj, "__dlpack__")
+
+    def view(self, stream_ptr: int | None = None) -> StridedMemoryView:
+        return StridedMemoryView.from_any_interface(self.obj, stream_ptr)
+
+
+def args_viewable_as_strided_memory(arg_indices: tuple[int, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a function so that the positional arguments at `arg_indices` arrive as view proxies."""
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            args_list = list(args)
+            for i in arg_indices:
+                args_list[i] = _StridedMemoryViewProxy(args_list[i])
+            return fn(*args_list, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+def _pointer_device(ptr: int) -> int:
+    attr = _ia.driver().CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    err, ordinal = _ia.try_call("cuPointerGetAttribute", attr, ptr)
+    return int(ordinal) if not err else 0
+
+
+def _order(producer: int, consumer: int) -> None:
+    """Make stream `consumer` wait for the work queued so far on stream `producer`."""
+    from ._device import Device
+
+    dev = Device()
+    event = _ia.IaDevice.create_event(dev)
+    try:
+        _ia.IaStream.record(_ia.IaStream.from_handle(producer, dev), event)
+        _ia.IaStream.wait(_ia.IaStream.from_handle(consumer, dev), event)
+    finally:
+        event.close()
+
+
+def _export(view: StridedMemoryView, versioned: bool) -> Any:
+    """A DLPack capsule over the view (its shape and strides), keeping the view alive until the consumer is done."""
+    from ironaccel import DType
+
+    d = _ia.dlpack
+
+    if view._dtype is None:
+        raise BufferError("the view has no dtype")
+    ndim = len(view._shape)
+    shape = (ctypes.c_int64 * max(ndim, 1))(*view._shape)
+    strides = None if view._strides is None else (ctypes.c_int64 * max(ndim, 1))(*view._strides)
+    managed: Any = d.DLManagedTensorVersioned() if versioned else d.DLManagedTensor()
+    t = managed.dl_tensor
+    t.data = view.ptr
+    t.device = d.DLDevice(*view.__dlpack_device__())
+    t.ndim = ndim
+    code, bits = d.dl_dtype(DType.of(view._dtype))
+    t.dtype = d.DLDataType(code, bits, 1)
+    t.shape = shape
+    t.strides = strides
+    t.byte_offset = 0
+    managed.deleter = d._deleter
+    if versioned:
+        managed.version = d.DLPackVersion(1, 0)
+        managed.flags = 1 if view.readonly else 0
+    addr = ctypes.addressof(managed)
+    with d._exports_lock:
+        d._exports[addr] = (managed, (shape, strides), view)
+    return d._capsule_new(addr, d.NAME_V if versioned else d.NAME, d._DESTRUCTOR_ADDR)

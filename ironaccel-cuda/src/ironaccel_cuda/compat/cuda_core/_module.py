@@ -1,0 +1,393 @@
+"""cuda.core's `ObjectCode` and `Kernel` over ironaccel's `Module` and `Function`.
+
+An ObjectCode holds the code (bytes, or a file path) and loads it lazily, once per
+device, with ironaccel's `Device.load_module` (cuModuleLoadData).  cuda.core uses the
+context-independent library API (cuLibraryLoadData, `CUkernel` handles) instead;
+here `Kernel.handle` is the `CUfunction` of the device it was taken on, and
+`Kernel.from_handle` also accepts a foreign `CUkernel` (resolved in the current
+context).  Library loading proper waits for issue 15.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import weakref
+from collections import namedtuple
+from typing import Any
+
+from . import _ia, _needs
+from ._missing import missing_error
+from ._utils.cuda_utils import CUDAError, call, driver, from_ironaccel
+
+__all__ = ["Kernel", "ObjectCode"]
+
+_new = object.__new__
+_LOADABLE = ("cubin", "ptx", "fatbin")
+_KINDS = ("cubin", "ptx", "ltoir", "fatbin", "object", "library")
+ParamInfo = namedtuple("ParamInfo", ("offset", "size"))
+MaxPotentialBlockSizeOccupancyResult = namedtuple("MaxPotentialBlockSizeOccupancyResult",
+                                                  ("min_grid_size", "max_block_size"))
+
+_functions: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # CUfunction -> ironaccel Function
+_owners: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # CUfunction -> its ObjectCode
+
+
+class ObjectCode:
+    """Compiled device code of one kind ("cubin", "ptx", "fatbin", "ltoir", "object", "library")."""
+
+    __slots__ = ("_code", "_code_type", "_name", "_sym_map", "_modules", "__weakref__")
+    _code: bytes | str
+    _code_type: str
+    _name: str
+    _sym_map: dict[str, str]
+    _modules: dict[int, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("ObjectCode objects cannot be instantiated directly. Please use ObjectCode APIs "
+                           "(from_cubin, from_ptx) or Program APIs (compile).")
+
+    @classmethod
+    def _init(cls, module: Any, code_type: str, *, name: str = "", symbol_mapping: dict[str, str] | None = None
+              ) -> ObjectCode:
+        if code_type not in _KINDS:
+            raise ValueError(f"unsupported code type: {code_type!r}")
+        if isinstance(module, os.PathLike):
+            module = os.fspath(module)
+        elif isinstance(module, (bytearray, memoryview)):
+            module = bytes(module)
+        if not isinstance(module, (bytes, str)):
+            raise TypeError(f"module must be bytes or a path (str or os.PathLike), got {type(module).__name__}")
+        self = _new(cls)
+        self._code = module
+        self._code_type = code_type
+        self._name = name
+        self._sym_map = dict(symbol_mapping) if symbol_mapping else {}
+        self._modules = {}
+        return self
+
+    @staticmethod
+    def _reduce_helper(module: Any, code_type: str, name: str, symbol_mapping: dict[str, str]) -> ObjectCode:
+        return ObjectCode._init(module, code_type, name=name, symbol_mapping=symbol_mapping)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ObjectCode._reduce_helper, (self._code, self._code_type, self._name, self._sym_map))
+
+    @staticmethod
+    def from_cubin(module: Any, *, name: str = "", symbol_mapping: dict[str, str] | None = None) -> ObjectCode:
+        return ObjectCode._init(module, "cubin", name=name, symbol_mapping=symbol_mapping)
+
+    @staticmethod
+    def from_ptx(module: Any, *, name: str = "", symbol_mapping: dict[str, str] | None = None) -> ObjectCode:
+        return ObjectCode._init(module, "ptx", name=name, symbol_mapping=symbol_mapping)
+
+    @staticmethod
+    def from_ltoir(module: Any, *, name: str = "", symbol_mapping: dict[str, str] | None = None) -> ObjectCode:
+        return ObjectCode._init(module, "ltoir", name=name, symbol_mapping=symbol_mapping)
+
+    @staticmethod
+    def from_fatbin(module: Any, *, name: str = "", symbol_mapping: dict[str, str] | None = None) -> ObjectCode:
+        return ObjectCode._init(module, "fatbin", name=name, symbol_mapping=symbol_mapping)
+
+    @staticmethod
+    def from_object(module: Any, *, name: str = "", symbol_mapping: dict[str, str] | None = None) -> ObjectCode:
+        return ObjectCode._init(module, "object", name=name, symbol_mapping=symbol_mapping)
+
+    @staticmethod
+    def from_library(module: Any, *, name: str = "", symbol_mapping: dict[str, str] | None = None) -> ObjectCode:
+        return ObjectCode._init(module, "library", name=name, symbol_mapping=symbol_mapping)
+
+    # -- loading ----------------------------------------------------------------
+
+    def _module_for(self, ordinal: int | None = None) -> Any:
+        """The ironaccel Module of this code on device `ordinal` (default: the current device), loaded once."""
+        from ._device import Device
+
+        if self._code_type not in _LOADABLE:
+            raise RuntimeError(f'Unsupported code type "{self._code_type}" ({", ".join(_LOADABLE)} can be loaded)')
+        dev = Device(ordinal)
+        mod = self._modules.get(dev.ordinal)
+        if mod is None:
+            # cuda.core loads libraries without a current context; a module needs the device's context, made
+            # current for the load and the caller's context (or none) restored after.
+            before = _ia.current_context()
+            _ia.bind(dev._state.ctx)
+            try:
+                mod = dev.load_module(self._code)
+            except _ia.DriverError as exc:
+                raise from_ironaccel(exc) from None
+            finally:
+                if before != int(dev._state.ctx):
+                    _ia.bind_address(before)
+            self._modules[dev.ordinal] = mod
+        return mod
+
+    def _function(self, name: str, ordinal: int | None = None) -> Any:
+        mod = self._module_for(ordinal)
+        symbol = self._sym_map.get(name, name)
+        try:
+            fn = mod.function(symbol)
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+        addr = fn.handle
+        _functions[addr] = fn
+        _owners[addr] = self
+        return fn
+
+    def get_kernel(self, name: str | bytes) -> Kernel:
+        """The kernel `name` (a name expression given at compile time, or a symbol)."""
+        if isinstance(name, (bytes, bytearray)):
+            name = bytes(name).decode()
+        if self._code_type not in _LOADABLE:
+            raise RuntimeError(f'Unsupported code type "{self._code_type}" ({", ".join(_LOADABLE)} can be loaded)')
+        return Kernel._from_function(self._function(name), self, name)
+
+    def get_module(self) -> Any:
+        return driver.CUmodule(int(self._module_for()._h))
+
+    # -- properties ---------------------------------------------------------------
+
+    @property
+    def code(self) -> Any:
+        return self._code
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def code_type(self) -> str:
+        return self._code_type
+
+    @property
+    def symbol_mapping(self) -> dict[str, str]:
+        return dict(self._sym_map)
+
+    @property
+    def handle(self) -> Any:
+        """The `CUmodule` on the current device (loading the code there if needed)."""
+        return driver.CUmodule(int(self._module_for()._h))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ObjectCode):
+            return NotImplemented
+        return self is other or (self._code_type == other._code_type and self._code == other._code)
+
+    def __hash__(self) -> int:
+        return hash((self._code_type, self._code))
+
+    def __repr__(self) -> str:
+        return f"<ObjectCode {self._code_type} name={self._name!r}>"
+
+
+_FUNC_ATTRS = {
+    "max_threads_per_block": ("MAX_THREADS_PER_BLOCK", int),
+    "shared_size_bytes": ("SHARED_SIZE_BYTES", int),
+    "const_size_bytes": ("CONST_SIZE_BYTES", int),
+    "local_size_bytes": ("LOCAL_SIZE_BYTES", int),
+    "num_regs": ("NUM_REGS", int),
+    "ptx_version": ("PTX_VERSION", int),
+    "binary_version": ("BINARY_VERSION", int),
+    "cache_mode_ca": ("CACHE_MODE_CA", bool),
+    "max_dynamic_shared_size_bytes": ("MAX_DYNAMIC_SHARED_SIZE_BYTES", int),
+    "preferred_shared_memory_carveout": ("PREFERRED_SHARED_MEMORY_CARVEOUT", int),
+    "cluster_size_must_be_set": ("CLUSTER_SIZE_MUST_BE_SET", bool),
+    "required_cluster_width": ("REQUIRED_CLUSTER_WIDTH", int),
+    "required_cluster_height": ("REQUIRED_CLUSTER_HEIGHT", int),
+    "required_cluster_depth": ("REQUIRED_CLUSTER_DEPTH", int),
+    "non_portable_cluster_size_allowed": ("NON_PORTABLE_CLUSTER_SIZE_ALLOWED", bool),
+    "cluster_scheduling_policy_preference": ("CLUSTER_SCHEDULING_POLICY_PREFERENCE", int),
+}
+
+
+def _func_attribute(name: str, enum_suffix: str, kind: type) -> property:
+    def get(self: KernelAttributes) -> Any:
+        attr = getattr(driver.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + enum_suffix)
+        return kind(call("cuFuncGetAttribute", attr, self._function()._h))
+
+    get.__name__ = name
+    return property(get, doc=f"CU_FUNC_ATTRIBUTE_{enum_suffix} ({kind.__name__}).")
+
+
+class KernelAttributes:
+    """A kernel's CU_FUNC_ATTRIBUTE_* values on one device (`attributes[device]` for another)."""
+
+    __slots__ = ("_kernel", "_ordinal")
+    _kernel: Kernel
+    _ordinal: int | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("KernelAttributes cannot be instantiated directly. Please use Kernel APIs.")
+
+    @classmethod
+    def _init(cls, kernel: Kernel, ordinal: int | None) -> KernelAttributes:
+        self = _new(cls)
+        self._kernel = kernel
+        self._ordinal = ordinal
+        return self
+
+    def _function(self) -> Any:
+        k = self._kernel
+        if self._ordinal is None or self._ordinal == k._fn._ordinal:
+            return k._fn
+        return k._on_device(self._ordinal)
+
+    def __getitem__(self, device: Any) -> KernelAttributes:
+        from ._device import Device
+
+        return KernelAttributes._init(self._kernel, Device(device).ordinal)
+
+
+for _name, (_suffix, _kind) in _FUNC_ATTRS.items():
+    setattr(KernelAttributes, _name, _func_attribute(_name, _suffix, _kind))
+del _name, _suffix, _kind
+
+
+class KernelOccupancy:
+    """Occupancy queries of a kernel (blocks per multiprocessor here; the rest wait for issue 15)."""
+
+    __slots__ = ("_kernel",)
+    _kernel: Kernel
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("KernelOccupancy cannot be instantiated directly. Please use Kernel APIs.")
+
+    @classmethod
+    def _init(cls, kernel: Kernel) -> KernelOccupancy:
+        self = _new(cls)
+        self._kernel = kernel
+        return self
+
+    def max_active_blocks_per_multiprocessor(self, block_size: int, dynamic_shared_memory_size: int) -> int:
+        """Resident blocks per multiprocessor (ironaccel's `Function.max_active_blocks_per_sm`)."""
+        try:
+            return int(self._kernel._fn.max_active_blocks_per_sm(block_size, dynamic_shared_memory_size))
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+
+    def max_potential_block_size(self, dynamic_shared_memory_needed: Any, block_size_limit: int) -> Any:
+        raise missing_error("KernelOccupancy.max_potential_block_size", _needs.OCCUPANCY)
+
+    def available_dynamic_shared_memory_per_block(self, num_blocks_per_multiprocessor: int, block_size: int) -> int:
+        raise missing_error("KernelOccupancy.available_dynamic_shared_memory_per_block", _needs.OCCUPANCY)
+
+    def max_potential_cluster_size(self, config: Any, *, stream: Any) -> int:
+        raise missing_error("KernelOccupancy.max_potential_cluster_size", _needs.OCCUPANCY)
+
+    def max_active_clusters(self, config: Any, *, stream: Any) -> int:
+        raise missing_error("KernelOccupancy.max_active_clusters", _needs.OCCUPANCY)
+
+
+class Kernel:
+    """A kernel: an ironaccel `Function` on the device it was taken on (loaded on others when used there)."""
+
+    __slots__ = ("_fn", "_code", "_name", "_others", "__weakref__")
+    _fn: Any
+    _code: ObjectCode | None
+    _name: str
+    _others: dict[int, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Kernel objects cannot be instantiated directly. Please use ObjectCode APIs.")
+
+    @classmethod
+    def _from_function(cls, fn: Any, code: ObjectCode | None, name: str) -> Kernel:
+        self = _new(cls)
+        self._fn = fn
+        self._code = code
+        self._name = name
+        self._others = {}
+        return self
+
+    def _on_device(self, ordinal: int) -> Any:
+        """This kernel's Function on device `ordinal` (its code loaded there once)."""
+        fn = self._others.get(ordinal)
+        if fn is None:
+            if self._code is None:
+                raise CUDAError(f"kernel {self._name!r} has no ObjectCode to load on device {ordinal}")
+            fn = self._others[ordinal] = self._code._function(self._name, ordinal)
+        return fn
+
+    def _for_stream(self, stream: Any) -> tuple[Any, Any]:
+        """(Function, stream) for a launch on `stream` (the default streams take the kernel's own device)."""
+        from ._stream import for_device
+
+        if stream._ordinal == -1:
+            return self._fn, for_device(stream, self._fn._ordinal)
+        return self._on_device(stream._ordinal), stream
+
+    @property
+    def attributes(self) -> KernelAttributes:
+        return KernelAttributes._init(self, None)
+
+    def _layout(self) -> list[ParamInfo]:
+        if not hasattr(driver, "cuFuncGetParamInfo"):
+            raise NotImplementedError("cuFuncGetParamInfo needs cuda.bindings and a driver of CUDA 12.4 or newer")
+        out = []
+        index = 0
+        h = self._fn._h
+        while True:
+            err, info = _ia.try_call("cuFuncGetParamInfo", h, index)
+            if err == 1:  # CUDA_ERROR_INVALID_VALUE: past the last parameter
+                break
+            if err:
+                call("cuFuncGetParamInfo", h, index)
+            out.append(ParamInfo(int(info[0]), int(info[1])))
+            index += 1
+        return out
+
+    @property
+    def num_arguments(self) -> int:
+        if not _ia.current_context():
+            raise CUDAError("CUDA_ERROR_INVALID_CONTEXT: no CUDA context is current")
+        return len(self._layout())
+
+    @property
+    def arguments_info(self) -> list[ParamInfo]:
+        return self._layout()
+
+    @property
+    def occupancy(self) -> KernelOccupancy:
+        return KernelOccupancy._init(self)
+
+    @property
+    def handle(self) -> Any:
+        """The kernel's `CUfunction` on its device (cuda.core: a `CUkernel`)."""
+        return driver.CUfunction(self._fn.handle)
+
+    @property
+    def _handle(self) -> Any:
+        return self.handle
+
+    @staticmethod
+    def from_handle(handle: Any, mod: ObjectCode | None = None) -> Kernel:
+        """A Kernel over a CUfunction this compat made, or a foreign CUkernel (resolved in the current context)."""
+        from ._device import Device
+
+        if isinstance(handle, bool) or not isinstance(handle, int):
+            raise TypeError(f"handle must be an int, got {type(handle).__name__}")
+        if mod is not None and not isinstance(mod, ObjectCode):
+            raise TypeError(f"mod must be an ObjectCode or None, got {type(mod).__name__}")
+        fn = _functions.get(handle)
+        if fn is not None:
+            owner = _owners.get(handle)
+            if mod is not None and owner is not None and owner is not mod:
+                warnings.warn("The kernel's library does not match the ObjectCode passed as mod", stacklevel=2)
+            return Kernel._from_function(fn, owner if owner is not None else mod, fn.name)
+        dev = Device()
+        _ia.ensure(dev._state.ctx)
+        func = call("cuKernelGetFunction", driver.CUkernel(handle))
+        module = _ia.IaModule._make(_ia.CLOSED, dev, {}, "foreign")
+        fn = _ia.IaFunction._make(func, module, f"kernel@{handle:#x}")
+        return Kernel._from_function(fn, mod, fn.name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return self._fn.handle == other._fn.handle
+
+    def __hash__(self) -> int:
+        return hash(self._fn.handle)
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self._name!r}>"

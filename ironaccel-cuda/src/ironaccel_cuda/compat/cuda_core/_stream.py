@@ -1,0 +1,325 @@
+"""cuda.core's `Stream`: an ironaccel `Stream`, so `sync()` is ironaccel's own synchronize.
+
+`Stream.sync`, `wait(event)` and `record(event)` are the very methods of
+ironaccel_cuda's `Stream` (the compiled hot path when it is built); a compat Stream
+goes wherever an ironaccel Stream goes.  `handle` is a `cuda.bindings.driver.CUstream`
+as in cuda.core (ironaccel's is an int).  `LEGACY_DEFAULT_STREAM` and
+`PER_THREAD_DEFAULT_STREAM` belong to whichever context is current when used.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from . import _ia, _needs
+from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver
+
+__all__ = ["LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM", "Stream", "StreamOptions"]
+
+CU_STREAM_LEGACY = 1
+CU_STREAM_PER_THREAD = 2
+_CONTEXT_RELATIVE = (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD)
+
+
+@dataclass
+class StreamOptions:
+    """`nonblocking`: not ordered with the legacy default stream; `priority`: lower numbers run first."""
+
+    nonblocking: bool = True
+    priority: int | None = None
+
+
+class IsStreamType(Protocol):
+    def __cuda_stream__(self) -> tuple[int, int]: ...
+
+
+_PRIORITY = _ia.IaStream.__dict__["priority"]
+_DEVICE = _ia.IaStream.__dict__["device"]
+_NON_BLOCKING = _ia.IaStream.__dict__["non_blocking"]
+
+
+class Stream(_ia.IaStream):
+    """A CUDA stream (cuda.core API) that is also an ironaccel_cuda Stream."""
+
+    __slots__ = ("_cu", "_owner")
+    _cu: Any
+    _owner: Any
+    _owned: bool
+    _permanent: bool
+    non_blocking: Any
+
+    sync = _ia.IaStream.synchronize
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Stream objects cannot be instantiated directly. Please use Device APIs (create_stream) "
+                           "or other Stream APIs (from_handle).")
+
+    # -- construction ---------------------------------------------------------
+
+    @classmethod
+    def _init(cls, obj: Any = None, options: Any = None, device_id: int | None = None, ctx: Any = None) -> Stream:
+        from ._device import Device
+
+        if obj is not None:
+            if options is not None:
+                raise ValueError("obj and options cannot be both specified")
+            return cls._from_protocol(obj)
+        options = check_or_create_options(StreamOptions, options, "Stream options")
+        dev = Device(device_id)
+        dev._check_context_initialized()
+        flags = 1 if options.nonblocking else 0
+        priority = options.priority
+        if priority is not None:
+            least, greatest = call("cuCtxGetStreamPriorityRange")
+            if not int(greatest) <= priority <= int(least):
+                raise ValueError(f"priority={priority} is out of range [{int(greatest)}, {int(least)}]")
+        else:
+            priority = 0
+        _ia.ensure(dev._state.ctx)
+        h = call("cuStreamCreateWithPriority", flags, priority)
+        s: Any = cls._make(h, dev, owned=True, priority=priority, non_blocking=bool(options.nonblocking))
+        s._cu = None
+        s._owner = None
+        return s
+
+    @classmethod
+    def _context_relative(cls, handle: int) -> Stream:
+        s = cls.__new__(cls)
+        s._h = int(handle)
+        s._ordinal = -1
+        _DEVICE.__set__(s, None)
+        s._owned = False
+        s._permanent = True
+        _PRIORITY.__set__(s, None)
+        s.non_blocking = False
+        s._cu = None
+        s._owner = None
+        return s
+
+    @classmethod
+    def _legacy_default(cls) -> Stream:
+        return cls._context_relative(CU_STREAM_LEGACY)
+
+    @classmethod
+    def _per_thread_default(cls) -> Stream:
+        return cls._context_relative(CU_STREAM_PER_THREAD)
+
+    @classmethod
+    def _from_address(cls, handle: int, owner: Any = None) -> Stream:
+        from ._device import Device
+
+        if handle in _CONTEXT_RELATIVE:
+            s = cls._context_relative(handle)
+        else:
+            ordinal = _stream_ordinal(handle)
+            s = cls._make(handle, Device(ordinal), owned=False, priority=None, non_blocking=None)  # type: ignore
+            s._cu = None
+        s._owner = owner
+        return s
+
+    @classmethod
+    def _from_protocol(cls, obj: Any) -> Stream:
+        try:
+            info = obj.__cuda_stream__()
+        except AttributeError:
+            raise TypeError(f"{type(obj).__name__} object does not have a '__cuda_stream__' method") from None
+        if not isinstance(info, tuple) or len(info) != 2:
+            raise RuntimeError(f"obj.__cuda_stream__ must return a sequence with 2 elements, got {type(info)}")
+        if info[0] != 0:
+            raise RuntimeError(f"The first element of the sequence returned by obj.__cuda_stream__ must be 0, "
+                               f"got {info[0]!r}")
+        return cls._from_address(int(info[1]), owner=obj)
+
+    @staticmethod
+    def from_handle(handle: int) -> Stream:  # type: ignore[override]  # cuda.core's signature: no device
+        """A non-owning Stream over a foreign CUstream address (its device is found from its context)."""
+        if isinstance(handle, bool) or not isinstance(handle, int):
+            raise TypeError(f"Stream handle must be an int, got {type(handle).__name__}")
+        return Stream._from_address(handle)
+
+    # -- cuda.core properties and methods ------------------------------------
+
+    @property
+    def handle(self) -> Any:  # type: ignore[override]
+        """The stream as a `cuda.bindings.driver.CUstream`."""
+        cu = self._cu
+        if cu is None:
+            if self._h is _ia.CLOSED:
+                return driver.CUstream(0)
+            cu = self._cu = driver.CUstream(int(self._h))
+        return cu
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, int(self._h))
+
+    @property
+    def is_closed(self) -> bool:
+        return self._h is _ia.CLOSED
+
+    @property  # type: ignore[override]
+    def priority(self) -> int:
+        value = _PRIORITY.__get__(self)
+        if value is None:
+            value = int(call("cuStreamGetPriority", self._h))
+        return value
+
+    @priority.setter
+    def priority(self, value: Any) -> None:
+        _PRIORITY.__set__(self, value)
+
+    @property
+    def is_nonblocking(self) -> bool:
+        value = _NON_BLOCKING.__get__(self)
+        if value is None:
+            value = bool(int(call("cuStreamGetFlags", self._h)) & 1)
+        return bool(value)
+
+    @property  # type: ignore[override]
+    def device(self) -> Any:
+        """The stream's Device; for the default streams, the current one."""
+        from ._device import Device
+
+        dev = _DEVICE.__get__(self)
+        return Device() if dev is None else dev
+
+    @device.setter
+    def device(self, value: Any) -> None:
+        _DEVICE.__set__(self, value)
+
+    @property
+    def context(self) -> Any:
+        from ._context import Context
+
+        dev = _DEVICE.__get__(self)
+        if dev is None:
+            ctx = _ia.current_context()
+            if not ctx:
+                raise CUDAError("CUDA_ERROR_INVALID_CONTEXT: no context is current (call Device.set_current())")
+            return Context._from_ctx(ctx, self.device.ordinal)
+        return Context._from_ctx(dev._state.ctx, dev.ordinal)
+
+    @property
+    def resources(self) -> Any:
+        from ._missing import missing_error
+
+        raise missing_error("Stream.resources", _needs.RESOURCES)
+
+    def record(self, event: Any = None, options: Any = None) -> Any:  # type: ignore[override]
+        """Record `event` (a new one made with `options` if None) on this stream; returns it."""
+        if event is None:
+            event = self.device.create_event(options)
+        return _record(self, event)
+
+    def wait(self, event_or_stream: Any) -> None:  # type: ignore[override]
+        """Make later work here wait for an Event, or for everything queued so far on another stream."""
+        if isinstance(event_or_stream, _ia.IaEvent):
+            _ia.IaStream.wait(self, event_or_stream)
+            return
+        if isinstance(event_or_stream, _ia.IaStream):
+            other = event_or_stream
+        else:
+            try:
+                other = Stream._from_protocol(event_or_stream)
+            except (TypeError, RuntimeError):
+                raise ValueError("only an Event, Stream, or object supporting __cuda_stream__ can be waited, got "
+                                 f"{type(event_or_stream)}") from None
+        from ._event import Event
+
+        dev = other.device if isinstance(other, Stream) else self.device
+        event = Event._init(dev, None)
+        try:
+            _ia.IaStream.record(other, event)
+            _ia.IaStream.wait(self, event)
+        finally:
+            event.close()
+
+    def create_graph_builder(self) -> Any:
+        from .graph._graph_builder import GraphBuilder
+
+        return GraphBuilder._init(stream=self, is_stream_owner=False)
+
+    def close(self) -> None:
+        super().close()
+        self._owner = None
+
+    def __del__(self) -> None:
+        if getattr(self, "_owned", False):  # not set when construction was refused
+            super().__del__()
+
+    def __hash__(self) -> int:
+        return hash(int(self._h)) if self._h is not _ia.CLOSED else id(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Stream):
+            return NotImplemented
+        if self._h is _ia.CLOSED or other._h is _ia.CLOSED:
+            return self is other
+        return int(self._h) == int(other._h)
+
+    def __repr__(self) -> str:
+        if self._h is _ia.CLOSED:
+            return "<Stream closed>"
+        return f"<Stream handle={int(self._h):#x}>"
+
+
+def _stream_ordinal(handle: int) -> int:
+    """The device of a foreign stream, from its context (cold)."""
+    ctx = int(call("cuStreamGetCtx", driver.CUstream(handle)))
+    for i in range(_ia.device_count()):
+        if int(_ia.state_for(i).ctx) == ctx:
+            return i
+    call("cuCtxPushCurrent", driver.CUcontext(ctx))
+    try:
+        return int(call("cuCtxGetDevice"))
+    finally:
+        call("cuCtxPopCurrent")
+
+
+_resolved: dict[tuple[int, int], Any] = {}
+
+
+def for_device(s: Any, ordinal: int) -> Any:
+    """`s` as a stream ironaccel can use for work on device `ordinal` (the default streams get a per-device view)."""
+    if s._ordinal != -1:
+        return s
+    key = (int(s._h), ordinal)
+    view = _resolved.get(key)
+    if view is None:
+        from ._device import Device
+
+        view = _resolved[key] = _ia.IaStream.from_handle(key[0], Device(ordinal))
+    return view
+
+
+def default_stream() -> Stream:
+    """The default stream cuda.core uses: per-thread when CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM is set."""
+    if os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") not in ("", "0"):
+        return PER_THREAD_DEFAULT_STREAM
+    return LEGACY_DEFAULT_STREAM
+
+
+def Stream_accept(arg: Any, allow_stream_protocol: bool = False) -> Any:
+    """`arg` as a stream: a Stream (compat or ironaccel), a GraphBuilder's stream, or (deprecated) a protocol object."""
+    if arg.__class__ is Stream:
+        return arg
+    if arg is None:
+        raise TypeError("stream is required and must not be None")
+    if isinstance(arg, _ia.IaStream):
+        return arg
+    from .graph._graph_builder import GraphBuilder
+
+    if isinstance(arg, GraphBuilder):
+        return arg.stream
+    if allow_stream_protocol and hasattr(arg, "__cuda_stream__"):
+        warnings.warn("Passing foreign stream objects to this function via the stream protocol is deprecated. "
+                      "Convert the object explicitly using Stream(obj) instead.", DeprecationWarning, stacklevel=3)
+        return Stream._from_protocol(arg)
+    raise TypeError(f"stream must be a Stream or a GraphBuilder, got {type(arg).__name__}")
+
+
+_record = _ia.IaStream.record
+LEGACY_DEFAULT_STREAM = Stream._legacy_default()
+PER_THREAD_DEFAULT_STREAM = Stream._per_thread_default()

@@ -1,0 +1,317 @@
+"""ironaccel_cuda.compat.cuda_core without a GPU: install(), the coverage map, options, and the test runner.
+
+The device-side checks are in tests/gpu/test_compat_cuda_core.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ironaccel import Unsupported
+
+HERE = Path(__file__).parent
+RUNNER = HERE.parent / "tools" / "run_cuda_core_tests.py"
+
+# cuda.core 1.2's public names (its __all__, graph.__all__, utils.__all__).
+CUDA_CORE_NAMES = (
+    "Buffer Context ContextOptions Device DeviceMemoryResource DeviceMemoryResourceOptions DeviceResources Event "
+    "EventOptions GraphMemoryResource GraphicsResource Host Kernel LEGACY_DEFAULT_STREAM LaunchConfig "
+    "LegacyPinnedMemoryResource Linker LinkerOptions ManagedBuffer ManagedMemoryResource ManagedMemoryResourceOptions "
+    "MemoryResource ObjectCode PER_THREAD_DEFAULT_STREAM PinnedMemoryResource PinnedMemoryResourceOptions Program "
+    "ProgramOptions SMResource SMResourceOptions Stream StreamOptions TensorMapDescriptor TensorMapDescriptorOptions "
+    "VirtualMemoryResource VirtualMemoryResourceOptions WorkqueueResource WorkqueueResourceOptions launch"
+).split()
+GRAPH_NAMES = (
+    "AllocNode ChildGraphNode ConditionalNode EmptyNode EventRecordNode EventWaitNode ExecutableChildGraphNode "
+    "ExecutableEventRecordNode ExecutableEventWaitNode ExecutableGraphNode ExecutableHostCallbackNode "
+    "ExecutableKernelNode ExecutableMemcpyNode ExecutableMemsetNode FreeNode Graph GraphBuilder GraphCompleteOptions "
+    "GraphCondition GraphDebugPrintOptions GraphDefinition GraphNode HostCallbackNode IfElseNode IfNode KernelNode "
+    "MemcpyNode MemsetNode SwitchNode WhileNode"
+).split()
+UTILS_NAMES = (
+    "CopyOptions FileStreamProgramCache InMemoryProgramCache MemcpyOverlapMode MemcpySrcAccessOrder "
+    "ProgramCacheResource StridedMemoryView args_viewable_as_strided_memory copy_batch discard_batch "
+    "discard_prefetch_batch make_program_cache_key prefetch_batch"
+).split()
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_install_makes_cuda_core_the_compat_everywhere():
+    out = _python("""
+        from ironaccel_cuda.compat import cuda_core
+        cuda_core.install()
+        cuda_core.install()  # again: nothing happens
+        import cuda.core
+        from cuda.core import Device, launch
+        from cuda.core.graph import GraphBuilder
+        from cuda.core.utils import StridedMemoryView
+        from cuda.core._utils.cuda_utils import CUDAError, handle_return
+        import cuda.core._memory._legacy as legacy
+        assert cuda.core is cuda_core and Device is cuda_core.Device and launch is cuda_core.launch
+        assert GraphBuilder is cuda_core.graph.GraphBuilder and StridedMemoryView is cuda_core.utils.StridedMemoryView
+        assert legacy is cuda_core._memory._legacy and cuda_core.installed()
+        import sys
+        assert all(m.__name__.startswith("ironaccel_cuda.compat.cuda_core")
+                   for n, m in sys.modules.items() if n == "cuda.core" or n.startswith("cuda.core."))
+        try:
+            import cuda.core._no_such_module
+        except ModuleNotFoundError:
+            print("ok")
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_install_refuses_after_the_real_cuda_core():
+    pytest.importorskip("cuda.core")
+    out = _python("""
+        import cuda.core
+        from ironaccel_cuda.compat import cuda_core
+        try:
+            cuda_core.install()
+        except RuntimeError as exc:
+            print("refused:", exc)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "refused: cuda.core is already imported" in out.stdout
+
+
+def test_the_compat_never_imports_cuda_core():
+    out = _python("""
+        import sys
+        from ironaccel_cuda.compat import cuda_core
+        import ironaccel_cuda.compat.cuda_core.graph, ironaccel_cuda.compat.cuda_core.utils
+        print(sorted(n for n in sys.modules if n == "cuda.core" or n.startswith("cuda.core.")))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_public_name_of_cuda_core_is_there():
+    from ironaccel_cuda.compat import cuda_core as cc
+
+    assert sorted(cc.__all__) == sorted(CUDA_CORE_NAMES)
+    assert sorted(cc.graph.__all__) == sorted(GRAPH_NAMES)
+    assert sorted(cc.utils.__all__) == sorted(UTILS_NAMES)
+    for name in CUDA_CORE_NAMES:
+        assert hasattr(cc, name), name
+    for name in GRAPH_NAMES:
+        assert hasattr(cc.graph, name), name
+    for name in UTILS_NAMES:
+        assert hasattr(cc.utils, name), name
+    assert not hasattr(cc, "StridedMemoryView") and not hasattr(cc, "args_viewable_as_strided_memory")
+
+
+def test_the_coverage_map_is_true():
+    from ironaccel_cuda.compat import cuda_core as cc
+    from ironaccel_cuda.compat.cuda_core import _coverage
+
+    covered = set()
+    for names, status, note in _coverage.ENTRIES:
+        assert status in (_coverage.SAME, _coverage.DIFFERS, _coverage.MISSING), names
+        assert note, names
+        for full in (names,) if isinstance(names, str) else names:
+            covered.add(full)
+            obj = cc
+            for part in full.split("."):
+                obj = getattr(obj, part, None)
+                assert obj is not None, f"{full} (in the coverage map) is not in the compat"
+            if status == _coverage.MISSING and isinstance(obj, type) and issubclass(obj, cc._missing.MissingFeature):
+                with pytest.raises(Unsupported, match="needs"):
+                    obj()
+            if status == _coverage.MISSING and getattr(obj, "__name__", "") == full.rsplit(".", 1)[-1] and callable(
+                    obj) and not isinstance(obj, type):
+                with pytest.raises(Unsupported, match="needs"):
+                    obj()
+    for name in CUDA_CORE_NAMES:
+        assert name in covered, f"{name} has no entry in the coverage map"
+    for name in GRAPH_NAMES:
+        assert f"graph.{name}" in covered, f"graph.{name} has no entry in the coverage map"
+    for name in UTILS_NAMES:
+        assert f"utils.{name}" in covered, f"utils.{name} has no entry in the coverage map"
+    assert _coverage.render() in cc.__doc__
+
+
+def test_the_readme_carries_the_coverage_map():
+    from ironaccel_cuda.compat.cuda_core import _coverage
+
+    readme = (HERE.parent / "README.md").read_text()
+    assert _coverage.render() in readme, "README's coverage map differs from _coverage.render(): paste it again"
+
+
+def test_missing_functions_and_methods_raise_unsupported():
+    from ironaccel_cuda.compat import cuda_core as cc
+
+    for fn in (cc.utils.copy_batch, cc.utils.prefetch_batch, cc.system.get_nvml_version):
+        with pytest.raises(Unsupported, match="needs"):
+            fn()
+    with pytest.raises(Unsupported, match="issue 10"):
+        _ = cc.ManagedMemoryResource.from_allocation_handle  # class attributes of a missing class say so too
+    assert isinstance(Unsupported("cuda", "x", "y"), NotImplementedError)
+
+
+def test_program_options_are_written_as_nvrtc_and_nvvm_take_them():
+    from ironaccel_cuda.compat import cuda_core as cc
+    from ironaccel_cuda.compat.cuda_core._utils.cuda_utils import CUDAError
+
+    o = cc.ProgramOptions(arch="sm_80", debug=True, lineinfo=True, ftz=True, define_macro=[("A", "1"), "B"],
+                          include_path=["/x", "/y"], std="c++17", diag_suppress=(1, 2), relocatable_device_code=False,
+                          ptxas_options=["-v"], max_register_count=32, name=None)
+    assert o.name == "default_program"
+    assert o.as_bytes("nvrtc") == [s.encode() for s in (
+        "-arch=sm_80", "--relocatable-device-code=false", "--device-debug", "--generate-line-info",
+        "--ptxas-options=-v", "--maxrregcount=32", "--ftz=true", "--define-macro=A=1", "--define-macro=B",
+        "--include-path=/x", "--include-path=/y", "--std=c++17", "--diag-suppress=1", "--diag-suppress=2")]
+    nvvm = cc.ProgramOptions(arch="sm_90", debug=True, ftz=False, device_code_optimize=True)
+    assert nvvm.as_bytes("nvvm", "ltoir") == [b"-arch=compute_90", b"-g", b"-opt=3", b"-ftz=0", b"-gen-lto"]
+    with pytest.raises(CUDAError, match="not supported by NVVM backend: lineinfo, std"):
+        cc.ProgramOptions(arch="sm_90", lineinfo=True, std="c++17").as_bytes("nvvm")
+    with pytest.raises(ValueError, match="Unknown backend 'x'"):
+        o.as_bytes("x")
+    with pytest.raises(RuntimeError, match="Expected define_macro tuple"):
+        cc.ProgramOptions(arch="sm_90", define_macro=("A",)).as_bytes("nvrtc")
+    with pytest.raises(TypeError, match="Each extra module must be a 2-tuple"):
+        cc.ProgramOptions(arch="sm_90", extra_sources=["x"])
+    with pytest.raises(RuntimeError, match=r"^Unsupported code_type='fortran'"):
+        cc.Program("x", "FORTRAN", cc.ProgramOptions(arch="sm_90"))
+    with pytest.raises(ValueError, match="not supported by the NVRTC backend"):
+        cc.Program("x", "c++", cc.ProgramOptions(arch="sm_90", extra_sources=[("m", "ir")]))
+    assert str(cc.Program("x", "c++", {"arch": "sm_90"}).backend) == "NVRTC"
+
+
+def test_launch_config_checks_and_native_form():
+    from cuda.bindings import driver
+
+    from ironaccel_cuda.compat import cuda_core as cc
+    from ironaccel_cuda.compat.cuda_core._launch_config import _to_native_launch_config
+
+    c = cc.LaunchConfig(grid=(2, 3), block=32, shmem_size=128)
+    assert (c.grid, c.block, c.shmem_size, c.cluster) == ((2, 3, 1), (32, 1, 1), 128, None)
+    assert (c._grid, c._block, c._plain) == ((2, 3, 1), 32, True)
+    for bad in (dict(grid=0, block=1), dict(grid=(1, 0), block=1), dict(grid=1, block=(1, 2, 3, 4)),
+                dict(grid=1.5, block=1)):
+        with pytest.raises(ValueError):
+            cc.LaunchConfig(**bad)
+    c.cluster = (2, 1, 1)  # a public attribute, as in cuda.core
+    assert not c._plain
+    native = _to_native_launch_config(c)
+    assert (native.gridDimX, native.gridDimY, native.blockDimX, native.sharedMemBytes) == (4, 3, 32, 128)
+    assert native.numAttrs == 1
+    assert native.attrs[0].id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    assert c != cc.LaunchConfig(grid=(2, 3), block=32, shmem_size=128)
+    c.cluster = None
+    assert c == cc.LaunchConfig(grid=(2, 3), block=32, shmem_size=128) and c._plain
+
+
+def test_strided_memory_view_of_numpy_arrays():
+    import numpy as np
+
+    from ironaccel_cuda.compat import cuda_core as cc
+
+    a = np.zeros((64, 4), dtype=np.float32, order="F")
+    v = cc.utils.StridedMemoryView.from_any_interface(a, stream_ptr=-1)
+    assert v.shape == (64, 4) and v.strides == (1, 64) and v.dtype == np.float32 and not v.is_device_accessible
+    assert v.ptr == a.ctypes.data and v.exporting_obj is a
+    back = np.from_dlpack(v)
+    assert back.shape == (64, 4) and back.ctypes.data == a.ctypes.data
+    with pytest.raises(BufferError, match="copy=True"):
+        v.__dlpack__(copy=True)
+    with pytest.raises(ValueError, match="contiguous"):
+        v.view(dtype=np.uint8)  # the last dimension of a Fortran-order array is strided
+    w = cc.utils.StridedMemoryView.from_any_interface(np.zeros((8, 4), np.float32), stream_ptr=-1).view(
+        dtype=np.uint8)
+    assert w.shape == (8, 16) and w.dtype == np.uint8
+
+
+def test_program_caches_store_and_evict():
+    from ironaccel_cuda.compat import cuda_core as cc
+
+    mem = cc.utils.InMemoryProgramCache(max_size_bytes=10)
+    mem[b"a"] = b"12345"
+    mem["b"] = b"67890"
+    mem[b"c"] = b"x"
+    assert b"a" not in mem and mem.get("b") == b"67890" and len(mem) == 2
+    with pytest.raises(TypeError):
+        mem[1] = b"x"
+
+
+def test_file_stream_program_cache(tmp_path):
+    from ironaccel_cuda.compat import cuda_core as cc
+
+    cache = cc.utils.FileStreamProgramCache(tmp_path / "c", max_size_bytes=8)
+    cache[b"k1"] = b"abcd"
+    cache[b"k2"] = b"efgh"
+    assert cache[b"k1"] == b"abcd" and len(cache) == 2
+    cache[b"k3"] = b"ijkl"
+    assert len(cache) == 2
+    again = cc.utils.FileStreamProgramCache(tmp_path / "c")
+    assert again.get(b"k3") == b"ijkl"
+    with pytest.raises(KeyError):
+        del cache[b"nothing"]
+    key = cc.utils.make_program_cache_key(code="x", code_type="c++", options=cc.ProgramOptions(arch="sm_90"),
+                                          target_type="cubin")
+    assert key != cc.utils.make_program_cache_key(code="y", code_type="c++",
+                                                  options=cc.ProgramOptions(arch="sm_90"), target_type="cubin")
+    with pytest.raises(ValueError, match="extra_digest"):
+        cc.utils.make_program_cache_key(code="x", code_type="c++", target_type="cubin",
+                                        options=cc.ProgramOptions(arch="sm_90", include_path="/i"))
+
+
+def _fake_suite(folder: Path) -> Path:
+    tests = folder / "cuda_core" / "tests"
+    tests.mkdir(parents=True)
+    (folder / "cuda_python_test_helpers").mkdir()
+    (tests / "conftest.py").write_text("import cuda.core\n")
+    (tests / "test_device.py").write_text(textwrap.dedent("""
+        import pytest
+        import cuda.core
+
+        def test_is_the_compat():
+            assert cuda.core.Device.__module__.startswith("ironaccel_cuda.compat.cuda_core")
+
+        def test_fails():
+            assert False, "on purpose"
+
+        def test_skips():
+            pytest.skip("no reason")
+
+        @pytest.mark.xfail(reason="known")
+        def test_xfails():
+            assert False
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_many(i):
+            pass
+    """))
+    (tests / "test_stream.py").write_text("import cuda.core._not_in_the_compat\n\ndef test_x():\n    pass\n")
+    return tests
+
+
+def test_runner_counts_skips_as_failures(tmp_path):
+    tests = _fake_suite(tmp_path)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(RUNNER), str(tests), "test_device.py", "test_stream.py", "--out",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # 7 of 10 collected: below the 90% target
+    summary = json.loads((out / "summary.json").read_text())
+    device = summary["per_file"]["test_device.py"]
+    assert (device["cases"], device["passed"], device["failed"], device["skipped"], device["xfailed"]) == (
+        10, 7, 1, 1, 1)
+    assert "test_stream.py" in summary["per_file"]
+    results = json.loads((out / "results.json").read_text())
+    skipped = [c for c in results["cases"] if c["outcome"] == "skipped"]
+    assert len(skipped) == 1 and "no reason" in skipped[0]["reason"]
+    assert "test_stream.py" in results["collection_errors"]
+    assert (out / "junit.xml").is_file() and "| test_device.py | 10 | 7 |" in (out / "table.md").read_text()
+    assert "cuda.core was ironaccel_cuda.compat.cuda_core in this run" in (out / "pytest.log").read_text()
