@@ -28,6 +28,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any
 
 from . import _core
@@ -73,6 +74,12 @@ class HostFunc:
 
 class _Unraisable:
     """What sys.unraisablehook expects (exc_type, exc_value, exc_traceback, err_msg, object)."""
+
+    exc_type: type[BaseException]
+    exc_value: BaseException | None
+    exc_traceback: TracebackType | None
+    err_msg: str | None
+    object: object
 
     def __init__(self, exc: BaseException, entry: HostFunc):
         self.exc_type = type(exc)

@@ -339,6 +339,8 @@ class IpcBuffer:
         except BaseException:
             _imports.release(self.pool.key)
             raise
+        with _mapped_lock:  # the driver hands back the same address for the same pointer, unmapped by one free
+            _mapped[(self.pool.key, base)] = _mapped.get((self.pool.key, base), 0) + 1
         home = dev.default_stream
         return adopt(base + self.offset, self.size, dt, dev, stream=home,
                      release=_PoolUnmap(base, home, self.pool.key))
@@ -357,6 +359,12 @@ class IpcBuffer:
         return adopt(base + self.offset, self.size, dt, dev, stream=home, release=_LegacyUnmap(dev, base, home))
 
 
+# (pool key, base) -> how many DeviceBufs of this process map that imported pointer (H200, 2026-12-01: a second
+# cuMemPoolImportPointer of one pointer returns the same address, and one cuMemFreeAsync unmaps both).
+_mapped: dict[tuple[str, int], int] = {}
+_mapped_lock = threading.Lock()
+
+
 class _PoolUnmap:
     __slots__ = ("base", "stream", "key")
 
@@ -364,7 +372,13 @@ class _PoolUnmap:
         self.base, self.stream, self.key = base, stream, key
 
     def __call__(self) -> None:
-        if not _driver.forked:
+        with _mapped_lock:
+            left = _mapped.get((self.key, self.base), 1) - 1
+            if left:
+                _mapped[(self.key, self.base)] = left
+            else:
+                _mapped.pop((self.key, self.base), None)
+        if not left and not _driver.forked:  # the last mapping of this pointer in this process
             _core.mem_free_async(int(self.base), self.stream._h)
             _core.stream_sync(self.stream._h)
         _imports.release(self.key)
