@@ -207,6 +207,7 @@ cdef class DeviceBuf:
         return (<StreamCore>self.device._state.default_stream)._hv
 
     def __dealloc__(self):
+        global _trim_pending
         cdef int kind = self._kind
         if self.ptr is None or kind == K_NONE:
             return
@@ -217,6 +218,7 @@ cdef class DeviceBuf:
                     self._pool._give(self._addr, self.ptr, self._bucket)
             elif kind == K_ASYNC:
                 cuMemFreeAsync(self._addr, <CUstream>self._home_handle())
+                _trim_pending = True
             elif kind == K_SYNC:
                 if ia_tls_ctx != self._ctx:
                     cuCtxSetCurrent(<CUcontext>self._ctx)

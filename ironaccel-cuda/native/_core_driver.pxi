@@ -125,16 +125,27 @@ def forget_current():
 
 # -- streams and events ---------------------------------------------------------------
 
+# Set by every stream-ordered free of ours: the next stream or event synchronize then really
+# calls the driver, which is where a pool trims itself down to its release threshold (a query
+# that finds the stream idle would skip that, and a threshold of 0 would keep all its memory).
+cdef bint _trim_pending = False
+
+
 cdef int _stream_sync(uintptr_t s) except -1:
+    global _trim_pending
     cdef int err
     while True:
-        err = cuStreamQuery(<CUstream>s)  # an idle stream needs no more than this, and keeps the GIL
-        if err == 0:
-            return 0
+        if not _trim_pending:
+            err = cuStreamQuery(<CUstream>s)  # an idle stream needs no more than this, and keeps the GIL
+            if err == 0:
+                return 0
+        else:
+            err = 1
         if err != IA_UNBOUND and err != IA_DISABLED:
             with nogil:
                 err = cuStreamSynchronize(<CUstream>s)
             if err == 0:
+                _trim_pending = False
                 return 0
         _again(err, IA_cuStreamSynchronize, s, True)
 
@@ -199,15 +210,20 @@ cdef int _event_record(uintptr_t e, uintptr_t s) except -1:
 
 
 cdef int _event_sync(uintptr_t e) except -1:
+    global _trim_pending
     cdef int err
     while True:
-        err = cuEventQuery(<CUevent>e)
-        if err == 0:
-            return 0
+        if not _trim_pending:
+            err = cuEventQuery(<CUevent>e)
+            if err == 0:
+                return 0
+        else:
+            err = 1
         if err != IA_UNBOUND and err != IA_DISABLED:
             with nogil:
                 err = cuEventSynchronize(<CUevent>e)
             if err == 0:
+                _trim_pending = False
                 return 0
         _again(err, IA_cuEventSynchronize, 0, False)
 
@@ -279,10 +295,12 @@ cdef CUdeviceptr _mem_alloc_from_pool(size_t nbytes, uintptr_t pool, uintptr_t s
 
 
 cdef int _mem_free_async(CUdeviceptr dp, uintptr_t s) except -1:
+    global _trim_pending
     cdef int err
     while True:
         err = cuMemFreeAsync(dp, <CUstream>s)
         if err == 0:
+            _trim_pending = True
             return 0
         _again(err, IA_cuMemFreeAsync, s, True)
 

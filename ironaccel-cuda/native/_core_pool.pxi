@@ -36,7 +36,7 @@ cdef int _push(Stack* st, uintptr_t addr, PyObject* obj) except -1:
 
 
 cdef class PoolCore:
-    """Power-of-two byte buckets in front of cuMemAllocAsync / cuMemFreeAsync (see `_hotpy.PoolCore`).
+    """Power-of-two byte buckets in front of cuMemAllocAsync / cuMemFreeAsync.
 
     Each thread has its own free list per bucket (found by thread id, the
     last one cached): alloc pops from it, a closed buffer pushes onto the

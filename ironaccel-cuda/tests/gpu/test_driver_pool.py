@@ -47,6 +47,32 @@ def test_default_pool_threshold_is_raised_at_first_use(dev, default_pool):
     assert dev.pool_usage() == (usage.used, usage.reserved)
 
 
+@pytest.mark.parametrize("wait", ["stream", "event"])
+def test_threshold_0_trims_at_a_stream_or_event_synchronize(dev, default_pool, wait):
+    """The driver trims a pool at a synchronize; an idle-stream shortcut must not skip that.
+
+    Before the fix, Stream.synchronize on an idle stream only queried it, so a
+    threshold of 0 kept every freed byte (the H200 bench, 2026-12-01: 6 us per
+    64 MiB alloc+free+sync against the peers' 244 us of real release).
+    """
+    s = dev.create_stream()
+    default_pool.release_threshold = 0
+    try:
+        dev.synchronize()
+        buf = dev.alloc(64 * MiB, stream=s)
+        s.synchronize()
+        buf.close()
+        if wait == "stream":
+            s.synchronize()
+        else:
+            s.record().synchronize()
+        usage = default_pool.usage()
+        assert usage.reserved - usage.used < 64 * MiB
+    finally:
+        default_pool.release_threshold = MAX_THRESHOLD
+        s.close()
+
+
 def test_default_pool_is_the_allocator_of_device_alloc(dev, default_pool):
     s = dev.create_stream()
     buf = default_pool.allocate(1000, "float32", stream=s)
