@@ -209,13 +209,13 @@ def import_pycuda(folder: Path) -> tuple[Any, Any]:
 def versions(real: Any) -> dict[str, str]:
     import cuda.bindings
 
-    import ironaccel_cuda
+    import ironaccel_cuda._core
 
     dev = real.Device(0)
     return {
         "gpu": dev.name(), "driver": str(real.get_driver_version()), "pycuda": ".".join(map(str, _pycuda_version())),
         "pycuda built for CUDA": ".".join(map(str, real.get_version())), "cuda-bindings": cuda.bindings.__version__,
-        "ironaccel hot path": str(ironaccel_cuda.FAST_PATH), "python": sys.version.split()[0],
+        "ironaccel core": str(Path(ironaccel_cuda._core.__file__).name), "python": sys.version.split()[0],
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
 

@@ -204,7 +204,7 @@ class BindingsSide(Side):
                 if err:
                     raise _fail("cuStreamSynchronize", err)
 
-        return Case(run)
+        return Case(run, note="cuStreamSynchronize")
 
     def event_cycle(self) -> Case:
         cu, stream = self.cu, self.stream
@@ -226,7 +226,7 @@ class BindingsSide(Side):
                 if err:
                     raise _fail("cuEventDestroy", err)
 
-        return Case(run)
+        return Case(run, note="cuEventCreate(DISABLE_TIMING) + cuEventRecord + cuEventSynchronize + cuEventDestroy")
 
     def event_reuse(self) -> Case:
         cu, stream = self.cu, self.stream
@@ -243,7 +243,7 @@ class BindingsSide(Side):
                 if err:
                     raise _fail("cuEventSynchronize", err)
 
-        return Case(run, close=lambda: cu.cuEventDestroy(event))
+        return Case(run, close=lambda: cu.cuEventDestroy(event), note="cuEventRecord + cuEventSynchronize")
 
     def stream_alloc(self, nbytes: int) -> Case:
         cu, stream = self.cu, self.stream
@@ -424,7 +424,7 @@ class BindingsSide(Side):
             run(1)
             expect_kernel_result(self._read_out(), 4, self.name)
 
-        return Case(run, check=check)
+        return Case(run, check=check, note="cuLaunchKernel x N + cuStreamSynchronize")
 
     def graph_replay(self, count: int) -> Case:
         cu, stream = self.cu, self.stream
@@ -460,7 +460,7 @@ class BindingsSide(Side):
             cu.cuGraphExecDestroy(exe)
             cu.cuGraphDestroy(graph)
 
-        return Case(run, check=check, close=close)
+        return Case(run, check=check, close=close, note="stream capture; cuGraphLaunch + cuStreamSynchronize")
 
     def nvrtc_cold(self) -> Case:
         arch = self.ctx.arch

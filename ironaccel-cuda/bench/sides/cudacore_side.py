@@ -109,7 +109,7 @@ class CudaCoreSide(Side):
             for _ in range(n):
                 stream.sync()
 
-        return Case(run)
+        return Case(run, note="Stream.sync()")
 
     def event_cycle(self) -> Case:
         dev, stream, options = self.dev, self.stream, self.event_options
@@ -121,7 +121,7 @@ class CudaCoreSide(Side):
                 event.sync()
                 event.close()
 
-        return Case(run)
+        return Case(run, note="Device.create_event + Stream.record + Event.sync + Event.close")
 
     def event_reuse(self) -> Case:
         stream = self.stream
@@ -132,7 +132,7 @@ class CudaCoreSide(Side):
                 stream.record(event)
                 event.sync()
 
-        return Case(run, close=event.close)
+        return Case(run, close=event.close, note="Stream.record(event) + Event.sync()")
 
     def stream_alloc(self, nbytes: int) -> Case:
         dev, stream = self.dev, self.stream
@@ -202,7 +202,7 @@ class CudaCoreSide(Side):
             run(1)
             expect_kernel_result(self._read_out(), 4, self.name)
 
-        return Case(run, check=check)
+        return Case(run, check=check, note="launch(stream, config, kernel, *args) x N + Stream.sync()")
 
     def graph_replay(self, count: int) -> Case:
         launch, stream, config = self.core.launch, self.stream, self.config
@@ -229,7 +229,7 @@ class CudaCoreSide(Side):
             graph.close()
             builder.close()
 
-        return Case(run, check=check, close=close)
+        return Case(run, check=check, close=close, note="GraphBuilder; Graph.launch(stream) + Stream.sync()")
 
     def nvrtc_cold(self) -> Case:
         core, options = self.core, self.options

@@ -66,7 +66,7 @@ class CupySide(Side):
             for _ in range(n):
                 stream.synchronize()
 
-        return Case(run)
+        return Case(run, note="cupy.cuda.Stream.synchronize()")
 
     def event_cycle(self) -> Case:
         Event, stream = self.cp.cuda.Event, self.stream
@@ -78,7 +78,7 @@ class CupySide(Side):
                 event.synchronize()
                 del event  # cudaEventDestroy runs here (CPython frees at once)
 
-        return Case(run)
+        return Case(run, note="cupy.cuda.Event(disable_timing=True) + record + synchronize, freed at release")
 
     def event_reuse(self) -> Case:
         stream = self.stream
@@ -89,7 +89,7 @@ class CupySide(Side):
                 event.record(stream)
                 event.synchronize()
 
-        return Case(run)
+        return Case(run, note="Event.record(stream) + Event.synchronize()")
 
     def stream_alloc(self, nbytes: int) -> Case:
         malloc_async, stream = self.cp.cuda.malloc_async, self.stream
@@ -214,7 +214,7 @@ class CupySide(Side):
             run(1)
             expect_kernel_result(self._read_out(), 4, self.name)
 
-        return Case(run, check=check)
+        return Case(run, check=check, note="RawKernel(grid, block, args, stream=s) x N + Stream.synchronize()")
 
     def host_func(self) -> Case:
         stream, ran = self.stream, []
@@ -251,7 +251,8 @@ class CupySide(Side):
             run(1)
             expect_kernel_result(self._read_out(), 4, self.name)
 
-        return Case(run, check=check)
+        return Case(run, check=check,
+                    note="Stream.begin_capture/end_capture; Graph.launch(stream) + Stream.synchronize()")
 
     # memory rows (issue 10)
     def pool_cycle(self, nbytes: int, raised: bool) -> Case:

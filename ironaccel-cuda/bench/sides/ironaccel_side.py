@@ -158,7 +158,7 @@ class IronaccelSide(Side):
             for _ in range(n):
                 sync()
 
-        return Case(run)
+        return Case(run, note="Stream.synchronize()")
 
     def event_cycle(self) -> Case:
         create, stream = self.dev.create_event, self.stream
@@ -182,7 +182,7 @@ class IronaccelSide(Side):
                 record(stream)
                 sync()
 
-        return Case(run, close=event.close)
+        return Case(run, close=event.close, note="Event.record(stream) + Event.synchronize()")
 
     def stream_alloc(self, nbytes: int) -> Case:
         alloc, stream = self.dev.alloc, self.stream
@@ -359,7 +359,7 @@ class IronaccelSide(Side):
             run(1)
             expect_kernel_result(self._read_out(), 4, self.name)
 
-        return Case(run, check=check)
+        return Case(run, check=check, note="Function.launch(..., stream=s) x N + Stream.synchronize()")
 
     def graph_replay(self, count: int) -> Case:
         fn, args, stream = self.functions[4], self.args[4], self.stream
@@ -386,7 +386,8 @@ class IronaccelSide(Side):
                 if closer is not None:
                     closer()
 
-        return Case(run, check=check, close=close)
+        return Case(run, check=check, close=close,
+                    note="Stream.begin_capture/end_capture; GraphExec.launch(s) + Stream.synchronize()")
 
     def conditional_while(self, count: int) -> Case:
         ia, dev, stream = self.ia, self.dev, self.stream

@@ -42,7 +42,7 @@ class TorchSide(Side):
             for _ in range(n):
                 stream.synchronize()
 
-        return Case(run)
+        return Case(run, note="torch.cuda.Stream.synchronize()")
 
     def event_cycle(self) -> Case:
         Event, stream = self.torch.cuda.Event, self.stream
@@ -65,7 +65,7 @@ class TorchSide(Side):
                 event.record(stream)
                 event.synchronize()
 
-        return Case(run)
+        return Case(run, note="torch.cuda.Event.record(stream) + synchronize()")
 
     def pool_alloc(self, nbytes: int) -> Case:
         cuda, stream, device = self.torch.cuda, self.stream, self.ctx.device
