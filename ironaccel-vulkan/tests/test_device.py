@@ -433,9 +433,13 @@ dropped = [np.concatenate([words[:s], words[s + (int(words[s]) >> 16):]]).tobyte
            for s in starts]                                                            # e.g. a block's OpReturn
 dev = Backend(validation=False).open(0)
 refused = []
-for codes in (prefixes, dropped):
+for kind, codes in (("cut before instruction", prefixes), ("without instruction", dropped)):
     refused.append(0)
-    for code in codes:
+    for n, code in enumerate(codes):
+        # If the driver kills the process, the last line of stderr names the module (H200, 2026-12-01: SIGSEGV,
+        # not yet known on which one; lavapipe survives them all).
+        at = starts[n + 1] if kind.startswith("cut") else starts[n]
+        print(kind, n, "opcode", int(words[at]) & 0xFFFF, file=sys.stderr, flush=True)
         try:
             dev.pipeline(code, buffers=2, params=3).close()
         except (CompileError, InvalidArgument):
