@@ -135,12 +135,10 @@ cdef int _stream_sync(uintptr_t s) except -1:
     global _trim_pending
     cdef int err
     while True:
-        if not _trim_pending:
-            err = cuStreamQuery(<CUstream>s)  # an idle stream needs no more than this, and keeps the GIL
-            if err == 0:
-                return 0
-        else:
-            err = 1
+        # an idle stream needs no more than a query, which keeps the GIL; 1 stands for "not known to be idle"
+        err = 1 if _trim_pending else cuStreamQuery(<CUstream>s)
+        if err == 0:
+            return 0
         if err != IA_UNBOUND and err != IA_DISABLED:
             with nogil:
                 err = cuStreamSynchronize(<CUstream>s)
@@ -213,12 +211,9 @@ cdef int _event_sync(uintptr_t e) except -1:
     global _trim_pending
     cdef int err
     while True:
-        if not _trim_pending:
-            err = cuEventQuery(<CUevent>e)
-            if err == 0:
-                return 0
-        else:
-            err = 1
+        err = 1 if _trim_pending else cuEventQuery(<CUevent>e)
+        if err == 0:
+            return 0
         if err != IA_UNBOUND and err != IA_DISABLED:
             with nogil:
                 err = cuEventSynchronize(<CUevent>e)
