@@ -81,6 +81,7 @@ cdef int _threads = 0
 cdef bint _settings_read = False
 cdef object _staging_lock = threading.Lock()
 cdef ia_staging* _staging[64]  # per device ordinal; static storage starts zeroed
+cdef bint _free_at_exit_registered = False
 
 
 cdef int _read_settings() except -1:
@@ -107,6 +108,7 @@ def staging_info():
 
 cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
     """The staging slots, events and bounce buffer of the buffer's device (made on first use, kept)."""
+    global _free_at_exit_registered
     cdef int ordinal = buf._ordinal
     cdef ia_staging* st
     cdef int i
@@ -158,16 +160,8 @@ cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
         _staging[ordinal] = st
         if not _free_at_exit_registered:
             atexit.register(_free_staging)
-            _mark_free_at_exit()
+            _free_at_exit_registered = True
         return st
-
-
-cdef bint _free_at_exit_registered = False
-
-
-cdef void _mark_free_at_exit() noexcept:
-    global _free_at_exit_registered
-    _free_at_exit_registered = True
 
 
 def _free_staging():
