@@ -266,7 +266,7 @@ cdef class DeviceBuf:
             if <size_t>view.len != self._nbytes:
                 raise self._copy_mismatch("cuMemcpyHtoDAsync", src, s)
             if ss._isclosed:
-                raise self._diagnose("cuMemcpyHtoDAsync", s, src, None)
+                raise _errors.closed("cuMemcpyHtoDAsync", "stream")
             sh = ss._hv
             if stream is None:
                 _copy_in_sync(self, <char*>view.buf, self._nbytes, sh)
@@ -307,7 +307,7 @@ cdef class DeviceBuf:
             if <size_t>view.len != self._nbytes:
                 raise self._copy_mismatch("cuMemcpyDtoHAsync", out, s, True)
             if ss._isclosed:
-                raise self._diagnose("cuMemcpyDtoHAsync", s, out, None)
+                raise _errors.closed("cuMemcpyDtoHAsync", "stream")
             if stream is None:
                 _copy_out_sync(self, <char*>view.buf, self._nbytes, ss._hv)
             else:
@@ -627,16 +627,3 @@ cdef class DeviceBuf:
         if to_host and not arr.flags.writeable:
             return _errors.invalid(op, "out is read-only")
         return _errors.invalid(op, "bad arguments")
-
-    def _diagnose(self, op, s, arr=None, exc=None):
-        if self.ptr is None:
-            return _errors.closed(op, "buffer")
-        if not isinstance(s, StreamCore):
-            return _errors.invalid(op, f"stream must be a Stream, got {type(s).__name__}")
-        if (<StreamCore>s)._isclosed:
-            return _errors.closed(op, "stream")
-        if arr is not None and isinstance(arr, np.ndarray) and not arr.flags.c_contiguous:
-            return _errors.invalid(op, "the host array is not contiguous (use np.ascontiguousarray)")
-        if self._base is not None and getattr(self._base, "ptr", 0) is None:
-            return _errors.closed(op, "parent buffer")
-        return _errors.invalid(op, f"{type(exc).__name__}: {exc}" if exc else "bad arguments")
