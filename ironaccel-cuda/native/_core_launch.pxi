@@ -147,19 +147,24 @@ cdef int _pack(_Plan p, tuple args, int ordinal, object reachable) except -1:
 cdef object _dim3 = None  # module._dim3: validates anything but a plain int
 
 
+cdef object _dim3_checker():
+    """`module._dim3`, imported at first use (module imports this extension)."""
+    global _dim3
+    if _dim3 is None:
+        from .module import _dim3 as dim3
+
+        _dim3 = dim3
+    return _dim3
+
+
 cdef inline int _dim(object value, unsigned int* out, str what) except -1:
     """An int or anything `module._dim3` accepts (1-3 ints) into out[0..2]; raises TypeError/OverflowError."""
-    global _dim3
     if type(value) is int:
         out[0] = value
         out[1] = 1
         out[2] = 1
         return 0
-    if _dim3 is None:
-        from .module import _dim3 as dim3
-
-        _dim3 = dim3
-    x, y, z = _dim3(value, what)
+    x, y, z = _dim3_checker()(value, what)
     out[0] = x
     out[1] = y
     out[2] = z
@@ -274,12 +279,23 @@ def _positive_dim3(value, what):
 
 
 def _dim3_of(value, what):
-    global _dim3
-    if _dim3 is None:
-        from .module import _dim3 as dim3
+    return tuple(_dim3_checker()(value, what))
 
-        _dim3 = dim3
-    return tuple(_dim3(value, what))
+
+cdef int _pack_or_raise(_Plan p, tuple args, FunctionCore fn) except -1:
+    """Pack `args` into the plan's block, or raise the typed error naming the launch and the argument."""
+    cdef int r
+    try:
+        r = _pack(p, args, fn._ordinal, fn._reachable)
+    except OverflowError:
+        r = -2
+    except Exception as exc:
+        from .launch import pack_error
+
+        raise pack_error(args, exc, fn.name) from None
+    if r:
+        raise fn._pack_failure(args)
+    return 0
 
 
 cdef int _launch_ex(CUfunction f, LaunchConfig cfg, unsigned int* g, unsigned int* bl, unsigned int smem,
@@ -384,7 +400,7 @@ cdef class FunctionCore:
         cdef unsigned int bl[3]
         cdef unsigned int smem
         cdef void** params
-        cdef int r, err
+        cdef int err
         cdef uintptr_t sh
         if self._isclosed:
             raise _errors.closed("cuLaunchKernel", "function (its module was closed)")
@@ -401,16 +417,7 @@ cdef class FunctionCore:
             if p.use_packer:  # half or complex arguments: the struct packer, one per thread
                 params = self._pack_in_python(args)
             else:
-                try:
-                    r = _pack(p, args, self._ordinal, self._reachable)
-                except OverflowError:
-                    r = -2
-                except Exception as exc:
-                    from .launch import pack_error
-
-                    raise pack_error(args, exc, self.name) from None
-                if r:
-                    raise self._pack_failure(args)
+                _pack_or_raise(p, args, self)
                 params = p.params if p.nargs else NULL
             if config is not None:
                 if _launch_ex(<CUfunction>self._hv, config, g, bl, smem, sh, params) == 0:
@@ -501,25 +508,14 @@ cdef class PreparedLaunch:
 
     def set_args(self, *args):
         """Pack new argument values (the same types, in the same order) for the next calls."""
-        cdef int r
         if len(args) != len(self.args) or any(type(a) is not type(b) for a, b in zip(args, self.args)):
             raise _errors.invalid("PreparedLaunch.set_args", f"{self.fn.name}: the arguments must have the types "
                                   f"they were prepared with ({', '.join(type(a).__name__ for a in self.args)})")
         self._pack(args)
 
     cdef int _pack(self, tuple args) except -1:
-        cdef int r
         if self.plan is not None:
-            try:
-                r = _pack(self.plan, args, self.fn._ordinal, self.fn._reachable)
-            except OverflowError:
-                r = -2
-            except Exception as exc:
-                from .launch import pack_error
-
-                raise pack_error(args, exc, self.fn.name) from None
-            if r:
-                raise self.fn._pack_failure(args)
+            _pack_or_raise(self.plan, args, self.fn)
         else:
             try:
                 self.packer.pack(args)
