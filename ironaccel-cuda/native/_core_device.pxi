@@ -16,6 +16,18 @@ cdef inline tuple _dtype_spec(object dtype, str op):
     return spec
 
 
+cdef inline long long _count(object size, long long itemsize, long long total, object device, str op) except -1:
+    """How many elements `size` (an int) asks for, checked against `total` bytes; InvalidArgument otherwise."""
+    cdef long long n
+    try:
+        n = PyLong_AsLongLong(size)
+    except OverflowError:
+        n = -1 if size < 0 else total + 1
+    if n <= 0 or n > total // itemsize:
+        raise device._bad_size(size, size * itemsize, op)
+    return n
+
+
 cdef class DeviceCore:
     """Device's per-handle fields and its hot methods (alloc, create_event).
 
@@ -75,12 +87,7 @@ cdef class DeviceCore:
         if type(size) is not int:
             size = self._size_arg(size, "cuMemAllocAsync")
         itemsize = spec[2]
-        try:
-            n = PyLong_AsLongLong(size)
-        except OverflowError:
-            n = -1 if size < 0 else self._total + 1
-        if n <= 0 or n > self._total // itemsize:
-            raise self._bad_size(size, size * itemsize, "cuMemAllocAsync")
+        n = _count(size, itemsize, self._total, self, "cuMemAllocAsync")
         nbytes = n * itemsize
         s = self._default_stream() if stream is None else stream
         if not isinstance(s, StreamCore) or (<StreamCore>s)._ordinal != self.ordinal or (<StreamCore>s)._isclosed:

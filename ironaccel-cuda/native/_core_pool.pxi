@@ -66,8 +66,6 @@ cdef class PoolCore:
     cdef long long _total
     cdef int _ordinal
     cdef uintptr_t _fallback_h
-    cdef object _spec_key
-    cdef tuple _spec
 
     def __init__(self, stream, fallback, *, min_block, max_block, front_depth, max_bytes):
         self.stream = stream
@@ -207,21 +205,11 @@ cdef class PoolCore:
             raise _errors.closed("MemPool.alloc", "pool")
         if _disabled:  # a forked child: the cached blocks are the parent's
             raise _errors.InvalidState(_errors.BACKEND, "MemPool.alloc", detail=_disabled_reason)
-        if dtype is self._spec_key:
-            spec = self._spec
-        else:
-            spec = _dtype_spec(dtype, "MemPool.alloc")
-            self._spec_key = dtype
-            self._spec = spec
+        spec = _dtype_spec(dtype, "MemPool.alloc")
         if type(size) is not int:
             size = self.device._size_arg(size, "MemPool.alloc")
         itemsize = spec[2]
-        try:
-            n = PyLong_AsLongLong(size)
-        except OverflowError:
-            n = -1 if size < 0 else self._total + 1
-        if n <= 0 or n > self._total // itemsize:
-            raise self.device._bad_size(size, size * itemsize, "MemPool.alloc")
+        n = _count(size, itemsize, self._total, self.device, "MemPool.alloc")
         nbytes = n * itemsize
         tc = self._cache()
         buf = DeviceBuf.__new__(DeviceBuf)
