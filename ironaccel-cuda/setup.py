@@ -79,8 +79,7 @@ def _extensions() -> list[Extension]:
         extra_compile_args=["-O2", "-pthread", "-Wno-unused-function"],
         extra_link_args=["-pthread"],
     )
-    return cythonize([ext], quiet=True, language_level=3,
-                     compiler_directives={"language_level": 3, "binding": False})
+    return cythonize([ext], quiet=True)  # directives (language_level, binding, ...): the header of _core.pyx
 
 
 os.chdir(HERE)
