@@ -122,6 +122,23 @@ def test_buffer_and_params_lists():
             pack_params("x", bad, 1)
 
 
+def test_pipeline_refuses_more_buffers_than_the_device_binds():
+    from ironaccel.testing.double import SCALE_OFFSET, MemoryBackend, MemoryDevice
+
+    class TwoBindings(MemoryDevice):
+        binding_limit_name = "the double's two bindings"
+
+        def __init__(self, descriptor):
+            self._open(descriptor, max_buffer_bytes=1 << 20, group_limits=(8, 8, 8), max_buffers=2)
+
+    device = TwoBindings(MemoryBackend().devices()[0])
+    device.pipeline(SCALE_OFFSET, buffers=2, params=3).close()
+    with pytest.raises(InvalidArgument) as info:
+        device.pipeline(SCALE_OFFSET, buffers=3, params=3)
+    assert info.value.op == "pipeline" and info.value.detail == "buffers=3 is over the double's two bindings (2)"
+    device.close()
+
+
 def test_source_text_refuses_what_a_compiler_would_misread():
     assert source_text("x", b"void main() {}", "GLSL") == "void main() {}"
     for bad in ("a\0b", "a\ud800", b"a\0b", b"\xff", b"\x03\x02\x23\x07rest", 12, None, ["main"]):

@@ -205,6 +205,12 @@ class TestErrors:
                 case()
             assert info.value.op and info.value.backend == "opengl"
 
+    def test_more_buffers_than_the_device_binds(self, device):
+        limit = device.max_storage_blocks
+        with pytest.raises(InvalidArgument) as info:
+            device.pipeline(SCALE_OFFSET, buffers=limit + 1, params=3)
+        assert info.value.op == "pipeline" and f"GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS ({limit})" in info.value.detail
+
     def test_a_stale_gl_error_does_not_fail_the_next_upload(self, device):
         import ctypes
 

@@ -187,6 +187,13 @@ def test_pipeline_interface_mismatch(device: Any, scale_offset_spv: bytes, kwarg
     assert info.value.op
 
 
+def test_more_buffers_than_the_device_binds(device: Any, scale_offset_spv: bytes) -> None:
+    limit = device.limits["max_storage_buffers_per_stage"]
+    with pytest.raises(InvalidArgument) as info:
+        device.pipeline(scale_offset_spv, buffers=limit + 1, params=3)
+    assert info.value.op == "pipeline" and f"maxPerStageDescriptorStorageBuffers ({limit})" in info.value.detail
+
+
 def test_not_spirv(device: Any, scale_offset_spv: bytes) -> None:
     with pytest.raises(InvalidArgument, match="glslangValidator"):
         device.pipeline("#version 450\nvoid main() {}", buffers=0)

@@ -38,6 +38,7 @@ class OpenGLDevice(ComputeDeviceBase):
     submission_type = OpenGLSubmission
     buffer_limit_name = "GL_MAX_SHADER_STORAGE_BLOCK_SIZE"
     group_limit_name = "GL_MAX_COMPUTE_WORK_GROUP_COUNT"
+    binding_limit_name = "GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS"
 
     def __init__(self, moderngl: Any, descriptor: DeviceDescriptor):
         self.ctx = create_context(moderngl)
@@ -50,7 +51,8 @@ class OpenGLDevice(ComputeDeviceBase):
         self._bound: list[Any] = [None] * self.max_storage_blocks  # moderngl Buffer bound at each SSBO binding
         self._bound_uniform: Any = None
         self._open(descriptor, max_buffer_bytes=int(info["GL_MAX_SHADER_STORAGE_BLOCK_SIZE"]),
-                   group_limits=self.max_groups, thread_bound=self.ctx.mglo.__enter__)
+                   group_limits=self.max_groups, max_buffers=self.max_storage_blocks,
+                   thread_bound=self.ctx.mglo.__enter__)
 
     # -- context ----------------------------------------------------------------------------------------
 
@@ -94,9 +96,6 @@ class OpenGLDevice(ComputeDeviceBase):
 
     def _build(self, code: str, entry: str, buffers: int, params: int,
                workgroup_size: tuple[int, int, int]) -> OpenGLProgram:
-        if buffers > self.max_storage_blocks:
-            raise InvalidArgument(BACKEND, "pipeline", detail=f"{buffers} storage buffers, over the device's "
-                                  f"GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS {self.max_storage_blocks}")
         return OpenGLProgram(self.ctx, code, buffers, params)
 
     def _launch(self, program: OpenGLProgram, handles: list[Any], dims: tuple[int, int, int],

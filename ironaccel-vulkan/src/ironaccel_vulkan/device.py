@@ -62,6 +62,7 @@ class VulkanDevice(ComputeDeviceBase):
     pipeline_type = VulkanPipeline
     submission_type = VulkanSubmission
     group_limit_name = "maxComputeWorkGroupCount"
+    binding_limit_name = "maxPerStageDescriptorStorageBuffers"
     buffer_limit_name = "the smaller of maxBufferSize and the largest memory heap"
 
     def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
@@ -77,7 +78,7 @@ class VulkanDevice(ComputeDeviceBase):
             self._buffer_prefer = PREFER_DEVICE_LOCAL
         limit = min(state.limits["max_buffer_bytes"], max(s for s, _ in info.memory_heaps))
         self._open(info.descriptor(), max_buffer_bytes=limit, group_limits=state.limits["max_workgroup_count"],
-                   lock=state.lock)
+                   max_buffers=state.limits["max_storage_buffers_per_stage"], lock=state.lock)
 
     # -- properties -----------------------------------------------------------------------------------------
 

@@ -129,9 +129,6 @@ def _check_interface(core: DeviceState, info: spirv.ModuleInfo, entry: str, buff
 def build(state: DeviceState, words: np.ndarray, entry: str, buffers: int, params: int) -> PipelineState:
     """A new state for this module and interface; typed errors for every bad input, before the driver sees it."""
     op = "pipeline"
-    if buffers > state.limits["max_storage_buffers_per_stage"]:
-        raise InvalidArgument(BACKEND, op, detail=f"buffers={buffers} exceeds maxPerStageDescriptorStorageBuffers "
-                              f"{state.limits['max_storage_buffers_per_stage']}")
     if 4 * params > state.limits["max_push_constants_bytes"]:
         raise InvalidArgument(BACKEND, op, detail=f"params={params} needs {4 * params} bytes of push constants; "
                               f"this device allows {state.limits['max_push_constants_bytes']}")

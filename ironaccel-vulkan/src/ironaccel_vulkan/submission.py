@@ -124,10 +124,6 @@ class Timeline:
                 return True
         return True
 
-    def wait_all(self) -> None:
-        if self.submitted > self.completed:
-            self.wait(self.submitted)
-
     def _retire(self, serial: int, waited: bool = False) -> None:
         """Recycle the fences up to `serial` (signalled: `serial` was waited for or polled done)."""
         retired = []

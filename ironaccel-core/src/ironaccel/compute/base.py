@@ -81,6 +81,7 @@ class ComputeDeviceBase:
     max_programs: ClassVar[int] = 128
     buffer_limit_name: ClassVar[str] = "the device's buffer limit"
     group_limit_name: ClassVar[str] = "the device's workgroup-count limit"
+    binding_limit_name: ClassVar[str] = "the device's storage-buffer limit"
 
     descriptor: DeviceDescriptor
     max_buffer_bytes: int
@@ -89,14 +90,17 @@ class ComputeDeviceBase:
     _completed: int = 0
 
     def _open(self, descriptor: DeviceDescriptor, *, max_buffer_bytes: int, group_limits: Sequence[int],
-              lock: Any = None, thread_bound: Callable[[], Any] | None = None) -> None:
+              max_buffers: int | None = None, lock: Any = None,
+              thread_bound: Callable[[], Any] | None = None) -> None:
         """Set up the kit's state; a subclass calls this once its vendor objects exist.
 
+        `max_buffers`: the most storage buffers one pipeline may bind (`binding_limit_name`), None for no limit.
         `thread_bound`: the device belongs to the calling thread, and this makes its context current there.
         """
         self.descriptor = descriptor
         self.max_buffer_bytes = int(max_buffer_bytes)
         self._group_limits = tuple(int(g) for g in group_limits)
+        self._max_buffers = max_buffers
         self._programs = ProgramCache(self.max_programs)
         self._garbage: deque[Any] = deque()
         self._lock = threading.RLock() if lock is None else lock
@@ -211,7 +215,7 @@ class ComputeDeviceBase:
         backend = self.backend
         with self._lock:
             self._enter("pipeline")
-            buffers = count(backend, "buffers", buffers)
+            buffers = count(backend, "buffers", buffers, limit=self._max_buffers, limit_name=self.binding_limit_name)
             params = count(backend, "params", params)
             entry = entry_name(backend, entry)
             size = workgroup_size_of(backend, workgroup_size)
