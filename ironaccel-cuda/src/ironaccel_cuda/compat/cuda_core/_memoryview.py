@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _ia, _needs
+from ._dlpack import export_versioned
 from ._missing import missing_error
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory"]
@@ -168,17 +169,7 @@ class StridedMemoryView:
 
     def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
-        if dl_device is not None:
-            raise BufferError("Sorry, not supported: dl_device other than None")
-        if copy is True:
-            raise BufferError("Sorry, not supported: copy=True")
-        if max_version is None:
-            versioned = False
-        else:
-            if not isinstance(max_version, tuple) or len(max_version) != 2:
-                raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
-            versioned = max_version >= (1, 0)
-        return _export(self, versioned)
+        return _export(self, export_versioned(max_version, dl_device, copy))
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (self._device_type, 0 if self._device_type != 2 else self.device_id)

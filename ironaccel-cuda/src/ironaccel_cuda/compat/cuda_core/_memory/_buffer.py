@@ -13,6 +13,7 @@ import abc
 from typing import Any
 
 from .. import _ia
+from .._dlpack import classify_dl_device, export_versioned
 from .._utils.cuda_utils import driver, from_ironaccel
 
 __all__ = ["Buffer", "MemoryResource"]
@@ -222,32 +223,13 @@ class Buffer:
     def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
         """A 1-D int8 DLPack tensor over the buffer (stream order is the caller's to keep)."""
-        if dl_device is not None:
-            raise BufferError("Sorry, not supported: dl_device other than None")
-        if copy is True:
-            raise BufferError("Sorry, not supported: copy=True")
-        if max_version is None:
-            versioned = False
-        else:
-            if not isinstance(max_version, tuple) or len(max_version) != 2:
-                raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
-            versioned = max_version >= (1, 0)
-        device = self.__dlpack_device__()
+        versioned = export_versioned(max_version, dl_device, copy)
         from ironaccel import DType
 
-        _dlpack = _ia.dlpack
-
-        return _dlpack.export(self._ptr, self._size, DType.INT8, device, self, versioned)
+        return _ia.dlpack.export(self._ptr, self._size, DType.INT8, self.__dlpack_device__(), self, versioned)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        d, h = self.is_device_accessible, self.is_host_accessible
-        if d and not h:
-            return (2, self.device_id)  # kDLCUDA
-        if d and h:
-            return (13 if self.is_managed else 3, 0)  # kDLCUDAManaged / kDLCUDAHost
-        if h:
-            return (1, 0)  # kDLCPU
-        raise BufferError("buffer is neither device-accessible nor host-accessible")
+        return classify_dl_device(self)
 
     # -- properties -----------------------------------------------------------------
 
