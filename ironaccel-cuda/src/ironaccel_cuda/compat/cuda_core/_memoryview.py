@@ -236,14 +236,10 @@ def _pointer_device(ptr: int) -> int:
 def _order(producer: int, consumer: int) -> None:
     """Make stream `consumer` wait for the work queued so far on stream `producer`."""
     from ._device import Device
+    from ._stream import order_after
 
     dev = Device()
-    event = _ia.IaDevice.create_event(dev)
-    try:
-        _ia.IaStream.record(_ia.IaStream.from_handle(producer, dev), event)
-        _ia.IaStream.wait(_ia.IaStream.from_handle(consumer, dev), event)
-    finally:
-        event.close()
+    order_after(_ia.IaStream.from_handle(consumer, dev), _ia.IaStream.from_handle(producer, dev), dev)
 
 
 def _export(view: StridedMemoryView, versioned: bool) -> Any:

@@ -226,15 +226,7 @@ class Stream(_ia.IaStream):
             except (TypeError, RuntimeError):
                 raise ValueError("only an Event, Stream, or object supporting __cuda_stream__ can be waited, got "
                                  f"{type(event_or_stream)}") from None
-        from ._event import Event
-
-        dev = other.device if isinstance(other, Stream) else self.device
-        event = Event._init(dev, None)
-        try:
-            _ia.IaStream.record(other, event)
-            _ia.IaStream.wait(self, event)
-        finally:
-            event.close()
+        order_after(self, other, other.device if isinstance(other, Stream) else self.device)
 
     def create_graph_builder(self) -> Any:
         from .graph._graph_builder import GraphBuilder
@@ -276,6 +268,16 @@ def _stream_ordinal(handle: int) -> int:
         return int(call("cuCtxGetDevice"))
     finally:
         call("cuCtxPopCurrent")
+
+
+def order_after(waiter: Any, producer: Any, device: Any) -> None:
+    """Make stream `waiter` wait for the work queued so far on stream `producer` (through an event of `device`)."""
+    event = _ia.IaDevice.create_event(device)
+    try:
+        _ia.IaStream.record(producer, event)
+        _ia.IaStream.wait(waiter, event)
+    finally:
+        event.close()
 
 
 _resolved: dict[tuple[int, int], Any] = {}

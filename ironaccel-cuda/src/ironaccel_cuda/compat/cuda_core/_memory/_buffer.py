@@ -315,19 +315,13 @@ def _stream_accept(stream: Any) -> Any:
 
 def _order_free(mem: Any, stream: Any, home: Any) -> None:
     """Make `mem`'s home stream wait for the work queued on `stream`, so that the free comes after it."""
-    from .._stream import for_device
+    from .._stream import for_device, order_after
 
     ordinal = mem.device.ordinal
     s = for_device(_stream_accept(stream), ordinal)
     home_stream = for_device(home, ordinal) if home is not None else None
-    if home_stream is None or s is home_stream:
-        return
-    event = _ia.IaDevice.create_event(mem.device)
-    try:
-        _ia.IaStream.record(s, event)
-        _ia.IaStream.wait(home_stream, event)
-    finally:
-        event.close()
+    if home_stream is not None and s is not home_stream:
+        order_after(home_stream, s, mem.device)
 
 
 def _copy(dst: Buffer, src: Buffer, s: Any) -> None:
