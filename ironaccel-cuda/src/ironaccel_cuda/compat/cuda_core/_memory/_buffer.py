@@ -89,15 +89,8 @@ class Buffer:
     @classmethod
     def _adopt(cls, mem: Any, size: int, mr: Any, stream: Any) -> Buffer:
         """A Buffer over ironaccel-owned memory `mem` (DeviceBuf or PinnedBuf), freed by closing `mem`."""
-        b = _new(cls)
-        b._ptr = mem.ptr
-        b._size = size
-        b._mr = mr
-        b._owner = None
+        b = cls._init(mem.ptr, size, mr, stream=stream)
         b._mem = mem
-        b._stream = stream
-        b._free_stream = None
-        b._attrs = None
         return b
 
     @staticmethod
