@@ -138,8 +138,6 @@ class ObjectCode:
         """The kernel `name` (a name expression given at compile time, or a symbol)."""
         if isinstance(name, (bytes, bytearray)):
             name = bytes(name).decode()
-        if self._code_type not in _LOADABLE:
-            raise RuntimeError(f'Unsupported code type "{self._code_type}" ({", ".join(_LOADABLE)} can be loaded)')
         return Kernel._from_function(self._function(name), self, name)
 
     def get_module(self) -> Any:
