@@ -258,11 +258,8 @@ class Stream(_ia.IaStream):
 
 
 def _stream_ordinal(handle: int) -> int:
-    """The device of a foreign stream, from its context (cold)."""
+    """The device of a foreign stream, from its context (cold; opens no other device to compare contexts)."""
     ctx = int(call("cuStreamGetCtx", driver.CUstream(handle)))
-    for i in range(_ia.device_count()):
-        if int(_ia.state_for(i).ctx) == ctx:
-            return i
     call("cuCtxPushCurrent", driver.CUcontext(ctx))
     try:
         return int(call("cuCtxGetDevice"))
