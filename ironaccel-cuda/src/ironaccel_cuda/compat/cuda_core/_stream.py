@@ -73,9 +73,9 @@ class Stream(_ia.IaStream):
         flags = 1 if options.nonblocking else 0
         priority = options.priority
         if priority is not None:
-            least, greatest = call("cuCtxGetStreamPriorityRange")
-            if not int(greatest) <= priority <= int(least):
-                raise ValueError(f"priority={priority} is out of range [{int(greatest)}, {int(least)}]")
+            least, greatest = dev.stream_priority_range
+            if not greatest <= priority <= least:
+                raise ValueError(f"priority={priority} is out of range [{greatest}, {least}]")
         else:
             priority = 0
         _ia.ensure(dev._state.ctx)
