@@ -53,6 +53,11 @@ MARKERS = ("agent_authored(model)", "human_reviewed", "human_authored", "flaky",
 OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
 
 
+def _no_cases() -> dict[str, int]:
+    """A file's (or a group's) counters before any case is counted."""
+    return {k: 0 for k in ("cases", "not run", *OUTCOMES)}
+
+
 def _environment(against: str, extra: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     paths = [str(TOOLS)]
@@ -140,7 +145,7 @@ def _table(counts: dict[str, dict[str, int]]) -> tuple[str, dict[str, Any]]:
         c = counts[name]
         lines.append(row(name, c))
         for key in (_group(name), "all"):
-            t = totals.setdefault(key, {k: 0 for k in ("cases", "not run", *OUTCOMES)})
+            t = totals.setdefault(key, _no_cases())
             for k, v in c.items():
                 t[k] += v
     for key in ("core", "reachable (issues 10, 15)", "all"):
@@ -206,17 +211,17 @@ def main(argv: list[str] | None = None) -> int:
 
     counts: dict[str, dict[str, int]] = {}
     for case in results["cases"]:
-        c = counts.setdefault(case["file"], {k: 0 for k in ("cases", "not run", *OUTCOMES)})
+        c = counts.setdefault(case["file"], _no_cases())
         c["cases"] += 1
         c[case["outcome"]] += 1
     for file, n in expected.items():
-        c = counts.setdefault(file, {k: 0 for k in ("cases", "not run", *OUTCOMES)})
+        c = counts.setdefault(file, _no_cases())
         if n > c["cases"]:
             c["not run"] += n - c["cases"]
             c["cases"] = n
     for nodeid in results.get("collection_errors", {}):
         if nodeid.endswith(".py") and nodeid not in counts:
-            counts[nodeid] = {k: 0 for k in ("cases", "not run", *OUTCOMES)}
+            counts[nodeid] = _no_cases()
 
     table, summary = _table(counts)
     stopped = " (stopped at --timeout)" if proc.returncode == 124 else ""

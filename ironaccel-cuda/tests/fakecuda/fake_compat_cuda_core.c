@@ -5,7 +5,7 @@
  * (magic, device, flags, priority); the default streams (handles 0, 1, 2) report flags 0 and priority 0.
  * cuMemcpyAsync copies between any two host addresses (fake "device" memory is host memory) once the stream is
  * valid.  Pinned host allocation forwards to cuMemHostAlloc.  Graph upload checks its handles and does nothing
- * else; the DOT print writes an empty graph.  Event IPC is not faked (CUDA_ERROR_NOT_SUPPORTED).
+ * else; the DOT print writes an empty graph.  Event IPC is fake_memory.c's.
  */
 #include <cuda.h>
 #include <stdint.h>
@@ -76,14 +76,4 @@ CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned int flag
     fputs("digraph fake {}\n", f);
     fclose(f);
     return CUDA_SUCCESS;
-}
-
-CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event) {
-    (void)handle; (void)event;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult cuIpcOpenEventHandle(CUevent *event, CUipcEventHandle handle) {
-    (void)event; (void)handle;
-    return CUDA_ERROR_NOT_SUPPORTED;
 }

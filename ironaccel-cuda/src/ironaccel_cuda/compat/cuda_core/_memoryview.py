@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _ia, _needs
+from ._dlpack import export_versioned
 from ._missing import missing_error
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory"]
@@ -168,17 +169,7 @@ class StridedMemoryView:
 
     def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
-        if dl_device is not None:
-            raise BufferError("Sorry, not supported: dl_device other than None")
-        if copy is True:
-            raise BufferError("Sorry, not supported: copy=True")
-        if max_version is None:
-            versioned = False
-        else:
-            if not isinstance(max_version, tuple) or len(max_version) != 2:
-                raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
-            versioned = max_version >= (1, 0)
-        return _export(self, versioned)
+        return _export(self, export_versioned(max_version, dl_device, copy))
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (self._device_type, 0 if self._device_type != 2 else self.device_id)
@@ -245,14 +236,10 @@ def _pointer_device(ptr: int) -> int:
 def _order(producer: int, consumer: int) -> None:
     """Make stream `consumer` wait for the work queued so far on stream `producer`."""
     from ._device import Device
+    from ._stream import order_after
 
     dev = Device()
-    event = _ia.IaDevice.create_event(dev)
-    try:
-        _ia.IaStream.record(_ia.IaStream.from_handle(producer, dev), event)
-        _ia.IaStream.wait(_ia.IaStream.from_handle(consumer, dev), event)
-    finally:
-        event.close()
+    order_after(_ia.IaStream.from_handle(consumer, dev), _ia.IaStream.from_handle(producer, dev), dev)
 
 
 def _export(view: StridedMemoryView, versioned: bool) -> Any:

@@ -138,8 +138,6 @@ class ObjectCode:
         """The kernel `name` (a name expression given at compile time, or a symbol)."""
         if isinstance(name, (bytes, bytearray)):
             name = bytes(name).decode()
-        if self._code_type not in _LOADABLE:
-            raise RuntimeError(f'Unsupported code type "{self._code_type}" ({", ".join(_LOADABLE)} can be loaded)')
         return Kernel._from_function(self._function(name), self, name)
 
     def get_module(self) -> Any:
@@ -321,20 +319,13 @@ class Kernel:
         return KernelAttributes._init(self, None)
 
     def _layout(self) -> list[ParamInfo]:
-        if not hasattr(driver, "cuFuncGetParamInfo"):
+        """The kernel's parameters as ironaccel's launch packs them (`Function.param_layout`, queried once)."""
+        layout = self._fn.param_layout()
+        if layout is None:  # the driver could not say: a driver error is raised as such, else the call is missing
+            if hasattr(driver, "cuFuncGetParamInfo"):
+                call("cuFuncGetParamInfo", self._fn._h, 0)
             raise NotImplementedError("cuFuncGetParamInfo needs cuda.bindings and a driver of CUDA 12.4 or newer")
-        out = []
-        index = 0
-        h = self._fn._h
-        while True:
-            err, info = _ia.try_call("cuFuncGetParamInfo", h, index)
-            if err == 1:  # CUDA_ERROR_INVALID_VALUE: past the last parameter
-                break
-            if err:
-                call("cuFuncGetParamInfo", h, index)
-            out.append(ParamInfo(int(info[0]), int(info[1])))
-            index += 1
-        return out
+        return [ParamInfo(offset, size) for offset, size in layout]
 
     @property
     def num_arguments(self) -> int:

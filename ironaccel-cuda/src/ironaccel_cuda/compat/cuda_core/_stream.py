@@ -73,9 +73,9 @@ class Stream(_ia.IaStream):
         flags = 1 if options.nonblocking else 0
         priority = options.priority
         if priority is not None:
-            least, greatest = call("cuCtxGetStreamPriorityRange")
-            if not int(greatest) <= priority <= int(least):
-                raise ValueError(f"priority={priority} is out of range [{int(greatest)}, {int(least)}]")
+            least, greatest = dev.stream_priority_range
+            if not greatest <= priority <= least:
+                raise ValueError(f"priority={priority} is out of range [{greatest}, {least}]")
         else:
             priority = 0
         _ia.ensure(dev._state.ctx)
@@ -226,15 +226,7 @@ class Stream(_ia.IaStream):
             except (TypeError, RuntimeError):
                 raise ValueError("only an Event, Stream, or object supporting __cuda_stream__ can be waited, got "
                                  f"{type(event_or_stream)}") from None
-        from ._event import Event
-
-        dev = other.device if isinstance(other, Stream) else self.device
-        event = Event._init(dev, None)
-        try:
-            _ia.IaStream.record(other, event)
-            _ia.IaStream.wait(self, event)
-        finally:
-            event.close()
+        order_after(self, other, other.device if isinstance(other, Stream) else self.device)
 
     def create_graph_builder(self) -> Any:
         from .graph._graph_builder import GraphBuilder
@@ -266,16 +258,23 @@ class Stream(_ia.IaStream):
 
 
 def _stream_ordinal(handle: int) -> int:
-    """The device of a foreign stream, from its context (cold)."""
+    """The device of a foreign stream, from its context (cold; opens no other device to compare contexts)."""
     ctx = int(call("cuStreamGetCtx", driver.CUstream(handle)))
-    for i in range(_ia.device_count()):
-        if int(_ia.state_for(i).ctx) == ctx:
-            return i
     call("cuCtxPushCurrent", driver.CUcontext(ctx))
     try:
         return int(call("cuCtxGetDevice"))
     finally:
         call("cuCtxPopCurrent")
+
+
+def order_after(waiter: Any, producer: Any, device: Any) -> None:
+    """Make stream `waiter` wait for the work queued so far on stream `producer` (through an event of `device`)."""
+    event = _ia.IaDevice.create_event(device)
+    try:
+        _ia.IaStream.record(producer, event)
+        _ia.IaStream.wait(waiter, event)
+    finally:
+        event.close()
 
 
 _resolved: dict[tuple[int, int], Any] = {}

@@ -13,6 +13,7 @@ import abc
 from typing import Any
 
 from .. import _ia
+from .._dlpack import classify_dl_device, export_versioned
 from .._utils.cuda_utils import driver, from_ironaccel
 
 __all__ = ["Buffer", "MemoryResource"]
@@ -88,15 +89,8 @@ class Buffer:
     @classmethod
     def _adopt(cls, mem: Any, size: int, mr: Any, stream: Any) -> Buffer:
         """A Buffer over ironaccel-owned memory `mem` (DeviceBuf or PinnedBuf), freed by closing `mem`."""
-        b = _new(cls)
-        b._ptr = mem.ptr
-        b._size = size
-        b._mr = mr
-        b._owner = None
+        b = cls._init(mem.ptr, size, mr, stream=stream)
         b._mem = mem
-        b._stream = stream
-        b._free_stream = None
-        b._attrs = None
         return b
 
     @staticmethod
@@ -222,32 +216,13 @@ class Buffer:
     def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
         """A 1-D int8 DLPack tensor over the buffer (stream order is the caller's to keep)."""
-        if dl_device is not None:
-            raise BufferError("Sorry, not supported: dl_device other than None")
-        if copy is True:
-            raise BufferError("Sorry, not supported: copy=True")
-        if max_version is None:
-            versioned = False
-        else:
-            if not isinstance(max_version, tuple) or len(max_version) != 2:
-                raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
-            versioned = max_version >= (1, 0)
-        device = self.__dlpack_device__()
+        versioned = export_versioned(max_version, dl_device, copy)
         from ironaccel import DType
 
-        _dlpack = _ia.dlpack
-
-        return _dlpack.export(self._ptr, self._size, DType.INT8, device, self, versioned)
+        return _ia.dlpack.export(self._ptr, self._size, DType.INT8, self.__dlpack_device__(), self, versioned)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        d, h = self.is_device_accessible, self.is_host_accessible
-        if d and not h:
-            return (2, self.device_id)  # kDLCUDA
-        if d and h:
-            return (13 if self.is_managed else 3, 0)  # kDLCUDAManaged / kDLCUDAHost
-        if h:
-            return (1, 0)  # kDLCPU
-        raise BufferError("buffer is neither device-accessible nor host-accessible")
+        return classify_dl_device(self)
 
     # -- properties -----------------------------------------------------------------
 
@@ -333,19 +308,13 @@ def _stream_accept(stream: Any) -> Any:
 
 def _order_free(mem: Any, stream: Any, home: Any) -> None:
     """Make `mem`'s home stream wait for the work queued on `stream`, so that the free comes after it."""
-    from .._stream import for_device
+    from .._stream import for_device, order_after
 
     ordinal = mem.device.ordinal
     s = for_device(_stream_accept(stream), ordinal)
     home_stream = for_device(home, ordinal) if home is not None else None
-    if home_stream is None or s is home_stream:
-        return
-    event = _ia.IaDevice.create_event(mem.device)
-    try:
-        _ia.IaStream.record(s, event)
-        _ia.IaStream.wait(home_stream, event)
-    finally:
-        event.close()
+    if home_stream is not None and s is not home_stream:
+        order_after(home_stream, s, mem.device)
 
 
 def _copy(dst: Buffer, src: Buffer, s: Any) -> None:

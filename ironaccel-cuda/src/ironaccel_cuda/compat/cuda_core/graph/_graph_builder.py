@@ -198,7 +198,7 @@ class GraphBuilder:
         if len(graph_builders) < 2:
             raise ValueError("Must join with at least two graph builders")
         root = next((b for b in graph_builders if not b.is_join_required), graph_builders[0])
-        from .._event import Event
+        from .._stream import order_after
 
         root._check_open()
         dev = root._stream.device
@@ -206,12 +206,7 @@ class GraphBuilder:
             if other is root:
                 continue
             other._check_open()
-            event = Event._init(dev, None)
-            try:
-                _ia.IaStream.record(other._stream, event)
-                _ia.IaStream.wait(root._stream, event)
-            finally:
-                event.close()
+            order_after(root._stream, other._stream, dev)
             other._closed = True
             root._joined.append(other)
             root._joined.extend(other._joined)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import _ia, _needs
 from .._missing import missing_function
+from .._utils.version import driver_version
 
 __all__ = [
     "CUDA_BINDINGS_NVML_IS_COMPATIBLE", "get_driver_branch", "get_kernel_mode_driver_version", "get_num_devices",
@@ -20,8 +21,7 @@ def get_num_devices() -> int:
 
 def get_user_mode_driver_version() -> tuple[int, ...]:
     """The CUDA version of the user-mode driver, e.g. (13, 0) (cuDriverGetVersion)."""
-    v = int(_ia.call("cuDriverGetVersion"))
-    return (v // 1000, (v % 1000) // 10)
+    return driver_version()[:2]
 
 
 def get_process_name(pid: int) -> str:
