@@ -565,13 +565,13 @@ class Communicator:
 
     def send(self, buf: DeviceBuf, peer: int, *, stream: Stream | None = None) -> None:
         """Send buf to rank `peer`, which posts a recv of the same size (ncclSend; pair them in a group)."""
-        self._p2p("ncclSend", buf, peer, stream)
+        self._p2p("ncclSend", self._nb.send, buf, peer, stream)
 
     def recv(self, buf: DeviceBuf, peer: int, *, stream: Stream | None = None) -> None:
         """Receive into buf what rank `peer` sends (ncclRecv)."""
-        self._p2p("ncclRecv", buf, peer, stream)
+        self._p2p("ncclRecv", self._nb.recv, buf, peer, stream)
 
-    def _p2p(self, name: str, buf: Any, peer: Any, stream: Any) -> None:
+    def _p2p(self, name: str, fn: Any, buf: Any, peer: Any, stream: Any) -> None:
         kind = buf.__class__
         if kind is not DeviceBuf or buf.ptr is None or buf._ordinal != self._ordinal:
             self._buf(buf, "buf", name)
@@ -583,10 +583,7 @@ class Communicator:
         if comm is None:
             raise closed(name, "communicator")
         try:
-            if name == "ncclSend":
-                self._nb.send(buf.ptr, buf.size * k, dt, peer, comm, h)
-            else:
-                self._nb.recv(buf.ptr, buf.size * k, dt, peer, comm, h)
+            fn(buf.ptr, buf.size * k, dt, peer, comm, h)
         except Exception as exc:
             raise translate(name, exc, comm) from None
         self._issued(name, comm)
