@@ -122,6 +122,11 @@ def _defer(comm: Communicator, op: str) -> None:
     _tls.pending.setdefault(comm, op)
 
 
+def _pause(polls: int) -> None:
+    """Between two polls of NCCL's state: yield for the first 64, then back off from 10 us to 1 ms."""
+    time.sleep(0 if polls < 64 else min(1e-3, 1e-5 * (1 << min(polls - 64, 7))))
+
+
 def _settle(entries: dict[Communicator, str], *, quiet: bool = False) -> None:
     """Wait until every communicator in `entries` is ready; abort the failed and the late; raise the first error."""
     nb = binding()
@@ -170,7 +175,7 @@ def _settle(entries: dict[Communicator, str], *, quiet: bool = False) -> None:
                 "missing or hung; the communicator was aborted")))
             break
         polls += 1
-        time.sleep(0 if polls < 64 else min(1e-3, 1e-5 * (1 << min(polls - 64, 7))))
+        _pause(polls)
     if errors and not quiet:
         raise errors[0]
 
@@ -727,7 +732,7 @@ class Communicator:
                     f"work on stream {h:#x} did not finish within {limit} s on rank {self._rank_text()}: a peer is "
                     "missing or hung; the communicator was aborted"))
             polls += 1
-            time.sleep(0 if polls < 64 else min(1e-3, 1e-5 * (1 << min(polls - 64, 7))))
+            _pause(polls)
 
     def abort(self) -> None:
         """Abort now (ncclCommAbort): queued and running operations end, results are undefined.  Idempotent."""
