@@ -629,15 +629,8 @@ class Communicator:
             raise invalid(name, f"{what} {value} is out of range for {self.nranks} rank(s)")
 
     def _stream_handle(self, stream: Any, name: str) -> int:
-        s: Any = self.stream if stream is None else stream
-        if not isinstance(stream if stream is not None else self.stream, Stream):
-            raise invalid(name, f"stream must be a Stream, got {type(s).__name__}")
-        h = s._h
-        if h is CLOSED:
-            raise closed(name, "stream")
-        if s._ordinal != self._ordinal:
-            raise invalid(name, f"the stream is on cuda:{s._ordinal}, the communicator on cuda:{self._ordinal}")
-        return int(h)
+        s: Any = _stream_arg(self.stream if stream is None else stream, self.device, name)
+        return int(s._h)
 
     def _live(self, op: str) -> Any:
         comm = self._comm
