@@ -623,8 +623,7 @@ class Communicator:
             raise invalid(name, f"send has {send.size} elements, recv {recv.size}; sizes must match")
 
     def _peer(self, value: Any, what: str, name: str) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise invalid(name, f"{what} must be an int, got {value!r}")
+        _int_arg(value, what, name)
         if not 0 <= value < self.nranks:
             raise invalid(name, f"{what} {value} is out of range for {self.nranks} rank(s)")
 
