@@ -88,12 +88,12 @@ def check_stream(device: Device, stream: Any, op: str) -> Stream:
     return stream
 
 
-def element_count(device: Device, size: Any, dtype: Any, op: str) -> tuple[Any, int, int]:
-    """(DType, elements, bytes) of a request, checked: a positive int count of a known dtype."""
+def element_count(device: Device, size: Any, dtype: Any, op: str, most: int | None = None) -> tuple[Any, int, int]:
+    """(DType, elements, bytes) of a request, checked: a positive int count of a known dtype, at most `most` bytes."""
     dt, _, itemsize = _dtypes.spec(dtype, op)
     size = device._size_arg(size, op)
     nbytes = size * itemsize
-    if nbytes <= 0:
+    if nbytes <= 0 or (most is not None and nbytes > most):
         raise device._bad_size(size, nbytes, op)
     return dt, size, nbytes
 
@@ -203,9 +203,7 @@ class DirectAllocator(_Tracked):
 
         op = "cuMemAlloc"
         self.device._check_open(op)
-        dt, size, nbytes = element_count(self.device, size, dtype, op)
-        if nbytes > self.device.total_memory:
-            raise self.device._bad_size(size, nbytes, op)
+        dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)
         s = check_stream(self.device, stream, op)
         self.device._bind_here()
         ptr = int(call(op, nbytes))

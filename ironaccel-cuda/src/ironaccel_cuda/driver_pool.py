@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _core, _driver
-from . import dtypes as _dtypes
 from ._driver import call, driver
+from .allocator import check_stream, deallocate, element_count, host_ranges
 from .errors import InvalidState, Unsupported, closed, invalid
 
 if TYPE_CHECKING:
@@ -227,32 +227,20 @@ class DriverPool:
             raise InvalidState("cuda", op, detail="an imported pool holds buffers of another process; it cannot "
                                "allocate")
         from .memory import adopt
-        from .stream import Stream
 
-        dt, npdt, itemsize = _dtypes.spec(dtype, op)
-        size = self.device._size_arg(size, op)
-        nbytes = size * itemsize
-        if nbytes <= 0 or nbytes > (1 << 46 if self.kind == "host" else self.device.total_memory):
-            raise self.device._bad_size(size, nbytes, op)
-        s = self.device.default_stream if stream is None else stream
-        if not isinstance(s, Stream):
-            raise invalid(op, f"stream must be a Stream, got {type(s).__name__}")
-        if s._h is _core.CLOSED:
-            raise closed(op, "stream")
+        most = 1 << 46 if self.kind == "host" else self.device.total_memory
+        dt, size, nbytes = element_count(self.device, size, dtype, op, most)
+        s = check_stream(self.device, stream, op)
         self.device._bind_here()
         ptr = int(call(op, nbytes, self._h, s._h))
         with self._lock:
             self._live[ptr] = nbytes
         if self.kind == "host":
-            from .allocator import host_ranges
-
             host_ranges.add(ptr, nbytes, "host pool")
         return adopt(ptr, size, dt, self.device, stream=s, release=_Free(self, ptr, s))
 
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
         """Free `buf` stream-ordered on `stream` (default: its home stream); see `allocator.deallocate`."""
-        from .allocator import deallocate
-
         if self._owned or self.imported:
             with self._lock:
                 mine = getattr(buf, "ptr", None) in self._live
@@ -264,8 +252,6 @@ class DriverPool:
         with self._lock:
             self._live.pop(ptr, None)
         if self.kind == "host":
-            from .allocator import host_ranges
-
             host_ranges.remove(ptr)
         h = stream._h
         if h is _core.CLOSED:

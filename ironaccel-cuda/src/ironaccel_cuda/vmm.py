@@ -300,9 +300,7 @@ class VirtualAllocator(_Tracked):
 
         op = "VirtualAllocator.allocate"
         self.device._check_open(op)
-        dt, size, nbytes = element_count(self.device, size, dtype, op)
-        if nbytes > self.device.total_memory:
-            raise self.device._bad_size(size, nbytes, op)
+        dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)
         s = check_stream(self.device, stream, op)
         vb = VirtualBuffer._create(self.device, nbytes)
         try:

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import _driver
-from .. import dtypes as _dtypes
 from .._core import CLOSED
+from ..allocator import element_count
 from ..device import Device
 from ..errors import BACKEND, DriverError, closed, invalid
 from ..memory import DeviceBuf, adopt
@@ -876,11 +876,7 @@ def alloc(device: Device | int, size: int, dtype: Any = "uint8") -> DeviceBuf:
     """
     op = "ncclMemAlloc"
     dev = _device_arg(device, op)
-    dt, _, itemsize = _dtypes.spec(dtype, op)
-    size = Device._size_arg(size, op)
-    nbytes = size * itemsize
-    if nbytes <= 0 or nbytes > dev.total_memory:
-        raise dev._bad_size(size, nbytes, op)
+    dt, size, nbytes = element_count(dev, size, dtype, op, dev.total_memory)
     nb = binding()
     owner = Device._internal(dev._state)  # a handle the caller cannot close before the buffer is freed
     owner.bind()  # ncclMemAlloc allocates on the calling thread's current device
