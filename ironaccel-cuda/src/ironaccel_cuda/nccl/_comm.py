@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import _driver
 from .._core import CLOSED
-from ..allocator import element_count
+from ..allocator import check_stream, element_count
 from ..device import Device
 from ..errors import BACKEND, DriverError, closed, invalid
 from ..memory import DeviceBuf, adopt
@@ -262,16 +262,10 @@ def _int_arg(value: Any, what: str, op: str) -> int:
 
 
 def _stream_arg(stream: Any, device: Device, op: str) -> Stream:
-    if stream is None:
-        return device.default_stream
-    if not isinstance(stream, Stream):
-        raise invalid(op, f"stream must be a Stream, got {type(stream).__name__}")
-    s: Any = stream
-    if s._h is CLOSED:
-        raise closed(op, "stream")
+    s = check_stream(device, stream, op)
     if s._ordinal != device.ordinal:
         raise invalid(op, f"the stream is on cuda:{s._ordinal}, the communicator on cuda:{device.ordinal}")
-    return stream
+    return s
 
 
 def _env_int(name: str, op: str, default: int | None = None) -> int:
