@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _core, _driver
 from ._driver import call, driver
-from .allocator import check_stream, deallocate, element_count, host_ranges
+from .allocator import _Tracked, check_stream, deallocate, element_count, host_ranges
 from .errors import InvalidState, Unsupported, closed, invalid
 
 if TYPE_CHECKING:
@@ -125,12 +124,13 @@ def device_attribute(device: Device, name: str) -> int:
     return int(call("cuDeviceGetAttribute", attr, device._state.cudev))
 
 
-class DriverPool:
+class DriverPool(_Tracked):
     """A driver memory pool (CUmemoryPool); see the module docstring.  Satisfies `allocator.Allocator`.
 
     `kind` is "device" or "host" (page-locked host memory the device can
     use); `ipc` says it can be exported (`ipc.export`); `imported` pools
     (opened from another process's descriptor) only hold imported buffers.
+    `outstanding()` counts a created pool's allocations (0 for the default pool).
     """
 
     device: Device
@@ -141,8 +141,6 @@ class DriverPool:
     _h: Any
     _owned: bool
     _closed: bool
-    _live: dict[int, int]  # base address -> bytes, of this pool's outstanding allocations
-    _lock: threading.Lock
     _exported: Any  # the pool's shareable handle (ipc.IpcPool), made on first export
     _closer: Any  # what close() does instead of cuMemPoolDestroy (an imported pool's release)
 
@@ -161,8 +159,7 @@ class DriverPool:
         pool.max_size = max_size
         pool._owned = owned
         pool._closed = False
-        pool._live = {}
-        pool._lock = threading.Lock()
+        _Tracked.__init__(pool)
         pool._exported = None
         pool._closer = None
         return pool
@@ -233,8 +230,7 @@ class DriverPool:
         s = check_stream(self.device, stream, op)
         self.device._bind_here()
         ptr = int(call(op, nbytes, self._h, s._h))
-        with self._lock:
-            self._live[ptr] = nbytes
+        self._add(ptr, nbytes)
         if self.kind == "host":
             host_ranges.add(ptr, nbytes, "host pool")
         return adopt(ptr, size, dt, self.device, stream=s, release=_Free(self, ptr, s))
@@ -242,15 +238,12 @@ class DriverPool:
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
         """Free `buf` stream-ordered on `stream` (default: its home stream); see `allocator.deallocate`."""
         if self._owned or self.imported:
-            with self._lock:
-                mine = getattr(buf, "ptr", None) in self._live
-            deallocate(self, buf, stream, "DriverPool.deallocate", owned=mine)
+            deallocate(self, buf, stream, "DriverPool.deallocate", owned=self._owns(buf))
         else:
             deallocate(self, buf, stream, "DriverPool.deallocate")
 
     def _release(self, ptr: int, stream: Stream) -> None:
-        with self._lock:
-            self._live.pop(ptr, None)
+        self._drop(ptr)
         if self.kind == "host":
             host_ranges.remove(ptr)
         h = stream._h
@@ -393,11 +386,6 @@ class DriverPool:
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def outstanding(self) -> int:
-        """Bytes of this pool's allocations made here and not yet freed (0 for the default pool)."""
-        with self._lock:
-            return sum(self._live.values())
 
     def close(self) -> None:
         """Destroy the pool (cuMemPoolDestroy).  Idempotent; the default pool is never destroyed.
