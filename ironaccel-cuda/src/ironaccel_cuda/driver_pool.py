@@ -115,6 +115,17 @@ def _access_desc(drv: Any, ordinal: int, flags: int) -> Any:
     return desc
 
 
+def peer_device(peer: Any, op: str) -> Device:
+    """The Device a `peer` argument names (a Device or an ordinal); InvalidArgument for anything else."""
+    from .device import Device
+
+    if isinstance(peer, Device):
+        return peer
+    if isinstance(peer, bool) or not isinstance(peer, int):
+        raise invalid(op, f"peer must be a Device or an ordinal, got {peer!r}")
+    return Device(peer)
+
+
 def device_attribute(device: Device, name: str) -> int:
     """cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_<name>) of `device`; 0 when the binding lacks the attribute."""
     enum = driver().CUdevice_attribute
@@ -347,7 +358,7 @@ class DriverPool(_Tracked):
         """Let kernels and copies on device `peer` use this pool's memory ("read", "readwrite" or "none")."""
         op = "cuMemPoolSetAccess"
         self._check_open(op)
-        other = self._peer(peer, op)
+        other = peer_device(peer, op)
         if access not in _ACCESS:
             raise invalid(op, f"access must be one of {sorted(_ACCESS)}, got {access!r}")
         if self.kind == "device" and other.ordinal == self.device.ordinal:
@@ -362,18 +373,9 @@ class DriverPool(_Tracked):
         """How device `peer` may use this pool's memory: "none", "read" or "readwrite"."""
         op = "cuMemPoolGetAccess"
         self._check_open(op)
-        other = self._peer(peer, op)
+        other = peer_device(peer, op)
         loc = _location(driver(), "device", other.ordinal)
         return _ACCESS_NAMES.get(int(call(op, self._h, loc)), "none")
-
-    def _peer(self, peer: Any, op: str) -> Device:
-        from .device import Device
-
-        if isinstance(peer, Device):
-            return peer
-        if isinstance(peer, bool) or not isinstance(peer, int):
-            raise invalid(op, f"peer must be a Device or an ordinal, got {peer!r}")
-        return Device(peer)
 
     # -- identity and lifetime ---------------------------------------------------------
 
