@@ -162,6 +162,8 @@ host_ranges = _Ranges()
 class _Tracked:
     """Outstanding allocations by base address, so `deallocate` can tell its own buffers."""
 
+    device: Device
+
     def __init__(self) -> None:
         self._live: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -218,9 +220,11 @@ class DirectAllocator(_Tracked):
 
 
 class _DirectFree:
+    """The release of a cuMemAlloc-style allocation: wait for its home stream, then cuMemFree."""
+
     __slots__ = ("owner", "ptr", "stream")
 
-    def __init__(self, owner: DirectAllocator, ptr: int, stream: Stream):
+    def __init__(self, owner: _Tracked, ptr: int, stream: Stream):
         self.owner, self.ptr, self.stream = owner, ptr, stream
 
     def __call__(self) -> None:

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _core, _driver
+from . import _driver
 from ._driver import call, driver
-from .allocator import _Tracked, check_stream, deallocate, element_count, host_ranges, is_devicebuf
+from .allocator import _DirectFree, _Tracked, check_stream, deallocate, element_count, host_ranges, is_devicebuf
 from .errors import OutOfMemory, Unsupported, closed, invalid
 
 if TYPE_CHECKING:
@@ -118,22 +118,14 @@ class ManagedAllocator(_Tracked):
         return f"<ManagedAllocator for cuda:{self.device.ordinal}>"
 
 
-class _ManagedFree:
-    __slots__ = ("owner", "ptr", "stream")
+class _ManagedFree(_DirectFree):
+    """cuMemFree after the home stream, as for DirectAllocator; the host stops addressing it first."""
 
-    def __init__(self, owner: ManagedAllocator, ptr: int, stream: Stream):
-        self.owner, self.ptr, self.stream = owner, ptr, stream
+    __slots__ = ()
 
     def __call__(self) -> None:
-        self.owner._drop(self.ptr)
         host_ranges.remove(self.ptr)
-        if _driver.forked:
-            return
-        dev = self.owner.device
-        h = self.stream._h
-        _core.stream_sync(dev._state.default_stream._h if h is _core.CLOSED else h)
-        _core.ensure(dev._state.ctx)
-        call("cuMemFree", self.ptr)
+        super().__call__()
 
 
 # -- operations on managed buffers ------------------------------------------------
