@@ -96,7 +96,8 @@ def apply_default_threshold(cudev: Any) -> None:
     call("cuMemPoolSetAttribute", pool, attr, driver().cuuint64_t(wanted))
 
 
-def _location(drv: Any, kind: str, ordinal: int) -> Any:
+def memory_location(drv: Any, kind: str, ordinal: int) -> Any:
+    """A CUmemLocation: the host ("host") or device `ordinal` ("device")."""
     loc = drv.CUmemLocation()
     if kind == "host":
         loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
@@ -199,7 +200,7 @@ class DriverPool(_Tracked):
         props.allocType = drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         props.handleTypes = drv.CUmemAllocationHandleType(1 if ipc else 0)
         kind = "host" if host else "device"
-        props.location = _location(drv, kind, device.ordinal)
+        props.location = memory_location(drv, kind, device.ordinal)
         props.maxSize = max_size
         device._bind_here()
         h = call(op, props)
@@ -374,7 +375,7 @@ class DriverPool(_Tracked):
         op = "cuMemPoolGetAccess"
         self._check_open(op)
         other = peer_device(peer, op)
-        loc = _location(driver(), "device", other.ordinal)
+        loc = memory_location(driver(), "device", other.ordinal)
         return _ACCESS_NAMES.get(int(call(op, self._h, loc)), "none")
 
     # -- identity and lifetime ---------------------------------------------------------

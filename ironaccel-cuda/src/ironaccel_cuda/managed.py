@@ -34,6 +34,7 @@ import numpy as np
 from . import _driver
 from ._driver import call, driver
 from .allocator import _DirectFree, _Tracked, check_stream, deallocate, element_count, host_ranges, is_devicebuf
+from .driver_pool import memory_location
 from .errors import OutOfMemory, Unsupported, closed, invalid
 
 if TYPE_CHECKING:
@@ -151,18 +152,12 @@ def _location(where: Any, op: str) -> tuple[Any, Device | None]:
     """A CUmemLocation for a Device, an ordinal or "host"; and the Device (None for the host)."""
     from .device import Device
 
-    drv = driver()
-    loc = drv.CUmemLocation()
     if isinstance(where, str) and where == "host":
-        loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
-        loc.id = 0
-        return loc, None
+        return memory_location(driver(), "host", 0), None
     if isinstance(where, bool) or not isinstance(where, (Device, int)):
         raise invalid(op, f"the location must be a Device, a device ordinal or 'host', got {where!r}")
     dev = where if isinstance(where, Device) else Device(where)
-    loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-    loc.id = dev.ordinal
-    return loc, dev
+    return memory_location(driver(), "device", dev.ordinal), dev
 
 
 def prefetch(buf: DeviceBuf, to: Any, stream: Stream | None = None) -> None:
