@@ -229,13 +229,17 @@ class _DirectFree:
 
     def __call__(self) -> None:
         self.owner._drop(self.ptr)
-        if _driver.forked:
-            return
-        dev = self.owner.device
-        h = self.stream._h
-        _core.stream_sync(dev._state.default_stream._h if h is _core.CLOSED else h)
-        _core.ensure(dev._state.ctx)
-        call("cuMemFree", self.ptr)
+        release_after(self.owner.device, self.stream, "cuMemFree", self.ptr)
+
+
+def release_after(device: Device, stream: Stream, op: str, ptr: int) -> None:
+    """Wait for `stream` (the default stream once it is closed), then driver call `op(ptr)` in `device`'s context."""
+    if _driver.forked:
+        return
+    h = stream._h
+    _core.stream_sync(device._state.default_stream._h if h is _core.CLOSED else h)
+    _core.ensure(device._state.ctx)
+    call(op, ptr)
 
 
 class ExternalAllocator(_Tracked):

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, cast
 from . import _core, _driver
 from . import dtypes as _dtypes
 from ._driver import call, driver, try_call
+from .allocator import is_devicebuf, release_after
 from .errors import InvalidState, closed, driver_error, invalid
 
 if TYPE_CHECKING:
@@ -391,11 +392,7 @@ class _LegacyUnmap:
         self.device, self.base, self.stream = device, base, stream
 
     def __call__(self) -> None:
-        if _driver.forked:
-            return
-        _core.stream_sync(self.stream._h)
-        _core.ensure(self.device._state.ctx)
-        call("cuIpcCloseMemHandle", self.base)
+        release_after(self.device, self.stream, "cuIpcCloseMemHandle", self.base)
 
 
 def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
@@ -489,7 +486,6 @@ def _export_event(event: Event) -> IpcEvent:
 
 def export(obj: Any) -> Any:
     """A picklable descriptor of a DeviceBuf (IpcBuffer), a DriverPool (IpcPool) or an IPC Event (IpcEvent)."""
-    from .allocator import is_devicebuf
     from .driver_pool import DriverPool
     from .event import Event
 
