@@ -107,10 +107,6 @@ def _filled(cls: Any, data: bytes) -> Any:
     return obj
 
 
-def _uuid_of(device: Device) -> str:
-    return device.uuid
-
-
 def _device_for(device_uuid: str, device: Any, op: str) -> Device:
     """The local device with `device_uuid`; `device`, when given, must be it."""
     from .device import Device, device_count
@@ -284,7 +280,7 @@ def _export_pool(pool: DriverPool) -> IpcPool:
     with pool._lock:
         if pool._exported is None:
             fd = int(call(op, pool._h, driver().CUmemAllocationHandleType(POSIX_FD), 0))
-            pool._exported = IpcPool._make(fd, _uuid_of(pool.device), os.getpid(), _uuid.uuid4().hex)
+            pool._exported = IpcPool._make(fd, pool.device.uuid, os.getpid(), _uuid.uuid4().hex)
         return pool._exported
 
 
@@ -427,7 +423,7 @@ def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
     err, handle = try_call(op, base)
     if err:
         raise driver_error(err, op, "only memory from cuMemAlloc (DirectAllocator) or an IPC pool can be exported")
-    return IpcBuffer("legacy", _uuid_of(dev), os.getpid(), buf.size, buf.dtype.value, ptr - base, _raw(handle))
+    return IpcBuffer("legacy", dev.uuid, os.getpid(), buf.size, buf.dtype.value, ptr - base, _raw(handle))
 
 
 # -- events -------------------------------------------------------------------------------
@@ -478,7 +474,7 @@ def _export_event(event: Event) -> IpcEvent:
     err, handle = try_call(op, event._h)
     if err:
         raise driver_error(err, op, "only events made by ipc.create_event (CU_EVENT_INTERPROCESS) can be exported")
-    return IpcEvent(_uuid_of(device), os.getpid(), _raw(handle))
+    return IpcEvent(device.uuid, os.getpid(), _raw(handle))
 
 
 # -- the one export ---------------------------------------------------------------------
