@@ -36,6 +36,7 @@ from ._driver import call, driver
 from .allocator import _DirectFree, _Tracked, check_stream, deallocate, element_count, host_ranges, is_devicebuf
 from .driver_pool import memory_location
 from .errors import OutOfMemory, Unsupported, closed, invalid
+from .memory import _HostArrayOwner
 
 if TYPE_CHECKING:
     from .device import Device
@@ -239,17 +240,6 @@ def managed_info(buf: DeviceBuf) -> ManagedInfo:
     )
 
 
-class _HostView:
-    """Exposes a host-addressable DeviceBuf to numpy and keeps the buffer alive while arrays exist."""
-
-    __slots__ = ("__array_interface__", "owner")
-
-    def __init__(self, buf: Any):
-        self.__array_interface__ = {"shape": (buf.size,), "typestr": buf.dtype.numpy.str, "data": (buf.ptr, False),
-                                    "version": 3}
-        self.owner = buf
-
-
 def host_array(buf: DeviceBuf) -> np.ndarray:
     """A numpy view of `buf` when the host can address its memory (managed or host-pool memory)."""
     op = "host_array"
@@ -260,4 +250,4 @@ def host_array(buf: DeviceBuf) -> np.ndarray:
     if host_ranges.find(buf.ptr, buf.nbytes) is None:
         raise invalid(op, "the host cannot address this buffer's memory (it is device memory); use copy_to_host(), "
                       "or allocate it with ManagedAllocator or a host pool")
-    return np.asarray(_HostView(buf))
+    return np.asarray(_HostArrayOwner(buf.ptr, buf.size, buf.dtype.numpy, buf))
