@@ -88,12 +88,12 @@ def check_stream(device: Device, stream: Any, op: str) -> Stream:
     return stream
 
 
-def element_count(device: Device, size: Any, dtype: Any, op: str) -> tuple[Any, int, int]:
-    """(DType, elements, bytes) of a request, checked: a positive int count of a known dtype."""
+def element_count(device: Device, size: Any, dtype: Any, op: str, most: int | None = None) -> tuple[Any, int, int]:
+    """(DType, elements, bytes) of a request, checked: a positive int count of a known dtype, at most `most` bytes."""
     dt, _, itemsize = _dtypes.spec(dtype, op)
     size = device._size_arg(size, op)
     nbytes = size * itemsize
-    if nbytes <= 0:
+    if nbytes <= 0 or (most is not None and nbytes > most):
         raise device._bad_size(size, nbytes, op)
     return dt, size, nbytes
 
@@ -162,6 +162,8 @@ host_ranges = _Ranges()
 class _Tracked:
     """Outstanding allocations by base address, so `deallocate` can tell its own buffers."""
 
+    device: Device
+
     def __init__(self) -> None:
         self._live: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -203,9 +205,7 @@ class DirectAllocator(_Tracked):
 
         op = "cuMemAlloc"
         self.device._check_open(op)
-        dt, size, nbytes = element_count(self.device, size, dtype, op)
-        if nbytes > self.device.total_memory:
-            raise self.device._bad_size(size, nbytes, op)
+        dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)
         s = check_stream(self.device, stream, op)
         self.device._bind_here()
         ptr = int(call(op, nbytes))
@@ -220,20 +220,26 @@ class DirectAllocator(_Tracked):
 
 
 class _DirectFree:
+    """The release of a cuMemAlloc-style allocation: wait for its home stream, then cuMemFree."""
+
     __slots__ = ("owner", "ptr", "stream")
 
-    def __init__(self, owner: DirectAllocator, ptr: int, stream: Stream):
+    def __init__(self, owner: _Tracked, ptr: int, stream: Stream):
         self.owner, self.ptr, self.stream = owner, ptr, stream
 
     def __call__(self) -> None:
         self.owner._drop(self.ptr)
-        if _driver.forked:
-            return
-        dev = self.owner.device
-        h = self.stream._h
-        _core.stream_sync(dev._state.default_stream._h if h is _core.CLOSED else h)
-        _core.ensure(dev._state.ctx)
-        call("cuMemFree", self.ptr)
+        release_after(self.owner.device, self.stream, "cuMemFree", self.ptr)
+
+
+def release_after(device: Device, stream: Stream, op: str, ptr: int) -> None:
+    """Wait for `stream` (the default stream once it is closed), then driver call `op(ptr)` in `device`'s context."""
+    if _driver.forked:
+        return
+    h = stream._h
+    _core.stream_sync(device._state.default_stream._h if h is _core.CLOSED else h)
+    _core.ensure(device._state.ctx)
+    call(op, ptr)
 
 
 class ExternalAllocator(_Tracked):

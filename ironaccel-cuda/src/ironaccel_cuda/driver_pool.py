@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _core, _driver
-from . import dtypes as _dtypes
 from ._driver import call, driver
+from .allocator import _Tracked, check_stream, deallocate, element_count, host_ranges
 from .errors import InvalidState, Unsupported, closed, invalid
 
 if TYPE_CHECKING:
@@ -97,7 +96,8 @@ def apply_default_threshold(cudev: Any) -> None:
     call("cuMemPoolSetAttribute", pool, attr, driver().cuuint64_t(wanted))
 
 
-def _location(drv: Any, kind: str, ordinal: int) -> Any:
+def memory_location(drv: Any, kind: str, ordinal: int) -> Any:
+    """A CUmemLocation: the host ("host") or device `ordinal` ("device")."""
     loc = drv.CUmemLocation()
     if kind == "host":
         loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
@@ -116,6 +116,17 @@ def _access_desc(drv: Any, ordinal: int, flags: int) -> Any:
     return desc
 
 
+def peer_device(peer: Any, op: str) -> Device:
+    """The Device a `peer` argument names (a Device or an ordinal); InvalidArgument for anything else."""
+    from .device import Device
+
+    if isinstance(peer, Device):
+        return peer
+    if isinstance(peer, bool) or not isinstance(peer, int):
+        raise invalid(op, f"peer must be a Device or an ordinal, got {peer!r}")
+    return Device(peer)
+
+
 def device_attribute(device: Device, name: str) -> int:
     """cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_<name>) of `device`; 0 when the binding lacks the attribute."""
     enum = driver().CUdevice_attribute
@@ -125,12 +136,13 @@ def device_attribute(device: Device, name: str) -> int:
     return int(call("cuDeviceGetAttribute", attr, device._state.cudev))
 
 
-class DriverPool:
+class DriverPool(_Tracked):
     """A driver memory pool (CUmemoryPool); see the module docstring.  Satisfies `allocator.Allocator`.
 
     `kind` is "device" or "host" (page-locked host memory the device can
     use); `ipc` says it can be exported (`ipc.export`); `imported` pools
     (opened from another process's descriptor) only hold imported buffers.
+    `outstanding()` counts a created pool's allocations (0 for the default pool).
     """
 
     device: Device
@@ -141,8 +153,6 @@ class DriverPool:
     _h: Any
     _owned: bool
     _closed: bool
-    _live: dict[int, int]  # base address -> bytes, of this pool's outstanding allocations
-    _lock: threading.Lock
     _exported: Any  # the pool's shareable handle (ipc.IpcPool), made on first export
     _closer: Any  # what close() does instead of cuMemPoolDestroy (an imported pool's release)
 
@@ -161,8 +171,7 @@ class DriverPool:
         pool.max_size = max_size
         pool._owned = owned
         pool._closed = False
-        pool._live = {}
-        pool._lock = threading.Lock()
+        _Tracked.__init__(pool)
         pool._exported = None
         pool._closer = None
         return pool
@@ -191,7 +200,7 @@ class DriverPool:
         props.allocType = drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         props.handleTypes = drv.CUmemAllocationHandleType(1 if ipc else 0)
         kind = "host" if host else "device"
-        props.location = _location(drv, kind, device.ordinal)
+        props.location = memory_location(drv, kind, device.ordinal)
         props.maxSize = max_size
         device._bind_here()
         h = call(op, props)
@@ -227,45 +236,27 @@ class DriverPool:
             raise InvalidState("cuda", op, detail="an imported pool holds buffers of another process; it cannot "
                                "allocate")
         from .memory import adopt
-        from .stream import Stream
 
-        dt, npdt, itemsize = _dtypes.spec(dtype, op)
-        size = self.device._size_arg(size, op)
-        nbytes = size * itemsize
-        if nbytes <= 0 or nbytes > (1 << 46 if self.kind == "host" else self.device.total_memory):
-            raise self.device._bad_size(size, nbytes, op)
-        s = self.device.default_stream if stream is None else stream
-        if not isinstance(s, Stream):
-            raise invalid(op, f"stream must be a Stream, got {type(s).__name__}")
-        if s._h is _core.CLOSED:
-            raise closed(op, "stream")
+        most = 1 << 46 if self.kind == "host" else self.device.total_memory
+        dt, size, nbytes = element_count(self.device, size, dtype, op, most)
+        s = check_stream(self.device, stream, op)
         self.device._bind_here()
         ptr = int(call(op, nbytes, self._h, s._h))
-        with self._lock:
-            self._live[ptr] = nbytes
+        self._add(ptr, nbytes)
         if self.kind == "host":
-            from .allocator import host_ranges
-
             host_ranges.add(ptr, nbytes, "host pool")
         return adopt(ptr, size, dt, self.device, stream=s, release=_Free(self, ptr, s))
 
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
         """Free `buf` stream-ordered on `stream` (default: its home stream); see `allocator.deallocate`."""
-        from .allocator import deallocate
-
         if self._owned or self.imported:
-            with self._lock:
-                mine = getattr(buf, "ptr", None) in self._live
-            deallocate(self, buf, stream, "DriverPool.deallocate", owned=mine)
+            deallocate(self, buf, stream, "DriverPool.deallocate", owned=self._owns(buf))
         else:
             deallocate(self, buf, stream, "DriverPool.deallocate")
 
     def _release(self, ptr: int, stream: Stream) -> None:
-        with self._lock:
-            self._live.pop(ptr, None)
+        self._drop(ptr)
         if self.kind == "host":
-            from .allocator import host_ranges
-
             host_ranges.remove(ptr)
         h = stream._h
         if h is _core.CLOSED:
@@ -368,7 +359,7 @@ class DriverPool:
         """Let kernels and copies on device `peer` use this pool's memory ("read", "readwrite" or "none")."""
         op = "cuMemPoolSetAccess"
         self._check_open(op)
-        other = self._peer(peer, op)
+        other = peer_device(peer, op)
         if access not in _ACCESS:
             raise invalid(op, f"access must be one of {sorted(_ACCESS)}, got {access!r}")
         if self.kind == "device" and other.ordinal == self.device.ordinal:
@@ -383,18 +374,9 @@ class DriverPool:
         """How device `peer` may use this pool's memory: "none", "read" or "readwrite"."""
         op = "cuMemPoolGetAccess"
         self._check_open(op)
-        other = self._peer(peer, op)
-        loc = _location(driver(), "device", other.ordinal)
+        other = peer_device(peer, op)
+        loc = memory_location(driver(), "device", other.ordinal)
         return _ACCESS_NAMES.get(int(call(op, self._h, loc)), "none")
-
-    def _peer(self, peer: Any, op: str) -> Device:
-        from .device import Device
-
-        if isinstance(peer, Device):
-            return peer
-        if isinstance(peer, bool) or not isinstance(peer, int):
-            raise invalid(op, f"peer must be a Device or an ordinal, got {peer!r}")
-        return Device(peer)
 
     # -- identity and lifetime ---------------------------------------------------------
 
@@ -407,11 +389,6 @@ class DriverPool:
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def outstanding(self) -> int:
-        """Bytes of this pool's allocations made here and not yet freed (0 for the default pool)."""
-        with self._lock:
-            return sum(self._live.values())
 
     def close(self) -> None:
         """Destroy the pool (cuMemPoolDestroy).  Idempotent; the default pool is never destroyed.

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, cast
 from . import _core, _driver
 from . import dtypes as _dtypes
 from ._driver import call, driver, try_call
+from .allocator import is_devicebuf, release_after
 from .errors import InvalidState, closed, driver_error, invalid
 
 if TYPE_CHECKING:
@@ -104,10 +105,6 @@ def _filled(cls: Any, data: bytes) -> Any:
     obj = cls()
     ctypes.memmove(obj.getPtr(), data, HANDLE_SIZE)
     return obj
-
-
-def _uuid_of(device: Device) -> str:
-    return device.uuid
 
 
 def _device_for(device_uuid: str, device: Any, op: str) -> Device:
@@ -283,7 +280,7 @@ def _export_pool(pool: DriverPool) -> IpcPool:
     with pool._lock:
         if pool._exported is None:
             fd = int(call(op, pool._h, driver().CUmemAllocationHandleType(POSIX_FD), 0))
-            pool._exported = IpcPool._make(fd, _uuid_of(pool.device), os.getpid(), _uuid.uuid4().hex)
+            pool._exported = IpcPool._make(fd, pool.device.uuid, os.getpid(), _uuid.uuid4().hex)
         return pool._exported
 
 
@@ -391,11 +388,7 @@ class _LegacyUnmap:
         self.device, self.base, self.stream = device, base, stream
 
     def __call__(self) -> None:
-        if _driver.forked:
-            return
-        _core.stream_sync(self.stream._h)
-        _core.ensure(self.device._state.ctx)
-        call("cuIpcCloseMemHandle", self.base)
+        release_after(self.device, self.stream, "cuIpcCloseMemHandle", self.base)
 
 
 def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
@@ -430,7 +423,7 @@ def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
     err, handle = try_call(op, base)
     if err:
         raise driver_error(err, op, "only memory from cuMemAlloc (DirectAllocator) or an IPC pool can be exported")
-    return IpcBuffer("legacy", _uuid_of(dev), os.getpid(), buf.size, buf.dtype.value, ptr - base, _raw(handle))
+    return IpcBuffer("legacy", dev.uuid, os.getpid(), buf.size, buf.dtype.value, ptr - base, _raw(handle))
 
 
 # -- events -------------------------------------------------------------------------------
@@ -481,7 +474,7 @@ def _export_event(event: Event) -> IpcEvent:
     err, handle = try_call(op, event._h)
     if err:
         raise driver_error(err, op, "only events made by ipc.create_event (CU_EVENT_INTERPROCESS) can be exported")
-    return IpcEvent(_uuid_of(device), os.getpid(), _raw(handle))
+    return IpcEvent(device.uuid, os.getpid(), _raw(handle))
 
 
 # -- the one export ---------------------------------------------------------------------
@@ -489,7 +482,6 @@ def _export_event(event: Event) -> IpcEvent:
 
 def export(obj: Any) -> Any:
     """A picklable descriptor of a DeviceBuf (IpcBuffer), a DriverPool (IpcPool) or an IPC Event (IpcEvent)."""
-    from .allocator import is_devicebuf
     from .driver_pool import DriverPool
     from .event import Event
 

@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _core, _driver
+from . import _driver
 from ._driver import call, driver
-from .allocator import _Tracked, check_stream, deallocate, element_count, host_ranges, is_devicebuf
+from .allocator import _DirectFree, _Tracked, check_stream, deallocate, element_count, host_ranges, is_devicebuf
+from .driver_pool import memory_location
 from .errors import OutOfMemory, Unsupported, closed, invalid
+from .memory import _HostArrayOwner
 
 if TYPE_CHECKING:
     from .device import Device
@@ -118,22 +120,14 @@ class ManagedAllocator(_Tracked):
         return f"<ManagedAllocator for cuda:{self.device.ordinal}>"
 
 
-class _ManagedFree:
-    __slots__ = ("owner", "ptr", "stream")
+class _ManagedFree(_DirectFree):
+    """cuMemFree after the home stream, as for DirectAllocator; the host stops addressing it first."""
 
-    def __init__(self, owner: ManagedAllocator, ptr: int, stream: Stream):
-        self.owner, self.ptr, self.stream = owner, ptr, stream
+    __slots__ = ()
 
     def __call__(self) -> None:
-        self.owner._drop(self.ptr)
         host_ranges.remove(self.ptr)
-        if _driver.forked:
-            return
-        dev = self.owner.device
-        h = self.stream._h
-        _core.stream_sync(dev._state.default_stream._h if h is _core.CLOSED else h)
-        _core.ensure(dev._state.ctx)
-        call("cuMemFree", self.ptr)
+        super().__call__()
 
 
 # -- operations on managed buffers ------------------------------------------------
@@ -159,18 +153,12 @@ def _location(where: Any, op: str) -> tuple[Any, Device | None]:
     """A CUmemLocation for a Device, an ordinal or "host"; and the Device (None for the host)."""
     from .device import Device
 
-    drv = driver()
-    loc = drv.CUmemLocation()
     if isinstance(where, str) and where == "host":
-        loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
-        loc.id = 0
-        return loc, None
+        return memory_location(driver(), "host", 0), None
     if isinstance(where, bool) or not isinstance(where, (Device, int)):
         raise invalid(op, f"the location must be a Device, a device ordinal or 'host', got {where!r}")
     dev = where if isinstance(where, Device) else Device(where)
-    loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-    loc.id = dev.ordinal
-    return loc, dev
+    return memory_location(driver(), "device", dev.ordinal), dev
 
 
 def prefetch(buf: DeviceBuf, to: Any, stream: Stream | None = None) -> None:
@@ -252,17 +240,6 @@ def managed_info(buf: DeviceBuf) -> ManagedInfo:
     )
 
 
-class _HostView:
-    """Exposes a host-addressable DeviceBuf to numpy and keeps the buffer alive while arrays exist."""
-
-    __slots__ = ("__array_interface__", "owner")
-
-    def __init__(self, buf: Any):
-        self.__array_interface__ = {"shape": (buf.size,), "typestr": buf.dtype.numpy.str, "data": (buf.ptr, False),
-                                    "version": 3}
-        self.owner = buf
-
-
 def host_array(buf: DeviceBuf) -> np.ndarray:
     """A numpy view of `buf` when the host can address its memory (managed or host-pool memory)."""
     op = "host_array"
@@ -273,4 +250,4 @@ def host_array(buf: DeviceBuf) -> np.ndarray:
     if host_ranges.find(buf.ptr, buf.nbytes) is None:
         raise invalid(op, "the host cannot address this buffer's memory (it is device memory); use copy_to_host(), "
                       "or allocate it with ManagedAllocator or a host pool")
-    return np.asarray(_HostView(buf))
+    return np.asarray(_HostArrayOwner(buf.ptr, buf.size, buf.dtype.numpy, buf))

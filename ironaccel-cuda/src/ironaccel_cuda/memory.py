@@ -81,11 +81,11 @@ CU_MEMHOSTALLOC_WRITECOMBINED = 0x4
 
 
 class _HostArrayOwner:
-    """Exposes pinned memory to numpy and keeps its PinnedBuf alive while arrays exist."""
+    """Exposes host-addressable memory to numpy and keeps its owner (PinnedBuf, DeviceBuf) alive while arrays exist."""
 
     __slots__ = ("__array_interface__", "owner")
 
-    def __init__(self, ptr: int, size: int, npdt: np.dtype, owner: PinnedBuf):
+    def __init__(self, ptr: int, size: int, npdt: np.dtype, owner: Any):
         self.__array_interface__ = {"shape": (size,), "typestr": npdt.str, "data": (ptr, False), "version": 3}
         self.owner = owner
 

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from . import _core, _driver
+from . import _core
 from . import dtypes as _dtypes
 from ._driver import call, driver
-from .allocator import check_stream, is_devicebuf
+from .allocator import check_stream, is_devicebuf, release_after
 from .errors import closed, invalid
 
 if TYPE_CHECKING:
@@ -266,9 +266,4 @@ class _PitchFree:
         self.device, self.ptr, self.stream = device, ptr, stream
 
     def __call__(self) -> None:
-        if _driver.forked:
-            return
-        h = self.stream._h
-        _core.stream_sync(self.device._state.default_stream._h if h is _core.CLOSED else h)
-        _core.ensure(self.device._state.ctx)
-        call("cuMemFree", self.ptr)
+        release_after(self.device, self.stream, "cuMemFree", self.ptr)

@@ -97,10 +97,13 @@ class MemPool(_core.PoolCore):
 
         `stream` must be None or the pool's stream: a MemPool's blocks are ordered on that one stream.
         """
-        if stream is not None and (getattr(stream, "_h", None) is None
-                                   or int(stream._h) != int(self.stream._h)):
-            raise invalid("MemPool.allocate", "a MemPool allocates on its own stream (pool.stream); pass that "
-                          "stream or None")
+        if stream is not None:
+            h, own = getattr(stream, "_h", None), self.stream._h
+            if h is _core.CLOSED:
+                raise closed("MemPool.allocate", "stream")
+            if h is None or own is _core.CLOSED or int(h) != int(own):
+                raise invalid("MemPool.allocate", "a MemPool allocates on its own stream (pool.stream); pass that "
+                              "stream or None")
         return self.alloc(size, dtype)
 
     def deallocate(self, buf: Any, stream: Stream | None = None) -> None:

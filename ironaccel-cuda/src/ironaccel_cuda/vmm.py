@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from . import _driver
 from ._driver import call, driver
 from .allocator import _Tracked, check_stream, deallocate, element_count
-from .driver_pool import device_attribute
+from .driver_pool import _ACCESS, _access_desc, device_attribute, peer_device
 from .errors import Unsupported, closed, invalid
 
 if TYPE_CHECKING:
@@ -44,9 +44,6 @@ if TYPE_CHECKING:
     DeviceBuf = Any  # memory.DeviceBuf is made at run time, so it cannot be a static type
 
 __all__ = ["VirtualBuffer", "VirtualAllocator"]
-
-_ACCESS = {"none": 0, "read": 1, "readwrite": 3}
-
 
 def _round_up(n: int, unit: int) -> int:
     return -(-n // unit) * unit
@@ -172,14 +169,7 @@ class VirtualBuffer:
 
     def _descs(self) -> list[Any]:
         drv = driver()
-        out = []
-        for ordinal, flags in self._access.items():
-            desc = drv.CUmemAccessDesc()
-            desc.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-            desc.location.id = ordinal
-            desc.flags = drv.CUmemAccess_flags(flags)
-            out.append(desc)
-        return out
+        return [_access_desc(drv, ordinal, flags) for ordinal, flags in self._access.items()]
 
     # -- views and peers --------------------------------------------------------
 
@@ -217,16 +207,12 @@ class VirtualBuffer:
 
     def grant_access(self, peer: Device | int, access: str = "readwrite") -> None:
         """Let device `peer` use this memory ("read", "readwrite" or "none"), now and after every grow."""
-        from .device import Device
-
         op = "cuMemSetAccess"
         if self._closed:
             raise closed(op, "virtual buffer")
         if access not in _ACCESS:
             raise invalid(op, f"access must be one of {sorted(_ACCESS)}, got {access!r}")
-        if isinstance(peer, bool) or not isinstance(peer, (Device, int)):
-            raise invalid(op, f"peer must be a Device or an ordinal, got {peer!r}")
-        other = peer if isinstance(peer, Device) else Device(peer)
+        other = peer_device(peer, op)
         if other.ordinal == self.device.ordinal:
             if access != "readwrite":
                 raise invalid(op, f"memory of cuda:{other.ordinal} is always read-write for that device")
@@ -238,11 +224,7 @@ class VirtualBuffer:
                 self._access.pop(other.ordinal, None)
             else:
                 self._access[other.ordinal] = _ACCESS[access]
-            drv = driver()
-            desc = drv.CUmemAccessDesc()
-            desc.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-            desc.location.id = other.ordinal
-            desc.flags = drv.CUmemAccess_flags(_ACCESS[access])
+            desc = _access_desc(driver(), other.ordinal, _ACCESS[access])
             for start, size, _ in self._chunks:
                 call(op, self._ptr + start, size, [desc], 1)
 
@@ -300,9 +282,7 @@ class VirtualAllocator(_Tracked):
 
         op = "VirtualAllocator.allocate"
         self.device._check_open(op)
-        dt, size, nbytes = element_count(self.device, size, dtype, op)
-        if nbytes > self.device.total_memory:
-            raise self.device._bad_size(size, nbytes, op)
+        dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)
         s = check_stream(self.device, stream, op)
         vb = VirtualBuffer._create(self.device, nbytes)
         try:

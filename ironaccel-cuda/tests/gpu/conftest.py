@@ -34,6 +34,28 @@ def dev() -> Iterator[Any]:
     d.close()
 
 
+@pytest.fixture
+def two() -> Iterator[tuple[Any, Any]]:
+    """Devices 0 and 1; skips on fewer (fails when cuda is required but unavailable: not every module using it is
+    marked for the backend)."""
+    import ironaccel
+    from ironaccel.testing.pytest_plugin import ENV_REQUIRE, required_backends
+
+    probe = ironaccel.probe("cuda")
+    if not probe.available:
+        if "cuda" in required_backends() or "*" in required_backends():
+            pytest.fail(f"backend cuda unavailable: {probe.reason} (required by {ENV_REQUIRE})")
+        pytest.skip(f"backend cuda unavailable: {probe.reason}")
+    import ironaccel_cuda as cu
+
+    if cu.device_count() < 2:
+        pytest.skip(f"needs two CUDA devices, this machine has {cu.device_count()}")
+    d0, d1 = cu.Device(0), cu.Device(1)
+    yield d0, d1
+    d0.close()
+    d1.close()
+
+
 @pytest.fixture(scope="session")
 def kernel_code() -> Any:
     import ironaccel_cuda as cu

@@ -103,9 +103,15 @@ def test_memory_pool_allocates_on_its_own_stream(dev):
     pool.allocate(16, stream=s).close()
     with pytest.raises(InvalidArgument, match="own stream"):
         pool.allocate(16, stream=t)
-    pool.close()
-    s.close()
     t.close()
+    with pytest.raises(ClosedError, match="stream"):
+        pool.allocate(16, stream=t)
+    s.close()
+    with pytest.raises(ClosedError, match="stream"):
+        pool.allocate(16, stream=s)
+    with pytest.raises(InvalidArgument, match="own stream"):
+        pool.allocate(16, stream=dev.default_stream)
+    pool.close()
 
 
 def test_external_allocator_frees_once_and_checks_what_it_is_given(dev):

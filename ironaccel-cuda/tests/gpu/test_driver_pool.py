@@ -297,16 +297,6 @@ def test_bad_input(dev):
     pool.close()
 
 
-@pytest.fixture
-def two():
-    if cu.device_count() < 2:
-        pytest.skip(f"needs two CUDA devices, this machine has {cu.device_count()}")
-    d0, d1 = cu.Device(0), cu.Device(1)
-    yield d0, d1
-    d0.close()
-    d1.close()
-
-
 @pytest.mark.multi_gpu
 def test_pool_access_for_a_peer(two, kernel_code):
     d0, d1 = two

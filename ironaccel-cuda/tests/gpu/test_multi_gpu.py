@@ -12,24 +12,6 @@ import pytest
 
 import ironaccel
 from ironaccel import InvalidArgument
-from ironaccel.testing.pytest_plugin import ENV_REQUIRE, required_backends
-
-
-@pytest.fixture
-def two():
-    probe = ironaccel.probe("cuda")
-    if not probe.available:
-        if "cuda" in required_backends() or "*" in required_backends():
-            pytest.fail(f"backend cuda unavailable: {probe.reason} (required by {ENV_REQUIRE})")
-        pytest.skip(f"backend cuda unavailable: {probe.reason}")
-    import ironaccel_cuda as cu
-
-    if cu.device_count() < 2:
-        pytest.skip(f"needs two CUDA devices, this machine has {cu.device_count()}")
-    d0, d1 = cu.Device(0), cu.Device(1)
-    yield d0, d1
-    d0.close()
-    d1.close()
 
 
 def test_enumerates_both(two):

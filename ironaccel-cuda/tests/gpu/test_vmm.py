@@ -157,16 +157,6 @@ def test_virtual_allocator(dev):
     s.close()
 
 
-@pytest.fixture
-def two():
-    if cu.device_count() < 2:
-        pytest.skip(f"needs two CUDA devices, this machine has {cu.device_count()}")
-    d0, d1 = cu.Device(0), cu.Device(1)
-    yield d0, d1
-    d0.close()
-    d1.close()
-
-
 @pytest.mark.multi_gpu
 def test_peer_access_to_a_growable_buffer(two, kernel_code):
     d0, d1 = two

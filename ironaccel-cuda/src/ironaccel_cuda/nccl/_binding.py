@@ -26,6 +26,7 @@ from typing import Any
 
 from ironaccel import DType
 
+from .. import _driver
 from ..errors import BACKEND, DriverError, InvalidArgument, InvalidState, NotAvailable, OutOfMemory, Unsupported
 
 __all__ = [
@@ -126,17 +127,13 @@ def _load() -> ModuleType:
         if _nb is not None:
             return _nb
         if _failure is not None:
-            raise _copy(_failure)
+            raise _driver._copy(_failure)
         try:
             _nb = _open()
         except NotAvailable as exc:
             _failure = exc
             raise
         return _nb
-
-
-def _copy(exc: NotAvailable) -> NotAvailable:
-    return NotAvailable(BACKEND, exc.reason, fix=exc.fix, library=exc.library, searched=exc.searched)
 
 
 def _open() -> ModuleType:
