@@ -457,12 +457,7 @@ class Function(_core.FunctionCore):
         """
         if self._h is CLOSED:
             raise closed("cuLaunchKernel", "function (its module was closed)")
-        layout = self.param_layout()
-        if layout is None:
-            layout = param_layout_fallback(args)
-        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name,
-                              types=self._types)
-        return _core.prepare_launch(self, grid, block, args, stream, shared_mem, config, packer)
+        return _core.prepare_launch(self, grid, block, args, stream, shared_mem, config, self._new_packer(args))
 
     def _allow_non_portable_clusters(self) -> None:
         """Cold, once per function: let clusters above 8 blocks run (LaunchConfig(non_portable_cluster=True))."""
@@ -480,14 +475,19 @@ class Function(_core.FunctionCore):
 
     # -- cold paths ---------------------------------------------------------
 
-    def _prepare(self, args: tuple[Any, ...]) -> ArgPacker:
-        if self._h is CLOSED:
-            raise closed("cuLaunchKernel", "function (its module was closed)")
+    def _new_packer(self, args: tuple[Any, ...]) -> ArgPacker:
+        """A new packer for `args`, checked against the kernel's parameters (a PreparedLaunch owns its own;
+        `_prepare` keeps one per thread and argument types)."""
         layout = self.param_layout()
         if layout is None:
             layout = param_layout_fallback(args)
-        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name,
-                              types=self._types)
+        return build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name,
+                            types=self._types)
+
+    def _prepare(self, args: tuple[Any, ...]) -> ArgPacker:
+        if self._h is CLOSED:
+            raise closed("cuLaunchKernel", "function (its module was closed)")
+        packer = self._new_packer(args)
         try:
             packers = self._tls.packers
         except AttributeError:
