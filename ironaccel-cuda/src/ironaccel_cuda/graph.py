@@ -530,7 +530,7 @@ class _HostFuncGraphExec(GraphExec):
 
 def _kernel_params(device: Device, fn: Any, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: Any,
                    op: str) -> tuple[Any, Any]:
-    from .launch import build_packer, pack_error, param_layout_fallback
+    from .launch import pack_error
     from .module import Function, _count, _dim3
 
     if not isinstance(fn, Function):
@@ -541,10 +541,7 @@ def _kernel_params(device: Device, fn: Any, grid: Any, block: Any, args: tuple[A
         raise invalid(op, f"{fn.name} is loaded on cuda:{fn._ordinal}, the graph is on cuda:{device.ordinal}")
     g, b = _dim3(grid, "grid", op), _dim3(block, "block", op)
     smem = _count(shared_mem, "shared_mem", op)
-    layout = fn.param_layout()
-    if layout is None:
-        layout = param_layout_fallback(args)
-    packer = build_packer(layout, args, ordinal=fn._ordinal, reachable=fn._reachable, name=fn.name)
+    packer = fn._new_packer(args)
     try:
         packer.pack(args)
     except Exception as exc:

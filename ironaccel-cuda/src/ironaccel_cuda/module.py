@@ -476,8 +476,8 @@ class Function(_core.FunctionCore):
     # -- cold paths ---------------------------------------------------------
 
     def _new_packer(self, args: tuple[Any, ...]) -> ArgPacker:
-        """A new packer for `args`, checked against the kernel's parameters (a PreparedLaunch owns its own;
-        `_prepare` keeps one per thread and argument types)."""
+        """A new packer for `args`, checked against the kernel's parameters (a PreparedLaunch and a graph
+        kernel node own theirs; `_prepare` keeps one per thread and argument types)."""
         layout = self.param_layout()
         if layout is None:
             layout = param_layout_fallback(args)
