@@ -449,10 +449,7 @@ class GraphExec(_Owned):
     def _set_host(self, node: GraphNode, fn: Callable[[], Any]) -> None:
         from .hostfn import exec_set_host_node
 
-        entry = exec_set_host_node(int(self._h), int(node._h), fn, None)
-        self._host_funcs.append(entry)
-        if self.__class__ is GraphExec:
-            self.__class__ = _HostFuncGraphExec
+        self._hold([], [exec_set_host_node(int(self._h), int(node._h), fn, None)])
 
     def _set_event_record(self, node: GraphNode, event: Any) -> None:
         op = "cuGraphExecEventRecordNodeSetEvent"
@@ -470,11 +467,7 @@ class GraphExec(_Owned):
             raise invalid(op, f"expected a Graph, got {type(graph).__name__}")
         graph._check(op)
         call(op, self._h, node._h, graph._h)
-        self._keep.extend(graph._keep)
-        if graph._host_funcs:
-            self._host_funcs.extend(graph._host_funcs)
-            if self.__class__ is GraphExec:
-                self.__class__ = _HostFuncGraphExec
+        self._hold(graph._keep, graph._host_funcs)
 
     def launch(self, stream: Stream | None = None) -> None:
         """Queue one replay on `stream` (default: the device's default stream)."""
@@ -506,9 +499,13 @@ class GraphExec(_Owned):
             from .errors import driver_error
 
             raise driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
-        self._keep.extend(graph._keep)
-        if graph._host_funcs:
-            self._host_funcs.extend(graph._host_funcs)
+        self._hold(graph._keep, graph._host_funcs)
+
+    def _hold(self, keep: list[Any], host_funcs: list[Any]) -> None:
+        """Keep what new node parameters use; with host functions, launches report their failures from now on."""
+        self._keep.extend(keep)
+        if host_funcs:
+            self._host_funcs.extend(host_funcs)
             if self.__class__ is GraphExec:
                 self.__class__ = _HostFuncGraphExec
 
