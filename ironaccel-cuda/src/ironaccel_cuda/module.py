@@ -119,7 +119,7 @@ class Module:
         op = "cuModuleGetFunction"
         if self._h is CLOSED:
             raise closed(op, "module")
-        fn = self._functions.get(name)
+        fn = self._functions.get(name) if isinstance(name, str) else None  # an unhashable name must not raise
         if fn is not None:
             return fn
         if not isinstance(name, str) or not name:

@@ -51,6 +51,9 @@ def test_function_lookup(dev, kernels):
     with pytest.raises(DriverError) as info:
         kernels.function("no_such_kernel")
     assert info.value.op == "cuModuleGetFunction" and "no_such_kernel" in str(info.value)
+    for bad in (["saxpy"], "", 7):
+        with pytest.raises(InvalidArgument):
+            kernels.function(bad)
 
 
 def test_attributes_and_occupancy(dev, kernels):
