@@ -43,7 +43,6 @@ from sides.base import (
     IpcImporter,
     Side,
     SideUnavailable,
-    expect_kernel_result,
     kernel_ints,
     kernel_name,
     unique_source,
@@ -279,12 +278,8 @@ class IronaccelSide(Side):
             for _ in range(n):
                 launch(GRID, BLOCK, *args, stream=stream)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), nargs, self.name)
-
-        return Case(run, settle=stream.synchronize, check=check, note="Function.launch(grid, block, *args, stream=s)")
+        return Case(run, settle=stream.synchronize, check=self.kernel_check(run, nargs),
+                    note="Function.launch(grid, block, *args, stream=s)")
 
     def launch_prepared(self, nargs: int) -> Case:
         prepared = self.functions[nargs].prepare(GRID, BLOCK, *self.args[nargs], stream=self.stream)
@@ -294,12 +289,7 @@ class IronaccelSide(Side):
             for _ in range(n):
                 prepared()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), nargs, self.name)
-
-        return Case(run, settle=stream.synchronize, check=check,
+        return Case(run, settle=stream.synchronize, check=self.kernel_check(run, nargs),
                     note="p = Function.prepare(grid, block, *args, stream=s); p()")
 
     def launch_cluster(self, cluster: int) -> Case:
@@ -311,12 +301,7 @@ class IronaccelSide(Side):
             for _ in range(n):
                 launch(CLUSTER_GRID, BLOCK, *args, stream=stream, config=config)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, settle=stream.synchronize, check=check,
+        return Case(run, settle=stream.synchronize, check=self.kernel_check(run),
                     note="Function.launch(grid, block, *args, stream=s, config=LaunchConfig(cluster=k))")
 
     def copy_to_new(self, nbytes: int) -> Case:
@@ -354,12 +339,7 @@ class IronaccelSide(Side):
                     launch(GRID, BLOCK, *args, stream=stream)
                 sync()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, check=check, note="Function.launch(..., stream=s) x N + Stream.synchronize()")
+        return Case(run, check=self.kernel_check(run), note="Function.launch(..., stream=s) x N + Stream.synchronize()")
 
     def graph_replay(self, count: int) -> Case:
         fn, args, stream = self.functions[4], self.args[4], self.stream
@@ -375,18 +355,13 @@ class IronaccelSide(Side):
                 launch(stream)
                 sync()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
         def close() -> None:
             for thing in (exe, graph):
                 closer = getattr(thing, "close", None)
                 if closer is not None:
                     closer()
 
-        return Case(run, check=check, close=close,
+        return Case(run, check=self.kernel_check(run), close=close,
                     note="Stream.begin_capture/end_capture; GraphExec.launch(s) + Stream.synchronize()")
 
     def conditional_while(self, count: int) -> Case:
@@ -409,10 +384,10 @@ class IronaccelSide(Side):
                 launch(stream)
                 sync()
 
+        kernel_check = self.kernel_check(run)
+
         def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
+            kernel_check()
             if int(left.copy_to_host()[0]) != 0:
                 raise AssertionError("the while-graph did not run its body count times")
 
