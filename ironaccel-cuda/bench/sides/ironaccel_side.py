@@ -121,7 +121,6 @@ class IronaccelSide(Side):
     def open(self, ctx: BenchContext) -> dict[str, str]:
         self.ia = ia = _import()
         self.ctx = ctx
-        self._ia = ia
         self.dev = ia.Device(ctx.device)
         self.stream = self.dev.create_stream()
         module = self.dev.load_module(_compile(ia, KERNEL_SOURCE, None))
@@ -294,7 +293,7 @@ class IronaccelSide(Side):
 
     def launch_cluster(self, cluster: int) -> Case:
         fn, args, stream = self.functions[4], self.args[4], self.stream
-        config = self._ia.LaunchConfig(cluster=cluster)
+        config = self.ia.LaunchConfig(cluster=cluster)
 
         def run(n: int) -> None:
             launch = fn.launch
