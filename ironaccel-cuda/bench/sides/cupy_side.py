@@ -1,8 +1,8 @@
 """Peer: CuPy (cupy-cuda13x), its public API.
 
 Kernel: `RawModule(path=<the shared CUBIN>)`, called as a `RawKernel` with numpy int32 scalars.
-Copies: `ndarray.set(host, stream=s)` + `s.synchronize()` (set is asynchronous) and
-`ndarray.get(stream=s, out=host)` (blocking by default). Pooled: `cupy.cuda.MemoryPool`.
+Copies: `ndarray.set(host)` and `ndarray.get(out=host)` on the null stream, each followed by
+`Stream.null.synchronize()` (see `copy`). Pooled: `cupy.cuda.MemoryPool`.
 Stream-ordered: `cupy.cuda.malloc_async` on the side's stream.
 """
 

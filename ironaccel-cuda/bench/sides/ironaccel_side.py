@@ -16,7 +16,11 @@ API change is adapted here. Names used:
   were staged), both recorded with the versions.  Memory rows: Device.default_pool.release_threshold,
   Device.create_driver_pool(ipc=True) -> DriverPool (.allocate, .close()), ipc.export(buf / pool),
   IpcPool.open(dev), IpcBuffer.open(dev); Device.reserve -> VirtualBuffer (.resize, .view, .ptr, .nbytes,
-  .close()); ManagedAllocator(dev).allocate, host_array, prefetch(buf, dev | "host", stream=s), managed_info.
+  .close()); ManagedAllocator(dev).allocate, host_array, prefetch(buf, dev | "host", stream=s), managed_info;
+  DeviceBuf[a:b] views, .memset(value, stream=s), .copy_from(buf, stream=s).  While-graph and host-function rows:
+  Program(source, CompileOptions(relocatable_device_code=True)), Linker(code, device_runtime=True).link(arch=dev),
+  Graph(dev).add_conditional("while", default=1) -> ConditionalNode (.body.add_kernel(fn, grid, block, *args,
+  after=node), .handle), Graph.instantiate(), Stream.launch_host_func(fn).
 """
 
 from __future__ import annotations
