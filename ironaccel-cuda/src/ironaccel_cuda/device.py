@@ -765,3 +765,11 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         if s._h is _core.CLOSED:
             return closed(op, "stream")
         return invalid(op, f"the stream is on cuda:{s._ordinal}, not cuda:{self.ordinal}")
+
+
+def open_device(device: Any, op: str) -> Device:
+    """`device` if it is an open Device: InvalidArgument for anything else, ClosedError once it is closed."""
+    if not isinstance(device, Device):
+        raise invalid(op, f"device must be a Device, got {type(device).__name__}")
+    device._check_open(op)
+    return device

@@ -141,11 +141,9 @@ class Graph(_Owned):
     _destroy = "cuGraphDestroy"
 
     def __init__(self, device: Device):
-        from .device import Device
+        from .device import open_device
 
-        if not isinstance(device, Device):
-            raise invalid("cuGraphCreate", f"device must be a Device, got {type(device).__name__}")
-        device._check_open("cuGraphCreate")
+        device = open_device(device, "cuGraphCreate")
         self._setup(call("cuGraphCreate", 0), device, None)
 
     @classmethod
