@@ -148,7 +148,7 @@ def _enum_member(enum: Any, prefix: str, name: Any, op: str, what: str) -> Any:
     if not key.startswith(prefix):
         key = prefix + key
     member = getattr(enum, key, None)
-    if member is None or not key.startswith(prefix) or key.endswith("_MAX"):
+    if member is None or key.endswith("_MAX"):
         import difflib
 
         known = [n[len(prefix):].lower() for n in dir(enum) if n.startswith(prefix) and not n.endswith("_MAX")]
