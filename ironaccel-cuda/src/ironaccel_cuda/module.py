@@ -148,16 +148,16 @@ class Module:
             raise closed(op, "module")
         if not isinstance(name, str) or not name:
             raise invalid(op, f"the global's name must be a non-empty str, got {name!r}")
-        symbol = _symbol(self.name_map, name, op)
-        err, out = try_call(op, self._h, symbol)
+        key = (name, str(dtype))
+        view = self._views.get(key)
+        if view is not None and not view.closed:
+            return view
+        err, out = try_call(op, self._h, _symbol(self.name_map, name, op))
         if err:
             from .errors import driver_error
 
             raise driver_error(err, op, f"no __device__ or __constant__ variable {name!r} in this module")
-        key = (name, str(dtype))
-        view = self._views.get(key)
-        if view is None or view.closed:
-            view = self._views[key] = global_view(self.device, int(out[0]), int(out[1]), dtype, name, op, self)
+        view = self._views[key] = global_view(self.device, int(out[0]), int(out[1]), dtype, name, op, self)
         return view
 
     @property
