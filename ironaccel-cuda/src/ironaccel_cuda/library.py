@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ._driver import call, try_call
 from .device import open_device
 from .errors import closed, driver_error, invalid
-from .module import Function, _symbol, global_view, loadable_image, param_types
+from .module import Function, _symbol, close_contents, global_view, loadable_image, param_types
 
 if TYPE_CHECKING:
     from .device import Device
@@ -96,14 +96,7 @@ class Library:
         if h is None:
             return
         self._h = None
-        from ._core import CLOSED
-
-        for fn in self._functions.values():
-            fn._h = CLOSED
-        self._functions.clear()
-        views, self._views = self._views, {}
-        for view in views.values():
-            view.close()
+        close_contents(self)
         from . import _driver
 
         if not _driver.forked:

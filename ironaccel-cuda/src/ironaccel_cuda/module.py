@@ -169,12 +169,7 @@ class Module:
         self._h = CLOSED
         if h is CLOSED:
             return
-        for fn in self._functions.values():
-            fn._h = CLOSED
-        self._functions.clear()
-        views, self._views = self._views, {}
-        for view in views.values():
-            view.close()
+        close_contents(self)
         from . import _driver
 
         if _driver.forked:
@@ -196,6 +191,16 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<Module {self.kind}{' closed' if self._h is CLOSED else ''} on cuda:{self.device.ordinal}>"
+
+
+def close_contents(owner: Any) -> None:
+    """Close the Functions and global views of a Module or Library (before it unloads its code)."""
+    for fn in owner._functions.values():
+        fn._h = CLOSED
+    owner._functions.clear()
+    views, owner._views = owner._views, {}
+    for view in views.values():
+        view.close()
 
 
 def _symbol(name_map: dict[str, str], name: str, op: str) -> bytes:
