@@ -201,3 +201,22 @@ def test_known_parameter_types_catch_a_float_for_an_integer():
     # without types (CUBIN from elsewhere) the sizes are all there is: the old rule
     untyped = build_packer(layout, (buf, 8.0, 1.0), ordinal=0, reachable={0}, name="fill")
     untyped.pack((buf, 8.0, 1.0))
+
+
+def test_graph_kernel_nodes_pack_as_launches_do(monkeypatch):
+    """A kernel node's arguments meet the same PTX types as a launch's: no float for an integer, ints converted."""
+    from cuda.bindings import driver as raw
+
+    from ironaccel_cuda import graph
+    from ironaccel_cuda.module import Function
+
+    device = SimpleNamespace(ordinal=0, _state=SimpleNamespace(default_stream=None, reachable={0}))
+    fn = Function._make(0x1234, SimpleNamespace(device=device), "fill", types=("u64", "u32", "f32"))
+    fn._layout = ((0, 8), (8, 4), (12, 4))
+    monkeypatch.setattr(graph, "driver", lambda: raw)  # the node's parameter struct, no driver call
+    buf = fake_buf(0x1000)
+    with pytest.raises(InvalidArgument, match="argument 1 is a float but the kernel parameter is .u32"):
+        graph._kernel_params(device, fn, 1, 8, (buf, 8.0, 1.0), 0, "cuGraphAddKernelNode")
+    params, (_, _, packer) = graph._kernel_params(device, fn, 1, 8, (buf, 8, 3), 0, "cuGraphAddKernelNode")
+    assert struct.unpack("<QIf", block_bytes(packer)[:16]) == (0x1000, 8, 3.0)
+    assert int(params.func) == 0x1234 and params.kernelParams == packer.params

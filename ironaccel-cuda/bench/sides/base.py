@@ -8,6 +8,7 @@ library is missing, so that column is skipped cleanly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -140,6 +141,19 @@ class Side:
 
     def close(self) -> None:
         """Release everything open() made."""
+
+    def kernel_check(self, run: Callable[[int], object], nargs: int = 4) -> Callable[[], None]:
+        """A Case check for a row that runs bench_k<nargs>: clear the output, run once, read what the kernel wrote.
+
+        For sides that define `_clear_out()` and `_read_out()` over their output word.
+        """
+
+        def check() -> None:
+            self._clear_out()
+            run(1)
+            expect_kernel_result(self._read_out(), nargs, self.name)
+
+        return check
 
     def case(self, op: OpSpec) -> Case:
         method = getattr(self, op.method, None)

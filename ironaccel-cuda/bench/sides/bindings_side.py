@@ -29,7 +29,6 @@ from sides.base import (
     Side,
     SideUnavailable,
     Unsupported,
-    expect_kernel_result,
     kernel_ints,
     kernel_name,
     set_default_pool_threshold,
@@ -348,12 +347,8 @@ class BindingsSide(Side):
                 if err:
                     raise _fail("cuLaunchKernel", err)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), nargs, self.name)
-
-        return Case(run, settle=self._sync, check=check, note="cuLaunchKernel, parameters packed once (ctypes)")
+        return Case(run, settle=self._sync, check=self.kernel_check(run, nargs),
+                    note="cuLaunchKernel, parameters packed once (ctypes)")
 
     def launch_cluster(self, cluster: int) -> Case:
         cu, stream = self.cu, self.stream
@@ -376,12 +371,8 @@ class BindingsSide(Side):
                 if err:
                     raise _fail("cuLaunchKernelEx", err)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, settle=self._sync, check=check, note="cuLaunchKernelEx, CUlaunchConfig built once")
+        return Case(run, settle=self._sync, check=self.kernel_check(run),
+                    note="cuLaunchKernelEx, CUlaunchConfig built once")
 
     def copy_to_new(self, nbytes: int) -> Case:
         cu, host = self.cu, self.ctx.host
@@ -419,12 +410,7 @@ class BindingsSide(Side):
                 if err:
                     raise _fail("cuStreamSynchronize", err)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, check=check, note="cuLaunchKernel x N + cuStreamSynchronize")
+        return Case(run, check=self.kernel_check(run), note="cuLaunchKernel x N + cuStreamSynchronize")
 
     def graph_replay(self, count: int) -> Case:
         cu, stream = self.cu, self.stream
@@ -451,16 +437,12 @@ class BindingsSide(Side):
                 if err:
                     raise _fail("cuStreamSynchronize", err)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
         def close() -> None:
             cu.cuGraphExecDestroy(exe)
             cu.cuGraphDestroy(graph)
 
-        return Case(run, check=check, close=close, note="stream capture; cuGraphLaunch + cuStreamSynchronize")
+        return Case(run, check=self.kernel_check(run), close=close,
+                    note="stream capture; cuGraphLaunch + cuStreamSynchronize")
 
     def nvrtc_cold(self) -> Case:
         arch = self.ctx.arch

@@ -27,7 +27,6 @@ from sides.base import (
     Side,
     SideUnavailable,
     Unsupported,
-    expect_kernel_result,
     kernel_ints,
     kernel_name,
     set_default_pool_threshold,
@@ -164,12 +163,8 @@ class CudaCoreSide(Side):
             for _ in range(n):
                 launch(stream, config, kernel, *args)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), nargs, self.name)
-
-        return Case(run, settle=stream.sync, check=check, note="launch(stream, config, kernel, *args)")
+        return Case(run, settle=stream.sync, check=self.kernel_check(run, nargs),
+                    note="launch(stream, config, kernel, *args)")
 
     def launch_cluster(self, cluster: int) -> Case:
         launch, stream, kernel, args = self.core.launch, self.stream, self.kernels[4], self.args[4]
@@ -179,12 +174,7 @@ class CudaCoreSide(Side):
             for _ in range(n):
                 launch(stream, config, kernel, *args)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, settle=stream.sync, check=check,
+        return Case(run, settle=stream.sync, check=self.kernel_check(run),
                     note="launch(stream, LaunchConfig(grid, cluster=k, block), kernel, *args)")
 
     def eager_launches(self, count: int) -> Case:
@@ -197,12 +187,7 @@ class CudaCoreSide(Side):
                     launch(stream, config, kernel, *args)
                 stream.sync()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, check=check, note="launch(stream, config, kernel, *args) x N + Stream.sync()")
+        return Case(run, check=self.kernel_check(run), note="launch(stream, config, kernel, *args) x N + Stream.sync()")
 
     def graph_replay(self, count: int) -> Case:
         launch, stream, config = self.core.launch, self.stream, self.config
@@ -220,16 +205,12 @@ class CudaCoreSide(Side):
                 graph.launch(stream)
                 stream.sync()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
         def close() -> None:
             graph.close()
             builder.close()
 
-        return Case(run, check=check, close=close, note="GraphBuilder; Graph.launch(stream) + Stream.sync()")
+        return Case(run, check=self.kernel_check(run), close=close,
+                    note="GraphBuilder; Graph.launch(stream) + Stream.sync()")
 
     def nvrtc_cold(self) -> Case:
         core, options = self.core, self.options

@@ -1,8 +1,8 @@
 """Peer: CuPy (cupy-cuda13x), its public API.
 
 Kernel: `RawModule(path=<the shared CUBIN>)`, called as a `RawKernel` with numpy int32 scalars.
-Copies: `ndarray.set(host, stream=s)` + `s.synchronize()` (set is asynchronous) and
-`ndarray.get(stream=s, out=host)` (blocking by default). Pooled: `cupy.cuda.MemoryPool`.
+Copies: `ndarray.set(host)` and `ndarray.get(out=host)` on the null stream, each followed by
+`Stream.null.synchronize()` (see `copy`). Pooled: `cupy.cuda.MemoryPool`.
 Stream-ordered: `cupy.cuda.malloc_async` on the side's stream.
 """
 
@@ -23,7 +23,6 @@ from sides.base import (
     IpcImporter,
     Side,
     SideUnavailable,
-    expect_kernel_result,
     kernel_ints,
     kernel_name,
     set_default_pool_threshold,
@@ -193,12 +192,8 @@ class CupySide(Side):
             for _ in range(n):
                 kernel(GRID, BLOCK, args, stream=stream)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), nargs, self.name)
-
-        return Case(run, settle=stream.synchronize, check=check, note="RawKernel(grid, block, args, stream=s)")
+        return Case(run, settle=stream.synchronize, check=self.kernel_check(run, nargs),
+                    note="RawKernel(grid, block, args, stream=s)")
 
     def eager_launches(self, count: int) -> Case:
         kernel, args, stream = self.kernels[4], self.args[4], self.stream
@@ -209,12 +204,8 @@ class CupySide(Side):
                     kernel(GRID, BLOCK, args, stream=stream)
                 stream.synchronize()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, check=check, note="RawKernel(grid, block, args, stream=s) x N + Stream.synchronize()")
+        return Case(run, check=self.kernel_check(run),
+                    note="RawKernel(grid, block, args, stream=s) x N + Stream.synchronize()")
 
     def host_func(self) -> Case:
         stream, ran = self.stream, []
@@ -246,12 +237,7 @@ class CupySide(Side):
                 graph.launch(stream=stream)
                 stream.synchronize()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, check=check,
+        return Case(run, check=self.kernel_check(run),
                     note="Stream.begin_capture/end_capture; Graph.launch(stream) + Stream.synchronize()")
 
     # memory rows (issue 10)

@@ -16,7 +16,11 @@ API change is adapted here. Names used:
   were staged), both recorded with the versions.  Memory rows: Device.default_pool.release_threshold,
   Device.create_driver_pool(ipc=True) -> DriverPool (.allocate, .close()), ipc.export(buf / pool),
   IpcPool.open(dev), IpcBuffer.open(dev); Device.reserve -> VirtualBuffer (.resize, .view, .ptr, .nbytes,
-  .close()); ManagedAllocator(dev).allocate, host_array, prefetch(buf, dev | "host", stream=s), managed_info.
+  .close()); ManagedAllocator(dev).allocate, host_array, prefetch(buf, dev | "host", stream=s), managed_info;
+  DeviceBuf[a:b] views, .memset(value, stream=s), .copy_from(buf, stream=s).  While-graph and host-function rows:
+  Program(source, CompileOptions(relocatable_device_code=True)), Linker(code, device_runtime=True).link(arch=dev),
+  Graph(dev).add_conditional("while", default=1) -> ConditionalNode (.body.add_kernel(fn, grid, block, *args,
+  after=node), .handle), Graph.instantiate(), Stream.launch_host_func(fn).
 """
 
 from __future__ import annotations
@@ -43,7 +47,6 @@ from sides.base import (
     IpcImporter,
     Side,
     SideUnavailable,
-    expect_kernel_result,
     kernel_ints,
     kernel_name,
     unique_source,
@@ -122,7 +125,6 @@ class IronaccelSide(Side):
     def open(self, ctx: BenchContext) -> dict[str, str]:
         self.ia = ia = _import()
         self.ctx = ctx
-        self._ia = ia
         self.dev = ia.Device(ctx.device)
         self.stream = self.dev.create_stream()
         module = self.dev.load_module(_compile(ia, KERNEL_SOURCE, None))
@@ -279,12 +281,8 @@ class IronaccelSide(Side):
             for _ in range(n):
                 launch(GRID, BLOCK, *args, stream=stream)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), nargs, self.name)
-
-        return Case(run, settle=stream.synchronize, check=check, note="Function.launch(grid, block, *args, stream=s)")
+        return Case(run, settle=stream.synchronize, check=self.kernel_check(run, nargs),
+                    note="Function.launch(grid, block, *args, stream=s)")
 
     def launch_prepared(self, nargs: int) -> Case:
         prepared = self.functions[nargs].prepare(GRID, BLOCK, *self.args[nargs], stream=self.stream)
@@ -294,29 +292,19 @@ class IronaccelSide(Side):
             for _ in range(n):
                 prepared()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), nargs, self.name)
-
-        return Case(run, settle=stream.synchronize, check=check,
+        return Case(run, settle=stream.synchronize, check=self.kernel_check(run, nargs),
                     note="p = Function.prepare(grid, block, *args, stream=s); p()")
 
     def launch_cluster(self, cluster: int) -> Case:
         fn, args, stream = self.functions[4], self.args[4], self.stream
-        config = self._ia.LaunchConfig(cluster=cluster)
+        config = self.ia.LaunchConfig(cluster=cluster)
 
         def run(n: int) -> None:
             launch = fn.launch
             for _ in range(n):
                 launch(CLUSTER_GRID, BLOCK, *args, stream=stream, config=config)
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, settle=stream.synchronize, check=check,
+        return Case(run, settle=stream.synchronize, check=self.kernel_check(run),
                     note="Function.launch(grid, block, *args, stream=s, config=LaunchConfig(cluster=k))")
 
     def copy_to_new(self, nbytes: int) -> Case:
@@ -354,12 +342,7 @@ class IronaccelSide(Side):
                     launch(GRID, BLOCK, *args, stream=stream)
                 sync()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
-        return Case(run, check=check, note="Function.launch(..., stream=s) x N + Stream.synchronize()")
+        return Case(run, check=self.kernel_check(run), note="Function.launch(..., stream=s) x N + Stream.synchronize()")
 
     def graph_replay(self, count: int) -> Case:
         fn, args, stream = self.functions[4], self.args[4], self.stream
@@ -375,18 +358,13 @@ class IronaccelSide(Side):
                 launch(stream)
                 sync()
 
-        def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
-
         def close() -> None:
             for thing in (exe, graph):
                 closer = getattr(thing, "close", None)
                 if closer is not None:
                     closer()
 
-        return Case(run, check=check, close=close,
+        return Case(run, check=self.kernel_check(run), close=close,
                     note="Stream.begin_capture/end_capture; GraphExec.launch(s) + Stream.synchronize()")
 
     def conditional_while(self, count: int) -> Case:
@@ -409,10 +387,10 @@ class IronaccelSide(Side):
                 launch(stream)
                 sync()
 
+        kernel_check = self.kernel_check(run)
+
         def check() -> None:
-            self._clear_out()
-            run(1)
-            expect_kernel_result(self._read_out(), 4, self.name)
+            kernel_check()
             if int(left.copy_to_host()[0]) != 0:
                 raise AssertionError("the while-graph did not run its body count times")
 

@@ -3,7 +3,7 @@
 PyTorch cannot launch a foreign CUBIN kernel or do stream-ordered allocation from Python, so those
 cells stay blank. Pooled: the caching allocator through `torch.cuda.caching_allocator_alloc/delete`
 (its leanest Python entry, no tensor built). Copies: `Tensor.copy_` with non_blocking=False, which
-synchronizes the stream itself (so no extra sync is added), on the side's own stream.
+synchronizes the stream itself (so no extra sync is added), on the default stream.
 """
 
 from __future__ import annotations

@@ -56,6 +56,9 @@ class _ContextBase:
     def create_stream(self, priority: int = 0) -> Stream:
         raise NotImplementedError
 
+    def close(self) -> None:
+        raise NotImplementedError
+
     def _init_base(self, ctx: Any, device: Device) -> None:
         self._ctx = ctx
         self.device = device
@@ -151,6 +154,13 @@ class _ContextBase:
         self._children = weakref.WeakSet()
         self._default = None
 
+    def __del__(self) -> None:
+        if getattr(self, "_ctx", None) is not None:
+            try:
+                self.close()
+            except Exception:
+                pass
+
     def __repr__(self) -> str:
         state = "closed" if self._ctx is None else hex(int(self._ctx))
         return f"<{type(self).__name__} {state} on cuda:{self.device.ordinal}>"
@@ -204,13 +214,6 @@ class Context(_ContextBase):
         if not _driver.forked:
             call("cuCtxDestroy", ctx)
             _core.forget_current()
-
-    def __del__(self) -> None:
-        if getattr(self, "_ctx", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
 
 def current_context() -> Any:
@@ -291,13 +294,6 @@ class GreenContext(_ContextBase):
 
         if not _driver.forked:
             call("cuGreenCtxDestroy", green)
-
-    def __del__(self) -> None:
-        if getattr(self, "_ctx", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     def __repr__(self) -> str:
         state = "closed" if self._ctx is None else f"{self.sm_count} SMs"

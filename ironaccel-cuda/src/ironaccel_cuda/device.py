@@ -33,7 +33,7 @@ from .compute import ComputeDeviceMixin
 from .errors import InvalidArgument, closed, invalid
 from .event import Event
 from .memory import PinnedBuf
-from .stream import Stream
+from .stream import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, Stream, implicit_stream
 
 __all__ = ["Device", "DeviceAttributes", "device_count", "devices", "describe"]
 
@@ -148,7 +148,7 @@ def _enum_member(enum: Any, prefix: str, name: Any, op: str, what: str) -> Any:
     if not key.startswith(prefix):
         key = prefix + key
     member = getattr(enum, key, None)
-    if member is None or not key.startswith(prefix) or key.endswith("_MAX"):
+    if member is None or key.endswith("_MAX"):
         import difflib
 
         known = [n[len(prefix):].lower() for n in dir(enum) if n.startswith(prefix) and not n.endswith("_MAX")]
@@ -611,16 +611,14 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         Its handle means "the current context's", so each call on it first makes
         this device current on the calling thread.  Closing it does nothing.
         """
-        return self._implicit_stream("legacy", 0x1)
+        return self._implicit_stream("legacy", CU_STREAM_LEGACY)
 
     @property
     def per_thread_stream(self) -> Stream:
         """The per-thread default stream (CU_STREAM_PER_THREAD) of this device, for the calling thread."""
-        return self._implicit_stream("per_thread", 0x2)
+        return self._implicit_stream("per_thread", CU_STREAM_PER_THREAD)
 
     def _implicit_stream(self, kind: str, handle: int) -> Stream:
-        from .stream import implicit_stream
-
         self._check_open(f"Device.{kind}_stream")
         st = self._state
         with st.lock:
@@ -765,3 +763,11 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         if s._h is _core.CLOSED:
             return closed(op, "stream")
         return invalid(op, f"the stream is on cuda:{s._ordinal}, not cuda:{self.ordinal}")
+
+
+def open_device(device: Any, op: str) -> Device:
+    """`device` if it is an open Device: InvalidArgument for anything else, ClosedError once it is closed."""
+    if not isinstance(device, Device):
+        raise invalid(op, f"device must be a Device, got {type(device).__name__}")
+    device._check_open(op)
+    return device

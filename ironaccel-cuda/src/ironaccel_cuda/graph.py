@@ -141,11 +141,9 @@ class Graph(_Owned):
     _destroy = "cuGraphDestroy"
 
     def __init__(self, device: Device):
-        from .device import Device
+        from .device import open_device
 
-        if not isinstance(device, Device):
-            raise invalid("cuGraphCreate", f"device must be a Device, got {type(device).__name__}")
-        device._check_open("cuGraphCreate")
+        device = open_device(device, "cuGraphCreate")
         self._setup(call("cuGraphCreate", 0), device, None)
 
     @classmethod
@@ -449,10 +447,7 @@ class GraphExec(_Owned):
     def _set_host(self, node: GraphNode, fn: Callable[[], Any]) -> None:
         from .hostfn import exec_set_host_node
 
-        entry = exec_set_host_node(int(self._h), int(node._h), fn, None)
-        self._host_funcs.append(entry)
-        if self.__class__ is GraphExec:
-            self.__class__ = _HostFuncGraphExec
+        self._hold([], [exec_set_host_node(int(self._h), int(node._h), fn, None)])
 
     def _set_event_record(self, node: GraphNode, event: Any) -> None:
         op = "cuGraphExecEventRecordNodeSetEvent"
@@ -470,11 +465,7 @@ class GraphExec(_Owned):
             raise invalid(op, f"expected a Graph, got {type(graph).__name__}")
         graph._check(op)
         call(op, self._h, node._h, graph._h)
-        self._keep.extend(graph._keep)
-        if graph._host_funcs:
-            self._host_funcs.extend(graph._host_funcs)
-            if self.__class__ is GraphExec:
-                self.__class__ = _HostFuncGraphExec
+        self._hold(graph._keep, graph._host_funcs)
 
     def launch(self, stream: Stream | None = None) -> None:
         """Queue one replay on `stream` (default: the device's default stream)."""
@@ -506,9 +497,13 @@ class GraphExec(_Owned):
             from .errors import driver_error
 
             raise driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
-        self._keep.extend(graph._keep)
-        if graph._host_funcs:
-            self._host_funcs.extend(graph._host_funcs)
+        self._hold(graph._keep, graph._host_funcs)
+
+    def _hold(self, keep: list[Any], host_funcs: list[Any]) -> None:
+        """Keep what new node parameters use; with host functions, launches report their failures from now on."""
+        self._keep.extend(keep)
+        if host_funcs:
+            self._host_funcs.extend(host_funcs)
             if self.__class__ is GraphExec:
                 self.__class__ = _HostFuncGraphExec
 
@@ -530,7 +525,7 @@ class _HostFuncGraphExec(GraphExec):
 
 def _kernel_params(device: Device, fn: Any, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: Any,
                    op: str) -> tuple[Any, Any]:
-    from .launch import build_packer, pack_error, param_layout_fallback
+    from .launch import pack_error
     from .module import Function, _count, _dim3
 
     if not isinstance(fn, Function):
@@ -541,10 +536,7 @@ def _kernel_params(device: Device, fn: Any, grid: Any, block: Any, args: tuple[A
         raise invalid(op, f"{fn.name} is loaded on cuda:{fn._ordinal}, the graph is on cuda:{device.ordinal}")
     g, b = _dim3(grid, "grid", op), _dim3(block, "block", op)
     smem = _count(shared_mem, "shared_mem", op)
-    layout = fn.param_layout()
-    if layout is None:
-        layout = param_layout_fallback(args)
-    packer = build_packer(layout, args, ordinal=fn._ordinal, reachable=fn._reachable, name=fn.name)
+    packer = fn._new_packer(args)
     try:
         packer.pack(args)
     except Exception as exc:

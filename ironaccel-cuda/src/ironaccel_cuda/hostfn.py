@@ -171,11 +171,7 @@ def take_captured(stream: Any) -> list[HostFunc]:
 def graph_add_node(graph_h: int, deps: list[int], fn: Callable[[], Any], sink: Any) -> tuple[int, HostFunc]:
     """Add a host node running `fn()` to a graph (cuGraphAddHostNode); returns (node handle, HostFunc)."""
     op = "cuGraphAddHostNode"
-    _check_callable(fn, op)
-    entry = HostFunc(fn, sink)
-    with _lock:
-        _kept[entry.token] = entry
-    params = (ctypes.c_void_p * 2)(_TRAMPOLINE_ADDRESS, entry.token)
+    params, entry = host_node_params(fn, sink, op)
     node = ctypes.c_void_p()
     array = (ctypes.c_void_p * max(len(deps), 1))(*deps)
     add = _entry(op, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,

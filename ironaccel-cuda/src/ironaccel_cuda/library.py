@@ -18,8 +18,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ._driver import call, try_call
+from .device import open_device
 from .errors import closed, driver_error, invalid
-from .module import Function, _symbol, global_view, loadable_image, param_types
+from .module import Function, _symbol, close_contents, global_view, loadable_image, param_types
 
 if TYPE_CHECKING:
     from .device import Device
@@ -47,20 +48,11 @@ class Library:
         if self._h is None:
             raise closed(op, "library")
 
-    @staticmethod
-    def _device(device: Any, op: str) -> Device:
-        from .device import Device
-
-        if not isinstance(device, Device):
-            raise invalid(op, f"device must be a Device, got {type(device).__name__}")
-        device._check_open(op)
-        return device
-
     def function(self, name: str, device: Device) -> Function:
         """The kernel `name` (a name expression or a symbol) as a Function of `device` (cuLibraryGetKernel)."""
         op = "cuLibraryGetKernel"
         self._check(op)
-        dev = self._device(device, op)
+        dev = open_device(device, op)
         if not isinstance(name, str) or not name:
             raise invalid(op, f"function name must be a non-empty str, got {name!r}")
         key = (name, dev.ordinal)
@@ -83,7 +75,7 @@ class Library:
         (cuLibraryGetGlobal); see `Module.get_global`."""
         op = "cuLibraryGetGlobal"
         self._check(op)
-        dev = self._device(device, op)
+        dev = open_device(device, op)
         if not isinstance(name, str) or not name:
             raise invalid(op, f"the global's name must be a non-empty str, got {name!r}")
         key = (name, dev.ordinal, str(dtype))
@@ -104,14 +96,7 @@ class Library:
         if h is None:
             return
         self._h = None
-        from ._core import CLOSED
-
-        for fn in self._functions.values():
-            fn._h = CLOSED
-        self._functions.clear()
-        views, self._views = self._views, {}
-        for view in views.values():
-            view.close()
+        close_contents(self)
         from . import _driver
 
         if not _driver.forked:

@@ -119,7 +119,7 @@ class Module:
         op = "cuModuleGetFunction"
         if self._h is CLOSED:
             raise closed(op, "module")
-        fn = self._functions.get(name)
+        fn = self._functions.get(name) if isinstance(name, str) else None  # an unhashable name must not raise
         if fn is not None:
             return fn
         if not isinstance(name, str) or not name:
@@ -148,16 +148,16 @@ class Module:
             raise closed(op, "module")
         if not isinstance(name, str) or not name:
             raise invalid(op, f"the global's name must be a non-empty str, got {name!r}")
-        symbol = _symbol(self.name_map, name, op)
-        err, out = try_call(op, self._h, symbol)
+        key = (name, str(dtype))
+        view = self._views.get(key)
+        if view is not None and not view.closed:
+            return view
+        err, out = try_call(op, self._h, _symbol(self.name_map, name, op))
         if err:
             from .errors import driver_error
 
             raise driver_error(err, op, f"no __device__ or __constant__ variable {name!r} in this module")
-        key = (name, str(dtype))
-        view = self._views.get(key)
-        if view is None or view.closed:
-            view = self._views[key] = global_view(self.device, int(out[0]), int(out[1]), dtype, name, op, self)
+        view = self._views[key] = global_view(self.device, int(out[0]), int(out[1]), dtype, name, op, self)
         return view
 
     @property
@@ -169,12 +169,7 @@ class Module:
         self._h = CLOSED
         if h is CLOSED:
             return
-        for fn in self._functions.values():
-            fn._h = CLOSED
-        self._functions.clear()
-        views, self._views = self._views, {}
-        for view in views.values():
-            view.close()
+        close_contents(self)
         from . import _driver
 
         if _driver.forked:
@@ -196,6 +191,16 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<Module {self.kind}{' closed' if self._h is CLOSED else ''} on cuda:{self.device.ordinal}>"
+
+
+def close_contents(owner: Any) -> None:
+    """Close the Functions and global views of a Module or Library (before it unloads its code)."""
+    for fn in owner._functions.values():
+        fn._h = CLOSED
+    owner._functions.clear()
+    views, owner._views = owner._views, {}
+    for view in views.values():
+        view.close()
 
 
 def _symbol(name_map: dict[str, str], name: str, op: str) -> bytes:
@@ -457,12 +462,7 @@ class Function(_core.FunctionCore):
         """
         if self._h is CLOSED:
             raise closed("cuLaunchKernel", "function (its module was closed)")
-        layout = self.param_layout()
-        if layout is None:
-            layout = param_layout_fallback(args)
-        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name,
-                              types=self._types)
-        return _core.prepare_launch(self, grid, block, args, stream, shared_mem, config, packer)
+        return _core.prepare_launch(self, grid, block, args, stream, shared_mem, config, self._new_packer(args))
 
     def _allow_non_portable_clusters(self) -> None:
         """Cold, once per function: let clusters above 8 blocks run (LaunchConfig(non_portable_cluster=True))."""
@@ -480,14 +480,19 @@ class Function(_core.FunctionCore):
 
     # -- cold paths ---------------------------------------------------------
 
-    def _prepare(self, args: tuple[Any, ...]) -> ArgPacker:
-        if self._h is CLOSED:
-            raise closed("cuLaunchKernel", "function (its module was closed)")
+    def _new_packer(self, args: tuple[Any, ...]) -> ArgPacker:
+        """A new packer for `args`, checked against the kernel's parameters (a PreparedLaunch and a graph
+        kernel node own theirs; `_prepare` keeps one per thread and argument types)."""
         layout = self.param_layout()
         if layout is None:
             layout = param_layout_fallback(args)
-        packer = build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name,
-                              types=self._types)
+        return build_packer(layout, args, ordinal=self._ordinal, reachable=self._reachable, name=self.name,
+                            types=self._types)
+
+    def _prepare(self, args: tuple[Any, ...]) -> ArgPacker:
+        if self._h is CLOSED:
+            raise closed("cuLaunchKernel", "function (its module was closed)")
+        packer = self._new_packer(args)
         try:
             packers = self._tls.packers
         except AttributeError:

@@ -45,14 +45,21 @@ def _message(name: Any, op: str) -> str:
     return name
 
 
+def _domain(domain: Any, op: str) -> Any:
+    if domain is not None and not isinstance(domain, str):
+        raise invalid(op, f"an NVTX domain is a str (None: NVTX's global domain), got {domain!r}")
+    return domain
+
+
 def nvtx_push(name: str, color: str | None = None, domain: str = DOMAIN) -> None:
     """Open an NVTX range on this thread (nvtxDomainRangePushEx); close it with `nvtx_pop`."""
-    _module().push_range(_message(name, "nvtxRangePush"), color=color, domain=domain)
+    op = "nvtxRangePush"
+    _module().push_range(_message(name, op), color=color, domain=_domain(domain, op))
 
 
 def nvtx_pop(domain: str = DOMAIN) -> None:
     """Close this thread's innermost NVTX range of `domain` (nvtxDomainRangePop)."""
-    _module().pop_range(domain=domain)
+    _module().pop_range(domain=_domain(domain, "nvtxRangePop"))
 
 
 @contextmanager
@@ -67,7 +74,8 @@ def nvtx_range(name: str, color: str | None = None, domain: str = DOMAIN) -> Ite
 
 def nvtx_mark(name: str, color: str | None = None, domain: str = DOMAIN) -> None:
     """An instant NVTX marker (nvtxDomainMarkEx)."""
-    _module().mark(_message(name, "nvtxMark"), color=color, domain=domain)
+    op = "nvtxMark"
+    _module().mark(_message(name, op), color=color, domain=_domain(domain, op))
 
 
 def profiler_start() -> None:

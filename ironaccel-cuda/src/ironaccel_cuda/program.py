@@ -501,29 +501,14 @@ class Program:
                 raise CompileError(BACKEND, "nvrtcCompileProgram", log or _error_string(nv, err), int(err),
                                    getattr(err, "name", None))
             params: Mapping[str, tuple[str, ...]] = _EMPTY_PARAMS
-            if target in ("ptx", "cubin"):  # NVRTC makes the PTX for a CUBIN too: it carries the parameter types
-                err, size = nv.nvrtcGetPTXSize(prog)
-                _check(nv, err, "nvrtcGetPTXSize")
-                ptx = b" " * size
-                (err,) = nv.nvrtcGetPTX(prog, ptx)
-                _check(nv, err, "nvrtcGetPTX")
+            if target == "ltoir":
+                buf = _output(nv, prog, "LTOIR")
+            else:  # NVRTC makes the PTX for a CUBIN too: it carries the parameter types
                 from .launch import ptx_param_types
 
+                ptx = _output(nv, prog, "PTX")
                 params = MappingProxyType(ptx_param_types(ptx))
-            if target == "ptx":
-                buf = ptx
-            elif target == "ltoir":
-                err, size = nv.nvrtcGetLTOIRSize(prog)
-                _check(nv, err, "nvrtcGetLTOIRSize")
-                buf = b" " * size
-                (err,) = nv.nvrtcGetLTOIR(prog, buf)
-                _check(nv, err, "nvrtcGetLTOIR")
-            else:
-                err, size = nv.nvrtcGetCUBINSize(prog)
-                _check(nv, err, "nvrtcGetCUBINSize")
-                buf = b" " * size
-                (err,) = nv.nvrtcGetCUBIN(prog, buf)
-                _check(nv, err, "nvrtcGetCUBIN")
+                buf = ptx if target == "ptx" else _output(nv, prog, "CUBIN")
             names = {}
             for expr in self.name_expressions:
                 err, lowered = nv.nvrtcGetLoweredName(prog, expr.encode())
@@ -532,6 +517,16 @@ class Program:
         finally:
             nv.nvrtcDestroyProgram(prog)
         return ObjectCode(bytes(buf), target, arch_name, MappingProxyType(names), log, cache=None, params=params)
+
+
+def _output(nv: ModuleType, prog: Any, what: str) -> bytes:
+    """The compiled program's `what` ("PTX", "CUBIN" or "LTOIR"): nvrtcGet<what>Size, then nvrtcGet<what>."""
+    err, size = getattr(nv, f"nvrtcGet{what}Size")(prog)
+    _check(nv, err, f"nvrtcGet{what}Size")
+    buf = b" " * size
+    (err,) = getattr(nv, f"nvrtcGet{what}")(prog, buf)
+    _check(nv, err, f"nvrtcGet{what}")
+    return buf
 
 
 def _encodable(text: str, op: str, what: str) -> None:

@@ -51,6 +51,9 @@ def test_function_lookup(dev, kernels):
     with pytest.raises(DriverError) as info:
         kernels.function("no_such_kernel")
     assert info.value.op == "cuModuleGetFunction" and "no_such_kernel" in str(info.value)
+    for bad in (["saxpy"], "", 7):
+        with pytest.raises(InvalidArgument):
+            kernels.function(bad)
 
 
 def test_attributes_and_occupancy(dev, kernels):
@@ -321,6 +324,16 @@ def test_a_float_for_an_integer_parameter_is_refused(dev):
         fn.prepare(1, 8, out, 8.0, 3.0)
     fn.launch(1, 8, out, 8, 3)  # a Python int for the float parameter is converted to it
     assert (out.copy_to_host() == 3).all()
+    g = cu.Graph(dev)  # a graph's kernel node packs its arguments by the same rule
+    with pytest.raises(InvalidArgument, match="argument 1 is a float"):
+        g.add_kernel(fn, 1, 8, out, 8.0, 3.0)
+    g.add_kernel(fn, 1, 8, out, 8, 5)
+    exe = g.instantiate()
+    exe.launch()
+    dev.default_stream.synchronize()
+    assert (out.copy_to_host() == 5).all()
+    exe.close()
+    g.close()
     ptx = cu.Program(src).compile("ptx", arch=dev)
     fn2 = dev.load_module(ptx.code).function("fill")  # PTX text carries the types too
     with pytest.raises(InvalidArgument, match="argument 1 is a float"):

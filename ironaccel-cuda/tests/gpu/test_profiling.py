@@ -26,3 +26,10 @@ def test_nvtx_and_profiler(dev, kernels):
     for bad in ("", "a\0b", 3):
         with pytest.raises(InvalidArgument):
             cu.nvtx_mark(bad)
+    for domain in (5, b"tests"):
+        with pytest.raises(InvalidArgument):
+            cu.nvtx_push("x", domain=domain)
+        with pytest.raises(InvalidArgument):
+            cu.nvtx_pop(domain)
+        with pytest.raises(InvalidArgument):
+            cu.nvtx_mark("x", domain=domain)
