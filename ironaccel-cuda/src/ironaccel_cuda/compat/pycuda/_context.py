@@ -7,8 +7,8 @@ same stack.  The driver's own stack is kept one deep, as PyCUDA keeps it,
 and switched with ironaccel's `_core.bind`, so ironaccel's record of the
 thread's context stays right.  Because ironaccel objects make the primary
 context current when they need it, every call here that depends on the
-current context first `ensure`s the top of this stack (a compare on the
-compiled path; `_current(routine)`), and code that called into ironaccel
+current context first `ensure`s the top of this stack (a compare in the
+compiled core; `_current(routine)`), and code that called into ironaccel
 objects binds the top again before returning.
 
 Contexts keep PyCUDA's semantics: `Device.make_context(flags)` creates (and
@@ -86,14 +86,6 @@ class _Local(threading.local):
 
 
 _local = _Local()
-_NO_CONTEXT: Any = None
-
-
-def _no_context() -> Any:
-    global _NO_CONTEXT
-    if _NO_CONTEXT is None:
-        _NO_CONTEXT = _fast.no_context()
-    return _NO_CONTEXT
 
 
 def current_context(except_: Context | None = None) -> Context | None:
@@ -113,12 +105,12 @@ def _current(routine: str) -> Context:
     if stack:
         top = stack[-1]
         if top._valid:
-            _fast.ensure(top._hh)
+            _fast.ensure(top.handle)
             return top
     found = current_context()
     if found is None:
         raise from_code(INVALID_CONTEXT, routine, "no currently active context?")
-    _fast.ensure(found._hh)
+    _fast.ensure(found.handle)
     return found
 
 
@@ -126,7 +118,7 @@ def _bind_top() -> None:
     """Make the driver's current context this thread's stack top (or none), refreshing ironaccel's record."""
     top = current_context()
     try:
-        _fast.bind(top._hh if top is not None else _no_context())
+        _fast.bind(top.handle if top is not None else _fast.NO_CONTEXT)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuCtxSetCurrent") from None
 
@@ -140,19 +132,19 @@ def run_in(ctx: Context, fn: Callable[[], Any]) -> bool:
         return False
     stack = _local.stack
     if stack and stack[-1] is ctx:
-        _fast.ensure(ctx._hh)
+        _fast.ensure(ctx.handle)
         fn()
         return True
     err, previous = _drv.try_call("cuCtxGetCurrent")
-    _fast.bind(ctx._hh)
+    _fast.bind(ctx.handle)
     try:
         fn()
     finally:
         top = current_context()
         if top is not None:
-            _fast.bind(top._hh)
+            _fast.bind(top.handle)
         else:
-            _fast.bind(_fast.context_handle(previous) if not err and previous is not None else _no_context())
+            _fast.bind(int(previous) if not err and previous is not None else _fast.NO_CONTEXT)
     return True
 
 
@@ -322,11 +314,10 @@ class Context:
     thread's current context, as in PyCUDA.
     """
 
-    __slots__ = ("handle", "_h", "_hh", "_valid", "_kind", "_cudev", "_ordinal", "_thread", "pools", "staging",
+    __slots__ = ("handle", "_h", "_valid", "_kind", "_cudev", "_ordinal", "_thread", "pools", "staging",
                  "nonblocking", "lock", "__weakref__")
     handle: int
     _h: Any
-    _hh: Any
     _valid: bool
     _kind: str
     _cudev: Any
@@ -345,7 +336,6 @@ class Context:
         ctx = object.__new__(cls)
         ctx._h = h
         ctx.handle = int(h)
-        ctx._hh = _fast.context_handle(h)
         ctx._valid = True
         ctx._kind = kind
         ctx._cudev = cudev
@@ -364,7 +354,7 @@ class Context:
         if not self._valid:
             raise from_code(INVALID_CONTEXT, "cuCtxPushCurrent", "cannot push a detached context")
         try:
-            _fast.bind(self._hh)
+            _fast.bind(self.handle)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuCtxPushCurrent") from None
         _local.stack.append(self)
@@ -390,7 +380,7 @@ class Context:
         """cuCtxAttach to the current context: a new handle object, pushed."""
         top = current_context()
         if top is not None:
-            _fast.ensure(top._hh)
+            _fast.ensure(top.handle)
         h = call("cuCtxAttach", "cuCtxAttach", _flags(flags, "cuCtxAttach"))
         cudev = call("cuCtxGetDevice", "cuCtxGetDevice")
         ctx = Context._make(h, _ATTACHED, cudev)
@@ -410,7 +400,7 @@ class Context:
     def _release(self) -> None:
         staging, self.staging = self.staging, None
         try:
-            _fast.bind(self._hh)
+            _fast.bind(self.handle)
             if staging is not None:
                 staging.close()
             if self._kind == _PRIMARY:

@@ -44,10 +44,9 @@ __all__ = [
     "memset_d2d16_async", "memset_d2d32_async", "HostPointer", "PagelockedHostAllocation", "HostAllocation",
     "AlignedHostAllocation", "RegisteredHostMemory", "ManagedAllocation", "pagelocked_empty", "aligned_empty",
     "managed_empty", "register_host_memory", "mem_get_ipc_handle", "IPCMemoryHandle", "Memcpy2D", "Memcpy3D",
-    "Memcpy3DPeer", "device_pointer", "is_pinned_array",
+    "Memcpy3DPeer", "is_pinned_array",
 ]
 
-_COMPILED = _fast.COMPILED
 _LEGACY = _fast.LEGACY
 _int_new = int.__new__
 _ndarray = np.ndarray
@@ -56,16 +55,6 @@ _OUT_OF_MEMORY = 2
 _INVALID_HANDLE = 400
 CU_EVENT_DISABLE_TIMING = 0x2
 CU_MEMHOSTALLOC_PORTABLE = 0x1
-
-
-def device_pointer(value: Any, routine: str) -> Any:
-    """`value` (a DeviceAllocation, an int, anything with __index__) as a hot-path device pointer."""
-    if _COMPILED:
-        return value
-    try:
-        return _fast.devptr(value.__index__())
-    except (AttributeError, TypeError, OverflowError) as exc:
-        raise bad_input(routine, exc) from None
 
 
 # -- device allocations -----------------------------------------------------------
@@ -118,7 +107,7 @@ class DeviceAllocation(int):
 def _release(dp: Any, ctx: Context, kind: int) -> None:
     stack = _local.stack
     if stack and stack[-1] is ctx and ctx._valid:
-        _fast.ensure(ctx._hh)
+        _fast.ensure(ctx.handle)
         try:
             if kind == _POOL:
                 if ctx.nonblocking:
@@ -144,7 +133,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
 
 
 def _wrap(dp: Any, ctx: Context, kind: int) -> DeviceAllocation:
-    a = _int_new(DeviceAllocation, dp if _COMPILED else int(dp))
+    a = _int_new(DeviceAllocation, dp)
     d = a.__dict__
     d["_dp"] = dp
     d["_ctx"] = ctx
@@ -191,7 +180,7 @@ def mem_alloc_pitch(width: int, height: int, access_size: int) -> tuple[DeviceAl
     """cuMemAllocPitch: (allocation, pitch in bytes)."""
     ctx = _current("cuMemAllocPitch")
     dp, pitch = call("cuMemAllocPitch", "cuMemAllocPitch", width, height, access_size)
-    return _wrap(dp if not _COMPILED else int(dp), ctx, _SYNC), int(pitch)
+    return _wrap(int(dp), ctx, _SYNC), int(pitch)
 
 
 def mem_get_info() -> tuple[int, int]:
@@ -390,12 +379,12 @@ def memcpy_htod(dest: Any, src: Any) -> None:
     try:
         if n <= _BOUNCE_SLOT:
             if n:
-                _staging(ctx).htod(device_pointer(dest, "cuMemcpyHtoD"), _bytes_view(src, False, "cuMemcpyHtoD"), n)
+                _staging(ctx).htod(dest, _bytes_view(src, False, "cuMemcpyHtoD"), n)
             return
         if n >= _pipeline_threshold() and _pool_memory(dest):
             _pipelined(ctx, dest, _u8_array(src, "cuMemcpyHtoD"), True)
             return
-        _fast.memcpy_htod(device_pointer(dest, "cuMemcpyHtoD"), src, n, _LEGACY)
+        _fast.memcpy_htod(dest, src, n, _LEGACY)
         _fast.stream_sync(_LEGACY)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyHtoD") from None
@@ -413,7 +402,7 @@ def memcpy_dtoh(dest: Any, src: Any) -> None:
                 view = _bytes_view(dest, True, "cuMemcpyDtoH")
                 if view.readonly:
                     raise invalid("cuMemcpyDtoH", "the destination buffer is read-only", BufferError)
-                _staging(ctx).dtoh(view, device_pointer(src, "cuMemcpyDtoH"), n)
+                _staging(ctx).dtoh(view, src, n)
             return
         if n >= _pipeline_threshold() and _pool_memory(src):
             host = _u8_array(dest, "cuMemcpyDtoH")
@@ -421,7 +410,7 @@ def memcpy_dtoh(dest: Any, src: Any) -> None:
                 raise invalid("cuMemcpyDtoH", "the destination buffer is read-only", BufferError)
             _pipelined(ctx, src, host, False)
             return
-        _fast.memcpy_dtoh(dest, device_pointer(src, "cuMemcpyDtoH"), n, _LEGACY)
+        _fast.memcpy_dtoh(dest, src, n, _LEGACY)
         _fast.stream_sync(_LEGACY)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyDtoH") from None
@@ -443,7 +432,7 @@ def memcpy_htod_async(dest: Any, src: Any, stream: Any = None) -> None:
     """cuMemcpyHtoDAsync of host buffer `src` (page-locked for a truly asynchronous copy)."""
     s = _stream_of(stream, "cuMemcpyHtoDAsync")
     try:
-        _fast.memcpy_htod(device_pointer(dest, "cuMemcpyHtoDAsync"), src, _nbytes(src, "cuMemcpyHtoDAsync"), s)
+        _fast.memcpy_htod(dest, src, _nbytes(src, "cuMemcpyHtoDAsync"), s)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyHtoDAsync") from None
     except (TypeError, ValueError, OverflowError, BufferError) as exc:
@@ -454,7 +443,7 @@ def memcpy_dtoh_async(dest: Any, src: Any, stream: Any = None) -> None:
     """cuMemcpyDtoHAsync into host buffer `dest` (page-locked for a truly asynchronous copy)."""
     s = _stream_of(stream, "cuMemcpyDtoHAsync")
     try:
-        _fast.memcpy_dtoh(dest, device_pointer(src, "cuMemcpyDtoHAsync"), _nbytes(dest, "cuMemcpyDtoHAsync"), s)
+        _fast.memcpy_dtoh(dest, src, _nbytes(dest, "cuMemcpyDtoHAsync"), s)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyDtoHAsync") from None
     except (TypeError, ValueError, OverflowError, BufferError) as exc:
@@ -469,7 +458,7 @@ def memcpy_dtod(dest: Any, src: Any, size: int) -> None:
 def memcpy_dtod_async(dest: Any, src: Any, size: int, stream: Any = None) -> None:
     s = _stream_of(stream, "cuMemcpyDtoDAsync")
     try:
-        _fast.memcpy_dtod(device_pointer(dest, "cuMemcpyDtoD"), device_pointer(src, "cuMemcpyDtoD"), size, s)
+        _fast.memcpy_dtod(dest, src, size, s)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyDtoD") from None
     except (TypeError, ValueError, OverflowError) as exc:
@@ -507,7 +496,7 @@ def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | No
 def _memset(fn: Any, routine: str, dest: Any, data: int, size: int, stream: Any) -> None:
     s = _stream_of(stream, routine)
     try:
-        fn(device_pointer(dest, routine), data, size, s)
+        fn(dest, data, size, s)
     except ia.IronAccelError as exc:
         raise translate(exc, routine) from None
     except (TypeError, ValueError, OverflowError) as exc:

@@ -385,7 +385,7 @@ class Function:
     def _make(cls, h: Any, module: Module, name: str) -> Function:
         f = object.__new__(cls)
         f._handle = h
-        f._h = _fast.function_handle(int(h))
+        f._h = int(h)
         f._module = module
         f._ctx = module._ctx
         f._name = name
@@ -476,7 +476,7 @@ class Function:
                 ctx = self._ctx
                 stack = _local.stack
                 if stack and stack[-1] is ctx:
-                    _ensure(ctx._hh)
+                    _ensure(ctx.handle)
                     slot.ready()
                     return
         except AttributeError:
@@ -554,7 +554,7 @@ class Function:
                         ctx = self._ctx
                         stack = _local.stack
                         if stack and stack[-1] is ctx:
-                            _ensure(ctx._hh)
+                            _ensure(ctx.handle)
                             slot.ready()
                             return None
                 except AttributeError:
@@ -614,7 +614,7 @@ class Function:
             if not (stack and stack[-1] is ctx):
                 self._launch_elsewhere(g, b, shared, slot)
                 return
-            _ensure(ctx._hh)
+            _ensure(ctx.handle)
             s = _LEGACY
         else:
             try:

@@ -151,7 +151,7 @@ class DeviceMemoryPool:
         ctx = self._ctx
         stack = _local.stack
         if stack and stack[-1] is ctx:
-            _fast.ensure(ctx._hh)
+            _fast.ensure(ctx.handle)
             return self._pool.alloc(nbytes)
         out: list[Any] = []
         if not run_in(ctx, lambda: out.append(self._pool.alloc(nbytes))):

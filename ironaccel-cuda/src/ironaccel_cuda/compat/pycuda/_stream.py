@@ -42,7 +42,7 @@ class Stream:
         ctx = _current("cuStreamCreate")
         h = call("cuStreamCreate", "cuStreamCreate", flags)
         self.handle = int(h)
-        self._h = _fast.stream_handle(self.handle)
+        self._h = self.handle
         self._ctx = ctx
         self._nonblocking = bool(flags & CU_STREAM_NON_BLOCKING)
         if self._nonblocking:
@@ -119,7 +119,7 @@ class Event:
             if not (stack and stack[-1] is ctx):
                 run_in(ctx, lambda: _event_record(self._h, _LEGACY))
                 return self
-            _ensure(ctx._hh)
+            _ensure(ctx.handle)
             s = _LEGACY
         else:
             try:
@@ -169,7 +169,7 @@ class Event:
         h = handle_from(driver.CUipcEventHandle, handle, "cuIpcOpenEventHandle")
         ctx = _current("cuIpcOpenEventHandle")
         e = call("cuIpcOpenEventHandle", "cuIpcOpenEventHandle", h)
-        return Event._wrap(_fast.event_handle(int(e)), ctx)
+        return Event._wrap(int(e), ctx)
 
     def __del__(self) -> None:
         ctx: Context | None = getattr(self, "_ctx", None)
@@ -182,7 +182,7 @@ class Event:
             pass
 
     def __repr__(self) -> str:
-        return f"<Event 0x{_fast.to_int(self._h):x}>"
+        return f"<Event 0x{self._h:x}>"
 
 
 def _event(obj: Any) -> Event:
