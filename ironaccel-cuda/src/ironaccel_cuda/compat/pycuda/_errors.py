@@ -23,7 +23,7 @@ BACKEND = "cuda"
 
 __all__ = [
     "Error", "MemoryError", "LogicError", "LaunchError", "RuntimeError", "CompileError",
-    "from_code", "translate", "invalid", "bad_type", "unsupported",
+    "from_code", "translate", "invalid", "bad_type", "unsupported", "no_arrays",
 ]
 
 
@@ -239,3 +239,11 @@ def unsupported(routine: str, why: str) -> Error:
     """A PyCUDA feature this surface does not provide (or CUDA removed): LogicError and ironaccel Unsupported."""
     cls = combo(LogicError, ia.Unsupported)
     return cls(f"{routine} failed: {why}", op=routine, detail=why)
+
+
+NO_ARRAYS = "CUDA arrays, texture and surface references are not provided (texture references were removed in CUDA 12)"
+
+
+def no_arrays(routine: str) -> Error:
+    """What every call on CUDA arrays or texture/surface references raises here."""
+    return unsupported(routine, NO_ARRAYS)

@@ -34,7 +34,7 @@ from ironaccel import errors as ia
 from . import _fast
 from ._context import Context, _bind_top, _current, _local, address, call, cleanup, enum_value
 from ._enums import memory_type
-from ._errors import bad_input, bad_type, from_code, invalid, translate
+from ._errors import bad_input, bad_type, from_code, invalid, no_arrays, translate
 
 __all__ = [
     "DeviceAllocation", "PointerHolderBase", "mem_alloc", "mem_alloc_pitch", "mem_get_info", "mem_get_address_range",
@@ -929,16 +929,10 @@ class _CopyBase:
         self._c.dstDevice = address(ptr, "set_dst_unified")
 
     def set_src_array(self, ary: Any) -> None:
-        raise _no_arrays("set_src_array")
+        raise no_arrays("set_src_array")
 
     def set_dst_array(self, ary: Any) -> None:
-        raise _no_arrays("set_dst_array")
-
-
-def _no_arrays(routine: str) -> Exception:
-    from ._errors import unsupported
-
-    return unsupported(routine, "CUDA arrays (texture/surface storage) are not provided by ironaccel's PyCUDA surface")
+        raise no_arrays("set_dst_array")
 
 
 def _address(buf: Any, writable: bool) -> int:
