@@ -559,10 +559,11 @@ def memset_d2d32_async(dest: Any, pitch: int, data: int, width: int, height: int
 # -- host memory ---------------------------------------------------------------------
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
-    if hasattr(shape, "__index__"):
-        return (shape.__index__(),)
-    return tuple(int(s) for s in shape)
+def _layout(shape: Any, dtype: Any) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape as a tuple, dtype, size in bytes) of a host array request."""
+    shape = (shape.__index__(),) if hasattr(shape, "__index__") else tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    return shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
 
 
 def _interface(ptr: int, shape: tuple[int, ...], dtype: np.dtype, order: str) -> dict[str, Any]:
@@ -677,8 +678,7 @@ class RegisteredHostMemory(HostPointer):
 
 def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
     """A numpy array in page-locked host memory (its `base` is the PagelockedHostAllocation)."""
-    shape, dtype = _shape(shape), np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    shape, dtype, nbytes = _layout(shape, dtype)
     ctx = _current("cuMemHostAlloc")
     ptr = int(call("cuMemHostAlloc", "cuMemHostAlloc", nbytes, mem_flags))
     alloc = PagelockedHostAllocation()
@@ -689,10 +689,9 @@ def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 
 
 def aligned_empty(shape: Any, dtype: Any, order: str = "C", alignment: int = 4096) -> np.ndarray:
     """A numpy array whose data starts at a multiple of `alignment` bytes."""
-    shape, dtype = _shape(shape), np.dtype(dtype)
+    shape, dtype, nbytes = _layout(shape, dtype)
     if alignment <= 0:
         raise invalid("aligned_empty", f"alignment must be positive, got {alignment}")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(nbytes + alignment, np.uint8)
     address = raw.__array_interface__["data"][0]
     offset = (-address) % alignment
@@ -757,8 +756,7 @@ class ManagedAllocation:
 
 def managed_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
     """A numpy array in managed memory (cuMemAllocManaged with `mem_flags`, a mem_attach_flags value)."""
-    shape, dtype = _shape(shape), np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    shape, dtype, nbytes = _layout(shape, dtype)
     ctx = _current("cuMemAllocManaged")
     ptr = int(call("cuMemAllocManaged", "cuMemAllocManaged", nbytes, mem_flags))
     alloc = ManagedAllocation()

@@ -25,7 +25,7 @@ from ironaccel import errors as ia
 from . import _fast
 from ._context import Context, _bind_top, _current, _local, call, run_in
 from ._errors import bad_input, from_code, translate
-from ._memory import HostPointer, _interface, _shape, ironaccel_device
+from ._memory import HostPointer, _layout, ironaccel_device
 from ._module import register_pointer_type
 
 __all__ = ["bitlog2", "DeviceMemoryPool", "PooledDeviceAllocation", "PageLockedAllocator", "PageLockedMemoryPool",
@@ -243,8 +243,7 @@ class PageLockedMemoryPool:
         self._ctx: Context | None = None
 
     def allocate(self, shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
-        shape, dtype = _shape(shape), np.dtype(dtype)
-        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        shape, dtype, size = _layout(shape, dtype)
         bin_nr = bin_number(size)
         with self._lock:
             held = self._bins.get(bin_nr)
@@ -259,8 +258,7 @@ class PageLockedMemoryPool:
         block = PooledHostAllocation()
         block._setup(ptr, size, self._ctx)
         block._pool, block._size, block._bin = self, size, bin_nr
-        block.__array_interface__ = _interface(ptr, shape, dtype, order)
-        return np.asarray(block)
+        return block._array(shape, dtype, order)
 
     def _new_block(self, nbytes: int) -> int:
         ctx = _current("cuMemHostAlloc")
