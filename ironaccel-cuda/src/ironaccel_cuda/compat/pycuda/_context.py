@@ -46,14 +46,14 @@ ALLOC_ENV = "IRONACCEL_CUDA_PYCUDA_ALLOC"
 SYNC_ALLOC = os.environ.get(ALLOC_ENV, "").strip().lower() == "sync"
 
 
-def call(routine: str, op: str, *args: Any) -> Any:
-    """Driver call `op` through cuda.bindings (cold); failures raise PyCUDA's error naming `routine`."""
+def call(op: str, *args: Any) -> Any:
+    """Driver call `op` through cuda.bindings (cold); failures raise PyCUDA's error naming `op`."""
     try:
         return _drv.call(op, *args)
     except ia.IronAccelError as exc:
-        raise translate(exc, routine) from None
+        raise translate(exc, op) from None
     except (TypeError, ValueError, OverflowError) as exc:
-        raise bad_input(routine, exc) from None
+        raise bad_input(op, exc) from None
 
 
 def init(flags: int = 0) -> None:
@@ -63,7 +63,7 @@ def init(flags: int = 0) -> None:
     except ia.IronAccelError as exc:
         raise translate(exc, "cuInit") from None
     if flags:
-        call("cuInit", "cuInit", flags)
+        call("cuInit", flags)
 
 
 def get_version() -> tuple[int, int, int]:
@@ -74,7 +74,7 @@ def get_version() -> tuple[int, int, int]:
 
 def get_driver_version() -> int:
     """cuDriverGetVersion: e.g. 13000 for CUDA 13.0."""
-    return int(call("cuDriverGetVersion", "cuDriverGetVersion"))
+    return int(call("cuDriverGetVersion"))
 
 
 # -- the context stack ----------------------------------------------------------------
@@ -186,7 +186,7 @@ _capabilities: dict[int, tuple[int, int]] = {}
 
 def _attribute(cudev: Any, name: str) -> int:
     attr = getattr(_cb.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + name)
-    return int(call("cuDeviceGetAttribute", "cuDeviceGetAttribute", attr, cudev))
+    return int(call("cuDeviceGetAttribute", attr, cudev))
 
 
 class Device:
@@ -198,11 +198,11 @@ class Device:
 
     def __init__(self, device: int | str):
         if isinstance(device, str):
-            cudev = call("cuDeviceGetByPCIBusId", "cuDeviceGetByPCIBusId", device.encode())
+            cudev = call("cuDeviceGetByPCIBusId", device.encode())
         elif isinstance(device, bool) or not hasattr(device, "__index__"):
             raise bad_type("cuDeviceGet", f"a device ordinal (int) or PCI bus id (str), not {device!r}")
         else:
-            cudev = call("cuDeviceGet", "cuDeviceGet", device.__index__())
+            cudev = call("cuDeviceGet", device.__index__())
         self._cudev = cudev
         self._ordinal = int(cudev)
 
@@ -215,14 +215,14 @@ class Device:
 
     @staticmethod
     def count() -> int:
-        return int(call("cuDeviceGetCount", "cuDeviceGetCount"))
+        return int(call("cuDeviceGetCount"))
 
     def name(self) -> str:
-        raw = call("cuDeviceGetName", "cuDeviceGetName", 1024, self._cudev)
+        raw = call("cuDeviceGetName", 1024, self._cudev)
         return bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
 
     def pci_bus_id(self) -> str:
-        raw = call("cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId", 1024, self._cudev)
+        raw = call("cuDeviceGetPCIBusId", 1024, self._cudev)
         return bytes(raw).split(b"\0", 1)[0].decode()
 
     def compute_capability(self) -> tuple[int, int]:
@@ -234,14 +234,14 @@ class Device:
         return cc
 
     def total_memory(self) -> int:
-        return int(call("cuDeviceTotalMem", "cuDeviceTotalMem", self._cudev))
+        return int(call("cuDeviceTotalMem", self._cudev))
 
     def get_attribute(self, attr: Any) -> Any:
         try:
             cb_attr = _cb.CUdevice_attribute(int(attr))
         except (TypeError, ValueError):
             raise from_code(1, "cuDeviceGetAttribute", f"no device attribute {attr!r}") from None
-        value = int(call("cuDeviceGetAttribute", "cuDeviceGetAttribute", cb_attr, self._cudev))
+        value = int(call("cuDeviceGetAttribute", cb_attr, self._cudev))
         if int(attr) == int(device_attribute.COMPUTE_MODE):
             return compute_mode(value)
         return value
@@ -272,7 +272,7 @@ class Device:
         try:
             h = _drv.call("cuCtxCreate", None, flags, self._cudev)
         except TypeError:  # cuda.bindings before 13 has cuCtxCreate(flags, dev)
-            h = call("cuCtxCreate", "cuCtxCreate", flags, self._cudev)
+            h = call("cuCtxCreate", flags, self._cudev)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuCtxCreate") from None
         _drv.try_call("cuCtxPopCurrent")  # keep the driver's stack one deep; pushed below
@@ -282,13 +282,13 @@ class Device:
 
     def retain_primary_context(self) -> Context:
         """The device's primary context (retained; not pushed)."""
-        h = call("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", self._cudev)
+        h = call("cuDevicePrimaryCtxRetain", self._cudev)
         return Context._make(h, _PRIMARY, self._cudev)
 
     def can_access_peer(self, other: Device) -> bool:
         if not isinstance(other, Device):
             raise bad_type("cuDeviceCanAccessPeer", f"other must be a Device, not {type(other).__name__}")
-        return bool(int(call("cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer", self._cudev, other._cudev)))
+        return bool(int(call("cuDeviceCanAccessPeer", self._cudev, other._cudev)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Device) and other._ordinal == self._ordinal
@@ -381,8 +381,8 @@ class Context:
         top = current_context()
         if top is not None:
             _fast.ensure(top.handle)
-        h = call("cuCtxAttach", "cuCtxAttach", _flags(flags, "cuCtxAttach"))
-        cudev = call("cuCtxGetDevice", "cuCtxGetDevice")
+        h = call("cuCtxAttach", _flags(flags, "cuCtxAttach"))
+        cudev = call("cuCtxGetDevice")
         ctx = Context._make(h, _ATTACHED, cudev)
         ctx.push()
         return ctx
@@ -428,55 +428,55 @@ class Context:
     @staticmethod
     def synchronize() -> None:
         _current("cuCtxSynchronize")
-        call("cuCtxSynchronize", "cuCtxSynchronize")
+        call("cuCtxSynchronize")
 
     @staticmethod
     def set_limit(limit: Any, value: int) -> None:
         _current("cuCtxSetLimit")
-        call("cuCtxSetLimit", "cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), int(value))
+        call("cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), int(value))
 
     @staticmethod
     def get_limit(limit: Any) -> int:
         _current("cuCtxGetLimit")
-        return int(call("cuCtxGetLimit", "cuCtxGetLimit", enum_value("CUlimit", limit, "cuCtxGetLimit")))
+        return int(call("cuCtxGetLimit", enum_value("CUlimit", limit, "cuCtxGetLimit")))
 
     @staticmethod
     def get_cache_config() -> Any:
         from ._enums import func_cache
 
         _current("cuCtxGetCacheConfig")
-        return func_cache(int(call("cuCtxGetCacheConfig", "cuCtxGetCacheConfig")))
+        return func_cache(int(call("cuCtxGetCacheConfig")))
 
     @staticmethod
     def set_cache_config(config: Any) -> None:
         _current("cuCtxSetCacheConfig")
-        call("cuCtxSetCacheConfig", "cuCtxSetCacheConfig", enum_value("CUfunc_cache", config, "cuCtxSetCacheConfig"))
+        call("cuCtxSetCacheConfig", enum_value("CUfunc_cache", config, "cuCtxSetCacheConfig"))
 
     @staticmethod
     def get_shared_config() -> Any:
         from ._enums import shared_config
 
         _current("cuCtxGetSharedMemConfig")
-        return shared_config(int(call("cuCtxGetSharedMemConfig", "cuCtxGetSharedMemConfig")))
+        return shared_config(int(call("cuCtxGetSharedMemConfig")))
 
     @staticmethod
     def set_shared_config(config: Any) -> None:
         _current("cuCtxSetSharedMemConfig")
         op = "cuCtxSetSharedMemConfig"
-        call(op, op, enum_value("CUsharedconfig", config, op))
+        call(op, enum_value("CUsharedconfig", config, op))
 
     @staticmethod
     def enable_peer_access(peer: Context, flags: int = 0) -> None:
         _current("cuCtxEnablePeerAccess")
-        call("cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess", peer._h, int(flags))
+        call("cuCtxEnablePeerAccess", peer._h, int(flags))
 
     @staticmethod
     def disable_peer_access(peer: Context) -> None:
         _current("cuCtxDisablePeerAccess")
-        call("cuCtxDisablePeerAccess", "cuCtxDisablePeerAccess", peer._h)
+        call("cuCtxDisablePeerAccess", peer._h)
 
     def get_api_version(self) -> int:
-        return int(call("cuCtxGetApiVersion", "cuCtxGetApiVersion", self._h))
+        return int(call("cuCtxGetApiVersion", self._h))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Context) and other.handle == self.handle

@@ -152,13 +152,13 @@ memcpy_atoa = _missing("memcpy_atoa")
 def start_profiler() -> None:
     from ._context import call
 
-    call("cuProfilerStart", "cuProfilerStart")
+    call("cuProfilerStart")
 
 
 def stop_profiler() -> None:
     from ._context import call
 
-    call("cuProfilerStop", "cuProfilerStop")
+    call("cuProfilerStop")
 
 
 def initialize_profiler(*args: Any) -> None:

@@ -111,7 +111,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
         try:
             if kind == _POOL:
                 if ctx.nonblocking:
-                    call("cuCtxSynchronize", "cuCtxSynchronize")
+                    call("cuCtxSynchronize")
                 _fast.mem_free_async(dp, _LEGACY)
             else:
                 _fast.mem_free(dp)
@@ -124,7 +124,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
     def free_here() -> None:
         if kind == _POOL:
             if ctx.nonblocking:
-                call("cuCtxSynchronize", "cuCtxSynchronize")
+                call("cuCtxSynchronize")
             _fast.mem_free_async(dp, _LEGACY)
         else:
             _fast.mem_free(dp)
@@ -179,21 +179,21 @@ def _size(value: Any, routine: str) -> int:
 def mem_alloc_pitch(width: int, height: int, access_size: int) -> tuple[DeviceAllocation, int]:
     """cuMemAllocPitch: (allocation, pitch in bytes)."""
     ctx = _current("cuMemAllocPitch")
-    dp, pitch = call("cuMemAllocPitch", "cuMemAllocPitch", width, height, access_size)
+    dp, pitch = call("cuMemAllocPitch", width, height, access_size)
     return _wrap(int(dp), ctx, _SYNC), int(pitch)
 
 
 def mem_get_info() -> tuple[int, int]:
     """(free, total) bytes of the current context's device."""
     _current("cuMemGetInfo")
-    free, total = call("cuMemGetInfo", "cuMemGetInfo")
+    free, total = call("cuMemGetInfo")
     return int(free), int(total)
 
 
 def mem_get_address_range(ptr: Any) -> tuple[int, int]:
     """(base, size) of the allocation holding `ptr`."""
     _current("cuMemGetAddressRange")
-    base, size = call("cuMemGetAddressRange", "cuMemGetAddressRange", address(ptr, "cuMemGetAddressRange"))
+    base, size = call("cuMemGetAddressRange", address(ptr, "cuMemGetAddressRange"))
     return int(base), int(size)
 
 
@@ -270,7 +270,7 @@ class Staging:
         self.ctx = ctx
         count = 2 * _BOUNCE_HALF + 1
         size = count * _BOUNCE_SLOT
-        self.base = int(call("cuMemHostAlloc", "cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
+        self.base = int(call("cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
         self.size = size
         raw = memoryview((ctypes.c_uint8 * size).from_address(self.base)).cast("B")
         self.views = [raw[i * _BOUNCE_SLOT:(i + 1) * _BOUNCE_SLOT] for i in range(count)]
@@ -307,7 +307,7 @@ class Staging:
             for e in self.events:
                 _fast.event_destroy(e)
             _fast.pinned_remove(self.base)
-            call("cuMemFreeHost", "cuMemFreeHost", self.base)
+            call("cuMemFreeHost", self.base)
 
 
 def _staging(ctx: Context) -> Staging:
@@ -349,7 +349,7 @@ def _pipelined(ctx: Context, dest: DeviceAllocation | int, host: np.ndarray, to_
     """A large pageable copy through ironaccel's staging pipeline, after the context's earlier work."""
     from ironaccel_cuda import memory
 
-    call("cuCtxSynchronize", "cuCtxSynchronize")
+    call("cuCtxSynchronize")
     try:
         buf: Any = memory.adopt(int(dest), host.nbytes, "uint8", ironaccel_device(ctx._ordinal))
         try:
@@ -478,7 +478,7 @@ def memcpy_peer(dest: Any, src: Any, size: int, dest_context: Context | None = N
     """cuMemcpyPeer between contexts (default: the current one for either side)."""
     dctx = _ctx_handle(dest_context, "cuMemcpyPeer")
     sctx = _ctx_handle(src_context, "cuMemcpyPeer")
-    call("cuMemcpyPeer", "cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx, size)
+    call("cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx, size)
 
 
 def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | None = None,
@@ -486,7 +486,7 @@ def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | No
     dctx = _ctx_handle(dest_context, "cuMemcpyPeerAsync")
     sctx = _ctx_handle(src_context, "cuMemcpyPeerAsync")
     s = _stream_of(stream, "cuMemcpyPeerAsync")
-    call("cuMemcpyPeerAsync", "cuMemcpyPeerAsync", address(dest, "cuMemcpyPeerAsync"), dctx,
+    call("cuMemcpyPeerAsync", address(dest, "cuMemcpyPeerAsync"), dctx,
          address(src, "cuMemcpyPeerAsync"), sctx, size, s)
 
 
@@ -529,7 +529,7 @@ def memset_d32_async(dest: Any, data: int, size: int, stream: Any = None) -> Non
 
 def _memset_2d(op: str, dest: Any, pitch: int, data: int, width: int, height: int, stream: Any) -> None:
     s = _stream_of(stream, op)
-    call(op, op, address(dest, op), pitch, data, width, height, s)
+    call(op, address(dest, op), pitch, data, width, height, s)
 
 
 def memset_d2d8(dest: Any, pitch: int, data: int, width: int, height: int) -> None:
@@ -598,7 +598,7 @@ class HostPointer:
         self._valid = True
 
     def get_device_pointer(self) -> int:
-        return int(call("cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer", self._ptr, 0))
+        return int(call("cuMemHostGetDevicePointer", self._ptr, 0))
 
     def _array(self, shape: tuple[int, ...], dtype: np.dtype, order: str) -> np.ndarray:
         self.__array_interface__ = _interface(self._ptr, shape, dtype, order)
@@ -618,10 +618,10 @@ class PagelockedHostAllocation(HostPointer):
         _fast.pinned_remove(self._ptr)
         ptr = self._ptr
         if self._ctx is not None:
-            cleanup("page-locked memory", self._ctx, lambda: call("cuMemFreeHost", "cuMemFreeHost", ptr))
+            cleanup("page-locked memory", self._ctx, lambda: call("cuMemFreeHost", ptr))
 
     def get_flags(self) -> int:
-        return int(call("cuMemHostGetFlags", "cuMemHostGetFlags", self._ptr))
+        return int(call("cuMemHostGetFlags", self._ptr))
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -664,7 +664,7 @@ class RegisteredHostMemory(HostPointer):
         _fast.pinned_remove(self._ptr)
         ptr = self._ptr
         if self._ctx is not None:
-            cleanup("registered memory", self._ctx, lambda: call("cuMemHostUnregister", "cuMemHostUnregister", ptr))
+            cleanup("registered memory", self._ctx, lambda: call("cuMemHostUnregister", ptr))
 
     free = unregister
 
@@ -680,7 +680,7 @@ def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 
     """A numpy array in page-locked host memory (its `base` is the PagelockedHostAllocation)."""
     shape, dtype, nbytes = _layout(shape, dtype)
     ctx = _current("cuMemHostAlloc")
-    ptr = int(call("cuMemHostAlloc", "cuMemHostAlloc", nbytes, mem_flags))
+    ptr = int(call("cuMemHostAlloc", nbytes, mem_flags))
     alloc = PagelockedHostAllocation()
     alloc._setup(ptr, nbytes, ctx)
     _fast.pinned_add(ptr, nbytes)
@@ -709,7 +709,7 @@ def register_host_memory(ary: Any, flags: int = 0) -> np.ndarray:
         raise invalid("register_host_memory", "ary argument is not contiguous")
     ptr, nbytes = ary.__array_interface__["data"][0], ary.nbytes
     ctx = _current("cuMemHostRegister")
-    call("cuMemHostRegister", "cuMemHostRegister", ptr, nbytes, flags)
+    call("cuMemHostRegister", ptr, nbytes, flags)
     reg = RegisteredHostMemory()
     reg._setup(ptr, nbytes, ctx)
     reg._base = ary
@@ -737,14 +737,14 @@ class ManagedAllocation:
     def attach(self, mem_flags: int, stream: Any = None) -> None:
         """cuStreamAttachMemAsync: attach to `stream` (None: the legacy stream) with `mem_flags`."""
         s = _stream_of(stream, "cuStreamAttachMemAsync")
-        call("cuStreamAttachMemAsync", "cuStreamAttachMemAsync", s, self._ptr, 0, mem_flags)
+        call("cuStreamAttachMemAsync", s, self._ptr, 0, mem_flags)
 
     def free(self) -> None:
         if not self._valid:
             raise from_code(_INVALID_HANDLE, "device_allocation::free")
         self._valid = False
         ptr = self._ptr
-        cleanup("managed memory", self._ctx, lambda: call("cuMemFree", "cuMemFree", ptr))
+        cleanup("managed memory", self._ctx, lambda: call("cuMemFree", ptr))
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -758,7 +758,7 @@ def managed_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) 
     """A numpy array in managed memory (cuMemAllocManaged with `mem_flags`, a mem_attach_flags value)."""
     shape, dtype, nbytes = _layout(shape, dtype)
     ctx = _current("cuMemAllocManaged")
-    ptr = int(call("cuMemAllocManaged", "cuMemAllocManaged", nbytes, mem_flags))
+    ptr = int(call("cuMemAllocManaged", nbytes, mem_flags))
     alloc = ManagedAllocation()
     alloc._ptr, alloc._ctx, alloc._valid = ptr, ctx, True
     alloc.__array_interface__ = _interface(ptr, shape, dtype, order)
@@ -777,7 +777,7 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
     """cuIpcGetMemHandle: the 64-byte handle another process opens with IPCMemoryHandle."""
     _current("cuIpcGetMemHandle")
     try:
-        handle = call("cuIpcGetMemHandle", "cuIpcGetMemHandle", address(devptr, "cuIpcGetMemHandle"))
+        handle = call("cuIpcGetMemHandle", address(devptr, "cuIpcGetMemHandle"))
     except ia.IronAccelError as exc:
         if _pool_memory(devptr):
             exc.args = (f"{exc} (this memory comes from the stream-ordered pool, which legacy IPC cannot export; "
@@ -822,7 +822,7 @@ class IPCMemoryHandle(int):
 
         h = handle_from(driver.CUipcMemHandle, handle, "cuIpcOpenMemHandle")
         ctx = _current("cuIpcOpenMemHandle")
-        dp = call("cuIpcOpenMemHandle", "cuIpcOpenMemHandle", h, int(flags))
+        dp = call("cuIpcOpenMemHandle", h, int(flags))
         obj = _int_new(cls, int(dp))
         obj.__dict__.update(_ctx=ctx, _open=True)
         return obj
@@ -833,7 +833,7 @@ class IPCMemoryHandle(int):
             return
         d["_open"] = False
         ptr = int(self)
-        cleanup("IPC memory", d["_ctx"], lambda: call("cuIpcCloseMemHandle", "cuIpcCloseMemHandle", ptr))
+        cleanup("IPC memory", d["_ctx"], lambda: call("cuIpcCloseMemHandle", ptr))
 
     def __del__(self) -> None:
         if self.__dict__.get("_open"):
@@ -950,9 +950,9 @@ def _address(buf: Any, writable: bool) -> int:
 def _run_copy(sync_op: str, async_op: str, struct: Any, stream: Any) -> None:
     if stream is None:
         _current(sync_op)
-        call(sync_op, sync_op, struct)
+        call(sync_op, struct)
     else:
-        call(async_op, async_op, struct, _stream_of(stream, async_op))
+        call(async_op, struct, _stream_of(stream, async_op))
 
 
 class Memcpy2D(_CopyBase):
@@ -975,7 +975,7 @@ class Memcpy2D(_CopyBase):
         aligned = bool(stream_or_aligned) or aligned
         op = "cuMemcpy2D" if aligned else "cuMemcpy2DUnaligned"
         _current(op)
-        call(op, op, self._c)
+        call(op, self._c)
 
 
 class Memcpy3D(_CopyBase):

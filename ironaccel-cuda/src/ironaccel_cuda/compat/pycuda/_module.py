@@ -73,13 +73,13 @@ class Module:
 
     def get_function(self, name: str) -> Function:
         _in_context(self._ctx, "cuModuleGetFunction")
-        h = call("cuModuleGetFunction", "cuModuleGetFunction", self._h, _name(name, "cuModuleGetFunction"))
+        h = call("cuModuleGetFunction", self._h, _name(name, "cuModuleGetFunction"))
         return Function._make(h, self, name)
 
     def get_global(self, name: str) -> tuple[int, int]:
         """(device address, size in bytes) of global or __constant__ variable `name`."""
         _in_context(self._ctx, "cuModuleGetGlobal")
-        dp, size = call("cuModuleGetGlobal", "cuModuleGetGlobal", self._h, _name(name, "cuModuleGetGlobal"))
+        dp, size = call("cuModuleGetGlobal", self._h, _name(name, "cuModuleGetGlobal"))
         return int(dp), int(size)
 
     def get_texref(self, name: str) -> Any:
@@ -92,7 +92,7 @@ class Module:
         try:
             ctx = self._ctx
             h = self._h
-            cleanup("module", ctx, lambda: call("cuModuleUnload", "cuModuleUnload", h))
+            cleanup("module", ctx, lambda: call("cuModuleUnload", h))
         except Exception:
             pass
 
@@ -120,7 +120,7 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
     if image[:4] not in (b"\x7fELF", b"\x50\xed\x55\xba") and not image.endswith(b"\0"):
         image += b"\0"  # PTX is read as a C string
     if not options and message_handler is None:
-        return Module._make(call("cuModuleLoadData", "cuModuleLoadData", image), ctx)
+        return Module._make(call("cuModuleLoadData", image), ctx)
     from cuda.bindings import driver
 
     log = 1 << 15
@@ -132,7 +132,7 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
         opts.append(enum_value("CUjit_option", key, "cuModuleLoadDataEx"))
         values.append(value)
     try:
-        h = _drv_call("cuModuleLoadDataEx", image, len(opts), opts, values)
+        h = call("cuModuleLoadDataEx", image, len(opts), opts, values)
         ok = True
     except Exception as exc:
         failure: BaseException | None = exc
@@ -146,10 +146,6 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
     return Module._make(h, ctx)
 
 
-def _drv_call(op: str, *args: Any) -> Any:
-    return call(op, op, *args)
-
-
 def _log_text(buf: bytearray) -> str:
     return bytes(buf).split(b"\0", 1)[0].decode(errors="replace")
 
@@ -157,7 +153,7 @@ def _log_text(buf: bytearray) -> str:
 def module_from_file(filename: str) -> Module:
     """cuModuleLoad: load a module file into the current context."""
     ctx = _current("cuModuleLoad")
-    return Module._make(call("cuModuleLoad", "cuModuleLoad", str(filename).encode()), ctx)
+    return Module._make(call("cuModuleLoad", str(filename).encode()), ctx)
 
 
 # -- argument handlers (In / Out / InOut) ------------------------------------------------
@@ -401,19 +397,19 @@ class Function:
 
     def get_attribute(self, attr: Any) -> int:
         op = "cuFuncGetAttribute"
-        return int(call(op, op, enum_value("CUfunction_attribute", attr, op), self._handle))
+        return int(call(op, enum_value("CUfunction_attribute", attr, op), self._handle))
 
     def set_attribute(self, attr: Any, value: int) -> None:
         op = "cuFuncSetAttribute"
-        call(op, op, self._handle, enum_value("CUfunction_attribute", attr, op), int(value))
+        call(op, self._handle, enum_value("CUfunction_attribute", attr, op), int(value))
 
     def set_cache_config(self, fc: Any) -> None:
         op = "cuFuncSetCacheConfig"
-        call(op, op, self._handle, enum_value("CUfunc_cache", fc, op))
+        call(op, self._handle, enum_value("CUfunc_cache", fc, op))
 
     def set_shared_config(self, config: Any) -> None:
         op = "cuFuncSetSharedMemConfig"
-        call(op, op, self._handle, enum_value("CUsharedconfig", config, op))
+        call(op, self._handle, enum_value("CUsharedconfig", config, op))
 
     def param_set_texref(self, texref: Any) -> None:
         raise unsupported("cuParamSetTexRef", "texture references were removed in CUDA 12")

@@ -265,11 +265,11 @@ class PageLockedMemoryPool:
         if self._ctx is None:
             self._ctx = ctx
         try:
-            ptr = int(call("cuMemHostAlloc", "cuMemHostAlloc", nbytes, self._flags))
+            ptr = int(call("cuMemHostAlloc", nbytes, self._flags))
         except ia.OutOfMemory:
             gc.collect()
             self.free_held()
-            ptr = int(call("cuMemHostAlloc", "cuMemHostAlloc", nbytes, self._flags))
+            ptr = int(call("cuMemHostAlloc", nbytes, self._flags))
         _fast.pinned_add(ptr, nbytes)
         with self._lock:
             self.managed_bytes += nbytes
@@ -287,7 +287,7 @@ class PageLockedMemoryPool:
 
     def _free_block(self, ptr: int, bin_nr: int) -> None:
         _fast.pinned_remove(ptr)
-        call("cuMemFreeHost", "cuMemFreeHost", ptr)
+        call("cuMemFreeHost", ptr)
         with self._lock:
             self.managed_bytes -= alloc_size(bin_nr)
 

@@ -40,7 +40,7 @@ class Stream:
     def __init__(self, flags: int = 0):
         flags = _flags(flags, "cuStreamCreate")
         ctx = _current("cuStreamCreate")
-        h = call("cuStreamCreate", "cuStreamCreate", flags)
+        h = call("cuStreamCreate", flags)
         self.handle = int(h)
         self._h = self.handle
         self._ctx = ctx
@@ -78,7 +78,7 @@ class Stream:
             ctx.nonblocking -= 1
         h = self.handle
         try:
-            cleanup("stream", ctx, lambda: call("cuStreamDestroy", "cuStreamDestroy", h))
+            cleanup("stream", ctx, lambda: call("cuStreamDestroy", h))
         except Exception:  # interpreter shutdown
             pass
 
@@ -148,17 +148,17 @@ class Event:
 
     def time_since(self, event: Event) -> float:
         """Milliseconds from `event` to this one (both recorded and completed, timing on)."""
-        return float(call("cuEventElapsedTime", "cuEventElapsedTime", _event(event)._h, self._h))
+        return float(call("cuEventElapsedTime", _event(event)._h, self._h))
 
     def time_till(self, event: Event) -> float:
         """Milliseconds from this event to `event`."""
-        return float(call("cuEventElapsedTime", "cuEventElapsedTime", self._h, _event(event)._h))
+        return float(call("cuEventElapsedTime", self._h, _event(event)._h))
 
     def ipc_handle(self) -> bytearray:
         """cuIpcGetEventHandle (the event needs event_flags.INTERPROCESS | DISABLE_TIMING)."""
         from ._memory import handle_bytes
 
-        return bytearray(handle_bytes(call("cuIpcGetEventHandle", "cuIpcGetEventHandle", self._h)))
+        return bytearray(handle_bytes(call("cuIpcGetEventHandle", self._h)))
 
     @staticmethod
     def from_ipc_handle(handle: Any) -> Event:
@@ -168,7 +168,7 @@ class Event:
 
         h = handle_from(driver.CUipcEventHandle, handle, "cuIpcOpenEventHandle")
         ctx = _current("cuIpcOpenEventHandle")
-        e = call("cuIpcOpenEventHandle", "cuIpcOpenEventHandle", h)
+        e = call("cuIpcOpenEventHandle", h)
         return Event._wrap(int(e), ctx)
 
     def __del__(self) -> None:
