@@ -232,21 +232,27 @@ def _nbytes(obj: Any, routine: str) -> int:
 
 
 def _bytes_view(obj: Any, writable: bool, routine: str) -> memoryview:
-    """A flat byte view of a contiguous (C or Fortran) host buffer, in memory order."""
+    """A flat byte view of a contiguous (C or Fortran) host buffer, in memory order (refused if read-only
+    when `writable`)."""
     try:
         mv = memoryview(obj)
+        view = None
         if mv.c_contiguous:
-            return mv.cast("B")
-        if mv.f_contiguous and isinstance(obj, np.ndarray):
-            return memoryview(obj.T).cast("B")
+            view = mv.cast("B")
+        elif mv.f_contiguous and isinstance(obj, np.ndarray):
+            view = memoryview(obj.T).cast("B")
     except (TypeError, ValueError) as exc:
         raise bad_input(routine, exc) from None
-    raise invalid(routine, "the host buffer is not contiguous", BufferError)
+    if view is None:
+        raise invalid(routine, "the host buffer is not contiguous", BufferError)
+    if writable and view.readonly:
+        raise invalid(routine, "the destination buffer is read-only", BufferError)
+    return view
 
 
-def _u8_array(obj: Any, routine: str) -> np.ndarray:
+def _u8_array(obj: Any, writable: bool, routine: str) -> np.ndarray:
     """A 1-D uint8 ndarray over the same memory as contiguous host buffer `obj`."""
-    return np.frombuffer(_bytes_view(obj, False, routine), np.uint8)
+    return np.frombuffer(_bytes_view(obj, writable, routine), np.uint8)
 
 
 # -- staging -----------------------------------------------------------------------------
@@ -382,7 +388,7 @@ def memcpy_htod(dest: Any, src: Any) -> None:
                 _staging(ctx).htod(dest, _bytes_view(src, False, "cuMemcpyHtoD"), n)
             return
         if n >= _pipeline_threshold() and _pool_memory(dest):
-            _pipelined(ctx, dest, _u8_array(src, "cuMemcpyHtoD"), True)
+            _pipelined(ctx, dest, _u8_array(src, False, "cuMemcpyHtoD"), True)
             return
         _fast.memcpy_htod(dest, src, n, _LEGACY)
         _fast.stream_sync(_LEGACY)
@@ -399,16 +405,10 @@ def memcpy_dtoh(dest: Any, src: Any) -> None:
     try:
         if n <= _BOUNCE_SLOT:
             if n:
-                view = _bytes_view(dest, True, "cuMemcpyDtoH")
-                if view.readonly:
-                    raise invalid("cuMemcpyDtoH", "the destination buffer is read-only", BufferError)
-                _staging(ctx).dtoh(view, src, n)
+                _staging(ctx).dtoh(_bytes_view(dest, True, "cuMemcpyDtoH"), src, n)
             return
         if n >= _pipeline_threshold() and _pool_memory(src):
-            host = _u8_array(dest, "cuMemcpyDtoH")
-            if not host.flags.writeable:
-                raise invalid("cuMemcpyDtoH", "the destination buffer is read-only", BufferError)
-            _pipelined(ctx, src, host, False)
+            _pipelined(ctx, src, _u8_array(dest, True, "cuMemcpyDtoH"), False)
             return
         _fast.memcpy_dtoh(dest, src, n, _LEGACY)
         _fast.stream_sync(_LEGACY)
