@@ -507,7 +507,7 @@ class Function:
             data = bytes(memoryview(arg_buf).cast("B"))
         except (TypeError, ValueError) as exc:
             raise bad_input("cuLaunchKernel", exc) from None
-        prep = _raw_prep(len(data))
+        prep = _prep_for(f"{len(data)}s", "Function._launch_kernel")
         try:
             slot = self._tls.slot
         except AttributeError:
@@ -706,17 +706,6 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<Function {self._name}>"
-
-
-_raw_preps: dict[int, _Prep] = {}
-
-
-def _raw_prep(size: int) -> _Prep:
-    prep = _raw_preps.get(size)
-    if prep is None:
-        prep = _Prep(f"{size}s", "Function._launch_kernel")
-        _raw_preps[size] = prep
-    return prep
 
 
 _SIMPLE_POINTERS: tuple[type, ...] = (DeviceAllocation,)
