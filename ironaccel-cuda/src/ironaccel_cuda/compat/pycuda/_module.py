@@ -654,28 +654,18 @@ class Function:
     def _param_layout(self) -> tuple[int, ...] | None:
         """The kernel's parameter offsets (cuFuncGetParamInfo), or None where the driver cannot say."""
         if self._layout is None:
-            from ironaccel_cuda._driver import try_call
+            from ironaccel_cuda.module import _query_layout
 
-            offsets: list[int] = []
-            end = 0
-            while True:
-                try:
-                    err, out = try_call("cuFuncGetParamInfo", self._handle, len(offsets))
-                except Exception:  # an older binding or driver without cuFuncGetParamInfo
-                    err, out = -1, None
-                if err:
-                    if err != 1 and not offsets:  # anything but "no such parameter": the driver cannot say
-                        self._layout = False
-                        return None
-                    break
-                off, size = int(out[0]), int(out[1])
-                offsets.append(off)
-                end = max(end, off + size)
-            self._layout = tuple(offsets)
-            self._layout_end = end
-        if self._layout is False:
-            return None
-        return self._layout or ()  # type: ignore[return-value]
+            try:
+                layout = _query_layout(self._handle)
+            except ia.IronAccelError:  # no driver to ask (after a fork, say): the launch itself reports it
+                layout = None
+            if layout is None:
+                self._layout = False
+            else:
+                self._layout = tuple(offset for offset, _ in layout)
+                self._layout_end = max((offset + size for offset, size in layout), default=0)
+        return None if self._layout is False else self._layout  # type: ignore[return-value]
 
     def _fit(self, slot: _Slot, prep: _Prep) -> _Slot:
         """Size this thread's block for `prep` and point the parameter array at the kernel's offsets."""
