@@ -788,30 +788,21 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
 
 
 def handle_bytes(handle: Any) -> bytes:
-    """The bytes of a CUipcMemHandle / CUipcEventHandle (cuda.bindings 13 exposes only its address)."""
-    from cuda.bindings import driver
+    """The bytes of a CUipcMemHandle / CUipcEventHandle (as ironaccel_cuda.ipc reads them)."""
+    from ironaccel_cuda.ipc import _raw
 
-    size = int(getattr(driver, "CU_IPC_HANDLE_SIZE", 64))
-    if hasattr(handle, "reserved"):
-        return bytes(handle.reserved)[:size]
-    return ctypes.string_at(handle.getPtr(), size)
+    return _raw(handle)
 
 
 def handle_from(kind: Any, data: Any, routine: str) -> Any:
     """A CUipcMemHandle / CUipcEventHandle holding the bytes `data` (a bytearray, as PyCUDA requires)."""
-    from cuda.bindings import driver
+    from ironaccel_cuda.ipc import HANDLE_SIZE, _filled
 
     if not isinstance(data, (bytearray, bytes)):
         raise invalid(routine, "argument is not a bytes array")
-    size = int(getattr(driver, "CU_IPC_HANDLE_SIZE", 64))
-    if len(data) != size:
+    if len(data) != HANDLE_SIZE:
         raise invalid(routine, "handle has the wrong size")
-    h = kind()
-    if hasattr(h, "reserved"):
-        h.reserved = bytes(data)
-    else:
-        ctypes.memmove(h.getPtr(), bytes(data), size)
-    return h
+    return _filled(kind, bytes(data))
 
 
 class IPCMemoryHandle(int):
