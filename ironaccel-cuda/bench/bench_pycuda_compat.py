@@ -39,7 +39,8 @@ import paths
 paths.ensure_import_paths()
 
 import numpy as np  # noqa: E402
-from harness import Case, SamplingConfig, measure_rounds, verdict  # noqa: E402
+from harness import Case, Interval, SamplingConfig, measure_rounds, verdict  # noqa: E402
+from report import format_interval, format_ns  # noqa: E402
 
 TARGET = 1.2
 KERNEL = r"""
@@ -284,16 +285,11 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], re
     return 0
 
 
-def _ns(ns: float) -> str:
-    return f"{ns / 1e6:,.2f} ms" if ns >= 1e6 else f"{ns / 1e3:,.2f} µs"
-
-
 def _line(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"| {row['row']} | | | error: {row['error']} | FAIL |"
-    r = row["ratio"]
-    return (f"| {row['row']} | {_ns(row['pycuda_ns'])} | {_ns(row['compat_ns'])} | "
-            f"{r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}] | {row['verdict']} |")
+    return (f"| {row['row']} | {format_ns(row['pycuda_ns'])} | {format_ns(row['compat_ns'])} | "
+            f"{format_interval(Interval(**row['ratio']), TARGET)} | {row['verdict']} |")
 
 
 def _markdown(meta: dict[str, str], rows: list[dict[str, Any]], config: SamplingConfig) -> str:

@@ -283,10 +283,12 @@ def test_copy_shapes_and_buffers(ctx, drv):
     np.testing.assert_array_equal(drv.from_device(c, (32,), np.float32), strided)
     with pytest.raises(drv.LogicError):
         drv.memcpy_htod(a, strided)  # not contiguous
-    frozen = np.zeros(8, np.float32)
-    frozen.setflags(write=False)
-    with pytest.raises(drv.LogicError):
-        drv.memcpy_dtoh(frozen, a)
+    big = drv.mem_alloc(1 << 20)
+    for dest, src in ((np.zeros(8, np.float32), a), (np.zeros(1 << 20, np.uint8), big)):  # staged, pipelined
+        dest.setflags(write=False)
+        with pytest.raises(drv.LogicError) as info:
+            drv.memcpy_dtoh(dest, src)
+        assert isinstance(info.value, BufferError)
 
 
 def test_memsets(ctx, drv):

@@ -7,8 +7,8 @@ same stack.  The driver's own stack is kept one deep, as PyCUDA keeps it,
 and switched with ironaccel's `_core.bind`, so ironaccel's record of the
 thread's context stays right.  Because ironaccel objects make the primary
 context current when they need it, every call here that depends on the
-current context first `ensure`s the top of this stack (a compare on the
-compiled path; `_current(routine)`), and code that called into ironaccel
+current context first `ensure`s the top of this stack (a compare in the
+compiled core; `_current(routine)`), and code that called into ironaccel
 objects binds the top again before returning.
 
 Contexts keep PyCUDA's semantics: `Device.make_context(flags)` creates (and
@@ -46,14 +46,14 @@ ALLOC_ENV = "IRONACCEL_CUDA_PYCUDA_ALLOC"
 SYNC_ALLOC = os.environ.get(ALLOC_ENV, "").strip().lower() == "sync"
 
 
-def call(routine: str, op: str, *args: Any) -> Any:
-    """Driver call `op` through cuda.bindings (cold); failures raise PyCUDA's error naming `routine`."""
+def call(op: str, *args: Any) -> Any:
+    """Driver call `op` through cuda.bindings (cold); failures raise PyCUDA's error naming `op`."""
     try:
         return _drv.call(op, *args)
     except ia.IronAccelError as exc:
-        raise translate(exc, routine) from None
+        raise translate(exc, op) from None
     except (TypeError, ValueError, OverflowError) as exc:
-        raise bad_input(routine, exc) from None
+        raise bad_input(op, exc) from None
 
 
 def init(flags: int = 0) -> None:
@@ -63,7 +63,7 @@ def init(flags: int = 0) -> None:
     except ia.IronAccelError as exc:
         raise translate(exc, "cuInit") from None
     if flags:
-        call("cuInit", "cuInit", flags)
+        call("cuInit", flags)
 
 
 def get_version() -> tuple[int, int, int]:
@@ -74,7 +74,7 @@ def get_version() -> tuple[int, int, int]:
 
 def get_driver_version() -> int:
     """cuDriverGetVersion: e.g. 13000 for CUDA 13.0."""
-    return int(call("cuDriverGetVersion", "cuDriverGetVersion"))
+    return int(call("cuDriverGetVersion"))
 
 
 # -- the context stack ----------------------------------------------------------------
@@ -86,14 +86,6 @@ class _Local(threading.local):
 
 
 _local = _Local()
-_NO_CONTEXT: Any = None
-
-
-def _no_context() -> Any:
-    global _NO_CONTEXT
-    if _NO_CONTEXT is None:
-        _NO_CONTEXT = _fast.no_context()
-    return _NO_CONTEXT
 
 
 def current_context(except_: Context | None = None) -> Context | None:
@@ -113,12 +105,12 @@ def _current(routine: str) -> Context:
     if stack:
         top = stack[-1]
         if top._valid:
-            _fast.ensure(top._hh)
+            _fast.ensure(top.handle)
             return top
     found = current_context()
     if found is None:
         raise from_code(INVALID_CONTEXT, routine, "no currently active context?")
-    _fast.ensure(found._hh)
+    _fast.ensure(found.handle)
     return found
 
 
@@ -126,7 +118,7 @@ def _bind_top() -> None:
     """Make the driver's current context this thread's stack top (or none), refreshing ironaccel's record."""
     top = current_context()
     try:
-        _fast.bind(top._hh if top is not None else _no_context())
+        _fast.bind(top.handle if top is not None else _fast.NO_CONTEXT)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuCtxSetCurrent") from None
 
@@ -140,19 +132,19 @@ def run_in(ctx: Context, fn: Callable[[], Any]) -> bool:
         return False
     stack = _local.stack
     if stack and stack[-1] is ctx:
-        _fast.ensure(ctx._hh)
+        _fast.ensure(ctx.handle)
         fn()
         return True
     err, previous = _drv.try_call("cuCtxGetCurrent")
-    _fast.bind(ctx._hh)
+    _fast.bind(ctx.handle)
     try:
         fn()
     finally:
         top = current_context()
         if top is not None:
-            _fast.bind(top._hh)
+            _fast.bind(top.handle)
         else:
-            _fast.bind(_fast.context_handle(previous) if not err and previous is not None else _no_context())
+            _fast.bind(int(previous) if not err and previous is not None else _fast.NO_CONTEXT)
     return True
 
 
@@ -194,7 +186,7 @@ _capabilities: dict[int, tuple[int, int]] = {}
 
 def _attribute(cudev: Any, name: str) -> int:
     attr = getattr(_cb.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + name)
-    return int(call("cuDeviceGetAttribute", "cuDeviceGetAttribute", attr, cudev))
+    return int(call("cuDeviceGetAttribute", attr, cudev))
 
 
 class Device:
@@ -206,11 +198,11 @@ class Device:
 
     def __init__(self, device: int | str):
         if isinstance(device, str):
-            cudev = call("cuDeviceGetByPCIBusId", "cuDeviceGetByPCIBusId", device.encode())
+            cudev = call("cuDeviceGetByPCIBusId", device.encode())
         elif isinstance(device, bool) or not hasattr(device, "__index__"):
             raise bad_type("cuDeviceGet", f"a device ordinal (int) or PCI bus id (str), not {device!r}")
         else:
-            cudev = call("cuDeviceGet", "cuDeviceGet", device.__index__())
+            cudev = call("cuDeviceGet", device.__index__())
         self._cudev = cudev
         self._ordinal = int(cudev)
 
@@ -223,14 +215,14 @@ class Device:
 
     @staticmethod
     def count() -> int:
-        return int(call("cuDeviceGetCount", "cuDeviceGetCount"))
+        return int(call("cuDeviceGetCount"))
 
     def name(self) -> str:
-        raw = call("cuDeviceGetName", "cuDeviceGetName", 1024, self._cudev)
+        raw = call("cuDeviceGetName", 1024, self._cudev)
         return bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
 
     def pci_bus_id(self) -> str:
-        raw = call("cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId", 1024, self._cudev)
+        raw = call("cuDeviceGetPCIBusId", 1024, self._cudev)
         return bytes(raw).split(b"\0", 1)[0].decode()
 
     def compute_capability(self) -> tuple[int, int]:
@@ -242,14 +234,14 @@ class Device:
         return cc
 
     def total_memory(self) -> int:
-        return int(call("cuDeviceTotalMem", "cuDeviceTotalMem", self._cudev))
+        return int(call("cuDeviceTotalMem", self._cudev))
 
     def get_attribute(self, attr: Any) -> Any:
         try:
             cb_attr = _cb.CUdevice_attribute(int(attr))
         except (TypeError, ValueError):
             raise from_code(1, "cuDeviceGetAttribute", f"no device attribute {attr!r}") from None
-        value = int(call("cuDeviceGetAttribute", "cuDeviceGetAttribute", cb_attr, self._cudev))
+        value = int(call("cuDeviceGetAttribute", cb_attr, self._cudev))
         if int(attr) == int(device_attribute.COMPUTE_MODE):
             return compute_mode(value)
         return value
@@ -280,7 +272,7 @@ class Device:
         try:
             h = _drv.call("cuCtxCreate", None, flags, self._cudev)
         except TypeError:  # cuda.bindings before 13 has cuCtxCreate(flags, dev)
-            h = call("cuCtxCreate", "cuCtxCreate", flags, self._cudev)
+            h = call("cuCtxCreate", flags, self._cudev)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuCtxCreate") from None
         _drv.try_call("cuCtxPopCurrent")  # keep the driver's stack one deep; pushed below
@@ -290,13 +282,13 @@ class Device:
 
     def retain_primary_context(self) -> Context:
         """The device's primary context (retained; not pushed)."""
-        h = call("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", self._cudev)
+        h = call("cuDevicePrimaryCtxRetain", self._cudev)
         return Context._make(h, _PRIMARY, self._cudev)
 
     def can_access_peer(self, other: Device) -> bool:
         if not isinstance(other, Device):
             raise bad_type("cuDeviceCanAccessPeer", f"other must be a Device, not {type(other).__name__}")
-        return bool(int(call("cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer", self._cudev, other._cudev)))
+        return bool(int(call("cuDeviceCanAccessPeer", self._cudev, other._cudev)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Device) and other._ordinal == self._ordinal
@@ -322,11 +314,10 @@ class Context:
     thread's current context, as in PyCUDA.
     """
 
-    __slots__ = ("handle", "_h", "_hh", "_valid", "_kind", "_cudev", "_ordinal", "_thread", "pools", "staging",
+    __slots__ = ("handle", "_h", "_valid", "_kind", "_cudev", "_ordinal", "_thread", "pools", "staging",
                  "nonblocking", "lock", "__weakref__")
     handle: int
     _h: Any
-    _hh: Any
     _valid: bool
     _kind: str
     _cudev: Any
@@ -345,7 +336,6 @@ class Context:
         ctx = object.__new__(cls)
         ctx._h = h
         ctx.handle = int(h)
-        ctx._hh = _fast.context_handle(h)
         ctx._valid = True
         ctx._kind = kind
         ctx._cudev = cudev
@@ -364,7 +354,7 @@ class Context:
         if not self._valid:
             raise from_code(INVALID_CONTEXT, "cuCtxPushCurrent", "cannot push a detached context")
         try:
-            _fast.bind(self._hh)
+            _fast.bind(self.handle)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuCtxPushCurrent") from None
         _local.stack.append(self)
@@ -390,9 +380,9 @@ class Context:
         """cuCtxAttach to the current context: a new handle object, pushed."""
         top = current_context()
         if top is not None:
-            _fast.ensure(top._hh)
-        h = call("cuCtxAttach", "cuCtxAttach", _flags(flags, "cuCtxAttach"))
-        cudev = call("cuCtxGetDevice", "cuCtxGetDevice")
+            _fast.ensure(top.handle)
+        h = call("cuCtxAttach", _flags(flags, "cuCtxAttach"))
+        cudev = call("cuCtxGetDevice")
         ctx = Context._make(h, _ATTACHED, cudev)
         ctx.push()
         return ctx
@@ -410,7 +400,7 @@ class Context:
     def _release(self) -> None:
         staging, self.staging = self.staging, None
         try:
-            _fast.bind(self._hh)
+            _fast.bind(self.handle)
             if staging is not None:
                 staging.close()
             if self._kind == _PRIMARY:
@@ -438,55 +428,55 @@ class Context:
     @staticmethod
     def synchronize() -> None:
         _current("cuCtxSynchronize")
-        call("cuCtxSynchronize", "cuCtxSynchronize")
+        call("cuCtxSynchronize")
 
     @staticmethod
     def set_limit(limit: Any, value: int) -> None:
         _current("cuCtxSetLimit")
-        call("cuCtxSetLimit", "cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), int(value))
+        call("cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), int(value))
 
     @staticmethod
     def get_limit(limit: Any) -> int:
         _current("cuCtxGetLimit")
-        return int(call("cuCtxGetLimit", "cuCtxGetLimit", enum_value("CUlimit", limit, "cuCtxGetLimit")))
+        return int(call("cuCtxGetLimit", enum_value("CUlimit", limit, "cuCtxGetLimit")))
 
     @staticmethod
     def get_cache_config() -> Any:
         from ._enums import func_cache
 
         _current("cuCtxGetCacheConfig")
-        return func_cache(int(call("cuCtxGetCacheConfig", "cuCtxGetCacheConfig")))
+        return func_cache(int(call("cuCtxGetCacheConfig")))
 
     @staticmethod
     def set_cache_config(config: Any) -> None:
         _current("cuCtxSetCacheConfig")
-        call("cuCtxSetCacheConfig", "cuCtxSetCacheConfig", enum_value("CUfunc_cache", config, "cuCtxSetCacheConfig"))
+        call("cuCtxSetCacheConfig", enum_value("CUfunc_cache", config, "cuCtxSetCacheConfig"))
 
     @staticmethod
     def get_shared_config() -> Any:
         from ._enums import shared_config
 
         _current("cuCtxGetSharedMemConfig")
-        return shared_config(int(call("cuCtxGetSharedMemConfig", "cuCtxGetSharedMemConfig")))
+        return shared_config(int(call("cuCtxGetSharedMemConfig")))
 
     @staticmethod
     def set_shared_config(config: Any) -> None:
         _current("cuCtxSetSharedMemConfig")
         op = "cuCtxSetSharedMemConfig"
-        call(op, op, enum_value("CUsharedconfig", config, op))
+        call(op, enum_value("CUsharedconfig", config, op))
 
     @staticmethod
     def enable_peer_access(peer: Context, flags: int = 0) -> None:
         _current("cuCtxEnablePeerAccess")
-        call("cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess", peer._h, int(flags))
+        call("cuCtxEnablePeerAccess", peer._h, int(flags))
 
     @staticmethod
     def disable_peer_access(peer: Context) -> None:
         _current("cuCtxDisablePeerAccess")
-        call("cuCtxDisablePeerAccess", "cuCtxDisablePeerAccess", peer._h)
+        call("cuCtxDisablePeerAccess", peer._h)
 
     def get_api_version(self) -> int:
-        return int(call("cuCtxGetApiVersion", "cuCtxGetApiVersion", self._h))
+        return int(call("cuCtxGetApiVersion", self._h))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Context) and other.handle == self.handle

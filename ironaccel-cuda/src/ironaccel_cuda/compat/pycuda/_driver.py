@@ -43,7 +43,7 @@ from ._enums import (
     shared_config,
     stream_flags,
 )
-from ._errors import Error, LaunchError, LogicError, MemoryError, RuntimeError, unsupported
+from ._errors import Error, LaunchError, LogicError, MemoryError, RuntimeError, no_arrays, unsupported
 from ._link import Linker
 from ._memory import (
     AlignedHostAllocation,
@@ -99,8 +99,6 @@ from ._pools import (
 )
 from ._stream import Event, Stream
 
-_NO_ARRAYS = "CUDA arrays, texture and surface references are not provided (texture references were removed in CUDA 12)"
-
 
 class ArrayDescriptor:
     """CUDA_ARRAY_DESCRIPTOR fields (width, height, format, num_channels); Array itself is not provided."""
@@ -123,44 +121,44 @@ class ArrayDescriptor3D(ArrayDescriptor):
 
 class Array:
     def __init__(self, *args: Any, **kwargs: Any):
-        raise unsupported("cuArrayCreate", _NO_ARRAYS)
+        raise no_arrays("cuArrayCreate")
 
 
 class TextureReference:
     def __init__(self, *args: Any, **kwargs: Any):
-        raise unsupported("cuTexRefCreate", _NO_ARRAYS)
+        raise no_arrays("cuTexRefCreate")
 
 
 class SurfaceReference:
     def __init__(self, *args: Any, **kwargs: Any):
-        raise unsupported("cuSurfRefGetArray", _NO_ARRAYS)
+        raise no_arrays("cuSurfRefGetArray")
 
 
-def _no_arrays(name: str) -> Any:
+def _missing(name: str) -> Any:
     def missing(*args: Any, **kwargs: Any) -> None:
-        raise unsupported(name, _NO_ARRAYS)
+        raise no_arrays(name)
 
     missing.__name__ = name
     return missing
 
 
-memcpy_htoa = _no_arrays("memcpy_htoa")
-memcpy_atoh = _no_arrays("memcpy_atoh")
-memcpy_dtoa = _no_arrays("memcpy_dtoa")
-memcpy_atod = _no_arrays("memcpy_atod")
-memcpy_atoa = _no_arrays("memcpy_atoa")
+memcpy_htoa = _missing("memcpy_htoa")
+memcpy_atoh = _missing("memcpy_atoh")
+memcpy_dtoa = _missing("memcpy_dtoa")
+memcpy_atod = _missing("memcpy_atod")
+memcpy_atoa = _missing("memcpy_atoa")
 
 
 def start_profiler() -> None:
     from ._context import call
 
-    call("cuProfilerStart", "cuProfilerStart")
+    call("cuProfilerStart")
 
 
 def stop_profiler() -> None:
     from ._context import call
 
-    call("cuProfilerStop", "cuProfilerStop")
+    call("cuProfilerStop")
 
 
 def initialize_profiler(*args: Any) -> None:

@@ -23,7 +23,7 @@ BACKEND = "cuda"
 
 __all__ = [
     "Error", "MemoryError", "LogicError", "LaunchError", "RuntimeError", "CompileError",
-    "from_code", "translate", "invalid", "bad_type", "unsupported",
+    "from_code", "translate", "invalid", "bad_type", "unsupported", "no_arrays",
 ]
 
 
@@ -152,37 +152,19 @@ def _restore(pycuda_name: str, ironaccel_name: str | None, args: tuple[Any, ...]
     return exc
 
 
-def error_string(code: int) -> str:
-    """cuGetErrorString for `code` ("out of memory"), or a neutral text when the driver has none."""
-    try:
-        from cuda.bindings import driver
-
-        err, text = driver.cuGetErrorString(driver.CUresult(code))
-        if not err and text:
-            return text.decode() if isinstance(text, bytes) else str(text)
-    except Exception:
-        pass
-    try:
-        from cuda.bindings import driver
-
-        return driver.CUresult(code).name
-    except Exception:
-        return f"CUDA error {code}"
-
-
 def from_code(code: int, routine: str, detail: str | None = None, *, op: str | None = None) -> Error:
     """The error PyCUDA raises when `routine` returns `code` ("routine failed: text[ - detail]").
 
     `op` is the driver call that actually ran (defaults to `routine`); the
     ironaccel class and the hints come from ironaccel's own mapping.
     """
-    from ironaccel_cuda.errors import driver_error
+    from ironaccel_cuda.errors import _code_string, driver_error
 
     code = int(code)
     real = op or routine
     base = driver_error(code, real, detail)
     cls = combo(pycuda_class(code), type(base))
-    text = f"{routine} failed: {error_string(code)}"
+    text = f"{routine} failed: {_code_string(code) or base.code_name}"
     if detail:
         text += f" - {detail}"
     return cls(text, op=real, code=code, code_name=base.code_name, detail=base.detail)
@@ -239,3 +221,11 @@ def unsupported(routine: str, why: str) -> Error:
     """A PyCUDA feature this surface does not provide (or CUDA removed): LogicError and ironaccel Unsupported."""
     cls = combo(LogicError, ia.Unsupported)
     return cls(f"{routine} failed: {why}", op=routine, detail=why)
+
+
+NO_ARRAYS = "CUDA arrays, texture and surface references are not provided (texture references were removed in CUDA 12)"
+
+
+def no_arrays(routine: str) -> Error:
+    """What every call on CUDA arrays or texture/surface references raises here."""
+    return unsupported(routine, NO_ARRAYS)

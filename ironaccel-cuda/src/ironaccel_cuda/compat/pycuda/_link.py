@@ -25,18 +25,15 @@ from ._module import Module, module_from_buffer
 
 __all__ = ["Linker", "find_static_library"]
 
-NVJITLINK_FIX = "pip install nvidia-nvjitlink (and nvidia-cuda-runtime for libcudadevrt.a)"
-
 
 def _nvjitlink() -> Any:
-    try:
-        from cuda.bindings import nvjitlink
+    """cuda.bindings.nvjitlink, loaded as ironaccel's Linker loads it; NotAvailable as PyCUDA's RuntimeError."""
+    from ironaccel_cuda.linker import _nvjitlink as load
 
-        nvjitlink.version()
-    except Exception as exc:
-        raise translate(ia.NotAvailable("cuda", f"nvJitLink could not be loaded ({type(exc).__name__}: {exc})",
-                                        fix=NVJITLINK_FIX, library="libnvJitLink.so"), "nvJitLinkCreate") from None
-    return nvjitlink
+    try:
+        return load()
+    except ia.NotAvailable as exc:
+        raise translate(exc, "nvJitLinkCreate") from None
 
 
 def _link_error(routine: str, log: str, exc: BaseException) -> Exception:
@@ -98,16 +95,9 @@ class Linker:
             raise _link_error("nvJitLinkAddData", "", ValueError(f"unknown input type {input_type!r}")) from None
 
     def _logs(self) -> tuple[str, str]:
-        out = []
-        for size_fn, get_fn in (("get_info_log_size", "get_info_log"), ("get_error_log_size", "get_error_log")):
-            try:
-                n = getattr(self._nv, size_fn)(self._h)
-                buf = bytearray(n)
-                getattr(self._nv, get_fn)(self._h, buf)
-                out.append(bytes(buf).split(b"\0", 1)[0].decode(errors="replace"))
-            except Exception:
-                out.append("")
-        return out[0], out[1]
+        from ironaccel_cuda.linker import _log
+
+        return _log(self._nv, self._h, error=False), _log(self._nv, self._h, error=True)
 
     def _fail(self, routine: str, exc: BaseException) -> Exception:
         info, error = self._logs()

@@ -34,7 +34,7 @@ from ironaccel import errors as ia
 from . import _fast
 from ._context import Context, _bind_top, _current, _local, address, call, cleanup, enum_value
 from ._enums import memory_type
-from ._errors import bad_input, bad_type, from_code, invalid, translate
+from ._errors import bad_input, bad_type, from_code, invalid, no_arrays, translate
 
 __all__ = [
     "DeviceAllocation", "PointerHolderBase", "mem_alloc", "mem_alloc_pitch", "mem_get_info", "mem_get_address_range",
@@ -44,10 +44,9 @@ __all__ = [
     "memset_d2d16_async", "memset_d2d32_async", "HostPointer", "PagelockedHostAllocation", "HostAllocation",
     "AlignedHostAllocation", "RegisteredHostMemory", "ManagedAllocation", "pagelocked_empty", "aligned_empty",
     "managed_empty", "register_host_memory", "mem_get_ipc_handle", "IPCMemoryHandle", "Memcpy2D", "Memcpy3D",
-    "Memcpy3DPeer", "device_pointer", "is_pinned_array",
+    "Memcpy3DPeer", "is_pinned_array",
 ]
 
-_COMPILED = _fast.COMPILED
 _LEGACY = _fast.LEGACY
 _int_new = int.__new__
 _ndarray = np.ndarray
@@ -56,16 +55,6 @@ _OUT_OF_MEMORY = 2
 _INVALID_HANDLE = 400
 CU_EVENT_DISABLE_TIMING = 0x2
 CU_MEMHOSTALLOC_PORTABLE = 0x1
-
-
-def device_pointer(value: Any, routine: str) -> Any:
-    """`value` (a DeviceAllocation, an int, anything with __index__) as a hot-path device pointer."""
-    if _COMPILED:
-        return value
-    try:
-        return _fast.devptr(value.__index__())
-    except (AttributeError, TypeError, OverflowError) as exc:
-        raise bad_input(routine, exc) from None
 
 
 # -- device allocations -----------------------------------------------------------
@@ -118,11 +107,11 @@ class DeviceAllocation(int):
 def _release(dp: Any, ctx: Context, kind: int) -> None:
     stack = _local.stack
     if stack and stack[-1] is ctx and ctx._valid:
-        _fast.ensure(ctx._hh)
+        _fast.ensure(ctx.handle)
         try:
             if kind == _POOL:
                 if ctx.nonblocking:
-                    call("cuCtxSynchronize", "cuCtxSynchronize")
+                    call("cuCtxSynchronize")
                 _fast.mem_free_async(dp, _LEGACY)
             else:
                 _fast.mem_free(dp)
@@ -135,7 +124,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
     def free_here() -> None:
         if kind == _POOL:
             if ctx.nonblocking:
-                call("cuCtxSynchronize", "cuCtxSynchronize")
+                call("cuCtxSynchronize")
             _fast.mem_free_async(dp, _LEGACY)
         else:
             _fast.mem_free(dp)
@@ -144,7 +133,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
 
 
 def _wrap(dp: Any, ctx: Context, kind: int) -> DeviceAllocation:
-    a = _int_new(DeviceAllocation, dp if _COMPILED else int(dp))
+    a = _int_new(DeviceAllocation, dp)
     d = a.__dict__
     d["_dp"] = dp
     d["_ctx"] = ctx
@@ -190,21 +179,21 @@ def _size(value: Any, routine: str) -> int:
 def mem_alloc_pitch(width: int, height: int, access_size: int) -> tuple[DeviceAllocation, int]:
     """cuMemAllocPitch: (allocation, pitch in bytes)."""
     ctx = _current("cuMemAllocPitch")
-    dp, pitch = call("cuMemAllocPitch", "cuMemAllocPitch", width, height, access_size)
-    return _wrap(dp if not _COMPILED else int(dp), ctx, _SYNC), int(pitch)
+    dp, pitch = call("cuMemAllocPitch", width, height, access_size)
+    return _wrap(int(dp), ctx, _SYNC), int(pitch)
 
 
 def mem_get_info() -> tuple[int, int]:
     """(free, total) bytes of the current context's device."""
     _current("cuMemGetInfo")
-    free, total = call("cuMemGetInfo", "cuMemGetInfo")
+    free, total = call("cuMemGetInfo")
     return int(free), int(total)
 
 
 def mem_get_address_range(ptr: Any) -> tuple[int, int]:
     """(base, size) of the allocation holding `ptr`."""
     _current("cuMemGetAddressRange")
-    base, size = call("cuMemGetAddressRange", "cuMemGetAddressRange", address(ptr, "cuMemGetAddressRange"))
+    base, size = call("cuMemGetAddressRange", address(ptr, "cuMemGetAddressRange"))
     return int(base), int(size)
 
 
@@ -243,21 +232,27 @@ def _nbytes(obj: Any, routine: str) -> int:
 
 
 def _bytes_view(obj: Any, writable: bool, routine: str) -> memoryview:
-    """A flat byte view of a contiguous (C or Fortran) host buffer, in memory order."""
+    """A flat byte view of a contiguous (C or Fortran) host buffer, in memory order (refused if read-only
+    when `writable`)."""
     try:
         mv = memoryview(obj)
+        view = None
         if mv.c_contiguous:
-            return mv.cast("B")
-        if mv.f_contiguous and isinstance(obj, np.ndarray):
-            return memoryview(obj.T).cast("B")
+            view = mv.cast("B")
+        elif mv.f_contiguous and isinstance(obj, np.ndarray):
+            view = memoryview(obj.T).cast("B")
     except (TypeError, ValueError) as exc:
         raise bad_input(routine, exc) from None
-    raise invalid(routine, "the host buffer is not contiguous", BufferError)
+    if view is None:
+        raise invalid(routine, "the host buffer is not contiguous", BufferError)
+    if writable and view.readonly:
+        raise invalid(routine, "the destination buffer is read-only", BufferError)
+    return view
 
 
-def _u8_array(obj: Any, routine: str) -> np.ndarray:
+def _u8_array(obj: Any, writable: bool, routine: str) -> np.ndarray:
     """A 1-D uint8 ndarray over the same memory as contiguous host buffer `obj`."""
-    return np.frombuffer(_bytes_view(obj, False, routine), np.uint8)
+    return np.frombuffer(_bytes_view(obj, writable, routine), np.uint8)
 
 
 # -- staging -----------------------------------------------------------------------------
@@ -281,7 +276,7 @@ class Staging:
         self.ctx = ctx
         count = 2 * _BOUNCE_HALF + 1
         size = count * _BOUNCE_SLOT
-        self.base = int(call("cuMemHostAlloc", "cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
+        self.base = int(call("cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
         self.size = size
         raw = memoryview((ctypes.c_uint8 * size).from_address(self.base)).cast("B")
         self.views = [raw[i * _BOUNCE_SLOT:(i + 1) * _BOUNCE_SLOT] for i in range(count)]
@@ -318,7 +313,7 @@ class Staging:
             for e in self.events:
                 _fast.event_destroy(e)
             _fast.pinned_remove(self.base)
-            call("cuMemFreeHost", "cuMemFreeHost", self.base)
+            call("cuMemFreeHost", self.base)
 
 
 def _staging(ctx: Context) -> Staging:
@@ -360,7 +355,7 @@ def _pipelined(ctx: Context, dest: DeviceAllocation | int, host: np.ndarray, to_
     """A large pageable copy through ironaccel's staging pipeline, after the context's earlier work."""
     from ironaccel_cuda import memory
 
-    call("cuCtxSynchronize", "cuCtxSynchronize")
+    call("cuCtxSynchronize")
     try:
         buf: Any = memory.adopt(int(dest), host.nbytes, "uint8", ironaccel_device(ctx._ordinal))
         try:
@@ -390,12 +385,12 @@ def memcpy_htod(dest: Any, src: Any) -> None:
     try:
         if n <= _BOUNCE_SLOT:
             if n:
-                _staging(ctx).htod(device_pointer(dest, "cuMemcpyHtoD"), _bytes_view(src, False, "cuMemcpyHtoD"), n)
+                _staging(ctx).htod(dest, _bytes_view(src, False, "cuMemcpyHtoD"), n)
             return
         if n >= _pipeline_threshold() and _pool_memory(dest):
-            _pipelined(ctx, dest, _u8_array(src, "cuMemcpyHtoD"), True)
+            _pipelined(ctx, dest, _u8_array(src, False, "cuMemcpyHtoD"), True)
             return
-        _fast.memcpy_htod(device_pointer(dest, "cuMemcpyHtoD"), src, n, _LEGACY)
+        _fast.memcpy_htod(dest, src, n, _LEGACY)
         _fast.stream_sync(_LEGACY)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyHtoD") from None
@@ -410,18 +405,12 @@ def memcpy_dtoh(dest: Any, src: Any) -> None:
     try:
         if n <= _BOUNCE_SLOT:
             if n:
-                view = _bytes_view(dest, True, "cuMemcpyDtoH")
-                if view.readonly:
-                    raise invalid("cuMemcpyDtoH", "the destination buffer is read-only", BufferError)
-                _staging(ctx).dtoh(view, device_pointer(src, "cuMemcpyDtoH"), n)
+                _staging(ctx).dtoh(_bytes_view(dest, True, "cuMemcpyDtoH"), src, n)
             return
         if n >= _pipeline_threshold() and _pool_memory(src):
-            host = _u8_array(dest, "cuMemcpyDtoH")
-            if not host.flags.writeable:
-                raise invalid("cuMemcpyDtoH", "the destination buffer is read-only", BufferError)
-            _pipelined(ctx, src, host, False)
+            _pipelined(ctx, src, _u8_array(dest, True, "cuMemcpyDtoH"), False)
             return
-        _fast.memcpy_dtoh(dest, device_pointer(src, "cuMemcpyDtoH"), n, _LEGACY)
+        _fast.memcpy_dtoh(dest, src, n, _LEGACY)
         _fast.stream_sync(_LEGACY)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyDtoH") from None
@@ -443,7 +432,7 @@ def memcpy_htod_async(dest: Any, src: Any, stream: Any = None) -> None:
     """cuMemcpyHtoDAsync of host buffer `src` (page-locked for a truly asynchronous copy)."""
     s = _stream_of(stream, "cuMemcpyHtoDAsync")
     try:
-        _fast.memcpy_htod(device_pointer(dest, "cuMemcpyHtoDAsync"), src, _nbytes(src, "cuMemcpyHtoDAsync"), s)
+        _fast.memcpy_htod(dest, src, _nbytes(src, "cuMemcpyHtoDAsync"), s)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyHtoDAsync") from None
     except (TypeError, ValueError, OverflowError, BufferError) as exc:
@@ -454,7 +443,7 @@ def memcpy_dtoh_async(dest: Any, src: Any, stream: Any = None) -> None:
     """cuMemcpyDtoHAsync into host buffer `dest` (page-locked for a truly asynchronous copy)."""
     s = _stream_of(stream, "cuMemcpyDtoHAsync")
     try:
-        _fast.memcpy_dtoh(dest, device_pointer(src, "cuMemcpyDtoHAsync"), _nbytes(dest, "cuMemcpyDtoHAsync"), s)
+        _fast.memcpy_dtoh(dest, src, _nbytes(dest, "cuMemcpyDtoHAsync"), s)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyDtoHAsync") from None
     except (TypeError, ValueError, OverflowError, BufferError) as exc:
@@ -469,7 +458,7 @@ def memcpy_dtod(dest: Any, src: Any, size: int) -> None:
 def memcpy_dtod_async(dest: Any, src: Any, size: int, stream: Any = None) -> None:
     s = _stream_of(stream, "cuMemcpyDtoDAsync")
     try:
-        _fast.memcpy_dtod(device_pointer(dest, "cuMemcpyDtoD"), device_pointer(src, "cuMemcpyDtoD"), size, s)
+        _fast.memcpy_dtod(dest, src, size, s)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemcpyDtoD") from None
     except (TypeError, ValueError, OverflowError) as exc:
@@ -489,7 +478,7 @@ def memcpy_peer(dest: Any, src: Any, size: int, dest_context: Context | None = N
     """cuMemcpyPeer between contexts (default: the current one for either side)."""
     dctx = _ctx_handle(dest_context, "cuMemcpyPeer")
     sctx = _ctx_handle(src_context, "cuMemcpyPeer")
-    call("cuMemcpyPeer", "cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx, size)
+    call("cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx, size)
 
 
 def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | None = None,
@@ -497,7 +486,7 @@ def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | No
     dctx = _ctx_handle(dest_context, "cuMemcpyPeerAsync")
     sctx = _ctx_handle(src_context, "cuMemcpyPeerAsync")
     s = _stream_of(stream, "cuMemcpyPeerAsync")
-    call("cuMemcpyPeerAsync", "cuMemcpyPeerAsync", address(dest, "cuMemcpyPeerAsync"), dctx,
+    call("cuMemcpyPeerAsync", address(dest, "cuMemcpyPeerAsync"), dctx,
          address(src, "cuMemcpyPeerAsync"), sctx, size, s)
 
 
@@ -507,7 +496,7 @@ def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | No
 def _memset(fn: Any, routine: str, dest: Any, data: int, size: int, stream: Any) -> None:
     s = _stream_of(stream, routine)
     try:
-        fn(device_pointer(dest, routine), data, size, s)
+        fn(dest, data, size, s)
     except ia.IronAccelError as exc:
         raise translate(exc, routine) from None
     except (TypeError, ValueError, OverflowError) as exc:
@@ -540,7 +529,7 @@ def memset_d32_async(dest: Any, data: int, size: int, stream: Any = None) -> Non
 
 def _memset_2d(op: str, dest: Any, pitch: int, data: int, width: int, height: int, stream: Any) -> None:
     s = _stream_of(stream, op)
-    call(op, op, address(dest, op), pitch, data, width, height, s)
+    call(op, address(dest, op), pitch, data, width, height, s)
 
 
 def memset_d2d8(dest: Any, pitch: int, data: int, width: int, height: int) -> None:
@@ -570,10 +559,11 @@ def memset_d2d32_async(dest: Any, pitch: int, data: int, width: int, height: int
 # -- host memory ---------------------------------------------------------------------
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
-    if hasattr(shape, "__index__"):
-        return (shape.__index__(),)
-    return tuple(int(s) for s in shape)
+def _layout(shape: Any, dtype: Any) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape as a tuple, dtype, size in bytes) of a host array request."""
+    shape = (shape.__index__(),) if hasattr(shape, "__index__") else tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    return shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
 
 
 def _interface(ptr: int, shape: tuple[int, ...], dtype: np.dtype, order: str) -> dict[str, Any]:
@@ -608,7 +598,7 @@ class HostPointer:
         self._valid = True
 
     def get_device_pointer(self) -> int:
-        return int(call("cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer", self._ptr, 0))
+        return int(call("cuMemHostGetDevicePointer", self._ptr, 0))
 
     def _array(self, shape: tuple[int, ...], dtype: np.dtype, order: str) -> np.ndarray:
         self.__array_interface__ = _interface(self._ptr, shape, dtype, order)
@@ -628,10 +618,10 @@ class PagelockedHostAllocation(HostPointer):
         _fast.pinned_remove(self._ptr)
         ptr = self._ptr
         if self._ctx is not None:
-            cleanup("page-locked memory", self._ctx, lambda: call("cuMemFreeHost", "cuMemFreeHost", ptr))
+            cleanup("page-locked memory", self._ctx, lambda: call("cuMemFreeHost", ptr))
 
     def get_flags(self) -> int:
-        return int(call("cuMemHostGetFlags", "cuMemHostGetFlags", self._ptr))
+        return int(call("cuMemHostGetFlags", self._ptr))
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -674,7 +664,7 @@ class RegisteredHostMemory(HostPointer):
         _fast.pinned_remove(self._ptr)
         ptr = self._ptr
         if self._ctx is not None:
-            cleanup("registered memory", self._ctx, lambda: call("cuMemHostUnregister", "cuMemHostUnregister", ptr))
+            cleanup("registered memory", self._ctx, lambda: call("cuMemHostUnregister", ptr))
 
     free = unregister
 
@@ -688,10 +678,9 @@ class RegisteredHostMemory(HostPointer):
 
 def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
     """A numpy array in page-locked host memory (its `base` is the PagelockedHostAllocation)."""
-    shape, dtype = _shape(shape), np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    shape, dtype, nbytes = _layout(shape, dtype)
     ctx = _current("cuMemHostAlloc")
-    ptr = int(call("cuMemHostAlloc", "cuMemHostAlloc", nbytes, mem_flags))
+    ptr = int(call("cuMemHostAlloc", nbytes, mem_flags))
     alloc = PagelockedHostAllocation()
     alloc._setup(ptr, nbytes, ctx)
     _fast.pinned_add(ptr, nbytes)
@@ -700,10 +689,9 @@ def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 
 
 def aligned_empty(shape: Any, dtype: Any, order: str = "C", alignment: int = 4096) -> np.ndarray:
     """A numpy array whose data starts at a multiple of `alignment` bytes."""
-    shape, dtype = _shape(shape), np.dtype(dtype)
+    shape, dtype, nbytes = _layout(shape, dtype)
     if alignment <= 0:
         raise invalid("aligned_empty", f"alignment must be positive, got {alignment}")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(nbytes + alignment, np.uint8)
     address = raw.__array_interface__["data"][0]
     offset = (-address) % alignment
@@ -721,7 +709,7 @@ def register_host_memory(ary: Any, flags: int = 0) -> np.ndarray:
         raise invalid("register_host_memory", "ary argument is not contiguous")
     ptr, nbytes = ary.__array_interface__["data"][0], ary.nbytes
     ctx = _current("cuMemHostRegister")
-    call("cuMemHostRegister", "cuMemHostRegister", ptr, nbytes, flags)
+    call("cuMemHostRegister", ptr, nbytes, flags)
     reg = RegisteredHostMemory()
     reg._setup(ptr, nbytes, ctx)
     reg._base = ary
@@ -749,14 +737,14 @@ class ManagedAllocation:
     def attach(self, mem_flags: int, stream: Any = None) -> None:
         """cuStreamAttachMemAsync: attach to `stream` (None: the legacy stream) with `mem_flags`."""
         s = _stream_of(stream, "cuStreamAttachMemAsync")
-        call("cuStreamAttachMemAsync", "cuStreamAttachMemAsync", s, self._ptr, 0, mem_flags)
+        call("cuStreamAttachMemAsync", s, self._ptr, 0, mem_flags)
 
     def free(self) -> None:
         if not self._valid:
             raise from_code(_INVALID_HANDLE, "device_allocation::free")
         self._valid = False
         ptr = self._ptr
-        cleanup("managed memory", self._ctx, lambda: call("cuMemFree", "cuMemFree", ptr))
+        cleanup("managed memory", self._ctx, lambda: call("cuMemFree", ptr))
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -768,10 +756,9 @@ class ManagedAllocation:
 
 def managed_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
     """A numpy array in managed memory (cuMemAllocManaged with `mem_flags`, a mem_attach_flags value)."""
-    shape, dtype = _shape(shape), np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    shape, dtype, nbytes = _layout(shape, dtype)
     ctx = _current("cuMemAllocManaged")
-    ptr = int(call("cuMemAllocManaged", "cuMemAllocManaged", nbytes, mem_flags))
+    ptr = int(call("cuMemAllocManaged", nbytes, mem_flags))
     alloc = ManagedAllocation()
     alloc._ptr, alloc._ctx, alloc._valid = ptr, ctx, True
     alloc.__array_interface__ = _interface(ptr, shape, dtype, order)
@@ -790,7 +777,7 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
     """cuIpcGetMemHandle: the 64-byte handle another process opens with IPCMemoryHandle."""
     _current("cuIpcGetMemHandle")
     try:
-        handle = call("cuIpcGetMemHandle", "cuIpcGetMemHandle", address(devptr, "cuIpcGetMemHandle"))
+        handle = call("cuIpcGetMemHandle", address(devptr, "cuIpcGetMemHandle"))
     except ia.IronAccelError as exc:
         if _pool_memory(devptr):
             exc.args = (f"{exc} (this memory comes from the stream-ordered pool, which legacy IPC cannot export; "
@@ -801,30 +788,21 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
 
 
 def handle_bytes(handle: Any) -> bytes:
-    """The bytes of a CUipcMemHandle / CUipcEventHandle (cuda.bindings 13 exposes only its address)."""
-    from cuda.bindings import driver
+    """The bytes of a CUipcMemHandle / CUipcEventHandle (as ironaccel_cuda.ipc reads them)."""
+    from ironaccel_cuda.ipc import _raw
 
-    size = int(getattr(driver, "CU_IPC_HANDLE_SIZE", 64))
-    if hasattr(handle, "reserved"):
-        return bytes(handle.reserved)[:size]
-    return ctypes.string_at(handle.getPtr(), size)
+    return _raw(handle)
 
 
 def handle_from(kind: Any, data: Any, routine: str) -> Any:
     """A CUipcMemHandle / CUipcEventHandle holding the bytes `data` (a bytearray, as PyCUDA requires)."""
-    from cuda.bindings import driver
+    from ironaccel_cuda.ipc import HANDLE_SIZE, _filled
 
     if not isinstance(data, (bytearray, bytes)):
         raise invalid(routine, "argument is not a bytes array")
-    size = int(getattr(driver, "CU_IPC_HANDLE_SIZE", 64))
-    if len(data) != size:
+    if len(data) != HANDLE_SIZE:
         raise invalid(routine, "handle has the wrong size")
-    h = kind()
-    if hasattr(h, "reserved"):
-        h.reserved = bytes(data)
-    else:
-        ctypes.memmove(h.getPtr(), bytes(data), size)
-    return h
+    return _filled(kind, bytes(data))
 
 
 class IPCMemoryHandle(int):
@@ -835,7 +813,7 @@ class IPCMemoryHandle(int):
 
         h = handle_from(driver.CUipcMemHandle, handle, "cuIpcOpenMemHandle")
         ctx = _current("cuIpcOpenMemHandle")
-        dp = call("cuIpcOpenMemHandle", "cuIpcOpenMemHandle", h, int(flags))
+        dp = call("cuIpcOpenMemHandle", h, int(flags))
         obj = _int_new(cls, int(dp))
         obj.__dict__.update(_ctx=ctx, _open=True)
         return obj
@@ -846,7 +824,7 @@ class IPCMemoryHandle(int):
             return
         d["_open"] = False
         ptr = int(self)
-        cleanup("IPC memory", d["_ctx"], lambda: call("cuIpcCloseMemHandle", "cuIpcCloseMemHandle", ptr))
+        cleanup("IPC memory", d["_ctx"], lambda: call("cuIpcCloseMemHandle", ptr))
 
     def __del__(self) -> None:
         if self.__dict__.get("_open"):
@@ -940,16 +918,10 @@ class _CopyBase:
         self._c.dstDevice = address(ptr, "set_dst_unified")
 
     def set_src_array(self, ary: Any) -> None:
-        raise _no_arrays("set_src_array")
+        raise no_arrays("set_src_array")
 
     def set_dst_array(self, ary: Any) -> None:
-        raise _no_arrays("set_dst_array")
-
-
-def _no_arrays(routine: str) -> Exception:
-    from ._errors import unsupported
-
-    return unsupported(routine, "CUDA arrays (texture/surface storage) are not provided by ironaccel's PyCUDA surface")
+        raise no_arrays("set_dst_array")
 
 
 def _address(buf: Any, writable: bool) -> int:
@@ -969,9 +941,9 @@ def _address(buf: Any, writable: bool) -> int:
 def _run_copy(sync_op: str, async_op: str, struct: Any, stream: Any) -> None:
     if stream is None:
         _current(sync_op)
-        call(sync_op, sync_op, struct)
+        call(sync_op, struct)
     else:
-        call(async_op, async_op, struct, _stream_of(stream, async_op))
+        call(async_op, struct, _stream_of(stream, async_op))
 
 
 class Memcpy2D(_CopyBase):
@@ -994,7 +966,7 @@ class Memcpy2D(_CopyBase):
         aligned = bool(stream_or_aligned) or aligned
         op = "cuMemcpy2D" if aligned else "cuMemcpy2DUnaligned"
         _current(op)
-        call(op, op, self._c)
+        call(op, self._c)
 
 
 class Memcpy3D(_CopyBase):

@@ -73,13 +73,13 @@ class Module:
 
     def get_function(self, name: str) -> Function:
         _in_context(self._ctx, "cuModuleGetFunction")
-        h = call("cuModuleGetFunction", "cuModuleGetFunction", self._h, _name(name, "cuModuleGetFunction"))
+        h = call("cuModuleGetFunction", self._h, _name(name, "cuModuleGetFunction"))
         return Function._make(h, self, name)
 
     def get_global(self, name: str) -> tuple[int, int]:
         """(device address, size in bytes) of global or __constant__ variable `name`."""
         _in_context(self._ctx, "cuModuleGetGlobal")
-        dp, size = call("cuModuleGetGlobal", "cuModuleGetGlobal", self._h, _name(name, "cuModuleGetGlobal"))
+        dp, size = call("cuModuleGetGlobal", self._h, _name(name, "cuModuleGetGlobal"))
         return int(dp), int(size)
 
     def get_texref(self, name: str) -> Any:
@@ -92,7 +92,7 @@ class Module:
         try:
             ctx = self._ctx
             h = self._h
-            cleanup("module", ctx, lambda: call("cuModuleUnload", "cuModuleUnload", h))
+            cleanup("module", ctx, lambda: call("cuModuleUnload", h))
         except Exception:
             pass
 
@@ -120,7 +120,7 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
     if image[:4] not in (b"\x7fELF", b"\x50\xed\x55\xba") and not image.endswith(b"\0"):
         image += b"\0"  # PTX is read as a C string
     if not options and message_handler is None:
-        return Module._make(call("cuModuleLoadData", "cuModuleLoadData", image), ctx)
+        return Module._make(call("cuModuleLoadData", image), ctx)
     from cuda.bindings import driver
 
     log = 1 << 15
@@ -132,7 +132,7 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
         opts.append(enum_value("CUjit_option", key, "cuModuleLoadDataEx"))
         values.append(value)
     try:
-        h = _drv_call("cuModuleLoadDataEx", image, len(opts), opts, values)
+        h = call("cuModuleLoadDataEx", image, len(opts), opts, values)
         ok = True
     except Exception as exc:
         failure: BaseException | None = exc
@@ -146,10 +146,6 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
     return Module._make(h, ctx)
 
 
-def _drv_call(op: str, *args: Any) -> Any:
-    return call(op, op, *args)
-
-
 def _log_text(buf: bytearray) -> str:
     return bytes(buf).split(b"\0", 1)[0].decode(errors="replace")
 
@@ -157,7 +153,7 @@ def _log_text(buf: bytearray) -> str:
 def module_from_file(filename: str) -> Module:
     """cuModuleLoad: load a module file into the current context."""
     ctx = _current("cuModuleLoad")
-    return Module._make(call("cuModuleLoad", "cuModuleLoad", str(filename).encode()), ctx)
+    return Module._make(call("cuModuleLoad", str(filename).encode()), ctx)
 
 
 # -- argument handlers (In / Out / InOut) ------------------------------------------------
@@ -385,7 +381,7 @@ class Function:
     def _make(cls, h: Any, module: Module, name: str) -> Function:
         f = object.__new__(cls)
         f._handle = h
-        f._h = _fast.function_handle(int(h))
+        f._h = int(h)
         f._module = module
         f._ctx = module._ctx
         f._name = name
@@ -401,19 +397,19 @@ class Function:
 
     def get_attribute(self, attr: Any) -> int:
         op = "cuFuncGetAttribute"
-        return int(call(op, op, enum_value("CUfunction_attribute", attr, op), self._handle))
+        return int(call(op, enum_value("CUfunction_attribute", attr, op), self._handle))
 
     def set_attribute(self, attr: Any, value: int) -> None:
         op = "cuFuncSetAttribute"
-        call(op, op, self._handle, enum_value("CUfunction_attribute", attr, op), int(value))
+        call(op, self._handle, enum_value("CUfunction_attribute", attr, op), int(value))
 
     def set_cache_config(self, fc: Any) -> None:
         op = "cuFuncSetCacheConfig"
-        call(op, op, self._handle, enum_value("CUfunc_cache", fc, op))
+        call(op, self._handle, enum_value("CUfunc_cache", fc, op))
 
     def set_shared_config(self, config: Any) -> None:
         op = "cuFuncSetSharedMemConfig"
-        call(op, op, self._handle, enum_value("CUsharedconfig", config, op))
+        call(op, self._handle, enum_value("CUsharedconfig", config, op))
 
     def param_set_texref(self, texref: Any) -> None:
         raise unsupported("cuParamSetTexRef", "texture references were removed in CUDA 12")
@@ -476,7 +472,7 @@ class Function:
                 ctx = self._ctx
                 stack = _local.stack
                 if stack and stack[-1] is ctx:
-                    _ensure(ctx._hh)
+                    _ensure(ctx.handle)
                     slot.ready()
                     return
         except AttributeError:
@@ -511,7 +507,7 @@ class Function:
             data = bytes(memoryview(arg_buf).cast("B"))
         except (TypeError, ValueError) as exc:
             raise bad_input("cuLaunchKernel", exc) from None
-        prep = _raw_prep(len(data))
+        prep = _prep_for(f"{len(data)}s", "Function._launch_kernel")
         try:
             slot = self._tls.slot
         except AttributeError:
@@ -554,7 +550,7 @@ class Function:
                         ctx = self._ctx
                         stack = _local.stack
                         if stack and stack[-1] is ctx:
-                            _ensure(ctx._hh)
+                            _ensure(ctx.handle)
                             slot.ready()
                             return None
                 except AttributeError:
@@ -614,7 +610,7 @@ class Function:
             if not (stack and stack[-1] is ctx):
                 self._launch_elsewhere(g, b, shared, slot)
                 return
-            _ensure(ctx._hh)
+            _ensure(ctx.handle)
             s = _LEGACY
         else:
             try:
@@ -658,28 +654,18 @@ class Function:
     def _param_layout(self) -> tuple[int, ...] | None:
         """The kernel's parameter offsets (cuFuncGetParamInfo), or None where the driver cannot say."""
         if self._layout is None:
-            from ironaccel_cuda._driver import try_call
+            from ironaccel_cuda.module import _query_layout
 
-            offsets: list[int] = []
-            end = 0
-            while True:
-                try:
-                    err, out = try_call("cuFuncGetParamInfo", self._handle, len(offsets))
-                except Exception:  # an older binding or driver without cuFuncGetParamInfo
-                    err, out = -1, None
-                if err:
-                    if err != 1 and not offsets:  # anything but "no such parameter": the driver cannot say
-                        self._layout = False
-                        return None
-                    break
-                off, size = int(out[0]), int(out[1])
-                offsets.append(off)
-                end = max(end, off + size)
-            self._layout = tuple(offsets)
-            self._layout_end = end
-        if self._layout is False:
-            return None
-        return self._layout or ()  # type: ignore[return-value]
+            try:
+                layout = _query_layout(self._handle)
+            except ia.IronAccelError:  # no driver to ask (after a fork, say): the launch itself reports it
+                layout = None
+            if layout is None:
+                self._layout = False
+            else:
+                self._layout = tuple(offset for offset, _ in layout)
+                self._layout_end = max((offset + size for offset, size in layout), default=0)
+        return None if self._layout is False else self._layout  # type: ignore[return-value]
 
     def _fit(self, slot: _Slot, prep: _Prep) -> _Slot:
         """Size this thread's block for `prep` and point the parameter array at the kernel's offsets."""
@@ -710,17 +696,6 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<Function {self._name}>"
-
-
-_raw_preps: dict[int, _Prep] = {}
-
-
-def _raw_prep(size: int) -> _Prep:
-    prep = _raw_preps.get(size)
-    if prep is None:
-        prep = _Prep(f"{size}s", "Function._launch_kernel")
-        _raw_preps[size] = prep
-    return prep
 
 
 _SIMPLE_POINTERS: tuple[type, ...] = (DeviceAllocation,)

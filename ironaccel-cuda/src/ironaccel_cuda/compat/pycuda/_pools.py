@@ -25,7 +25,7 @@ from ironaccel import errors as ia
 from . import _fast
 from ._context import Context, _bind_top, _current, _local, call, run_in
 from ._errors import bad_input, from_code, translate
-from ._memory import HostPointer, _interface, _shape, ironaccel_device
+from ._memory import HostPointer, _layout, ironaccel_device
 from ._module import register_pointer_type
 
 __all__ = ["bitlog2", "DeviceMemoryPool", "PooledDeviceAllocation", "PageLockedAllocator", "PageLockedMemoryPool",
@@ -151,7 +151,7 @@ class DeviceMemoryPool:
         ctx = self._ctx
         stack = _local.stack
         if stack and stack[-1] is ctx:
-            _fast.ensure(ctx._hh)
+            _fast.ensure(ctx.handle)
             return self._pool.alloc(nbytes)
         out: list[Any] = []
         if not run_in(ctx, lambda: out.append(self._pool.alloc(nbytes))):
@@ -243,8 +243,7 @@ class PageLockedMemoryPool:
         self._ctx: Context | None = None
 
     def allocate(self, shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
-        shape, dtype = _shape(shape), np.dtype(dtype)
-        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        shape, dtype, size = _layout(shape, dtype)
         bin_nr = bin_number(size)
         with self._lock:
             held = self._bins.get(bin_nr)
@@ -259,19 +258,18 @@ class PageLockedMemoryPool:
         block = PooledHostAllocation()
         block._setup(ptr, size, self._ctx)
         block._pool, block._size, block._bin = self, size, bin_nr
-        block.__array_interface__ = _interface(ptr, shape, dtype, order)
-        return np.asarray(block)
+        return block._array(shape, dtype, order)
 
     def _new_block(self, nbytes: int) -> int:
         ctx = _current("cuMemHostAlloc")
         if self._ctx is None:
             self._ctx = ctx
         try:
-            ptr = int(call("cuMemHostAlloc", "cuMemHostAlloc", nbytes, self._flags))
+            ptr = int(call("cuMemHostAlloc", nbytes, self._flags))
         except ia.OutOfMemory:
             gc.collect()
             self.free_held()
-            ptr = int(call("cuMemHostAlloc", "cuMemHostAlloc", nbytes, self._flags))
+            ptr = int(call("cuMemHostAlloc", nbytes, self._flags))
         _fast.pinned_add(ptr, nbytes)
         with self._lock:
             self.managed_bytes += nbytes
@@ -289,7 +287,7 @@ class PageLockedMemoryPool:
 
     def _free_block(self, ptr: int, bin_nr: int) -> None:
         _fast.pinned_remove(ptr)
-        call("cuMemFreeHost", "cuMemFreeHost", ptr)
+        call("cuMemFreeHost", ptr)
         with self._lock:
             self.managed_bytes -= alloc_size(bin_nr)
 

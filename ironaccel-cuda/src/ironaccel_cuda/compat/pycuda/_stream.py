@@ -40,9 +40,9 @@ class Stream:
     def __init__(self, flags: int = 0):
         flags = _flags(flags, "cuStreamCreate")
         ctx = _current("cuStreamCreate")
-        h = call("cuStreamCreate", "cuStreamCreate", flags)
+        h = call("cuStreamCreate", flags)
         self.handle = int(h)
-        self._h = _fast.stream_handle(self.handle)
+        self._h = self.handle
         self._ctx = ctx
         self._nonblocking = bool(flags & CU_STREAM_NON_BLOCKING)
         if self._nonblocking:
@@ -78,7 +78,7 @@ class Stream:
             ctx.nonblocking -= 1
         h = self.handle
         try:
-            cleanup("stream", ctx, lambda: call("cuStreamDestroy", "cuStreamDestroy", h))
+            cleanup("stream", ctx, lambda: call("cuStreamDestroy", h))
         except Exception:  # interpreter shutdown
             pass
 
@@ -119,7 +119,7 @@ class Event:
             if not (stack and stack[-1] is ctx):
                 run_in(ctx, lambda: _event_record(self._h, _LEGACY))
                 return self
-            _ensure(ctx._hh)
+            _ensure(ctx.handle)
             s = _LEGACY
         else:
             try:
@@ -148,17 +148,17 @@ class Event:
 
     def time_since(self, event: Event) -> float:
         """Milliseconds from `event` to this one (both recorded and completed, timing on)."""
-        return float(call("cuEventElapsedTime", "cuEventElapsedTime", _event(event)._h, self._h))
+        return float(call("cuEventElapsedTime", _event(event)._h, self._h))
 
     def time_till(self, event: Event) -> float:
         """Milliseconds from this event to `event`."""
-        return float(call("cuEventElapsedTime", "cuEventElapsedTime", self._h, _event(event)._h))
+        return float(call("cuEventElapsedTime", self._h, _event(event)._h))
 
     def ipc_handle(self) -> bytearray:
         """cuIpcGetEventHandle (the event needs event_flags.INTERPROCESS | DISABLE_TIMING)."""
         from ._memory import handle_bytes
 
-        return bytearray(handle_bytes(call("cuIpcGetEventHandle", "cuIpcGetEventHandle", self._h)))
+        return bytearray(handle_bytes(call("cuIpcGetEventHandle", self._h)))
 
     @staticmethod
     def from_ipc_handle(handle: Any) -> Event:
@@ -168,8 +168,8 @@ class Event:
 
         h = handle_from(driver.CUipcEventHandle, handle, "cuIpcOpenEventHandle")
         ctx = _current("cuIpcOpenEventHandle")
-        e = call("cuIpcOpenEventHandle", "cuIpcOpenEventHandle", h)
-        return Event._wrap(_fast.event_handle(int(e)), ctx)
+        e = call("cuIpcOpenEventHandle", h)
+        return Event._wrap(int(e), ctx)
 
     def __del__(self) -> None:
         ctx: Context | None = getattr(self, "_ctx", None)
@@ -182,7 +182,7 @@ class Event:
             pass
 
     def __repr__(self) -> str:
-        return f"<Event 0x{_fast.to_int(self._h):x}>"
+        return f"<Event 0x{self._h:x}>"
 
 
 def _event(obj: Any) -> Event:

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from ._driver import *  # noqa: F403
-from ._driver import ManagedAllocation, array_format, pagelocked_empty
+from ._driver import ManagedAllocation, _missing, array_format, pagelocked_empty
 from ._driver import __all__ as _driver_all
-from ._errors import CompileError, invalid, unsupported
+from ._errors import CompileError, invalid
 from ._memory import aligned_empty, managed_empty, mem_alloc, memcpy_dtoh, memcpy_htod
 from ._module import ArgumentHandler, In, InOut, Out
 
@@ -129,20 +129,12 @@ def dtype_to_array_format(dtype: Any) -> Any:
                       TypeError) from None
 
 
-def _arrays_missing(name: str) -> Any:
-    def missing(*args: Any, **kwargs: Any) -> Any:
-        raise unsupported(name, "CUDA arrays and texture references are not provided by ironaccel's PyCUDA surface")
-
-    missing.__name__ = name
-    return missing
-
-
-matrix_to_array = _arrays_missing("matrix_to_array")
-np_to_array = _arrays_missing("np_to_array")
-gpuarray_to_array = _arrays_missing("gpuarray_to_array")
-make_multichannel_2d_array = _arrays_missing("make_multichannel_2d_array")
-bind_array_to_texref = _arrays_missing("bind_array_to_texref")
-matrix_to_texref = _arrays_missing("matrix_to_texref")
+matrix_to_array = _missing("matrix_to_array")
+np_to_array = _missing("np_to_array")
+gpuarray_to_array = _missing("gpuarray_to_array")
+make_multichannel_2d_array = _missing("make_multichannel_2d_array")
+bind_array_to_texref = _missing("bind_array_to_texref")
+matrix_to_texref = _missing("matrix_to_texref")
 
 __all__ = [
     *_driver_all, "ManagedAllocationOrStub", "CUDA_DEBUGGING", "set_debugging", "CompileError", "ArgumentHandler",
