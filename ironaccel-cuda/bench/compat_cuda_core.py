@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -32,8 +33,8 @@ paths.ensure_import_paths()
 import env_info  # noqa: E402
 import ops  # noqa: E402
 from harness import Case, SamplingConfig, measure_rounds, verdict  # noqa: E402
-from sides import cudacore_side  # noqa: E402
-from sides.base import BenchContext, HostData, SideUnavailable, Unsupported  # noqa: E402
+from sides import cudacore_side, open_context  # noqa: E402
+from sides.base import BenchContext, SideUnavailable, Unsupported  # noqa: E402
 
 TARGET = 1.1
 COPY_SIZES = (64 * ops.KiB, 1 * ops.MiB)
@@ -151,22 +152,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sampling = SamplingConfig.quick() if args.quick else SamplingConfig()
     args.out.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-
-    from sides.bindings_side import benchmark_cubin, device_facts
-    from sides.ironaccel_side import IronaccelSide, prepare_environment
-
     workdir = Path(tempfile.mkdtemp(prefix="ironaccel-compat-bench-"))
-    prepare_environment(workdir)
     try:
-        device = device_facts(args.device)
+        return _run(args, sampling, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, sampling: SamplingConfig, workdir: Path) -> int:
+    from sides.ironaccel_side import IronaccelSide
+
+    started = time.time()
+    try:
+        ctx, device = open_context(args.device, workdir, max(COPY_SIZES))
     except SideUnavailable as exc:
         print(f"no usable CUDA device: {exc}", file=sys.stderr)
         return 1
-    cubin = benchmark_cubin(str(device["arch"]))
-    (workdir / "bench_kernels.cubin").write_bytes(cubin)
-    ctx = BenchContext(args.device, str(device["arch"]), cubin, workdir / "bench_kernels.cubin",
-                       HostData(max(COPY_SIZES)), workdir)
     sides: dict[str, object] = {}
     versions: dict[str, str] = {}
     errors: dict[str, str] = {}

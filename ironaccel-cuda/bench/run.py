@@ -28,8 +28,8 @@ import ops  # noqa: E402
 import report  # noqa: E402
 from harness import SamplingConfig  # noqa: E402
 from runner import RunConfig, Runner  # noqa: E402
-from sides import SIDE_NAMES, all_sides  # noqa: E402
-from sides.base import BenchContext, HostData, SideUnavailable  # noqa: E402
+from sides import SIDE_NAMES, all_sides, open_context  # noqa: E402
+from sides.base import SideUnavailable  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -86,21 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="ironaccel-bench-"))
     try:
-        from sides.bindings_side import benchmark_cubin, device_facts
-        from sides.ironaccel_side import prepare_environment
-
-        prepare_environment(workdir)
+        transfer_sizes = [op.nbytes for op in plan if op.group == "transfer"]
         try:
-            device = device_facts(args.device)
+            ctx, device = open_context(args.device, workdir, max(transfer_sizes, default=4096))
         except SideUnavailable as exc:
             print(f"no usable CUDA device: {exc}", file=sys.stderr)
             return 1
-        cubin = benchmark_cubin(str(device["arch"]))
-        cubin_path = workdir / "bench_kernels.cubin"
-        cubin_path.write_bytes(cubin)
-        transfer_sizes = [op.nbytes for op in plan if op.group == "transfer"]
-        ctx = BenchContext(args.device, str(device["arch"]), cubin, cubin_path,
-                           HostData(max(transfer_sizes, default=4096)), workdir)
         sides = [side for side in all_sides() if not wanted or side.name in wanted]
         print(f"device {device['name']} (sm_{device['arch']}), {len(plan)} operations, "
               f"sides {[s.name for s in sides]}, sampling {sampling}", flush=True)

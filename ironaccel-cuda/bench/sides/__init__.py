@@ -5,7 +5,9 @@ Each module imports its library only inside `open()`, so a missing peer costs no
 
 from __future__ import annotations
 
-from sides.base import Side
+from pathlib import Path
+
+from sides.base import BenchContext, HostData, Side
 
 
 def all_sides() -> list[Side]:
@@ -17,6 +19,20 @@ def all_sides() -> list[Side]:
     from sides.torch_side import TorchSide
 
     return [IronaccelSide(), BindingsSide(), CudaCoreSide(), CupySide(), TorchSide(), FloorSide()]
+
+
+def open_context(device: int, workdir: Path, host_bytes: int) -> tuple[BenchContext, dict[str, object]]:
+    """The context every side opens with: the device's facts, the benchmark CUBIN written into `workdir`, host data of
+    `host_bytes`; ironaccel's NVRTC cache pointed into `workdir` first.  SideUnavailable when there is no device."""
+    from sides.bindings_side import benchmark_cubin, device_facts
+    from sides.ironaccel_side import prepare_environment
+
+    prepare_environment(workdir)
+    facts = device_facts(device)
+    cubin = benchmark_cubin(str(facts["arch"]))
+    cubin_path = workdir / "bench_kernels.cubin"
+    cubin_path.write_bytes(cubin)
+    return BenchContext(device, str(facts["arch"]), cubin, cubin_path, HostData(host_bytes), workdir), facts
 
 
 SIDE_NAMES = ("ironaccel", "cuda.bindings", "cuda.core", "cupy", "torch", "floor")
