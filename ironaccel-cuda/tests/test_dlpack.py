@@ -39,6 +39,33 @@ def test_numpy_consumes_our_capsules(versioned, dtype):
     assert _dlpack.live_exports() == live  # numpy called our deleter
 
 
+class StridedExporter(Exporter):
+    """Exports an n-dimensional, possibly strided array (shape and strides in elements) and its read-only flag."""
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        a = self.array
+        strides = tuple(s // a.itemsize for s in a.strides)
+        return _dlpack.export(a.ctypes.data, a.shape, DType.of(a.dtype), (_dlpack.KDL_CPU, 0), a, self.versioned,
+                              strides=strides, readonly=not a.flags.writeable)
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_numpy_consumes_our_strided_capsules(versioned):
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    src = base.T[1:, ::2]  # 2-D, neither C- nor F-contiguous
+    live = _dlpack.live_exports()
+    out = np.from_dlpack(StridedExporter(src, versioned))
+    assert out.shape == src.shape and out.strides == src.strides and out.ctypes.data == src.ctypes.data
+    np.testing.assert_array_equal(out, src)
+    del out
+    gc.collect()
+    assert _dlpack.live_exports() == live
+    if versioned:  # the read-only flag reaches a versioned consumer
+        frozen = base.copy()
+        frozen.flags.writeable = False
+        assert not np.from_dlpack(StridedExporter(frozen, True)).flags.writeable
+
+
 def test_unconsumed_capsule_runs_the_deleter():
     live = _dlpack.live_exports()
     capsule = Exporter(np.zeros(4, np.float32), False).__dlpack__()

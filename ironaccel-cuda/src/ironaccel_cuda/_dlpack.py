@@ -139,26 +139,31 @@ def dtype_from_dl(code: int, bits: int, lanes: int) -> DType:
     return DType.of(f"{kind}{bits}")
 
 
-def export(ptr: int, size: int, dtype: DType, device: tuple[int, int], keepalive: Any, versioned: bool) -> Any:
-    """A DLPack capsule over `size` elements at `ptr`; `keepalive` lives until the consumer is done."""
-    shape = (ctypes.c_int64 * 1)(size)
+def export(ptr: int, size: int | tuple[int, ...], dtype: DType, device: tuple[int, int], keepalive: Any,
+           versioned: bool, strides: tuple[int, ...] | None = None, readonly: bool = False) -> Any:
+    """A DLPack capsule over `size` elements at `ptr` (or an array of shape `size`, with `strides` in elements when
+    not C-contiguous); `keepalive` lives until the consumer is done.  `readonly` is told to versioned consumers."""
+    dims = (size,) if isinstance(size, int) else tuple(size)
+    ndim = len(dims)
+    shape = (ctypes.c_int64 * max(ndim, 1))(*dims)
+    steps = None if strides is None else (ctypes.c_int64 * max(ndim, 1))(*strides)
     managed: Any = DLManagedTensorVersioned() if versioned else DLManagedTensor()
     t = managed.dl_tensor
     t.data = ptr
     t.device = DLDevice(*device)
-    t.ndim = 1
+    t.ndim = ndim
     code, bits = dl_dtype(dtype)
     t.dtype = DLDataType(code, bits, 1)
     t.shape = shape
-    t.strides = None
+    t.strides = steps
     t.byte_offset = 0
     managed.deleter = _deleter
     if versioned:
         managed.version = DLPackVersion(1, 0)
-        managed.flags = 0
+        managed.flags = 1 if readonly else 0
     addr = ctypes.addressof(managed)
     with _exports_lock:
-        _exports[addr] = (managed, shape, keepalive)
+        _exports[addr] = (managed, (shape, steps), keepalive)
     return _capsule_new(addr, NAME_V if versioned else NAME, _DESTRUCTOR_ADDR)
 
 

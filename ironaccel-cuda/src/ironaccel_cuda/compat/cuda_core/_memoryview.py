@@ -8,7 +8,6 @@ Copies between views and TMA descriptors are not in the compat yet.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -246,28 +245,8 @@ def _export(view: StridedMemoryView, versioned: bool) -> Any:
     """A DLPack capsule over the view (its shape and strides), keeping the view alive until the consumer is done."""
     from ironaccel import DType
 
-    d = _ia.dlpack
-
     if view._dtype is None:
         raise BufferError("the view has no dtype")
-    ndim = len(view._shape)
-    shape = (ctypes.c_int64 * max(ndim, 1))(*view._shape)
-    strides = None if view._strides is None else (ctypes.c_int64 * max(ndim, 1))(*view._strides)
-    managed: Any = d.DLManagedTensorVersioned() if versioned else d.DLManagedTensor()
-    t = managed.dl_tensor
-    t.data = view.ptr
-    t.device = d.DLDevice(*view.__dlpack_device__())
-    t.ndim = ndim
-    code, bits = d.dl_dtype(DType.of(view._dtype))
-    t.dtype = d.DLDataType(code, bits, 1)
-    t.shape = shape
-    t.strides = strides
-    t.byte_offset = 0
-    managed.deleter = d._deleter
-    if versioned:
-        managed.version = d.DLPackVersion(1, 0)
-        managed.flags = 1 if view.readonly else 0
-    addr = ctypes.addressof(managed)
-    with d._exports_lock:
-        d._exports[addr] = (managed, (shape, strides), view)
-    return d._capsule_new(addr, d.NAME_V if versioned else d.NAME, d._DESTRUCTOR_ADDR)
+    return _ia.dlpack.export(view.ptr, tuple(view._shape), DType.of(view._dtype), view.__dlpack_device__(), view,
+                             versioned, strides=None if view._strides is None else tuple(view._strides),
+                             readonly=bool(view.readonly))
