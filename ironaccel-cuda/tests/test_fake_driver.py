@@ -52,7 +52,7 @@ def _env(fake_lib: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _pytest(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *args],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rsfE", *args],
                           capture_output=True, text=True, env=env, timeout=900, cwd=HERE.parent)
 
 
