@@ -126,7 +126,7 @@ class SMResource:
         self._min_partition_size = int(res.sm.minSmPartitionSize) or (parent._min_partition_size if parent else 0)
         self._coscheduled_alignment = int(res.sm.smCoscheduledAlignment) or (
             parent._coscheduled_alignment if parent else 0)
-        self._flags = int(res.sm.flags)
+        self._flags = int(getattr(res.sm, "flags", 0))  # CUDA 13.1 headers on
         self._is_usable = usable
         return self
 
