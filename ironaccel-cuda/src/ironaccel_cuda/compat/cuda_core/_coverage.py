@@ -18,8 +18,8 @@ SAME, DIFFERS, MISSING = "same", "differs", "missing"
 ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     # -- cuda.core ---------------------------------------------------------------------------
     ("Device", DIFFERS, "an ironaccel `Device` (per-thread singleton as in cuda.core); `uuid` without "
-                        "the GPU- prefix, `arch` is \"90\" (ironaccel's own: \"sm_90\"); `create_context` makes a green "
-                        "context (ironaccel's `GreenContext`); `to_system_device`: missing (" + n.NVML + ")"),
+                        "the GPU- prefix, `arch` is \"90\" (ironaccel's own: \"sm_90\"); `create_context` makes a "
+                        "green context (ironaccel's `GreenContext`); `to_system_device`: missing (" + n.NVML + ")"),
     ("Device.properties", SAME, "every CU_DEVICE_ATTRIBUTE_* cuda.core lists, read once each"),
     ("Context", DIFFERS, "a view of the primary context ironaccel retains (`close()` releases nothing) or of a "
                          "green context, ironaccel's `GreenContext` (`close()` destroys it with its streams and "

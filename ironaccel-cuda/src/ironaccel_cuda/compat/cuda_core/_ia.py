@@ -3,8 +3,8 @@
 Everything the compat needs from ironaccel_cuda beyond its public classes -- the
 compiled core's functions (`_core`), the cold driver call (`_driver.call`), the
 per-device state, the DLPack structures -- is imported here and nowhere else, so a
-change inside ironaccel_cuda is a change to this file.  The public classes it subclasses or wraps: `Device`, `Stream`, `GreenContext`,
-`Event`, `DeviceBuf`, `PinnedBuf`, `Module`, `Function`, `Program`, `Graph`,
+change inside ironaccel_cuda is a change to this file.  The public classes it subclasses or wraps: `Device`, `Stream`,
+`GreenContext`, `Event`, `DeviceBuf`, `PinnedBuf`, `Module`, `Function`, `Program`, `Graph`,
 `GraphExec`.
 """
 
