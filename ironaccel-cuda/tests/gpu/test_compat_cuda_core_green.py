@@ -150,6 +150,7 @@ def test_green_contexts_run_their_streams_on_their_own_sms(cc, device):
     assert used["a"].isdisjoint(used["b"]), used
     assert 1 < len(used["a"]) <= groups[0].sm_count and 1 < len(used["b"]) <= groups[1].sm_count
 
+    plain = device.create_stream()
     primary = device.set_current(a)
     assert primary == cc.Context._from_ctx(ia._state.ctx, 0) and not primary.is_green
     try:
@@ -159,6 +160,10 @@ def test_green_contexts_run_their_streams_on_their_own_sms(cc, device):
         assert device.create_event().context is a
         with pytest.raises(RuntimeError, match="while it is current"):
             a.close()
+        on_plain = plain.record()  # in the primary context, the plain stream's, leaving `a` current
+        on_plain.sync()
+        assert not on_plain.context.is_green and device.context is a
+        assert cc.Context._from_ctx(call("cuCtxGetCurrent"), 0) is a
     finally:
         assert device.set_current(primary) is a
     for out in outs.values():

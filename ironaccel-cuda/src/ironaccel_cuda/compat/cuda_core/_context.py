@@ -138,18 +138,29 @@ class Context:
         return s
 
     def _new_event(self, cls: Any, device: Any, flags: int) -> Any:
-        """A `cls` event made in this green context (cuEventCreate with it current), closed with it."""
+        """A `cls` event made in this context (cuEventCreate with it current), a green context's closed with it.
+
+        The thread's current context is the same afterwards.
+        """
         green = self._green
-        op = "cuEventCreate"
         if self.is_closed:
             raise RuntimeError("Cannot create an event on a closed context")
         try:
-            with green._current(op):
-                h = _ia.event_create(flags)
+            if green is not None:
+                with green._current("cuEventCreate"):
+                    h = _ia.event_create(flags)
+            else:
+                before = _ia.current_context()
+                _ia.bind_address(self._handle_int)
+                try:
+                    h = _ia.event_create(flags)
+                finally:
+                    _ia.bind_address(before)
         except _ia.DriverError as exc:
             raise _from_ironaccel(exc) from None
         e = _ia.new_event(cls, h, device, not flags & 2)
-        green._adopt(e)
+        if green is not None:
+            green._adopt(e)
         return e
 
     def close(self) -> None:

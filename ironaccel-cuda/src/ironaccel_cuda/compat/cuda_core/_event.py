@@ -56,7 +56,7 @@ class Event(_ia.IaEvent):
                 if options.timing_enabled:
                     raise TypeError("IPC-enabled events must have timing disabled")
                 flags |= CU_EVENT_INTERPROCESS
-        if context is not None:  # a green context's event (recorded on its streams)
+        if context is not None:  # an event of a given context (a green one's: recorded on its streams)
             e = context._new_event(cls, device, flags)
             e._context = context
         else:

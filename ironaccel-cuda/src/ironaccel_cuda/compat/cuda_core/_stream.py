@@ -197,7 +197,7 @@ class Stream(_ia.IaStream):
     def context(self) -> Any:
         from ._context import Context
 
-        owner = self._owner
+        owner = getattr(self, "_owner", None)
         if owner.__class__ is Context:  # a green context's stream
             return owner
         dev = _DEVICE.__get__(self)
@@ -219,13 +219,16 @@ class Stream(_ia.IaStream):
     def record(self, event: Any = None, options: Any = None) -> Any:  # type: ignore[override]
         """Record `event` (a new one made with `options` if None) on this stream; returns it."""
         if event is None:
-            owner = self._owner
-            if owner is not None and getattr(owner, "_green", None) is not None:
-                from ._event import Event
+            owner = getattr(self, "_owner", None)
+            device = self.device
+            if getattr(owner, "_green", None) is not None:
+                event = _event_in(owner, device, options)
+            elif getattr(device, "_green_current", None) is not None:  # a primary-context stream
+                from ._context import Context
 
-                event = Event._init(self.device, options, context=owner)
+                event = _event_in(Context._from_ctx(device._state.ctx, device.ordinal), device, options)
             else:
-                event = self.device.create_event(options)
+                event = device.create_event(options)
         return _record(self, event)
 
     def wait(self, event_or_stream: Any) -> None:  # type: ignore[override]
@@ -270,6 +273,13 @@ class Stream(_ia.IaStream):
         if self._h is _ia.CLOSED:
             return "<Stream closed>"
         return f"<Stream handle={int(self._h):#x}>"
+
+
+def _event_in(context: Any, device: Any, options: Any) -> Any:
+    """A new event of `context` (the context of the stream it is recorded on)."""
+    from ._event import Event
+
+    return Event._init(device, options, context=context)
 
 
 def _stream_ordinal(handle: int) -> int:
