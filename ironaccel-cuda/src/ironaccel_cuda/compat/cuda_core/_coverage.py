@@ -18,15 +18,16 @@ SAME, DIFFERS, MISSING = "same", "differs", "missing"
 ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     # -- cuda.core ---------------------------------------------------------------------------
     ("Device", DIFFERS, "an ironaccel `Device` (per-thread singleton as in cuda.core); `uuid` without "
-                        "the GPU- prefix, `arch` is \"90\" (ironaccel's own: \"sm_90\"); `to_system_device` and "
-                        "`resources`: missing (NVML; " + n.RESOURCES + "); `create_context`: missing (" + n.CONTEXTS +
-                        ")"),
+                        "the GPU- prefix, `arch` is \"90\" (ironaccel's own: \"sm_90\"); `create_context` makes a "
+                        "green context (ironaccel's `GreenContext`); `to_system_device`: missing (" + n.NVML + ")"),
     ("Device.properties", SAME, "every CU_DEVICE_ATTRIBUTE_* cuda.core lists, read once each"),
-    ("Context", DIFFERS, "a view of the primary context ironaccel retains; `close()` releases nothing; `resources`: "
-                         "missing (" + n.RESOURCES + ")"),
-    ("ContextOptions", MISSING, "importable; green contexts need " + n.CONTEXTS),
+    ("Context", DIFFERS, "a view of the primary context ironaccel retains (`close()` releases nothing) or of a "
+                         "green context, ironaccel's `GreenContext` (`close()` destroys it with its streams and "
+                         "events at once; cuda.core: when the last stream goes)"),
+    ("ContextOptions", SAME, "resources: SM groups (and a workqueue) for a green context"),
     ("Stream", SAME, "an ironaccel `Stream`: `sync()` is ironaccel's compiled `Stream.synchronize`, `record`/`wait` "
-                     "its own; `handle` is a `CUstream` as in cuda.core; `resources`: missing (" + n.RESOURCES + ")"),
+                     "its own; `handle` is a `CUstream` as in cuda.core; a green context's streams are "
+                     "cuGreenCtxStreamCreate's"),
     ("StreamOptions", SAME, "nonblocking, priority (range checked against cuCtxGetStreamPriorityRange)"),
     ("LEGACY_DEFAULT_STREAM", SAME, "handle 1 in whichever context is current (cuda.core 1.2 semantics)"),
     ("PER_THREAD_DEFAULT_STREAM", SAME, "handle 2, likewise"),
@@ -73,11 +74,14 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("launch", SAME, "ironaccel's `Function.launch` (arguments packed against the kernel's own parameter layout); "
                      "Buffer arguments become their address; ctypes scalars, complex and subclasses are converted "
                      "on a cold retry"),
-    ("DeviceResources", MISSING, n.RESOURCES),
-    ("SMResource", MISSING, n.RESOURCES),
-    ("SMResourceOptions", MISSING, "dataclass only; " + n.RESOURCES),
-    ("WorkqueueResource", MISSING, n.RESOURCES),
-    ("WorkqueueResourceOptions", MISSING, "dataclass only; " + n.RESOURCES),
+    ("DeviceResources", SAME, "cuDeviceGetDevResource / cuCtxGetDevResource / cuGreenCtxGetDevResource"),
+    ("SMResource", DIFFERS, "`split` is cuDevSmResourceSplitByCount (the CUDA 13.0 driver's split): one count for "
+                            "every group, `backfill` is CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, fewer "
+                            "groups than asked is CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION; per-group counts and "
+                            "co-scheduled counts (cuDevSmResourceSplit, CUDA 13.1) raise RuntimeError"),
+    ("SMResourceOptions", SAME, "count, coscheduled_sm_count, preferred_coscheduled_sm_count, backfill"),
+    ("WorkqueueResource", SAME, "query and configure; needs a CUDA 13.1 driver (RuntimeError before, as cuda.core)"),
+    ("WorkqueueResourceOptions", SAME, "sharing_scope, concurrency_limit (checked when made)"),
     ("GraphicsResource", MISSING, n.GRAPHICS),
     ("TensorMapDescriptor", MISSING, n.TENSOR_MAP),
     ("TensorMapDescriptorOptions", MISSING, n.TENSOR_MAP),
@@ -170,7 +174,8 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
      "GraphDefinition cases, graph/test_graph_definition*.py", n.GRAPH_NODES),
     ("graph/test_graph_builder.py, graph/test_graph_update.py: conditional cases, "
      "graph/test_graph_builder_conditional.py", n.CONDITIONALS),
-    ("test_green_context.py", n.CONTEXTS + "; " + n.RESOURCES),
+    ("test_green_context.py: workqueue cases (skip on a CUDA 13.0 driver), ::test_arch_constraints_pre_hopper "
+     "(skips on Hopper)", "the environment, as with cuda-core itself"),
     ("cases that skip on the machine (no CuPy / numba / nvfatbin / CUDA headers, one GPU, PTX newer than the "
      "driver)", "the environment: they skip with cuda-core itself too, and a skip counts as a failure "
      "(`--against cuda.core` runs the same tests on cuda-core for the baseline)"),
