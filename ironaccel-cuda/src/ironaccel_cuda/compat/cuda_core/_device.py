@@ -323,13 +323,7 @@ class Device(_ia.IaDevice):
                 CU_EVENT_BLOCKING_SYNC if options.blocking_sync else 0)
         else:
             return Event._init(self, options)
-        _ensure(self._ctx)
-        e = _new_event(Event)
-        e._h = _event_create(flags)
-        e.device = self
-        e._ordinal = self.ordinal
-        e.timing = not flags & CU_EVENT_DISABLE_TIMING
-        e._default = self._ia_default
+        e = self._event_of(Event, flags)  # compiled: made as ironaccel's create_event makes its own
         e._flags = flags
         return e
 
@@ -413,6 +407,3 @@ class Device(_ia.IaDevice):
 
 
 _default_resources: dict[int, Any] = {}
-_ensure = _ia.ensure
-_event_create = _ia.event_create
-_new_event = Event.__new__
