@@ -35,7 +35,7 @@ from . import _core
 from ._driver import call, driver
 from .errors import HostFuncError, driver_error, invalid
 
-__all__ = ["HostFunc", "launch", "graph_add_node", "pending_errors", "raise_pending"]
+__all__ = ["HostFunc", "launch", "launch_c", "graph_add_node", "pending_errors", "raise_pending"]
 
 _lock = threading.Lock()
 _tokens = itertools.count(1)
@@ -148,6 +148,23 @@ def launch(stream: Any, fn: Callable[[], Any]) -> HostFunc:
         raise driver_error(err, op)
     watch(stream)
     return entry
+
+
+def launch_c(stream: Any, fn_address: int, user_data: int) -> None:
+    """Queue a C host function (`void fn(void *)` at `fn_address`) with `user_data` on `stream` (cuLaunchHostFunc).
+
+    Nothing is kept alive here: the caller holds the function and its data as
+    long as the stream (or the graph a capture makes) can run it.
+    """
+    op = "cuLaunchHostFunc"
+    if isinstance(fn_address, bool) or not isinstance(fn_address, int) or fn_address <= 0:
+        raise invalid(op, f"expected the address of a C function, got {fn_address!r}")
+    if isinstance(user_data, bool) or not isinstance(user_data, int) or user_data < 0:
+        raise invalid(op, f"user_data must be an address (a non-negative int), got {user_data!r}")
+    cu_launch = _entry(op, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    err = cu_launch(int(stream._h), fn_address, user_data or None)
+    if err:
+        raise driver_error(err, op)
 
 
 def _capture_id(stream: Any) -> int | None:
