@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import _ia, _needs
 from .._missing import missing_error
-from .._utils.cuda_utils import CUDAError, call, driver, from_ironaccel
+from .._utils.cuda_utils import CUDAError, _code_name, _driver_message, call, driver, from_ironaccel
 
 __all__ = ["Graph", "GraphBuilder", "GraphCompleteOptions", "GraphDebugPrintOptions"]
 
@@ -382,7 +382,13 @@ class GraphBuilder:
         params.conditional.type = getattr(types, "CU_GRAPH_COND_TYPE_" + kind)
         params.conditional.size = size
         params.conditional.ctx = self._ctx()
-        node = call("cuGraphAddNode", graph, *deps_info, count, params)
+        s.device._bind_here()
+        # params never passes through a Python frame's arguments: a traceback that prints them would read
+        # phGraph_out, which the driver sets only when the call succeeds (reading it before crashes).
+        err, node = driver.cuGraphAddNode(graph, *deps_info, count, params)
+        if int(err):
+            code = int(err)
+            raise CUDAError(_driver_message(code), op="cuGraphAddNode", code=code, code_name=_code_name(code))
         _set_capture_tail(s, node, deps_info)
         from .._stream import Stream
 
