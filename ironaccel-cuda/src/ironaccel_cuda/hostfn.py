@@ -35,7 +35,7 @@ from . import _core
 from ._driver import call, driver
 from .errors import HostFuncError, driver_error, invalid
 
-__all__ = ["HostFunc", "launch", "launch_c", "graph_add_node", "pending_errors", "raise_pending"]
+__all__ = ["HostFunc", "launch", "launch_c", "launch_kept", "graph_add_node", "pending_errors", "raise_pending"]
 
 _lock = threading.Lock()
 _tokens = itertools.count(1)
@@ -165,6 +165,15 @@ def launch_c(stream: Any, fn_address: int, user_data: int) -> None:
     err = cu_launch(int(stream._h), fn_address, user_data or None)
     if err:
         raise driver_error(err, op)
+
+
+def launch_kept(stream: Any, fn: Callable[[], Any]) -> HostFunc:
+    """Queue `fn()` on `stream` through a token (cuLaunchHostFunc): it runs only while the caller holds the HostFunc
+    returned.  For builders that keep a capture's host functions with its graph themselves."""
+    params, entry = host_node_params(fn, stream, "cuLaunchHostFunc")
+    launch_c(stream, _TRAMPOLINE_ADDRESS, entry.token)
+    watch(stream)
+    return entry
 
 
 def _capture_id(stream: Any) -> int | None:

@@ -101,3 +101,14 @@ def test_launch_c_runs_a_c_function_with_its_data(dev):
         with pytest.raises(InvalidArgument, match="cuLaunchHostFunc"):
             hostfn.launch_c(s, address, data)
     s.close()
+
+
+def test_launch_kept_runs_while_its_host_func_is_held(dev):
+    calls: list[int] = []
+    s = dev.create_stream()
+    entry = hostfn.launch_kept(s, lambda: calls.append(1))
+    s.synchronize()
+    assert calls == [1] and isinstance(entry, hostfn.HostFunc)
+    with pytest.raises(InvalidArgument, match="callable"):
+        hostfn.launch_kept(s, "not callable")
+    s.close()

@@ -493,7 +493,11 @@ def _capture_callback(gb: GraphBuilder, fn: Any, user_data: Any) -> None:
             elif isinstance(user_data, int) and not isinstance(user_data, bool):
                 data = user_data
             else:
-                raw = bytes(user_data)
+                try:
+                    raw = bytes(memoryview(user_data))
+                except TypeError:
+                    raise TypeError("user_data must be an int (an address) or bytes-like, got "
+                                    f"{type(user_data).__name__}") from None
                 copied = ctypes.create_string_buffer(raw, len(raw)) if raw else None
                 data = ctypes.addressof(copied) if copied is not None else 0
                 keep = (fn, copied)
@@ -504,7 +508,7 @@ def _capture_callback(gb: GraphBuilder, fn: Any, user_data: Any) -> None:
             raise ValueError("user_data is only supported with ctypes function pointers")
         if not callable(fn):
             raise TypeError(f"fn must be callable or a ctypes function pointer, got {type(fn).__name__}")
-        graph._host_funcs.append(hostfn.launch(s, fn))
+        graph._host_funcs.append(hostfn.launch_kept(s, fn))
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
 
