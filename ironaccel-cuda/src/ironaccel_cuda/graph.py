@@ -29,6 +29,7 @@ an executable graph holds them too.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import tempfile
 from collections.abc import Callable
@@ -506,7 +507,7 @@ class GraphExec(_Owned):
         self.device._bind_here()
         err, info = try_call(op, self._h, graph._h)
         if err:
-            result = getattr(getattr(info, "result", None), "name", None)
+            result = getattr(getattr(info, "result", None), "name", None) or _update_result(self._h, graph._h)
             from .errors import driver_error
 
             raise driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
@@ -521,6 +522,26 @@ class GraphExec(_Owned):
             self._host_funcs.extend(host_funcs)
             if self.__class__ is GraphExec:
                 self.__class__ = _HostFuncGraphExec
+
+
+class _UpdateResultInfo(ctypes.Structure):
+    _fields_ = [("result", ctypes.c_int), ("errorNode", ctypes.c_void_p), ("errorFromNode", ctypes.c_void_p)]
+
+
+def _update_result(exec_h: Any, graph_h: Any) -> str | None:
+    """Why cuGraphExecUpdate refuses `graph_h` (a CU_GRAPH_EXEC_UPDATE_* name), asked through the driver's entry
+    point: the binding returns no result info when the call fails.  A refused update changes nothing, so asking
+    again is harmless."""
+    from .hostfn import _entry
+
+    update = _entry("cuGraphExecUpdate", ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_UpdateResultInfo))
+    info = _UpdateResultInfo()
+    if not update(int(exec_h), int(graph_h), ctypes.byref(info)):
+        return None
+    try:
+        return str(driver().CUgraphExecUpdateResult(info.result).name)
+    except ValueError:
+        return None
 
 
 class _HostFuncGraphExec(GraphExec):

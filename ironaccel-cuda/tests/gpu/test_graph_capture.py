@@ -112,3 +112,27 @@ def test_launch_kept_runs_while_its_host_func_is_held(dev):
     with pytest.raises(InvalidArgument, match="callable"):
         hostfn.launch_kept(s, "not callable")
     s.close()
+
+
+def test_a_refused_update_says_why(dev, kernels):
+    s = dev.create_stream()
+    fn = kernels.function("saxpy")
+    n = 256
+    dx, dy = dev.alloc(n, "float32", stream=s), dev.alloc(n, "float32", stream=s)
+    graphs = []
+    for count in (1, 2):
+        s.begin_capture()
+        for _ in range(count):
+            fn.launch(1, n, 1.0, dx, dy, n, stream=s)
+        graphs.append(s.end_capture())
+    exe = graphs[0].instantiate()
+    with pytest.raises(DriverError, match="CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED") as info:
+        exe.update(graphs[1])
+    assert info.value.op == "cuGraphExecUpdate" and info.value.code_name == "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE"
+    exe.update(graphs[0])  # the refused update changed nothing: the same topology still updates
+    exe.close()
+    for g in graphs:
+        g.close()
+    dx.close()
+    dy.close()
+    s.close()
