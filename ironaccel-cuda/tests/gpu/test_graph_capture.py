@@ -11,7 +11,7 @@ import pytest
 from conftest import FAKE
 
 import ironaccel_cuda as cu
-from ironaccel import DriverError, InvalidArgument
+from ironaccel import ClosedError, DriverError, InvalidArgument
 from ironaccel_cuda import hostfn
 
 pytestmark = pytest.mark.backend("cuda")
@@ -101,6 +101,8 @@ def test_launch_c_runs_a_c_function_with_its_data(dev):
         with pytest.raises(InvalidArgument, match="cuLaunchHostFunc"):
             hostfn.launch_c(s, address, data)
     s.close()
+    with pytest.raises(ClosedError, match="cuLaunchHostFunc"):
+        hostfn.launch_c(s, ctypes.cast(read, ctypes.c_void_p).value, 0)
 
 
 def test_launch_kept_runs_while_its_host_func_is_held(dev):
