@@ -86,14 +86,17 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("TensorMapDescriptor", MISSING, n.TENSOR_MAP),
     ("TensorMapDescriptorOptions", MISSING, n.TENSOR_MAP),
     # -- cuda.core.graph -----------------------------------------------------------------------
-    ("graph.GraphBuilder", DIFFERS, "stream capture on ironaccel's `Stream.begin_capture`/`end_capture`, split/join, "
-                                    "complete, debug_dot_print; `embed`, `callback`, conditionals and "
-                                    "`graph_definition`: missing (" + n.GRAPH_NODES + "; " + n.CALLBACKS + "; " +
-                                    n.CONDITIONALS + ")"),
-    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch, update from a builder) plus cuGraphUpload; "
-                             "`graph[node]` "
+    ("graph.GraphBuilder", DIFFERS, "stream capture on ironaccel's `Stream.begin_capture`, split/join, complete, "
+                                    "debug_dot_print; conditionals (if, if-else, switch, while: bodies captured on "
+                                    "their own streams with cuStreamBeginCaptureToGraph), `embed` (a child graph "
+                                    "node), `callback` (ironaccel's host functions, or a ctypes pointer with copied "
+                                    "user data; held by the whole graph, not per node); `graph_definition` needs "
+                                    "`GraphDefinition._from_graph` (" + n.GRAPH_NODES + ")"),
+    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch; update from a builder, after which it holds what "
+                             "the source holds) plus cuGraphUpload; `graph[node]` "
                              "and update from a definition: missing (" + n.GRAPH_NODES + ")"),
-    ("graph.GraphCompleteOptions", DIFFERS, "upload_stream works; the instantiate flags need " + n.GRAPH_NODES),
+    ("graph.GraphCompleteOptions", DIFFERS, "the CUDA_GRAPH_INSTANTIATE_FLAG_* of ironaccel's `Graph.instantiate`; "
+                                            "upload_stream uploads right after instantiation (cuGraphUpload)"),
     ("graph.GraphDebugPrintOptions", SAME, "the CU_GRAPH_DEBUG_DOT_FLAGS_* of debug_dot_print"),
     ("graph.GraphDefinition", MISSING, n.GRAPH_NODES),
     ("graph.GraphCondition", MISSING, n.CONDITIONALS),
@@ -169,11 +172,8 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_memory.py: DeviceMemoryResourceOptions cases (own pools, their attributes and peer access)", n.POOLS),
     ("test_memory.py: IPC cases, memory_ipc/*", n.IPC),
     ("test_memory.py::test_graph_memory_resource_object, graph/test_graph_memory_resource.py", n.GRAPH_MEMORY),
-    ("graph/test_graph_builder.py: callback cases", n.CALLBACKS),
-    ("graph/test_graph_builder.py: embed (child graph) and graph_definition cases, graph/test_graph_update.py "
-     "GraphDefinition cases, graph/test_graph_definition*.py", n.GRAPH_NODES),
-    ("graph/test_graph_builder.py, graph/test_graph_update.py: conditional cases, "
-     "graph/test_graph_builder_conditional.py", n.CONDITIONALS),
+    ("graph/test_graph_builder.py: graph_definition cases, graph/test_graph_update.py GraphDefinition cases, "
+     "graph/test_graph_definition*.py", n.GRAPH_NODES),
     ("test_green_context.py: workqueue cases (skip on a CUDA 13.0 driver), ::test_arch_constraints_pre_hopper "
      "(skips on Hopper)", "the environment, as with cuda-core itself"),
     ("cases that skip on the machine (no CuPy / numba / nvfatbin / CUDA headers, one GPU, PTX newer than the "
