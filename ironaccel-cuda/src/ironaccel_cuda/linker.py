@@ -187,7 +187,7 @@ class Linker:
                                nvjitlink_file=_nvjitlink_identity())
 
     def _run(self, nv: ModuleType, options: list[str], target: str, devrt: str | None) -> tuple[bytes, str]:
-        session = LinkSession(nv, options)
+        session = LinkSession(options, nv)
         try:
             for item in self.inputs:
                 session.add(item.kind, item.data, item.name)
@@ -206,8 +206,8 @@ class LinkSession:
     whose handle and logs it shows.
     """
 
-    def __init__(self, nv: ModuleType, options: Sequence[str]):
-        self.nv = nv
+    def __init__(self, options: Sequence[str], nv: ModuleType | None = None):
+        self.nv = nv = _nvjitlink() if nv is None else nv
         self.error_log = ""
         self.info_log = ""
         opts = list(options)

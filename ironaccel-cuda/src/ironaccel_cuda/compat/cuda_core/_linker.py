@@ -66,6 +66,13 @@ def _each(value: Any) -> list[Any]:
     return []
 
 
+def _nvjitlink_error(exc: Any) -> Exception:
+    """cuda.bindings' nvJitLinkError of a failed nvJitLink step (what cuda.core raises); its log: get_error_log()."""
+    from cuda.bindings.nvjitlink import nvJitLinkError
+
+    return nvJitLinkError(exc.code if exc.code is not None else 0)  # type: ignore[no-any-return]
+
+
 @dataclass
 class LinkerOptions:
     """Options of a link (nvJitLink option strings; the driver's CUjit options for the cuLink backend)."""
@@ -205,7 +212,7 @@ class Linker:
 
     def __init__(self, *object_codes: ObjectCode, options: Any = None) -> None:
         from ironaccel_cuda.errors import CompileError
-        from ironaccel_cuda.linker import LinkSession, _nvjitlink
+        from ironaccel_cuda.linker import LinkSession
 
         self._session: Any = None
         if len(object_codes) == 0:
@@ -216,11 +223,9 @@ class Linker:
         self._options = options = check_or_create_options(LinkerOptions, options, "Linker options")
         self._linked: dict[str, ObjectCode] = {}
         self._sym_map: dict[str, Any] = {}
-        if not _use_nvjitlink():
-            _nvjitlink()  # raises NotAvailable: the driver's cuLink backend is not in ironaccel
-        nv = _nvjitlink()
+        _use_nvjitlink()  # without nvJitLink, LinkSession raises NotAvailable: ironaccel has no cuLink backend
         try:
-            self._session = LinkSession(nv, options._prepare_nvjitlink_options(as_bytes=False))
+            self._session = LinkSession(options._prepare_nvjitlink_options(as_bytes=False))
             for i, code in enumerate(object_codes):
                 self._sym_map.update(code._sym_map)
                 kind = code.code_type
@@ -229,7 +234,7 @@ class Linker:
                 else:
                     self._session.add(kind, bytes(code.code), code.name or f"{kind}{i}")
         except CompileError as exc:
-            raise nv.nvJitLinkError(exc.code if exc.code is not None else 0) from None
+            raise _nvjitlink_error(exc) from None
 
     def link(self, target_type: str) -> ObjectCode:
         """The linked code, "cubin" or "ptx" (PTX needs link-time optimisation with nvJitLink)."""
@@ -244,7 +249,7 @@ class Linker:
         try:
             payload = session.complete(target_type)
         except CompileError as exc:
-            raise session.nv.nvJitLinkError(exc.code if exc.code is not None else 0) from None
+            raise _nvjitlink_error(exc) from None
         code = ObjectCode._init(payload, target_type, name=self._options.name or "", symbol_mapping=self._sym_map)
         self._linked[target_type] = code
         return code

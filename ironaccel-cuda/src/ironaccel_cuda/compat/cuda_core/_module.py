@@ -113,7 +113,7 @@ class ObjectCode:
             before = _ia.current_context()
             _ia.bind(dev._state.ctx)
             try:
-                mod = dev.load_module(self._code)
+                mod = self._load(dev)
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
             finally:
@@ -121,6 +121,17 @@ class ObjectCode:
                     _ia.bind_address(before)
             self._modules[dev.ordinal] = mod
         return mod
+
+    def _load(self, dev: Any) -> Any:
+        """Load on `dev`; PTX newer than the driver's JIT is compiled for the device by nvJitLink instead."""
+        try:
+            return dev.load_module(self._code)
+        except _ia.DriverError as exc:
+            if self._code_type != "ptx" or exc.code_name != "CUDA_ERROR_UNSUPPORTED_PTX_VERSION":
+                raise
+        from ironaccel_cuda.linker import Linker as IaLinker
+
+        return dev.load_module(IaLinker(self._code).link("cubin", arch=f"sm_{dev.arch}"))
 
     def _function(self, name: str, ordinal: int | None = None) -> Any:
         mod = self._module_for(ordinal)
@@ -268,14 +279,14 @@ class KernelOccupancy:
                                  ) -> MaxPotentialBlockSizeOccupancyResult:
         """(min_grid_size, max_block_size) for full occupancy (cuOccupancyMaxPotentialBlockSize).
 
-        `dynamic_shared_memory_needed` is bytes per block (an int) or a `driver.CUoccupancyB2DSize`
-        (a C function of the block size).
+        `dynamic_shared_memory_needed` is bytes per block (an int) or a `driver.CUoccupancyB2DSize` made as
+        cuda.core takes it, `CUoccupancyB2DSize(_ptr=address of a C function of the block size)`.
         """
         fn = self._kernel._fn
         if isinstance(dynamic_shared_memory_needed, driver.CUoccupancyB2DSize):
             fn.device._bind_here()
-            grid, block = call("cuOccupancyMaxPotentialBlockSize", fn._h, dynamic_shared_memory_needed, 0,
-                               block_size_limit)
+            callback = driver.CUoccupancyB2DSize(int(dynamic_shared_memory_needed.getPtr()))
+            grid, block = call("cuOccupancyMaxPotentialBlockSize", fn._h, callback, 0, block_size_limit)
             return MaxPotentialBlockSizeOccupancyResult(int(grid), int(block))
         if isinstance(dynamic_shared_memory_needed, bool) or not isinstance(dynamic_shared_memory_needed, int):
             raise TypeError("dynamic_shared_memory_needed expected to have type int, or CUoccupancyB2DSize, got "

@@ -11,6 +11,7 @@ compiler of its own).
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -388,6 +389,9 @@ class Program:
             hit = cache.get(key)
             if hit is not None:
                 return hit
+        if target == "ptx" and not _ptx_loadable():
+            warnings.warn("The CUDA driver version is older than the backend version. The generated ptx will not be "
+                          "loadable by the current driver.", RuntimeWarning, stacklevel=2)
         result = self._compile_nvrtc(target, tuple(name_expressions), logs)
         if cache is not None:
             cache[key] = result
@@ -503,10 +507,29 @@ def _find_libdevice_path() -> Any:
     return cuda.pathfinder.find_bitcode_lib("device")
 
 
+def _ptx_loadable() -> bool:
+    """`_can_load_generated_ptx()`, True where no driver is loaded (there is nothing to load PTX into)."""
+    from ironaccel.errors import NotAvailable
+
+    try:
+        return _can_load_generated_ptx()
+    except NotAvailable:
+        return True
+
+
 def _can_load_generated_ptx() -> bool:
-    """True when the driver can load PTX from this NVRTC (NVRTC's version is not newer than the driver's)."""
+    """True when PTX from this NVRTC can be loaded: the driver's JIT is not older than NVRTC, or else nvJitLink
+    (which the compat's ObjectCode compiles too-new PTX with) is at least as new as NVRTC."""
     from ironaccel_cuda.program import nvrtc_version
 
     from ._utils.version import driver_version
 
-    return (*nvrtc_version(), 0) <= driver_version()
+    made_by = (*nvrtc_version(), 0)
+    if made_by <= driver_version():
+        return True
+    try:
+        from cuda.bindings import nvjitlink
+
+        return (*nvjitlink.version(), 0) >= made_by
+    except Exception:
+        return False
