@@ -25,6 +25,9 @@ extern "C" __global__ void apply(float a, float* x) { x[threadIdx.x] = step(a, x
 """
 STEP = "__device__ float step(float a, float x) { return a * x; }"
 
+LAYOUT = ("e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-f64:64:64-"
+          "v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64")
+
 
 @pytest.fixture
 def cc():
@@ -143,7 +146,7 @@ def test_nvvm_programs_compile_to_ptx_and_ltoir(cc):
         pytest.skip("libNVVM is not loadable here")
     major, minor, dmajor, dminor = nvvm.ir_version()
     ir = f"""target triple = "nvptx64-unknown-cuda"
-target datalayout = "e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64"
+target datalayout = "{LAYOUT}"
 
 define void @touch(i32* %p) {{
 entry:

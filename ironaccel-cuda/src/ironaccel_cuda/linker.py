@@ -20,7 +20,9 @@ silently drop them).  nvJitLink comes from NVIDIA's `nvidia-nvjitlink` wheel
 must be at least as new as the NVRTC that made LTO-IR inputs.
 
 Results are cached like compiles (memory, then disk), keyed on every input's
-bytes, the options, the architecture and the nvJitLink build.
+bytes, the options, the architecture and the nvJitLink build.  `LinkSession` is
+one uncached nvJitLink handle (options, inputs, one completion, logs kept after
+close): `Linker` runs one per link, the cuda.core compat one per cuda.core Linker.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) 
 """
 STEP = "__device__ float axpy_step(float a, float x, float y) { return a * x + y; }"
 
+LAYOUT = ("e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-f64:64:64-"
+          "v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64")
+
 
 @pytest.fixture
 def cc():
@@ -161,7 +164,7 @@ def test_nvvm_ir_compiles_to_a_loadable_kernel(cc, device):
     nvvm = _get_nvvm_module()
     major, minor, dmajor, dminor = nvvm.ir_version()
     ir = f"""target triple = "nvptx64-unknown-cuda"
-target datalayout = "e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64"
+target datalayout = "{LAYOUT}"
 
 define void @touch(i32* %p) {{
 entry:

@@ -149,9 +149,11 @@ class LinkerOptions:
 
     def _prepare_driver_options(self) -> tuple[list[Any], list[Any]]:
         """(values, CUjit_option keys) for cuLinkCreate, led by the info and error log buffers."""
-        drv = _driver
+        drv: Any = _driver
         if drv is None:
-            from cuda.bindings import driver as drv
+            from cuda.bindings import driver
+
+            drv = driver
         jit = drv.CUjit_option
         size = _LOG_BUFFER_BYTES
         values: list[Any] = [bytearray(size), size, bytearray(size), size]

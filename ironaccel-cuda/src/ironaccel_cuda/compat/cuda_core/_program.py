@@ -364,7 +364,7 @@ class Program:
 
     def compile(self, target_type: Any, name_expressions: Any = (), logs: Any = None, *, cache: Any = None
                 ) -> ObjectCode:
-        """Compile to `target_type`: "ptx", "cubin" or "ltoir" (C++), "cubin" or "ptx" (PTX), "ptx" or "ltoir" (NVVM)."""
+        """Compile to `target_type`: C++ to ptx, cubin or ltoir; PTX to cubin or ptx; NVVM IR to ptx or ltoir."""
         target = str(target_type).lower()
         if self._code_type == "nvvm":
             if target not in ("ptx", "ltoir"):
@@ -422,7 +422,8 @@ def _linker_options(o: ProgramOptions) -> Any:
     """The LinkerOptions of a PTX program's options (as cuda.core translates them)."""
     from ._linker import LinkerOptions
 
-    return LinkerOptions(name=o.name, arch=o.arch, max_register_count=o.max_register_count, time=o.time,
+    return LinkerOptions(name=o.name, arch=o.arch, max_register_count=o.max_register_count,
+                         time=None if o.time is None else bool(o.time),
                          link_time_optimization=o.link_time_optimization, debug=o.debug, lineinfo=o.lineinfo,
                          ftz=o.ftz, prec_div=o.prec_div, prec_sqrt=o.prec_sqrt, fma=o.fma,
                          split_compile=o.split_compile, ptxas_options=o.ptxas_options, no_cache=o.no_cache)
