@@ -25,6 +25,7 @@ from ._utils.cuda_utils import (
     is_nested_sequence,
     is_sequence,
 )
+from ._utils.version import driver_version
 from .typing import CompilerBackendType
 
 __all__ = ["Program", "ProgramOptions"]
@@ -364,8 +365,36 @@ class Program:
 
     def compile(self, target_type: Any, name_expressions: Any = (), logs: Any = None, *, cache: Any = None
                 ) -> ObjectCode:
-        """Compile to `target_type`: C++ to ptx, cubin or ltoir; PTX to cubin or ptx; NVVM IR to ptx or ltoir."""
+        """Compile to `target_type`: C++ to ptx, cubin or ltoir; PTX to cubin or ptx; NVVM IR to ptx or ltoir.
+
+        `cache` (a `utils.ProgramCacheResource`) keeps the code bytes under `make_program_cache_key`.
+        """
         target = str(target_type).lower()
+        if cache is None:
+            return _program_compile_uncached(self, target, name_expressions, logs)
+        from ironaccel_cuda.compat.cuda_core.utils._program_cache import ProgramCacheResource, make_program_cache_key
+
+        if not isinstance(cache, ProgramCacheResource):
+            raise TypeError(f"cache must be a ProgramCacheResource, got {type(cache).__name__}")
+        key = make_program_cache_key(code=self._code, code_type=self._code_type, options=self._options,
+                                     target_type=target, name_expressions=tuple(name_expressions))
+        hit = cache.get(key)
+        if hit is not None:
+            self._warn_if_unloadable(target)
+            if isinstance(hit, ObjectCode):
+                return hit
+            return ObjectCode._init(bytes(hit), target, name=self._options.name or "")
+        result = _program_compile_uncached(self, target, name_expressions, logs)
+        cache[key] = result
+        return result
+
+    def _warn_if_unloadable(self, target: str) -> None:
+        if target == "ptx" and self._code_type == "c++" and not _ptx_loadable():
+            warnings.warn("The CUDA driver version is older than the backend version. The generated ptx will not be "
+                          "loadable by the current driver (the compat compiles it with nvJitLink when loaded).",
+                          RuntimeWarning, stacklevel=3)
+
+    def _compile_uncached(self, target: str, name_expressions: Any, logs: Any) -> ObjectCode:
         if self._code_type == "nvvm":
             if target not in ("ptx", "ltoir"):
                 raise ValueError(f'Unsupported target_type="{target}" for NVVM (supported: "ptx", "ltoir")')
@@ -381,21 +410,8 @@ class Program:
             return code
         if target not in _NVRTC_TARGETS:
             raise ValueError(f'Unsupported target_type="{target}" for NVRTC (supported: {_NVRTC_TARGETS})')
-        if cache is not None:
-            from .utils._program_cache import make_program_cache_key
-
-            key = make_program_cache_key(code=self._code, code_type="c++", options=self._options,
-                                         target_type=target, name_expressions=tuple(name_expressions))
-            hit = cache.get(key)
-            if hit is not None:
-                return hit
-        if target == "ptx" and not _ptx_loadable():
-            warnings.warn("The CUDA driver version is older than the backend version. The generated ptx will not be "
-                          "loadable by the current driver.", RuntimeWarning, stacklevel=2)
-        result = self._compile_nvrtc(target, tuple(name_expressions), logs)
-        if cache is not None:
-            cache[key] = result
-        return result
+        self._warn_if_unloadable(target)
+        return self._compile_nvrtc(target, tuple(name_expressions), logs)
 
     def _compile_nvrtc(self, target: str, names: tuple[str, ...], logs: Any) -> ObjectCode:
         from ironaccel_cuda.options import CompileOptions
@@ -488,7 +504,8 @@ class _NvvmProgram:
 
 
 def _program_compile_uncached(program: Program, target_type: Any, name_expressions: Any, logs: Any) -> ObjectCode:
-    return program.compile(target_type, name_expressions, logs)
+    """The compile itself, without cuda.core's `cache=` (a module function, as cuda.core has it)."""
+    return program._compile_uncached(str(target_type).lower(), name_expressions, logs)
 
 
 def _get_nvvm_module() -> Any:
@@ -519,18 +536,10 @@ def _ptx_loadable() -> bool:
 
 
 def _can_load_generated_ptx() -> bool:
-    """True when PTX from this NVRTC can be loaded: the driver's JIT is not older than NVRTC, or else nvJitLink
-    (which the compat's ObjectCode compiles too-new PTX with) is at least as new as NVRTC."""
+    """True when the driver's JIT can load PTX from this NVRTC (NVRTC's version is not newer than the driver's).
+
+    The compat's ObjectCode loads newer PTX anyway, compiled by nvJitLink; this says what cuda.core says.
+    """
     from ironaccel_cuda.program import nvrtc_version
 
-    from ._utils.version import driver_version
-
-    made_by = (*nvrtc_version(), 0)
-    if made_by <= driver_version():
-        return True
-    try:
-        from cuda.bindings import nvjitlink
-
-        return (*nvjitlink.version(), 0) >= made_by
-    except Exception:
-        return False
+    return (*nvrtc_version(), 0) <= driver_version()
