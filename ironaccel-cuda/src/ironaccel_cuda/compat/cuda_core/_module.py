@@ -212,8 +212,10 @@ _FUNC_ATTRS = {
 
 def _func_attribute(name: str, enum_suffix: str, kind: type) -> property:
     def get(self: KernelAttributes) -> Any:
-        attr = getattr(driver.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + enum_suffix)
-        return kind(call("cuFuncGetAttribute", attr, self._function()._h))
+        try:
+            return kind(self._function()._attr(enum_suffix))
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
 
     get.__name__ = name
     return property(get, doc=f"CU_FUNC_ATTRIBUTE_{enum_suffix} ({kind.__name__}).")
