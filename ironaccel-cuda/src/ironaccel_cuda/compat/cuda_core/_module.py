@@ -308,9 +308,12 @@ class KernelOccupancy:
 
     def _config(self, config: Any, stream: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...], Any]:
         from ._launch_config import LaunchConfig
+        from ._stream import Stream_accept
 
         if not isinstance(config, LaunchConfig):
             raise TypeError(f"config must be a LaunchConfig, got {type(config).__name__}")
+        if not isinstance(stream, _ia.IaStream):
+            stream = Stream_accept(stream, allow_stream_protocol=True)
         fn, _ = self._kernel._for_stream(stream)
         cluster = config.cluster
         grid = config.grid if cluster is None else tuple(g * c for g, c in zip(config.grid, cluster))
