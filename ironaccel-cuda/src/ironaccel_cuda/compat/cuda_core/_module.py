@@ -187,7 +187,9 @@ class ObjectCode:
         return hash((self._code_type, self._code))
 
     def __repr__(self) -> str:
-        return f"<ObjectCode {self._code_type} name={self._name!r}>"
+        """cuda.core's form; the handle is the first loaded module's (0 until the code is loaded)."""
+        handle = next((int(m._h) for m in self._modules.values() if m._h is not _ia.CLOSED), 0)
+        return f"<ObjectCode handle={handle:#x} code_type={self._code_type!r}>"
 
 
 _FUNC_ATTRS = {
@@ -441,4 +443,4 @@ class Kernel:
         return hash(self._fn.handle)
 
     def __repr__(self) -> str:
-        return f"<Kernel {self._name!r}>"
+        return f"<Kernel handle={self._fn.handle:#x}>"

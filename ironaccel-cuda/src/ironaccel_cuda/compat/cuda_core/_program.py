@@ -431,7 +431,7 @@ class Program:
         return ObjectCode._init(code.code, target, name=o.name or "", symbol_mapping=dict(code.name_map))
 
     def __repr__(self) -> str:
-        return f"<Program {self._code_type} name={self._options.name!r}>"
+        return f"<Program backend='{self.backend.value}'>"
 
 
 def _linker_options(o: ProgramOptions) -> Any:
