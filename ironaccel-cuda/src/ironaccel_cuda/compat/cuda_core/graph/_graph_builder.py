@@ -338,7 +338,10 @@ class Graph:
         from ._graph_definition import GraphDefinition
 
         if isinstance(source, GraphDefinition):
-            raise missing_error("Graph.update from a GraphDefinition", _needs.GRAPH_NODES)
+            from ._graph_node import update_from_definition
+
+            update_from_definition(self, source)
+            return
         if not isinstance(source, GraphBuilder):
             raise TypeError(f"expected GraphBuilder or GraphDefinition, got {type(source).__name__}")
         if source._closed:
@@ -358,7 +361,9 @@ class Graph:
                             code=exc.code) from None
 
     def __getitem__(self, node: Any) -> Any:
-        raise missing_error("Graph[node]", _needs.GRAPH_NODES)
+        from ._graph_node import executable_node
+
+        return executable_node(self, node)
 
     def close(self) -> None:
         """Destroy the executable graph.  Idempotent."""
@@ -370,7 +375,7 @@ class Graph:
 def _instantiate_graph(source: Any, options: GraphCompleteOptions | None = None) -> Graph:
     if isinstance(source, GraphBuilder):
         return source.complete(options)
-    raise missing_error("instantiating a GraphDefinition", _needs.GRAPH_NODES)
+    return source.instantiate(options)
 
 
 def _capture_callback_with_tail_failure_for_testing(gb: GraphBuilder, fn: Any, *, user_data: Any = None) -> None:
