@@ -122,6 +122,13 @@ static struct rgraph *clone_graph(struct rgraph *src) {
     return g;
 }
 
+/* Memory a node or copy may touch: a live allocation of the fake (a node that touches freed memory does nothing;
+   a GPU would fault, or not). */
+static int writable(CUdeviceptr p, size_t n) {
+    CUdeviceptr base; size_t size;
+    return fake_cuda_find_range(p, n, &base, &size) >= 0;
+}
+
 /* ---- graphs and nodes ---- */
 CUresult cuGraphCreate(CUgraph *ph, unsigned int flags) {
     CUresult err = fake_cuda_check();
@@ -363,12 +370,39 @@ CUresult cuGraphDestroyNode(CUgraphNode h) {
     struct rnode *n = rnode_of(h);
     if (!n) { pthread_mutex_unlock(&lock); return CUDA_ERROR_INVALID_VALUE; }
     struct rgraph *g = n->g;
+    for (size_t k = 0; k < g->n; k++)  /* the fake's stand-in for the driver's graph-memory restrictions */
+        if (g->nodes[k]->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || g->nodes[k]->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+            pthread_mutex_unlock(&lock); return CUDA_ERROR_NOT_SUPPORTED;
+        }
     for (size_t k = 0; k < g->ne;) {
         if (g->edges[k].from == n || g->edges[k].to == n) g->edges[k] = g->edges[--g->ne]; else k++;
     }
     for (size_t k = 0; k < g->n; k++) if (g->nodes[k] == n) { g->nodes[k] = g->nodes[--g->n]; break; }
     n->magic = 0;
     pthread_mutex_unlock(&lock); return CUDA_SUCCESS;
+}
+
+CUresult cuGraphClone(CUgraph *out, CUgraph hg) {
+    struct rgraph *g = rgraph_of(hg);
+    if (!g || !out) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock); *out = (CUgraph)clone_graph(g); pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+/* Synchronous copies out of and into fake device memory (tests read results back with them). */
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
+    CUresult err = fake_cuda_check();
+    if (err) return err;
+    if (!writable(src, n)) return CUDA_ERROR_INVALID_VALUE;
+    memmove(dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
+    CUresult err = fake_cuda_check();
+    if (err) return err;
+    if (!writable(dst, n)) return CUDA_ERROR_INVALID_VALUE;
+    memmove((void *)(uintptr_t)dst, src, n);
+    return CUDA_SUCCESS;
 }
 
 /* ---- what graphs of both kinds reach ---- */
@@ -404,6 +438,8 @@ static CUresult reg_instantiate(CUgraphExec *out, CUgraph hg, unsigned long long
     return CUDA_SUCCESS;
 }
 static void run_memset(const CUDA_MEMSET_NODE_PARAMS *p) {
+    size_t span = (p->height - 1) * p->pitch + p->width * p->elementSize;
+    if (!writable(p->dst, span)) return;
     for (size_t r = 0; r < p->height; r++) {
         unsigned char *row = (unsigned char *)(uintptr_t)p->dst + r * p->pitch;
         for (size_t i = 0; i < p->width; i++) memcpy(row + i * p->elementSize, &p->value, p->elementSize);
@@ -417,7 +453,8 @@ static void run_node(struct rnode *n) {
         const CUDA_MEMCPY3D *p = &n->memcpy;
         const void *src = p->srcMemoryType == CU_MEMORYTYPE_HOST ? p->srcHost : (const void *)(uintptr_t)p->srcDevice;
         void *dst = p->dstMemoryType == CU_MEMORYTYPE_HOST ? p->dstHost : (void *)(uintptr_t)p->dstDevice;
-        memmove(dst, src, p->WidthInBytes);
+        if (writable((CUdeviceptr)(uintptr_t)dst, p->WidthInBytes) && writable((CUdeviceptr)(uintptr_t)src, p->WidthInBytes))
+            memmove(dst, src, p->WidthInBytes);
         break;
     }
     case CU_GRAPH_NODE_TYPE_HOST: n->host.fn(n->host.userData); break;
@@ -577,7 +614,8 @@ static const struct fake_cuda_symbol symbols[] = {
     {"cuGraphNodeGetDependentNodes", (void *)cuGraphNodeGetDependentNodes},
     {"cuGraphAddDependencies", (void *)cuGraphAddDependencies},
     {"cuGraphRemoveDependencies", (void *)cuGraphRemoveDependencies}, {"cuGraphDestroyNode", (void *)cuGraphDestroyNode},
-    {"cuGraphGetNodes", (void *)reg_get_nodes}, {"cuGraphDestroy", (void *)reg_destroy},
+    {"cuMemcpyDtoH", (void *)cuMemcpyDtoH}, {"cuMemcpyHtoD", (void *)cuMemcpyHtoD},
+    {"cuGraphClone", (void *)cuGraphClone}, {"cuGraphGetNodes", (void *)reg_get_nodes}, {"cuGraphDestroy", (void *)reg_destroy},
     {"cuGraphInstantiate", (void *)reg_instantiate}, {"cuGraphInstantiateWithFlags", (void *)reg_instantiate},
     {"cuGraphLaunch", (void *)reg_launch}, {"cuGraphExecDestroy", (void *)reg_exec_destroy},
     {"cuGraphUpload", (void *)reg_upload}, {"cuGraphDebugDotPrint", (void *)reg_dot},

@@ -9,6 +9,7 @@ an executable graph keeps what it was instantiated with.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from .. import _ia
@@ -22,19 +23,51 @@ _INSTANTIATE_FLAGS = (("auto_free_on_launch", 1), ("device_launch", 4), ("use_no
 
 
 class _Root:
-    """What the graphs of one hierarchy share: the owning ironaccel Graph and the nodes' attachments."""
+    """What the graphs of one hierarchy share: the owning ironaccel Graph, the nodes' attachments (by node
+    handle) and the body graphs of its child and conditional nodes (by node handle)."""
 
-    __slots__ = ("ia", "attachments", "__weakref__")
+    __slots__ = ("ia", "attachments", "subgraphs", "__weakref__")
 
     def __init__(self, ia: Any):
         self.ia = ia
         self.attachments: dict[int, list[Any]] = {}
+        self.subgraphs: dict[int, list[int]] = {}
 
     def attach(self, node_h: int, *objects: Any) -> None:
-        self.attachments.setdefault(node_h, []).extend(objects)
+        if objects:
+            self.attachments.setdefault(node_h, []).extend(objects)
 
     def held(self) -> list[Any]:
         return [obj for objs in self.attachments.values() for obj in objs]
+
+    def held_in(self, graph_h: int) -> list[Any]:
+        """The attachments of the nodes of graph `graph_h` and of the graphs inside it."""
+        nodes, _ = self.contents(graph_h)
+        return [obj for n in nodes for obj in self.attachments.get(n, ())]
+
+    def contents(self, graph_h: int) -> tuple[list[int], list[int]]:
+        """(every node, every graph) inside graph `graph_h`, through child and conditional nodes."""
+        nodes: list[int] = []
+        graphs: list[int] = []
+        for n in _graph_nodes(graph_h):
+            nodes.append(n)
+            for sub in self.subgraphs.get(n, ()):
+                graphs.append(sub)
+                more_nodes, more_graphs = self.contents(sub)
+                nodes.extend(more_nodes)
+                graphs.extend(more_graphs)
+        return nodes, graphs
+
+
+def _graph_nodes(graph_h: int) -> list[int]:
+    h = driver.CUgraph(graph_h)
+    count = call("cuGraphGetNodes", h, 0)[-1]
+    if not count:
+        return []
+    return [int(n) for n in call("cuGraphGetNodes", h, count)[0][:count]]
+
+
+_definitions: weakref.WeakValueDictionary[int, GraphDefinition] = weakref.WeakValueDictionary()
 
 
 class GraphCondition:
@@ -76,8 +109,9 @@ class GraphCondition:
 class GraphDefinition:
     """A graph built node by node: add nodes here (entry points) or on other nodes, then `instantiate()`."""
 
-    __slots__ = ("_h", "_root", "_view_of", "_entry_node", "__weakref__")
+    __slots__ = ("_h", "_id", "_root", "_view_of", "_entry_node", "__weakref__")
     _h: int
+    _id: int
     _root: _Root
     _view_of: Any  # the node (or parent definition) a view keeps alive; None for a root
     _entry_node: Any
@@ -92,7 +126,8 @@ class GraphDefinition:
         self._setup(int(ia._h), _Root(ia), None)
 
     def _setup(self, h: int, root: _Root, view_of: Any) -> None:
-        self._h = h
+        self._h = self._id = h
+        _definitions[h] = self
         self._root = root
         self._view_of = view_of
         self._entry_node = None
@@ -108,6 +143,9 @@ class GraphDefinition:
 
     @classmethod
     def _view(cls, h: int, root: _Root, view_of: Any) -> GraphDefinition:
+        known = _definitions.get(int(h))
+        if known is not None and known._h == int(h) and known._root is root:
+            return known
         self = _new(cls)
         self._setup(int(h), root, view_of)
         return self
@@ -117,10 +155,10 @@ class GraphDefinition:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, GraphDefinition):
             return NotImplemented
-        return self._h == other._h
+        return self._id == other._id
 
     def __hash__(self) -> int:
-        return hash((GraphDefinition, self._h))
+        return hash((GraphDefinition, self._id))
 
     def __repr__(self) -> str:
         return f"<GraphDefinition handle={self._h:#x}>"
@@ -229,9 +267,9 @@ class GraphDefinition:
                     flags |= bit
         dev = self._device
         dev._bind_here()
-        exe_h = call("cuGraphInstantiateWithFlags", driver.CUgraph(h), flags)
-        funcs = [obj for obj in self._root.held() if _is_host_func(obj)]
-        exe = _ia.IaGraphExec._make(exe_h, dev, self._root.held(), funcs)
+        exe_h = call("cuGraphInstantiate", driver.CUgraph(h), flags)
+        held = self._root.held() if self._view_of is None else self._root.held_in(h)
+        exe = _ia.IaGraphExec._make(exe_h, dev, held, [obj for obj in held if _is_host_func(obj)])
         graph = Graph._init(exe)
         if options is not None and options.upload_stream is not None:
             graph.upload(options.upload_stream)

@@ -39,8 +39,9 @@ def _types() -> Any:
 class GraphNode:
     """A node of a graph definition; its builder methods add nodes that depend on it."""
 
-    __slots__ = ("_h", "_graph", "__weakref__")
+    __slots__ = ("_h", "_id", "_graph", "__weakref__")
     _h: int
+    _id: int
     _graph: Any
 
     def __init__(self) -> None:
@@ -49,7 +50,7 @@ class GraphNode:
     @classmethod
     def _make(cls, h: int, graph: Any) -> Any:
         self = _new(cls)
-        self._h = int(h)
+        self._h = self._id = int(h)
         self._graph = graph
         self._setup()
         _node_registry[self._h] = self
@@ -61,7 +62,7 @@ class GraphNode:
     @staticmethod
     def _make_entry(graph: Any) -> GraphNode:
         self = _new(GraphNode)
-        self._h = 0
+        self._h = self._id = 0
         self._graph = graph
         return self
 
@@ -70,12 +71,12 @@ class GraphNode:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, GraphNode):
             return NotImplemented
-        if self._h == 0 or other._h == 0:
+        if self._id == 0 or other._id == 0:
             return self is other
-        return self._h == other._h
+        return self._id == other._id
 
     def __hash__(self) -> int:
-        return hash((GraphNode, self._h)) if self._h else object.__hash__(self)
+        return hash((GraphNode, self._id)) if self._id else object.__hash__(self)
 
     def __repr__(self) -> str:
         if self._h == 0:
@@ -94,7 +95,7 @@ class GraphNode:
 
     @property
     def handle(self) -> Any:
-        return driver.CUgraphNode(self._h)
+        return driver.CUgraphNode(self._h) if self._h else None
 
     @property
     def is_valid(self) -> bool:
@@ -102,24 +103,28 @@ class GraphNode:
 
     def _live(self) -> int:
         if self._graph is None:
-            raise RuntimeError("the node has been destroyed")
+            raise _invalid("the node has been destroyed")
         self._graph._check()
         return self._h
 
     def destroy(self) -> None:
-        """Remove this node and its edges from the graph (cuGraphDestroyNode); idempotent."""
+        """Remove this node and its edges from the graph (cuGraphDestroyNode); idempotent.
+
+        A child-graph or conditional node takes its body graphs with it: their nodes and graph views become
+        invalid and their attachments are released."""
         if self._h == 0:
             return
         h = self._h
+        root = self._graph._root
+        nodes, graphs = [h], []
         if self._graph.is_valid:
+            for sub in root.subgraphs.get(h, ()):
+                graphs.append(sub)
+                more_nodes, more_graphs = root.contents(sub)
+                nodes.extend(more_nodes)
+                graphs.extend(more_graphs)
             call("cuGraphDestroyNode", driver.CUgraphNode(h))
-        self._release()
-        _node_registry.pop(h, None)
-        self._h = 0
-        self._graph = None
-
-    def _release(self) -> None:
-        self._graph._root.attachments.pop(self._h, None)
+        _tombstone(root, nodes, graphs)
 
     # -- edges ------------------------------------------------------------------------
 
@@ -282,8 +287,10 @@ class GraphNode:
             raise TypeError(f"child must be a GraphDefinition, got {type(child).__name__}")
         child_h = child._check()
         node = self._add(ChildGraphNode, "cuGraphAddChildGraphNode", driver.CUgraph(child_h))
-        held = child._root.held() if child._root is not self._graph._root else []
-        self._attach(node, *held)
+        embedded = int(call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(node._h)))
+        root = self._graph._root
+        root.subgraphs[node._h] = [embedded]
+        _import_attachments(child._root, child_h, root, embedded, node._h)
         return node
 
     def record(self, event: Any) -> EventRecordNode:
@@ -334,6 +341,8 @@ class GraphNode:
         if not isinstance(condition, GraphCondition):
             raise TypeError(f"condition must be a GraphCondition, got {type(condition).__name__}")
         deps = self._deps()
+        if condition._graph_h != self._graph._root_h():
+            raise _invalid("the condition was created for another graph")
         dev = self._graph._device
         dev._bind_here()
         params = driver.CUgraphNodeParams()
@@ -349,6 +358,7 @@ class GraphNode:
             GraphConditionalType.WHILE if kind.endswith("WHILE") else GraphConditionalType.IF)
         out = params.conditional.phGraph_out
         node._branches = tuple(GraphDefinition._view(int(out[i]), self._graph._root, node) for i in range(size))
+        self._graph._root.subgraphs[node._h] = [b._h for b in node._branches]
         return node
 
 
@@ -367,7 +377,7 @@ class AdjacencySetProxy(MutableSet):  # type: ignore[type-arg]
 
     def _members(self) -> list[GraphNode]:
         node = self._node
-        if node._h == 0:
+        if node._h == 0 or node._graph is None or not node._graph.is_valid:
             return []
         node._live()
         op = "cuGraphNodeGetDependentNodes" if self._fwd else "cuGraphNodeGetDependencies"
@@ -388,18 +398,18 @@ class AdjacencySetProxy(MutableSet):  # type: ignore[type-arg]
 
     def _edges(self, others: Iterable[Any], op: str) -> None:
         node = self._node
-        node._live()
         targets = []
         for other in others:
             if not isinstance(other, GraphNode):
                 raise TypeError(f"expected a GraphNode, got {type(other).__name__}")
-            if other._graph is None or other._h == 0:
-                raise ValueError("the node has been destroyed")
-            if other._graph != node._graph:
-                raise ValueError("an edge must join nodes of the same graph definition")
-            if other == node:
-                raise ValueError("a node cannot depend on itself")
             targets.append(other)
+        node._live()
+        if node._h == 0:
+            raise _invalid("the entry point takes no edges")
+        for other in targets:
+            other._live()
+            if other._h == 0:
+                raise _invalid("the entry point takes no edges")
         if not targets:
             return
         me = driver.CUgraphNode(node._h)
@@ -533,67 +543,72 @@ class AllocNode(GraphNode):
 class FreeNode(GraphNode):
     """A memory free node."""
 
-    __slots__ = ()
+    __slots__ = ("_dptr",)
+
+    def _setup(self) -> None:
+        self._dptr = int(call("cuGraphMemFreeNodeGetParams", driver.CUgraphNode(self._h)))
 
     @property
     def dptr(self) -> int:
-        return int(call("cuGraphMemFreeNodeGetParams", driver.CUgraphNode(self._live())))
+        return self._dptr
 
 
 class MemsetNode(GraphNode):
-    """A memset node."""
+    """A memset node (its parameters as made, readable after it was destroyed)."""
 
-    __slots__ = ()
+    __slots__ = ("_params",)
 
-    def _params(self) -> Any:
-        return call("cuGraphMemsetNodeGetParams", driver.CUgraphNode(self._live()))
+    def _setup(self) -> None:
+        p = call("cuGraphMemsetNodeGetParams", driver.CUgraphNode(self._h))
+        self._params = (int(p.dst), int(p.value), int(p.elementSize), int(p.width), int(p.height), int(p.pitch))
 
     @property
     def dptr(self) -> int:
-        return int(self._params().dst)
+        return self._params[0]
 
     @property
     def value(self) -> int:
-        return int(self._params().value)
+        return self._params[1]
 
     @property
     def element_size(self) -> int:
-        return int(self._params().elementSize)
+        return self._params[2]
 
     @property
     def width(self) -> int:
-        return int(self._params().width)
+        return self._params[3]
 
     @property
     def height(self) -> int:
-        return int(self._params().height)
+        return self._params[4]
 
     @property
     def pitch(self) -> int:
-        return int(self._params().pitch)
+        return self._params[5]
 
 
 class MemcpyNode(GraphNode):
     """A one-dimensional memcpy node."""
 
-    __slots__ = ()
+    __slots__ = ("_params",)
 
-    def _params(self) -> Any:
-        return call("cuGraphMemcpyNodeGetParams", driver.CUgraphNode(self._live()))
+    def _setup(self) -> None:
+        p = call("cuGraphMemcpyNodeGetParams", driver.CUgraphNode(self._h))
+        dst = int(p.dstDevice) or int(p.dstHost or 0)
+        src = int(p.srcDevice) or int(p.srcHost or 0)
+        self._params = (dst, src, int(p.WidthInBytes))
 
     @property
     def dst(self) -> int:
-        p = self._params()
-        return int(p.dstDevice) or int(p.dstHost or 0)
+        return self._params[0]
 
     @property
     def src(self) -> int:
-        p = self._params()
-        return int(p.srcDevice) or int(p.srcHost or 0)
+        return self._params[1]
 
     @property
     def size(self) -> int:
-        return int(self._params().WidthInBytes)
+        return self._params[2]
 
 
 class ChildGraphNode(GraphNode):
@@ -612,11 +627,6 @@ class ChildGraphNode(GraphNode):
             h = call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(self._live()))
             self._child = GraphDefinition._view(int(h), self._graph._root, self)
         return self._child
-
-    def _release(self) -> None:
-        GraphNode._release(self)
-        if self._child is not None:
-            self._child._h = 0
 
 
 class _EventNode(GraphNode):
@@ -684,11 +694,6 @@ class ConditionalNode(GraphNode):
     @property
     def branches(self) -> tuple[Any, ...]:
         return self._branches
-
-    def _release(self) -> None:
-        GraphNode._release(self)
-        for b in self._branches:
-            b._h = 0
 
 
 class IfNode(ConditionalNode):
@@ -759,6 +764,59 @@ def _wrap(h: int, graph: Any) -> GraphNode:
     return cls._make(h, graph)  # type: ignore[attr-defined, no-any-return]
 
 
+def _invalid(detail: str) -> Exception:
+    from .._utils.cuda_utils import CUDAError
+
+    return CUDAError(f"CUDA_ERROR_INVALID_VALUE: {detail}", op="cuda.core.graph", code=1,
+                     code_name="CUDA_ERROR_INVALID_VALUE")
+
+
+def _tombstone(root: Any, nodes: list[int], graphs: list[int]) -> None:
+    """Nodes and graphs that no longer exist: release their attachments and invalidate their objects."""
+    from ._graph_definition import _definitions
+
+    for h in nodes:
+        root.attachments.pop(h, None)
+        root.subgraphs.pop(h, None)
+        node = _node_registry.pop(h, None)
+        if node is not None:
+            node._h = 0
+            node._graph = None
+    for h in graphs:
+        view = _definitions.get(h)
+        if view is not None and view._root is root:
+            view._h = 0
+
+
+def _import_attachments(src_root: Any, src_h: int, root: Any, embedded_h: int, owner_h: int) -> None:
+    """Give the nodes of an embedded clone the attachments of the nodes they copy (matched by position and
+    type, through nested child graphs); what cannot be matched stays with the child node `owner_h`."""
+    source = _graph_nodes(src_h)
+    copies = _graph_nodes(embedded_h)
+    kinds = [call("cuGraphNodeGetType", driver.CUgraphNode(n)) for n in source]
+    if len(source) != len(copies) or any(
+            call("cuGraphNodeGetType", driver.CUgraphNode(c)) != k for c, k in zip(copies, kinds)):
+        root.attach(owner_h, *src_root.held_in(src_h))
+        return
+    for original, copy, kind in zip(source, copies, kinds):
+        root.attach(copy, *src_root.attachments.get(original, ()))
+        if getattr(kind, "name", "") == "CU_GRAPH_NODE_TYPE_GRAPH":
+            inner = int(call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(copy)))
+            root.subgraphs[copy] = [inner]
+            src_inner = src_root.subgraphs.get(original, [])
+            if src_inner:
+                _import_attachments(src_root, src_inner[0], root, inner, copy)
+        elif original in src_root.subgraphs:
+            for sub in src_root.subgraphs[original]:
+                root.attach(copy, *src_root.held_in(sub))
+
+
+def _graph_nodes(graph_h: int) -> list[int]:
+    from ._graph_definition import _graph_nodes as nodes
+
+    return nodes(graph_h)
+
+
 def _memory_type(value: Any) -> GraphMemoryType:
     try:
         return GraphMemoryType(value)
@@ -782,9 +840,9 @@ def _operand(obj: Any, owner: Any, side: str) -> tuple[int, Any]:
 
     if isinstance(obj, Buffer):
         if owner is not None:
-            raise ValueError(f"{side}_owner must not be given when {side} is a Buffer")
+            raise ValueError(f"{side}_owner cannot be used when {side} is a Buffer")
         if obj.is_closed:
-            raise ValueError(f"the {side} Buffer is closed")
+            raise ValueError(f"{side} Buffer has no active allocation")
         return int(obj._ptr), obj
     if isinstance(obj, bool) or not isinstance(obj, int):
         try:
@@ -794,7 +852,7 @@ def _operand(obj: Any, owner: Any, side: str) -> tuple[int, Any]:
     else:
         ptr = obj
     if isinstance(owner, Buffer) and owner.is_closed:
-        raise ValueError(f"the {side}_owner Buffer is closed")
+        raise ValueError(f"{side}_owner Buffer has no active allocation")
     return ptr, owner
 
 
