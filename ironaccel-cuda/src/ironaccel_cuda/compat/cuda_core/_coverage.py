@@ -86,21 +86,27 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                                     "complete, debug_dot_print; `embed`, `callback`, conditionals and "
                                     "`graph_definition`: missing (" + n.GRAPH_NODES + "; " + n.CALLBACKS + "; " +
                                     n.CONDITIONALS + ")"),
-    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch, update from a builder) plus cuGraphUpload; "
-                             "`graph[node]` "
-                             "and update from a definition: missing (" + n.GRAPH_NODES + ")"),
-    ("graph.GraphCompleteOptions", DIFFERS, "upload_stream works; the instantiate flags need " + n.GRAPH_NODES),
+    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch, update from a builder or a definition) plus "
+                             "cuGraphUpload; `graph[node]` gives the Executable*Node views"),
+    ("graph.GraphCompleteOptions", DIFFERS, "upload_stream works; the instantiate flags (cuGraphInstantiate) work "
+                                            "from a GraphDefinition, not yet from GraphBuilder.complete"),
     ("graph.GraphDebugPrintOptions", SAME, "the CU_GRAPH_DEBUG_DOT_FLAGS_* of debug_dot_print"),
-    ("graph.GraphDefinition", MISSING, n.GRAPH_NODES),
-    ("graph.GraphCondition", MISSING, n.CONDITIONALS),
+    ("graph.GraphDefinition", DIFFERS, "a root definition owns an ironaccel `Graph`; nodes are the driver's "
+                                       "(cuGraphAdd*Node), kernel nodes pack arguments as ironaccel's graphs do, "
+                                       "host callbacks are ironaccel's graph host functions; attachments are held "
+                                       "by Python per node (not CUDA user objects), so a cuGraphClone of the "
+                                       "handle does not keep them, and a Buffer operand keeps the Buffer, not its "
+                                       "allocation past `close()`"),
+    ("graph.GraphCondition", SAME, "cuGraphConditionalHandleCreate; passed to kernels as its handle"),
     (("graph.GraphNode", "graph.KernelNode", "graph.MemcpyNode", "graph.MemsetNode", "graph.EmptyNode",
       "graph.EventRecordNode", "graph.EventWaitNode", "graph.ChildGraphNode", "graph.AllocNode", "graph.FreeNode",
-      "graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
+      "graph.HostCallbackNode", "graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode",
+      "graph.WhileNode"), DIFFERS, "one Python object per driver node (`pred`/`succ` are mutable sets of edges); "
+                                   "node-level `update()` of a definition's nodes: missing (" + n.GRAPH_NODES + ")"),
+    (("graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
       "graph.ExecutableMemsetNode", "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode",
-      "graph.ExecutableEventWaitNode"), MISSING, n.GRAPH_NODES),
-    (("graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode", "graph.WhileNode"), MISSING,
-     n.CONDITIONALS),
-    (("graph.HostCallbackNode", "graph.ExecutableHostCallbackNode"), MISSING, n.CALLBACKS),
+      "graph.ExecutableEventWaitNode", "graph.ExecutableHostCallbackNode"), SAME,
+     "cuGraphExec*SetParams, cuGraphNodeSetEnabled / GetEnabled"),
     # -- cuda.core.utils -----------------------------------------------------------------------
     ("utils.StridedMemoryView", DIFFERS, "from DLPack (ironaccel's importer), CUDA Array Interface, NumPy array "
                                          "interface or a Buffer; `view(dtype=)`, DLPack export; `copy_from`/`copy_to`: "
@@ -166,8 +172,9 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_memory.py: IPC cases, memory_ipc/*", n.IPC),
     ("test_memory.py::test_graph_memory_resource_object, graph/test_graph_memory_resource.py", n.GRAPH_MEMORY),
     ("graph/test_graph_builder.py: callback cases", n.CALLBACKS),
-    ("graph/test_graph_builder.py: embed (child graph) and graph_definition cases, graph/test_graph_update.py "
-     "GraphDefinition cases, graph/test_graph_definition*.py", n.GRAPH_NODES),
+    ("graph/test_graph_builder.py: embed (child graph) and graph_definition cases", n.GRAPH_NODES),
+    ("graph/test_graph_definition_lifetime.py: clone, in-flight and Buffer-close cases (CUDA user objects, "
+     "cuda.core's _weak_handles)", "attachments held by CUDA user objects (not in any open issue)"),
     ("graph/test_graph_builder.py, graph/test_graph_update.py: conditional cases, "
      "graph/test_graph_builder_conditional.py", n.CONDITIONALS),
     ("test_green_context.py", n.CONTEXTS + "; " + n.RESOURCES),
