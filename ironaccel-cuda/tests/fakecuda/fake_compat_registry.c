@@ -9,7 +9,9 @@
  * host memory allocated when the node is added, so its address is known at once as on a GPU.  A launch runs the
  * nodes in dependency order: memsets, copies and host functions do their work, child graphs run, an "if" body
  * runs on a non-zero default value (an else body on zero), a switch runs the branch its default value names and a
- * "while" body runs once on a non-zero default (no kernel runs here to clear it); kernels and events do nothing.
+ * "while" body runs once on a non-zero default (no kernel here sets a condition); kernels run as cuLaunchKernel runs
+ * them on the legacy stream (the fake's known kernels, with the parameter values copied when the node was made);
+ * events do nothing.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -30,6 +32,9 @@ struct rnode {
     struct rgraph *g;
     CUgraphNodeType type;
     CUDA_KERNEL_NODE_PARAMS kernel;
+    unsigned char args[256];  /* the kernel's parameters, packed at their offsets */
+    void *argp[16];
+    int nargs;
     CUDA_MEM_ALLOC_NODE_PARAMS alloc;
     CUmemAccessDesc access[8];
     CUdeviceptr free_ptr;
@@ -108,6 +113,21 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
     return CUDA_SUCCESS;
 }
 
+/* Copy a kernel's parameter values into the node (cuFuncGetParamInfo gives their layout). */
+static void keep_args(struct rnode *n, const CUDA_KERNEL_NODE_PARAMS *p) {
+    n->kernel = *p; n->kernel.kernelParams = NULL; n->kernel.extra = NULL; n->nargs = 0;
+    size_t off, size;
+    for (int i = 0; i < 16 && p->kernelParams && cuFuncGetParamInfo(p->func, i, &off, &size) == CUDA_SUCCESS; i++) {
+        if (off + size > sizeof n->args) break;
+        memcpy(n->args + off, p->kernelParams[i], size);
+        n->nargs = i + 1;
+    }
+}
+static void fix_args(struct rnode *n) {
+    size_t off, size;
+    for (int i = 0; i < n->nargs; i++) if (cuFuncGetParamInfo(n->kernel.func, i, &off, &size) == CUDA_SUCCESS) n->argp[i] = n->args + off;
+}
+
 static struct rgraph *clone_graph(struct rgraph *src) {
     struct rgraph *g = new_graph();
     for (size_t i = 0; i < src->n; i++) {
@@ -147,7 +167,7 @@ CUresult cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgraphNode *de
     if (!p || (!p->func && !p->kern)) return CUDA_ERROR_INVALID_VALUE;
     struct rnode *n; pthread_mutex_lock(&lock);
     CUresult err = add_node(out, g, deps, ndeps, CU_GRAPH_NODE_TYPE_KERNEL, &n);
-    if (!err) { n->kernel = *p; n->kernel.kernelParams = NULL; n->kernel.extra = NULL; }
+    if (!err) keep_args(n, p);
     pthread_mutex_unlock(&lock); return err;
 }
 CUresult cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p) {
@@ -458,6 +478,11 @@ static void run_node(struct rnode *n) {
         break;
     }
     case CU_GRAPH_NODE_TYPE_HOST: n->host.fn(n->host.userData); break;
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        fix_args(n);
+        cuLaunchKernel(n->kernel.func, n->kernel.gridDimX, n->kernel.gridDimY, n->kernel.gridDimZ, n->kernel.blockDimX,
+                       n->kernel.blockDimY, n->kernel.blockDimZ, n->kernel.sharedMemBytes, NULL, n->argp, NULL);
+        break;
     case CU_GRAPH_NODE_TYPE_GRAPH: run_graph(n->child); break;
     case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
         unsigned v = cond_defaults[n->cond - 1];
@@ -556,7 +581,7 @@ CUresult cuGraphNodeGetEnabled(CUgraphExec he, CUgraphNode h, unsigned int *on) 
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p) {
     struct rnode *n = exec_node(he, h, CU_GRAPH_NODE_TYPE_KERNEL);
     if (!n || !p) return CUDA_ERROR_INVALID_VALUE;
-    n->kernel = *p; n->kernel.kernelParams = NULL; n->kernel.extra = NULL; return CUDA_SUCCESS;
+    keep_args(n, p); return CUDA_SUCCESS;
 }
 CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext c) {
     (void)c;

@@ -782,6 +782,8 @@ def _tombstone(root: Any, nodes: list[int], graphs: list[int]) -> None:
         if node is not None:
             node._h = 0
             node._graph = None
+            if isinstance(node, HostCallbackNode):
+                node._callback = None
     for h in graphs:
         view = _definitions.get(h)
         if view is not None and view._root is root:
@@ -870,12 +872,24 @@ def _fill_value(value: Any) -> tuple[int, int]:
     return int.from_bytes(data, "little"), len(data)
 
 
+def _is_host(ptr: int) -> bool:
+    """Whether the driver knows `ptr` as host memory (pinned or registered); anything else is taken as device memory
+    (graph allocations, pools, managed memory)."""
+    err, kind = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                             driver.CUdeviceptr(ptr))
+    return not err and int(kind) == int(driver.CUmemorytype.CU_MEMORYTYPE_HOST)
+
+
 def _memcpy_params(dst: int, src: int, size: int) -> Any:
     params = driver.CUDA_MEMCPY3D()
-    params.srcMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_UNIFIED
-    params.srcDevice = driver.CUdeviceptr(src)
-    params.dstMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_UNIFIED
-    params.dstDevice = driver.CUdeviceptr(dst)
+    kinds = driver.CUmemorytype
+    for side, ptr in (("src", src), ("dst", dst)):
+        if _is_host(ptr):
+            setattr(params, f"{side}MemoryType", kinds.CU_MEMORYTYPE_HOST)
+            setattr(params, f"{side}Host", ptr)
+        else:
+            setattr(params, f"{side}MemoryType", kinds.CU_MEMORYTYPE_DEVICE)
+            setattr(params, f"{side}Device", driver.CUdeviceptr(ptr))
     params.WidthInBytes = size
     params.Height = 1
     params.Depth = 1
@@ -1146,5 +1160,7 @@ def update_from_definition(graph: Any, definition: Any) -> None:
         from .._utils.cuda_utils import _code_name
 
         raise CUDAError(f"Graph update failed: {_code_name(int(err))}{why}", op="cuGraphExecUpdate", code=int(err))
-    held = definition._root.held()
-    exe._hold(held, [h for h in held if _is_host_func(h)])
+    held = definition._root.held() if definition._view_of is None else definition._root.held_in(h)
+    exe._keep = []
+    exe._host_funcs = []
+    exe._hold(held, [obj for obj in held if _is_host_func(obj)])
