@@ -38,7 +38,9 @@ class _Root:
             self.attachments.setdefault(node_h, []).extend(objects)
 
     def held(self) -> list[Any]:
-        return [obj for objs in self.attachments.values() for obj in objs]
+        """Everything the hierarchy's nodes use, with what ironaccel's Graph holds itself (a captured graph's)."""
+        own = [obj for objs in self.attachments.values() for obj in objs]
+        return own + list(getattr(self.ia, "_keep", ())) + list(getattr(self.ia, "_host_funcs", ()))
 
     def held_in(self, graph_h: int) -> list[Any]:
         """The attachments of the nodes of graph `graph_h` and of the graphs inside it."""

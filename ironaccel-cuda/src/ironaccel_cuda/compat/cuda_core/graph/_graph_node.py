@@ -154,7 +154,7 @@ class GraphNode:
         self._live()
         return [driver.CUgraphNode(self._h)] if self._h else []
 
-    def _add(self, cls: type, op: str, *params: Any) -> Any:
+    def _add(self, cls: Any, op: str, *params: Any) -> Any:
         deps = self._deps()
         h = call(op, driver.CUgraph(self._graph._h), deps, len(deps), *params)
         return cls._make(int(h), self._graph)
@@ -335,7 +335,7 @@ class GraphNode:
             raise TypeError(f"count must be an int, got {type(count).__name__}")
         return self._conditional(SwitchNode, condition, "CU_GRAPH_COND_TYPE_SWITCH", count)
 
-    def _conditional(self, cls: type, condition: Any, kind: str, size: int) -> Any:
+    def _conditional(self, cls: Any, condition: Any, kind: str, size: int) -> Any:
         from ._graph_definition import GraphCondition, GraphDefinition
 
         if not isinstance(condition, GraphCondition):
@@ -372,7 +372,7 @@ class AdjacencySetProxy(MutableSet):  # type: ignore[type-arg]
         self._fwd = is_fwd
 
     @classmethod
-    def _from_iterable(cls, it: Iterable[Any]) -> set[GraphNode]:
+    def _from_iterable(cls, it: Iterable[Any]) -> set[Any]:  # type: ignore[override]
         return set(it)
 
     def _members(self) -> list[GraphNode]:
@@ -462,6 +462,7 @@ class KernelNode(GraphNode):
     """A kernel launch node."""
 
     __slots__ = ("_kernel",)
+    _kernel: Any
 
     def _setup(self) -> None:
         self._kernel = None
@@ -615,6 +616,7 @@ class ChildGraphNode(GraphNode):
     """A node that runs a child graph (a copy of the one embedded)."""
 
     __slots__ = ("_child",)
+    _child: Any
 
     def _setup(self) -> None:
         self._child = None
