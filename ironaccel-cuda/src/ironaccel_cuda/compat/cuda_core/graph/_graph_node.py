@@ -169,7 +169,7 @@ class GraphNode:
         for n in nodes:
             if not isinstance(n, GraphNode):
                 raise TypeError(f"join takes GraphNodes, got {type(n).__name__}")
-            if n._graph is not self._graph:
+            if n._graph != self._graph:
                 raise ValueError("join takes nodes of the same graph definition")
             n._live()
             if n._h and n not in deps:
