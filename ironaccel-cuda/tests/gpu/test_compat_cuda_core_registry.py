@@ -82,47 +82,62 @@ def test_topology_and_identity(cc, device):
 
 
 def test_memset_memcpy_alloc_free_run(cc, device, stream):
+    out = cc.DeviceMemoryResource(device).allocate(256, stream=stream)
+    stream.sync()
     g = cc.graph.GraphDefinition()
     src = g.allocate(256)
-    dst = g.allocate(256)
-    assert (src.bytesize, src.device_id, src.memory_type, src.peer_access) == (256, device.device_id, "device", ())
-    fill = g.join(src, dst).memset(src.dptr, b"\x01\x02\x03\x04", 64)
-    assert (fill.value, fill.element_size, fill.width) == (0x04030201, 4, 64)
-    copy = fill.memcpy(dst.dptr, src.dptr, 256)
-    assert (copy.dst, copy.src, copy.size) == (dst.dptr, src.dptr, 256)
+    assert src.dptr and (src.bytesize, src.device_id, src.memory_type, src.peer_access) == (
+        256, device.device_id, "device", ())
+    fill = src.memset(src.dptr, b"\x01\x02\x03\x04", 64)
+    assert (fill.dptr, fill.value, fill.element_size, fill.width, fill.height) == (src.dptr, 0x04030201, 4, 64, 1)
+    copy = fill.memcpy(out, src.dptr, 256)
+    assert (copy.dst, copy.src, copy.size) == (int(out.handle), src.dptr, 256)
     free = copy.deallocate(src.dptr)
     assert free.dptr == src.dptr and set(free.pred) == {copy}
+    assert [type(n).__name__ for n in (src, fill, copy, free)] == ["AllocNode", "MemsetNode", "MemcpyNode", "FreeNode"]
     graph = g.instantiate(cc.graph.GraphCompleteOptions(upload_stream=stream))
     graph.launch(stream)
+    graph.launch(stream)  # every allocation is freed in the graph, so it can run again
     stream.sync()
-    assert read(dst.dptr, 256) == b"\x01\x02\x03\x04" * 64
+    assert read(int(out.handle), 256) == b"\x01\x02\x03\x04" * 64
+    graph.close()
+    out.close(stream)
 
 
 def test_kernel_node_and_its_executable_view(cc, device, stream, module):
     kernel = module.get_kernel("scale_offset")
+    mr = cc.DeviceMemoryResource(device)
+    xbuf, ybuf = mr.allocate(4 * N, stream=stream), mr.allocate(4 * N, stream=stream)
+    stream.sync()
+    x, y = int(xbuf.handle), int(ybuf.handle)
     g = cc.graph.GraphDefinition()
-    x = g.allocate(4 * N)
-    y = x.allocate(4 * N)
-    ones = y.memset(x.dptr, struct.pack("f", 1.0), N)
+    ones = g.memset(xbuf, struct.pack("f", 1.0), N)
     config = cc.LaunchConfig(grid=1, block=N)
-    node = ones.launch(config, kernel, x.dptr, y.dptr, 2.0, 3.0, N)
+    node = ones.launch(config, kernel, x, ybuf, 2.0, 3.0, N)
     assert isinstance(node, cc.graph.KernelNode)
     assert (node.grid, node.block, node.shmem_size) == ((1, 1, 1), (N, 1, 1), 0)
-    assert node.kernel is kernel and set(node.pred) == {ones}
+    assert node.kernel is kernel and set(node.pred) == {ones} and node.config == config
     graph = g.instantiate()
     graph.launch(stream)
     stream.sync()
-    assert floats(y.dptr, N) == [5.0] * N
+    assert floats(y, N) == [5.0] * N
     view = graph[node]
     assert isinstance(view, cc.graph.ExecutableKernelNode) and view.is_enabled
-    view.update(config=config, kernel=kernel, args=(x.dptr, y.dptr, 4.0, 1.0, N))
+    view.update(config=config, kernel=kernel, args=(x, y, 3.0, 4.0, N))
     graph.launch(stream)
     stream.sync()
-    assert floats(y.dptr, N) == [5.0 * 0 + 4.0 + 1.0] * N
+    assert floats(y, N) == [7.0] * N
     view.disable()
     assert not view.is_enabled
+    graph[ones].update(dst=x, value=struct.pack("f", 2.0), width=N)
+    graph.launch(stream)
+    stream.sync()
+    assert floats(x, N) == [2.0] * N and floats(y, N) == [7.0] * N  # the disabled kernel did not run
     with pytest.raises(TypeError):
-        graph[g._entry.join()]  # an EmptyNode has no executable view
+        graph[g.empty()]  # an EmptyNode has no executable view
+    graph.close()
+    xbuf.close(stream)
+    ybuf.close(stream)
 
 
 def test_host_callbacks(cc, device, stream):
