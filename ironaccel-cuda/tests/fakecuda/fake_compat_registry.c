@@ -425,6 +425,43 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
     return CUDA_SUCCESS;
 }
 
+/* ---- node parameters replaced in a graph ---- */
+static struct rnode *typed(CUgraphNode h, CUgraphNodeType type) {
+    struct rnode *n = rnode_of(h);
+    return (n && n->type == type) ? n : NULL;
+}
+CUresult cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p) {
+    struct rnode *n = typed(h, CU_GRAPH_NODE_TYPE_KERNEL);
+    if (!n || !p || (!p->func && !p->kern)) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock); keep_args(n, p); pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p) {
+    struct rnode *n = typed(h, CU_GRAPH_NODE_TYPE_MEMSET);
+    if (!n || !p || !p->dst || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) return CUDA_ERROR_INVALID_VALUE;
+    n->memset = *p; return CUDA_SUCCESS;
+}
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p) {
+    struct rnode *n = typed(h, CU_GRAPH_NODE_TYPE_MEMCPY);
+    if (!n || !p || !p->WidthInBytes) return CUDA_ERROR_INVALID_VALUE;
+    n->memcpy = *p; return CUDA_SUCCESS;
+}
+CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode h, CUevent e) {
+    struct rnode *n = typed(h, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+    if (!n || !e) return CUDA_ERROR_INVALID_VALUE;
+    n->event = e; return CUDA_SUCCESS;
+}
+CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode h, CUevent e) {
+    struct rnode *n = typed(h, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+    if (!n || !e) return CUDA_ERROR_INVALID_VALUE;
+    n->event = e; return CUDA_SUCCESS;
+}
+CUresult cuGraphHostNodeSetParams(CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p) {
+    struct rnode *n = typed(h, CU_GRAPH_NODE_TYPE_HOST);
+    if (!n || !p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+    n->host = *p; return CUDA_SUCCESS;
+}
+
 /* ---- what graphs of both kinds reach ---- */
 static CUresult reg_get_nodes(CUgraph hg, CUgraphNode *nodes, size_t *count) {
     struct rgraph *g = rgraph_of(hg);
@@ -645,6 +682,12 @@ static const struct fake_cuda_symbol symbols[] = {
     {"cuGraphLaunch", (void *)reg_launch}, {"cuGraphExecDestroy", (void *)reg_exec_destroy},
     {"cuGraphUpload", (void *)reg_upload}, {"cuGraphDebugDotPrint", (void *)reg_dot},
     {"cuGraphExecUpdate", (void *)reg_update},
+    {"cuGraphKernelNodeSetParams", (void *)cuGraphKernelNodeSetParams},
+    {"cuGraphMemsetNodeSetParams", (void *)cuGraphMemsetNodeSetParams},
+    {"cuGraphMemcpyNodeSetParams", (void *)cuGraphMemcpyNodeSetParams},
+    {"cuGraphEventRecordNodeSetEvent", (void *)cuGraphEventRecordNodeSetEvent},
+    {"cuGraphEventWaitNodeSetEvent", (void *)cuGraphEventWaitNodeSetEvent},
+    {"cuGraphHostNodeSetParams", (void *)cuGraphHostNodeSetParams},
     {"cuGraphNodeSetEnabled", (void *)cuGraphNodeSetEnabled}, {"cuGraphNodeGetEnabled", (void *)cuGraphNodeGetEnabled},
     {"cuGraphExecKernelNodeSetParams", (void *)cuGraphExecKernelNodeSetParams},
     {"cuGraphExecMemsetNodeSetParams", (void *)cuGraphExecMemsetNodeSetParams},

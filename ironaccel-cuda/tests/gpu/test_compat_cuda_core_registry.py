@@ -290,3 +290,30 @@ def test_argument_errors(cc, device):
         g.empty().succ.add(a)  # a destroyed node
     with pytest.raises(TypeError, match="options must be a GraphDebugPrintOptions"):
         g.debug_dot_print("/dev/null", "verbose")
+
+
+def test_definition_nodes_take_new_parameters(cc, device, stream, module):
+    kernel = module.get_kernel("scale_offset")
+    mr = cc.DeviceMemoryResource(device)
+    xbuf, ybuf = mr.allocate(4 * N, stream=stream), mr.allocate(4 * N, stream=stream)
+    stream.sync()
+    x, y = int(xbuf.handle), int(ybuf.handle)
+    calls = []
+    g = cc.graph.GraphDefinition()
+    fill = g.memset(xbuf, struct.pack("f", 1.0), N)
+    config = cc.LaunchConfig(grid=1, block=N)
+    node = fill.launch(config, kernel, x, y, 2.0, 3.0, N)
+    host = node.callback(lambda: calls.append("old"))
+    fill.update(value=struct.pack("f", 3.0))
+    assert (fill.value, fill.element_size, fill.width) == (struct.unpack("<I", struct.pack("f", 3.0))[0], 4, N)
+    node.update(args=(x, y, 1.0, 1.0, N))
+    host.update(lambda: calls.append("new"))
+    with pytest.raises(ValueError, match="needs its args"):
+        node.update(kernel=kernel)
+    graph = g.instantiate()
+    graph.launch(stream)
+    stream.sync()
+    assert floats(y, N) == [4.0] * N and calls == ["new"]
+    graph.close()
+    xbuf.close(stream)
+    ybuf.close(stream)

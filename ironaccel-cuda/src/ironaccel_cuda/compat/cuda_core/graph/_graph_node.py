@@ -162,6 +162,12 @@ class GraphNode:
     def _attach(self, node: GraphNode, *objects: Any) -> None:
         self._graph._root.attach(node._h, *objects)
 
+    def _reattach(self, *objects: Any) -> None:
+        """This node's attachments are now `objects` (its parameters were replaced)."""
+        root = self._graph._root
+        root.attachments.pop(self._h, None)
+        root.attach(self._h, *(o for o in objects if o is not None))
+
     def join(self, *nodes: GraphNode) -> EmptyNode:
         """An empty node after this node and `nodes` (cuGraphAddEmptyNode)."""
         self._live()
@@ -203,6 +209,7 @@ class GraphNode:
         dev._bind_here()
         node = self._add(KernelNode, "cuGraphAddKernelNode", params)
         node._kernel = kernel
+        node._args = args
         self._attach(node, kernel, keep, args)
         return node
 
@@ -461,11 +468,48 @@ class EmptyNode(GraphNode):
 class KernelNode(GraphNode):
     """A kernel launch node."""
 
-    __slots__ = ("_kernel",)
+    __slots__ = ("_kernel", "_args")
     _kernel: Any
+    _args: Any
 
     def _setup(self) -> None:
         self._kernel = None
+        self._args = None
+
+    def update(self, *, config: Any = None, kernel: Any = None, args: Any = None) -> None:
+        """Replace the launch configuration, the kernel and/or the arguments (cuGraphKernelNodeSetParams);
+        a new kernel needs its `args` (`args=()` for none)."""
+        from ironaccel_cuda.graph import _kernel_params
+
+        from .._launch_config import LaunchConfig
+        from .._module import Kernel
+
+        h = self._live()
+        if config is not None and not isinstance(config, LaunchConfig):
+            raise TypeError(f"config must be a LaunchConfig, got {type(config).__name__}")
+        if kernel is not None and not isinstance(kernel, Kernel):
+            raise TypeError(f"kernel must be a Kernel, got {type(kernel).__name__}")
+        if kernel is not None and args is None:
+            raise ValueError("a new kernel needs its args (args=() for a kernel without parameters)")
+        if config is not None and not config._plain:
+            raise NotImplementedError("clustered and cooperative launches are not supported in graph kernel nodes")
+        config = self.config if config is None else config
+        kernel = self.kernel if kernel is None else kernel
+        if args is None:
+            if self._args is None:
+                raise ValueError("the node's arguments are not known here: give args")
+            args = self._args
+        args = tuple(args)
+        dev = self._graph._device
+        fn = kernel._on_device(dev.ordinal) if kernel._fn._ordinal != dev.ordinal else kernel._fn
+        try:
+            params, keep = _kernel_params(dev, fn, config.grid, config.block, tuple(_kernel_arg(a) for a in args),
+                                          config.shmem_size, "cuGraphKernelNodeSetParams")
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+        call("cuGraphKernelNodeSetParams", driver.CUgraphNode(h), params)
+        self._kernel, self._args = kernel, args
+        self._reattach(kernel, keep, args)
 
     def _params(self) -> Any:
         return call("cuGraphKernelNodeGetParams", driver.CUgraphNode(self._live()))
@@ -563,6 +607,28 @@ class MemsetNode(GraphNode):
         p = call("cuGraphMemsetNodeGetParams", driver.CUgraphNode(self._h))
         self._params = (int(p.dst), int(p.value), int(p.elementSize), int(p.width), int(p.height), int(p.pitch))
 
+    def update(self, *, dst: Any = None, value: Any = None, width: int | None = None, height: int | None = None,
+               pitch: int | None = None, dst_owner: Any = None) -> None:
+        """Replace the given memset parameters, keeping the others (cuGraphMemsetNodeSetParams)."""
+        h = self._live()
+        if dst is None and dst_owner is not None:
+            raise ValueError("dst_owner needs a raw-address dst")
+        old_dst, old_value, old_size, old_width, old_height, old_pitch = self._params
+        ptr, owner = (old_dst, None) if dst is None else _operand(dst, dst_owner, "dst")
+        fill, size = (old_value, old_size) if value is None else _fill_value(value)
+        params = driver.CUDA_MEMSET_NODE_PARAMS()
+        params.dst = driver.CUdeviceptr(ptr)
+        params.value = fill
+        params.elementSize = size
+        params.width = old_width if width is None else width
+        params.height = old_height if height is None else height
+        params.pitch = old_pitch if pitch is None else pitch
+        self._graph._device._bind_here()
+        call("cuGraphMemsetNodeSetParams", driver.CUgraphNode(h), params)
+        self._params = (ptr, fill, size, int(params.width), int(params.height), int(params.pitch))
+        if dst is not None:
+            self._reattach(owner)
+
     @property
     def dptr(self) -> int:
         return self._params[0]
@@ -599,6 +665,24 @@ class MemcpyNode(GraphNode):
         src = int(p.srcDevice) or int(p.srcHost or 0)
         self._params = (dst, src, int(p.WidthInBytes))
 
+    def update(self, *, dst: Any = None, src: Any = None, size: int | None = None, dst_owner: Any = None,
+               src_owner: Any = None) -> None:
+        """Replace the given copy parameters, keeping the others (cuGraphMemcpyNodeSetParams)."""
+        h = self._live()
+        if (dst is None and dst_owner is not None) or (src is None and src_owner is not None):
+            raise ValueError("an owner needs a raw-address operand beside it")
+        root = self._graph._root
+        kept = list(root.attachments.get(h, ()))
+        old_dst, old_src, old_size = self._params
+        dst_ptr, dst_keep = (old_dst, None) if dst is None else _operand(dst, dst_owner, "dst")
+        src_ptr, src_keep = (old_src, None) if src is None else _operand(src, src_owner, "src")
+        size = old_size if size is None else size
+        self._graph._device._bind_here()
+        call("cuGraphMemcpyNodeSetParams", driver.CUgraphNode(h), _memcpy_params(dst_ptr, src_ptr, size))
+        self._params = (dst_ptr, src_ptr, size)
+        if dst is not None or src is not None:
+            self._reattach(*(kept if dst is None or src is None else ()), dst_keep, src_keep)
+
     @property
     def dst(self) -> int:
         return self._params[0]
@@ -634,18 +718,24 @@ class ChildGraphNode(GraphNode):
 class _EventNode(GraphNode):
     __slots__ = ("_event",)
     _getter = ""
+    _setter = ""
 
     def _setup(self) -> None:
         self._event = None
 
     @property
     def event(self) -> Any:
+        """The Event given to this node; for a node made elsewhere, the driver's CUevent."""
         if self._event is None:
-            from .._event import Event
-
-            h = call(self._getter, driver.CUgraphNode(self._live()))
-            self._event = Event._from_handle(int(h)) if hasattr(Event, "_from_handle") else h
+            self._event = call(self._getter, driver.CUgraphNode(self._live()))
         return self._event
+
+    def update(self, event: Any) -> None:
+        """Replace the event (cuGraphEvent*NodeSetEvent)."""
+        h = self._live()
+        call(self._setter, driver.CUgraphNode(h), _event_handle(event))
+        self._event = event
+        self._reattach(event)
 
 
 class EventRecordNode(_EventNode):
@@ -653,6 +743,7 @@ class EventRecordNode(_EventNode):
 
     __slots__ = ()
     _getter = "cuGraphEventRecordNodeGetEvent"
+    _setter = "cuGraphEventRecordNodeSetEvent"
 
 
 class EventWaitNode(_EventNode):
@@ -660,6 +751,7 @@ class EventWaitNode(_EventNode):
 
     __slots__ = ()
     _getter = "cuGraphEventWaitNodeGetEvent"
+    _setter = "cuGraphEventWaitNodeSetEvent"
 
 
 class HostCallbackNode(GraphNode):
@@ -673,6 +765,21 @@ class HostCallbackNode(GraphNode):
     @property
     def callback(self) -> Any:
         return self._callback
+
+    def update(self, fn: Any, *, user_data: Any = None) -> None:
+        """Replace the callback and its user data (cuGraphHostNodeSetParams)."""
+        from ironaccel_cuda import hostfn
+        from ironaccel_cuda.errors import driver_error
+
+        h = self._live()
+        params, held, python_fn = _host_params(fn, user_data)
+        op = "cuGraphHostNodeSetParams"
+        set_params = hostfn._entry(op, ctypes.c_void_p, ctypes.c_void_p)
+        err = set_params(h, ctypes.addressof(params))
+        if err:
+            raise from_ironaccel(driver_error(err, op))
+        self._callback = python_fn
+        self._reattach(*held)
 
 
 class ConditionalNode(GraphNode):
