@@ -102,8 +102,8 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
       "graph.EventRecordNode", "graph.EventWaitNode", "graph.ChildGraphNode", "graph.AllocNode", "graph.FreeNode",
       "graph.HostCallbackNode", "graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode",
       "graph.WhileNode"), DIFFERS, "one Python object per driver node (`pred`/`succ` are mutable sets of edges); "
-                                   "`update()` of kernel, memset, memcpy, event and host-callback nodes (cuGraph*NodeSet*); "
-                                   "`ChildGraphNode.update`: missing (" + n.GRAPH_NODES + ")"),
+                                   "`update()` of kernel, memset, memcpy, event and host-callback nodes "
+                                   "(cuGraph*NodeSet*); `ChildGraphNode.update`: missing (" + n.GRAPH_NODES + ")"),
     (("graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
       "graph.ExecutableMemsetNode", "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode",
       "graph.ExecutableEventWaitNode", "graph.ExecutableHostCallbackNode"), SAME,
