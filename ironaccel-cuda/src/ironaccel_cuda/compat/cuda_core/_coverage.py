@@ -97,24 +97,31 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                                     "debug_dot_print; conditionals (if, if-else, switch, while: bodies captured on "
                                     "their own streams with cuStreamBeginCaptureToGraph), `embed` (a child graph "
                                     "node), `callback` (ironaccel's host functions, or a ctypes pointer with copied "
-                                    "user data; held by the whole graph, not per node); `graph_definition` needs "
-                                    "`GraphDefinition._from_graph` (" + n.GRAPH_NODES + ")"),
-    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch; update from a builder, after which it holds what "
-                             "the source holds) plus cuGraphUpload; `graph[node]` "
-                             "and update from a definition: missing (" + n.GRAPH_NODES + ")"),
+                                    "user data; held by the whole graph, not per node); `graph_definition` is a "
+                                    "GraphDefinition view of the captured graph"),
+    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch; update from a builder or a definition, after which "
+                             "it holds what the source holds) plus cuGraphUpload; `graph[node]` gives the "
+                             "Executable*Node views"),
     ("graph.GraphCompleteOptions", DIFFERS, "the CUDA_GRAPH_INSTANTIATE_FLAG_* of ironaccel's `Graph.instantiate`; "
                                             "upload_stream uploads right after instantiation (cuGraphUpload)"),
     ("graph.GraphDebugPrintOptions", SAME, "the CU_GRAPH_DEBUG_DOT_FLAGS_* of debug_dot_print"),
-    ("graph.GraphDefinition", MISSING, n.GRAPH_NODES),
-    ("graph.GraphCondition", MISSING, n.CONDITIONALS),
+    ("graph.GraphDefinition", DIFFERS, "a root definition owns an ironaccel `Graph`; nodes are the driver's "
+                                       "(cuGraphAdd*Node), kernel nodes pack arguments as ironaccel's graphs do, "
+                                       "host callbacks are ironaccel's graph host functions; attachments are held "
+                                       "by Python per node (not CUDA user objects), so a cuGraphClone of the "
+                                       "handle does not keep them, and a Buffer operand keeps the Buffer, not its "
+                                       "allocation past `close()`"),
+    ("graph.GraphCondition", SAME, "cuGraphConditionalHandleCreate; passed to kernels as its handle"),
     (("graph.GraphNode", "graph.KernelNode", "graph.MemcpyNode", "graph.MemsetNode", "graph.EmptyNode",
       "graph.EventRecordNode", "graph.EventWaitNode", "graph.ChildGraphNode", "graph.AllocNode", "graph.FreeNode",
-      "graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
+      "graph.HostCallbackNode", "graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode",
+      "graph.WhileNode"), DIFFERS, "one Python object per driver node (`pred`/`succ` are mutable sets of edges); "
+                                   "`update()` of kernel, memset, memcpy, event and host-callback nodes "
+                                   "(cuGraph*NodeSet*); `ChildGraphNode.update`: missing (" + n.GRAPH_NODES + ")"),
+    (("graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
       "graph.ExecutableMemsetNode", "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode",
-      "graph.ExecutableEventWaitNode"), MISSING, n.GRAPH_NODES),
-    (("graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode", "graph.WhileNode"), MISSING,
-     n.CONDITIONALS),
-    (("graph.HostCallbackNode", "graph.ExecutableHostCallbackNode"), MISSING, n.CALLBACKS),
+      "graph.ExecutableEventWaitNode", "graph.ExecutableHostCallbackNode"), SAME,
+     "cuGraphExec*SetParams, cuGraphNodeSetEnabled / GetEnabled"),
     # -- cuda.core.utils -----------------------------------------------------------------------
     ("utils.StridedMemoryView", DIFFERS, "from DLPack (ironaccel's importer), CUDA Array Interface, NumPy array "
                                          "interface or a Buffer; `view(dtype=)`, DLPack export; `copy_from`/`copy_to`: "
@@ -175,10 +182,12 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_memory.py: DeviceMemoryResourceOptions cases (own pools, their attributes and peer access)", n.POOLS),
     ("test_memory.py: IPC cases, memory_ipc/*", n.IPC),
     ("test_memory.py::test_graph_memory_resource_object, graph/test_graph_memory_resource.py", n.GRAPH_MEMORY),
-    ("graph/test_graph_builder.py: graph_definition cases, graph/test_graph_update.py GraphDefinition cases, "
-     "graph/test_graph_definition*.py", n.GRAPH_NODES),
+    ("graph/test_graph_definition_lifetime.py: clone, in-flight and Buffer-close cases (CUDA user objects, "
+     "cuda.core's _weak_handles)", "attachments held by CUDA user objects (not in any open issue)"),
     ("test_green_context.py: workqueue cases (skip on a CUDA 13.0 driver), ::test_arch_constraints_pre_hopper "
      "(skips on Hopper)", "the environment, as with cuda-core itself"),
+    ("test_green_context.py: kernel launches on green streams", "a context-independent kernel (the compat's "
+     "ObjectCode loads a module in the primary context; green streams need ironaccel's `Library` / CUkernel)"),
     ("cases that skip on the machine (no CuPy / numba / nvfatbin / CUDA headers, one GPU, PTX newer than the "
      "driver)", "the environment: they skip with cuda-core itself too, and a skip counts as a failure "
      "(`--against cuda.core` runs the same tests on cuda-core for the baseline)"),

@@ -587,10 +587,8 @@ class Graph:
         from ._graph_definition import GraphDefinition
 
         if isinstance(source, GraphDefinition):
-            try:
-                from ._graph_node import update_from_definition  # type: ignore[attr-defined]
-            except ImportError:
-                raise missing_error("Graph.update from a GraphDefinition", _needs.GRAPH_NODES) from None
+            from ._graph_node import update_from_definition
+
             update_from_definition(self, source)
             return
         if not isinstance(source, GraphBuilder):
@@ -607,10 +605,8 @@ class Graph:
             raise update_error(exc) from None
 
     def __getitem__(self, node: Any) -> Any:
-        try:
-            from ._graph_node import executable_node  # type: ignore[attr-defined]
-        except ImportError:
-            raise missing_error("Graph[node]", _needs.GRAPH_NODES) from None
+        from ._graph_node import executable_node
+
         return executable_node(self, node)
 
     def close(self) -> None:
