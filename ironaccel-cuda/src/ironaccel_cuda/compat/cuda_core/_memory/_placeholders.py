@@ -9,25 +9,11 @@ from .. import _needs
 from .._missing import missing_class
 
 __all__ = [
-    "GraphMemoryResource", "IPCAllocationHandle", "IPCBufferDescriptor", "ManagedBuffer", "ManagedMemoryResource",
-    "ManagedMemoryResourceOptions", "PinnedMemoryResource", "PinnedMemoryResourceOptions", "VirtualMemoryResource",
+    "GraphMemoryResource", "IPCAllocationHandle", "IPCBufferDescriptor", "VirtualMemoryResource",
     "VirtualMemoryResourceOptions",
 ]
 
 _M = __name__
-
-
-@dataclass
-class PinnedMemoryResourceOptions:
-    ipc_enabled: bool = False
-    max_size: int = 0
-    numa_id: int | None = None
-
-
-@dataclass
-class ManagedMemoryResourceOptions:
-    preferred_location: int | None = None
-    preferred_location_type: Any = None
 
 
 @dataclass
@@ -44,9 +30,6 @@ class VirtualMemoryResourceOptions:
     peer_access: Any = "rw"
 
 
-PinnedMemoryResource = missing_class("PinnedMemoryResource", _needs.PINNED_POOLS, _M)
-ManagedMemoryResource = missing_class("ManagedMemoryResource", _needs.MANAGED, _M)
-ManagedBuffer = missing_class("ManagedBuffer", _needs.MANAGED, _M)
 VirtualMemoryResource = missing_class("VirtualMemoryResource", _needs.VMM, _M)
 GraphMemoryResource = missing_class("GraphMemoryResource", _needs.GRAPH_MEMORY, _M)
 IPCBufferDescriptor = missing_class("IPCBufferDescriptor", _needs.IPC, _M)
