@@ -110,8 +110,8 @@ def memory_location(drv: Any, kind: str, ordinal: int) -> Any:
     elif kind == "host_numa_current":
         loc.type = types.CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT
         loc.id = 0
-    elif kind == "none":
-        loc.type = types.CU_MEM_LOCATION_TYPE_NONE
+    elif kind == "none":  # cuda.bindings before 13.x names it only CU_MEM_LOCATION_TYPE_INVALID (both 0)
+        loc.type = getattr(types, "CU_MEM_LOCATION_TYPE_NONE", types.CU_MEM_LOCATION_TYPE_INVALID)
         loc.id = 0
     else:
         loc.type = types.CU_MEM_LOCATION_TYPE_DEVICE
@@ -192,6 +192,8 @@ class DriverPool(_Tracked):
     @classmethod
     def _create(cls, device: Device, *, host: bool, ipc: bool, max_size: int,
                 release_threshold: int | None) -> DriverPool:
+        if not isinstance(host, bool):
+            raise invalid("cuMemPoolCreate", f"host must be a bool, got {host!r}")
         return cls.create(device, "host" if host else "device", ipc=ipc, max_size=max_size,
                           release_threshold=release_threshold)
 

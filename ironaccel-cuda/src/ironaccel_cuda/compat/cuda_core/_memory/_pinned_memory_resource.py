@@ -1,6 +1,7 @@
 """cuda.core's `PinnedMemoryResource`: page-locked host memory from a host memory pool (ironaccel `DriverPool`).
 
-Without options it uses the driver's current host pool; with options it creates
+Without options it uses the driver's current host pool (opened read-write to the
+current device if it is not yet); with options it creates
 a pool of its own (`DriverPool.create(dev, "host")`), on host NUMA node `numa_id`
 when one is given or IPC is enabled (then the current device's `host_numa_id`).
 Buffers are usable from the host and from the device the resource was made on.
@@ -44,6 +45,8 @@ class PinnedMemoryResource(_MemPool):
         if opts is None:
             try:
                 dpool = DriverPool.current(dev, "host")
+                if dpool.access(dev) != "readwrite":  # the host's pool is the CPU's until a device is let in
+                    dpool.grant_access(dev)
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
             self._bind_pool(dev, dpool, owned=False)
