@@ -58,8 +58,12 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("ManagedBuffer", SAME, "read_mostly, preferred_location, accessed_by (a live set), prefetch, discard, "
                             "discard_prefetch: cuMemAdvise / cuMemRangeGetAttribute / cuMemPrefetchAsync / the "
                             "CUDA 13 discard batches"),
-    ("VirtualMemoryResource", MISSING, n.VMM),
-    ("VirtualMemoryResourceOptions", MISSING, "dataclass only; " + n.VMM),
+    ("VirtualMemoryResource", DIFFERS, "one ironaccel `VirtualBuffer` per buffer (pinned device memory, POSIX-fd or "
+                                       "no handle, either granularity, GPUDirect RDMA, self/peer access); "
+                                       "`modify_allocation` grows past the reservation by a new one and a copy (the "
+                                       "address changes); host/managed locations, addr_hint/addr_align: "
+                                       "NotImplementedError"),
+    ("VirtualMemoryResourceOptions", SAME, "the fields and the spec validators (`_access_to_flags`, ...)"),
     ("GraphMemoryResource", MISSING, n.GRAPH_MEMORY),
     ("Host", SAME, "a location value for managed-memory operations"),
     ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches); `handle` is the "
@@ -168,7 +172,8 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_program.py::test_nvvm_*, ::test_bitcode_format, the NVVM cases of ::test_cpp_program_*", n.NVVM),
     ("test_program.py::test_cpp_program_pch_auto_creates (Program.pch_status)",
      "NVRTC's precompiled-header status from ironaccel's Program (lead)"),
-    ("test_memory.py: VirtualMemoryResource cases", n.VMM),
+    ("test_memory.py::test_vmm_allocator_grow_allocation_fast_path",
+     "cuda.core's internal `_grow_allocation_fast_path` (the compat grows through ironaccel's VirtualBuffer)"),
     ("test_memory.py: IPC cases, memory_ipc/*", n.IPC),
     ("test_memory.py::test_graph_memory_resource_object, graph/test_graph_memory_resource.py", n.GRAPH_MEMORY),
     ("graph/test_graph_builder.py: callback cases", n.CALLBACKS),

@@ -6,13 +6,8 @@ from ._legacy import LegacyPinnedMemoryResource
 from ._managed_buffer import ManagedBuffer
 from ._managed_memory_resource import ManagedMemoryResource, ManagedMemoryResourceOptions
 from ._pinned_memory_resource import PinnedMemoryResource, PinnedMemoryResourceOptions
-from ._placeholders import (
-    GraphMemoryResource,
-    IPCAllocationHandle,
-    IPCBufferDescriptor,
-    VirtualMemoryResource,
-    VirtualMemoryResourceOptions,
-)
+from ._placeholders import GraphMemoryResource, IPCAllocationHandle, IPCBufferDescriptor
+from ._virtual_memory_resource import VirtualMemoryResource, VirtualMemoryResourceOptions
 
 __all__ = [
     "Buffer",
