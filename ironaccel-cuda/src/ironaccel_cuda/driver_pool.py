@@ -1,7 +1,8 @@
 """DriverPool: the driver's stream-ordered memory pools (cuMemPool*) as objects.
 
     pool = dev.default_pool                          # the device's default pool (what Device.alloc draws from)
-    pool = dev.create_driver_pool(max_size=8 << 30)  # a pool of its own: device memory, or host=True, ipc=True
+    pool = dev.create_driver_pool(max_size=8 << 30)  # a pool of its own: device memory, or host=True, ipc=True,
+                                                     # or managed=True (location=: its preferred location)
     buf = pool.allocate(1 << 20, "float32", stream=s)    # a DeviceBuf (cuMemAllocFromPoolAsync)
     pool.release_threshold = 0; pool.usage(); pool.trim(); pool.grant_access(peer)
 
@@ -25,6 +26,11 @@ sets it; `trim()` gives unused memory back now.  The default pool is shared
 by every library in the process (PyTorch's and CuPy's stream-ordered
 allocators draw from it too).  Created pools start at the driver's 0 unless
 `release_threshold=` is given.
+
+Locations.  A host pool may be placed on a NUMA node (`location=("host_numa", n)`),
+which the driver needs before such a pool can be exported; a managed pool
+(`managed=True`, CUDA 13) may name a preferred location (`("device", ordinal)`,
+`("host", 0)`, `("host_numa", n)`) or none.
 """
 
 from __future__ import annotations
@@ -190,16 +196,19 @@ class DriverPool(_Tracked):
     # -- creation ------------------------------------------------------------
 
     @classmethod
-    def _create(cls, device: Device, *, host: bool, ipc: bool, max_size: int,
-                release_threshold: int | None) -> DriverPool:
-        if not isinstance(host, bool):
-            raise invalid("cuMemPoolCreate", f"host must be a bool, got {host!r}")
-        return cls.create(device, "host" if host else "device", ipc=ipc, max_size=max_size,
-                          release_threshold=release_threshold)
+    def _create(cls, device: Device, *, host: bool, ipc: bool, max_size: int, release_threshold: int | None,
+                managed: bool = False, location: tuple[str, int] | None = None) -> DriverPool:
+        for name, value in (("host", host), ("managed", managed)):
+            if not isinstance(value, bool):
+                raise invalid("cuMemPoolCreate", f"{name} must be a bool, got {value!r}")
+        if host and managed:
+            raise invalid("cuMemPoolCreate", "a pool holds host or managed memory, not both")
+        return cls._create_kind(device, "host" if host else "managed" if managed else "device", ipc=ipc,
+                                max_size=max_size, release_threshold=release_threshold, location=location)
 
     @classmethod
-    def create(cls, device: Device, kind: str = "device", *, ipc: bool = False, max_size: int = 0,
-               release_threshold: int | None = None, location: tuple[str, int] | None = None) -> DriverPool:
+    def _create_kind(cls, device: Device, kind: str = "device", *, ipc: bool = False, max_size: int = 0,
+                     release_threshold: int | None = None, location: tuple[str, int] | None = None) -> DriverPool:
         """A pool of its own (cuMemPoolCreate) of `kind` "device", "host" (page-locked) or "managed".
 
         `location` places it: for "host", ("host_numa", node) puts the memory on
@@ -262,7 +271,7 @@ class DriverPool(_Tracked):
         return pool
 
     @classmethod
-    def current(cls, device: Device, kind: str) -> DriverPool:
+    def _current(cls, device: Device, kind: str) -> DriverPool:
         """The driver's current pool (cuMemGetMemPool) for `device`'s memory ("device"), the host's page-locked
         memory ("host") or managed memory with no preferred location ("managed"); never destroyed."""
         op = "cuMemGetMemPool"

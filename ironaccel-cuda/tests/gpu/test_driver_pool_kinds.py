@@ -1,5 +1,5 @@
-"""DriverPool.create / DriverPool.current of each kind (device, host, managed) and VirtualBuffer's allocation
-properties: what the cuda.core compat's memory resources are built on."""
+"""Driver pools of each kind (device, host, managed; made or the driver's current one) and VirtualBuffer's
+allocation properties: what the cuda.core compat's memory resources are built on."""
 
 from __future__ import annotations
 
@@ -25,13 +25,16 @@ def test_create_refuses_what_the_driver_cannot_make(dev):
                          ("device", {"location": ("host_numa", 0)}), ("host", {"location": ("device", 0)}),
                          ("device", {"ipc": 1}), ("device", {"max_size": -1})):
         with pytest.raises(InvalidArgument):
-            DriverPool.create(dev, kind, **kwargs)
+            DriverPool._create_kind(dev, kind, **kwargs)
     with pytest.raises(InvalidArgument):
-        DriverPool.current(dev, "bogus")
+        DriverPool._current(dev, "bogus")
+    for kwargs in ({"host": True, "managed": True}, {"managed": "yes"}):
+        with pytest.raises(InvalidArgument):
+            dev.create_driver_pool(**kwargs)
 
 
 def test_current_device_pool_allocates_through_device_alloc(dev):
-    pool = DriverPool.current(dev, "device")
+    pool = DriverPool._current(dev, "device")
     buf = pool.allocate(256, "float32")
     buf.copy_from(np.arange(256, dtype=np.float32))
     np.testing.assert_array_equal(buf.copy_to_host(), np.arange(256, dtype=np.float32))
@@ -43,7 +46,7 @@ def test_current_device_pool_allocates_through_device_alloc(dev):
 def test_host_pool_memory_is_host_addressable(dev):
     if not dev.attributes.memory_pools_supported:
         pytest.skip("no memory pools")
-    pool = DriverPool.create(dev, "host", max_size=4 << 20)
+    pool = dev.create_driver_pool(host=True, max_size=4 << 20)
     buf = pool.allocate(1024, "int32")
     cu.host_array(buf)[:] = np.arange(1024, dtype=np.int32)
     np.testing.assert_array_equal(buf.copy_to_host(), np.arange(1024, dtype=np.int32))
@@ -58,7 +61,7 @@ def test_host_pool_memory_is_host_addressable(dev):
 def test_managed_pool_memory_is_managed_for_ironaccel(dev):
     if not dev.attributes.concurrent_managed_access:
         pytest.skip("no concurrent managed access")
-    for pool in (DriverPool.create(dev, "managed", location=("device", 0)), DriverPool.current(dev, "managed")):
+    for pool in (dev.create_driver_pool(managed=True, location=("device", 0)), DriverPool._current(dev, "managed")):
         assert pool.kind == "managed"
         buf = pool.allocate(1 << 16, "uint8")
         cu.host_array(buf)[:] = 9  # managed memory: the host writes it directly

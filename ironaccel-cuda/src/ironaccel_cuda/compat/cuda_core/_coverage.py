@@ -41,18 +41,18 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                              "device_id; is_managed defaults to False)"),
     ("DeviceMemoryResource", DIFFERS, "without options on the device's current pool through ironaccel's "
                                       "`Device.alloc` (release threshold raised as cuda.core does unless "
-                                      "IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD is set); with options a pool of its own "
-                                      "(ironaccel `DriverPool.create`); attributes, `peer_accessible_by` (get and "
+                                      "IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD is set); with options a pool of its "
+                                      "own (an ironaccel `DriverPool`); attributes, `peer_accessible_by` (get and "
                                       "set); IPC: missing (" + n.IPC + ")"),
     ("DeviceMemoryResourceOptions", SAME, "ipc_enabled, max_size"),
     ("LegacyPinnedMemoryResource", DIFFERS, "ironaccel `PinnedBuf` (cuMemHostAlloc, portable; cuda.core uses "
                                             "cuMemAllocHost)"),
     ("PinnedMemoryResource", DIFFERS, "a host memory pool as an ironaccel `DriverPool` (the current one, or "
-                                      "`DriverPool.create(dev, \"host\")` with options, on a NUMA node for IPC); "
+                                      "a host pool of its own with options, on a NUMA node for IPC); "
                                       "opened to the current device; IPC export: missing (" + n.IPC + ")"),
     ("PinnedMemoryResourceOptions", SAME, "ipc_enabled, max_size, numa_id"),
     ("ManagedMemoryResource", SAME, "a managed memory pool as an ironaccel `DriverPool` (the current one, or "
-                                    "`DriverPool.create(dev, \"managed\")` with the preferred location); gives "
+                                    "a managed pool of its own with the preferred location); gives "
                                     "ManagedBuffers"),
     ("ManagedMemoryResourceOptions", SAME, "preferred_location, preferred_location_type (validated as cuda.core)"),
     ("ManagedBuffer", SAME, "read_mostly, preferred_location, accessed_by (a live set), prefetch, discard, "
