@@ -21,7 +21,7 @@ from .. import _ia, _needs
 from .._missing import missing_error
 from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
 from ._buffer import Buffer
-from ._memory_pool import _MemPool
+from ._memory_pool import _MemPool, _refuse_capture
 
 __all__ = ["DeviceMemoryResource", "DeviceMemoryResourceOptions"]
 
@@ -71,7 +71,12 @@ class DeviceMemoryResource(_MemPool):
         alloc = self._alloc
         if alloc is None:
             return _MemPool.allocate(self, size, stream=stream)
-        s = stream if stream.__class__ is Stream else Stream_accept(stream)
+        if stream.__class__ is Stream:
+            s = stream
+        else:
+            s = Stream_accept(stream)
+            if s is not stream:
+                _refuse_capture(s)
         if s._ordinal != self._ordinal:
             s = for_device(s, self._ordinal)
         if self._closed:

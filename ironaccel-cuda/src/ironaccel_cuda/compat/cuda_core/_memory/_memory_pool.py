@@ -24,6 +24,14 @@ _ATTR_NAMES = ("release_threshold", "reserved_mem_current", "reserved_mem_high",
                "reuse_allow_opportunistic", "reuse_follow_event_dependencies", "used_mem_current", "used_mem_high")
 
 
+def _refuse_capture(s: Any) -> None:
+    """RuntimeError when `s` is capturing a graph (checked for GraphBuilders: a Stream argument takes the fast path
+    with no driver call)."""
+    if int(call("cuStreamIsCapturing", s._h)):
+        raise RuntimeError("cannot perform memory operations on a capturing stream (consider using "
+                           "GraphMemoryResource).")
+
+
 class _MemPoolAttributes:
     """The pool's CU_MEMPOOL_ATTR_* values, read when asked; keeps the pool alive."""
 
@@ -99,7 +107,12 @@ class _MemPool(MemoryResource):
         """`size` bytes from the pool, stream-ordered on `stream` (ironaccel's DriverPool.allocate)."""
         from .._stream import Stream, Stream_accept, for_device
 
-        s = stream if stream.__class__ is Stream else Stream_accept(stream)
+        if stream.__class__ is Stream:
+            s = stream
+        else:
+            s = Stream_accept(stream)
+            if s is not stream:
+                _refuse_capture(s)
         if s._ordinal != self._ordinal:
             s = for_device(s, self._ordinal)
         if self._closed:
