@@ -157,6 +157,9 @@ DIFFERENCES = (
     "cuda.core's explicit cache on top.",
     "Creating a Device does not change the current context (as in cuda.core); `set_current()` must come before "
     "streams, events, allocations and module loads, as in cuda.core.",
+    "Memory resources refuse to allocate on a capturing GraphBuilder, as cuda.core does, but do not ask the driver "
+    "whether a Stream argument is capturing (a driver call per allocation); `VirtualMemoryResource."
+    "modify_allocation` moves a buffer that outgrows its reservation (new address, bytes copied).",
 )
 
 
