@@ -225,6 +225,11 @@ class DriverPool(_Tracked):
             raise invalid(op, f"ipc must be a bool, got {ipc!r}")
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
             raise invalid(op, f"max_size must be a non-negative int (bytes; 0: no limit), got {max_size!r}")
+        if location is not None and not (
+                isinstance(location, tuple) and len(location) == 2 and location[0] in ("device", "host", "host_numa")
+                and isinstance(location[1], int) and not isinstance(location[1], bool) and location[1] >= 0):
+            raise invalid(op, f"location must be ('device', ordinal), ('host', 0) or ('host_numa', node), "
+                          f"got {location!r}")
         host = kind == "host"
         numa = location is not None and location[0] == "host_numa"
         if kind == "managed" and ipc:

@@ -23,7 +23,9 @@ def dev():
 def test_create_refuses_what_the_driver_cannot_make(dev):
     for kind, kwargs in (("bogus", {}), ("managed", {"ipc": True}), ("host", {"ipc": True}),
                          ("device", {"location": ("host_numa", 0)}), ("host", {"location": ("device", 0)}),
-                         ("device", {"ipc": 1}), ("device", {"max_size": -1})):
+                         ("device", {"ipc": 1}), ("device", {"max_size": -1}),
+                         ("managed", {"location": ("gpu", 0)}), ("managed", {"location": ("host_numa", -1)}),
+                         ("managed", {"location": "host"})):
         with pytest.raises(InvalidArgument):
             DriverPool._create_kind(dev, kind, **kwargs)
     with pytest.raises(InvalidArgument):
