@@ -38,7 +38,7 @@ class DeviceMemoryResourceOptions:
 
 
 class DeviceMemoryResource(_MemPool):
-    """Stream-ordered device memory from the device's current memory pool."""
+    """Stream-ordered device memory from the device's current memory pool, or from a pool of its own (options)."""
 
     __slots__ = ("_alloc",)
 
