@@ -57,7 +57,7 @@ def test_device_resource_with_options_owns_a_capped_pool(cc, device):
     assert _host_bytes(cc, device, buf) == b"\x5a" * 4096
     assert mr.attributes.used_mem_current >= 4096
     with pytest.raises(CUDAError):
-        mr.allocate(8 << 20, stream=s)  # more than max_size
+        mr.allocate(64 << 20, stream=s)  # far more than max_size
     buf.close(s)
     s.sync()
     assert mr.attributes.used_mem_current == 0
