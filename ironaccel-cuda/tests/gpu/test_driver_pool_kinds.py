@@ -9,7 +9,7 @@ from conftest import FAKE
 
 import ironaccel_cuda as cu
 from ironaccel import InvalidArgument
-from ironaccel_cuda.driver_pool import DriverPool
+from ironaccel_cuda.driver_pool import DriverPool, device_attribute
 from ironaccel_cuda.vmm import VirtualBuffer
 
 pytestmark = pytest.mark.backend("cuda")
@@ -46,8 +46,8 @@ def test_current_device_pool_allocates_through_device_alloc(dev):
 
 
 def test_host_pool_memory_is_host_addressable(dev):
-    if not dev.attributes.memory_pools_supported:
-        pytest.skip("no memory pools")
+    if not device_attribute(dev, "HOST_MEMORY_POOLS_SUPPORTED"):
+        pytest.skip("no host memory pools")
     pool = dev.create_driver_pool(host=True, max_size=4 << 20)
     buf = pool.allocate(1024, "int32")
     cu.host_array(buf)[:] = np.arange(1024, dtype=np.int32)
