@@ -172,6 +172,7 @@ class DriverPool(_Tracked):
     _closed: bool
     _exported: Any  # the pool's shareable handle (ipc.IpcPool), made on first export
     _closer: Any  # what close() does instead of cuMemPoolDestroy (an imported pool's release)
+    _frees_queued: bool  # a buffer was freed (stream-ordered) since the pool was made
 
     def __init__(self) -> None:
         raise TypeError("use Device.default_pool or Device.create_driver_pool()")
@@ -191,6 +192,7 @@ class DriverPool(_Tracked):
         _Tracked.__init__(pool)
         pool._exported = None
         pool._closer = None
+        pool._frees_queued = False
         return pool
 
     # -- creation ------------------------------------------------------------
@@ -329,6 +331,7 @@ class DriverPool(_Tracked):
 
     def _release(self, ptr: int, stream: Stream) -> None:
         self._drop(ptr)
+        self._frees_queued = True
         if self.kind != "device":
             host_ranges.remove(ptr)
         h = stream._h
@@ -480,6 +483,9 @@ class DriverPool(_Tracked):
             with self._lock:
                 outstanding = bool(self._live)
             if not outstanding:
+                if self._frees_queued:  # frees may still be queued on streams: the pool goes after them
+                    self.device._bind_here()
+                    call("cuCtxSynchronize")
                 self._destroy()
 
     def _destroy(self) -> None:
