@@ -40,21 +40,33 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                         "`from_ipc_descriptor`, pickling: missing (" + n.IPC + ")"),
     ("MemoryResource", SAME, "abstract base (allocate, deallocate, is_device_accessible, is_host_accessible, "
                              "device_id; is_managed defaults to False)"),
-    ("DeviceMemoryResource", DIFFERS, "on the device's current stream-ordered pool through ironaccel's "
-                                      "`Device.alloc`; release threshold raised as cuda.core does; `options=`, "
-                                      "`peer_accessible_by`, IPC: missing (" + n.POOLS + "; " + n.IPC + ")"),
-    ("DeviceMemoryResourceOptions", DIFFERS, "accepted by the dataclass; a resource with options needs " + n.POOLS),
+    ("DeviceMemoryResource", DIFFERS, "without options on the device's current pool through ironaccel's "
+                                      "`Device.alloc` (release threshold raised as cuda.core does unless "
+                                      "IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD is set); with options a pool of its "
+                                      "own (an ironaccel `DriverPool`); attributes, `peer_accessible_by` (get and "
+                                      "set); IPC: missing (" + n.IPC + ")"),
+    ("DeviceMemoryResourceOptions", SAME, "ipc_enabled, max_size"),
     ("LegacyPinnedMemoryResource", DIFFERS, "ironaccel `PinnedBuf` (cuMemHostAlloc, portable; cuda.core uses "
                                             "cuMemAllocHost)"),
-    ("PinnedMemoryResource", MISSING, n.PINNED_POOLS),
-    ("PinnedMemoryResourceOptions", MISSING, "dataclass only; " + n.PINNED_POOLS),
-    ("ManagedMemoryResource", MISSING, n.MANAGED),
-    ("ManagedMemoryResourceOptions", MISSING, "dataclass only; " + n.MANAGED),
-    ("ManagedBuffer", MISSING, n.MANAGED),
-    ("VirtualMemoryResource", MISSING, n.VMM),
-    ("VirtualMemoryResourceOptions", MISSING, "dataclass only; " + n.VMM),
+    ("PinnedMemoryResource", DIFFERS, "a host memory pool as an ironaccel `DriverPool` (the current one, or "
+                                      "a host pool of its own with options, on a NUMA node for IPC); "
+                                      "opened to the current device; IPC export: missing (" + n.IPC + ")"),
+    ("PinnedMemoryResourceOptions", SAME, "ipc_enabled, max_size, numa_id"),
+    ("ManagedMemoryResource", SAME, "a managed memory pool as an ironaccel `DriverPool` (the current one, or "
+                                    "a managed pool of its own with the preferred location); gives "
+                                    "ManagedBuffers"),
+    ("ManagedMemoryResourceOptions", SAME, "preferred_location, preferred_location_type (validated as cuda.core)"),
+    ("ManagedBuffer", SAME, "read_mostly, preferred_location, accessed_by (a live set), prefetch, discard, "
+                            "discard_prefetch: cuMemAdvise / cuMemRangeGetAttribute / cuMemPrefetchAsync / the "
+                            "CUDA 13 discard batches"),
+    ("VirtualMemoryResource", DIFFERS, "one ironaccel `VirtualBuffer` per buffer (pinned device memory, POSIX-fd or "
+                                       "no handle, either granularity, GPUDirect RDMA, self/peer access); "
+                                       "`modify_allocation` grows past the reservation by a new one and a copy (the "
+                                       "address changes); host/managed locations, addr_hint/addr_align: "
+                                       "NotImplementedError"),
+    ("VirtualMemoryResourceOptions", SAME, "the fields and the spec validators (`_access_to_flags`, ...)"),
     ("GraphMemoryResource", MISSING, n.GRAPH_MEMORY),
-    ("Host", SAME, "a location value (used by managed-memory operations, which are missing)"),
+    ("Host", SAME, "a location value for managed-memory operations"),
     ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches) to PTX, CUBIN or "
                          "LTO-IR; `handle` is the Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is "
                          "always None; PTX programs are linked by the compat's `Linker` (their `handle` is its "
@@ -137,7 +149,8 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("utils.copy_batch", MISSING, n.COPY_BATCH),
     (("utils.CopyOptions", "utils.MemcpySrcAccessOrder", "utils.MemcpyOverlapMode"), MISSING,
      "data types only; " + n.COPY_BATCH),
-    (("utils.prefetch_batch", "utils.discard_batch", "utils.discard_prefetch_batch"), MISSING, n.MANAGED),
+    (("utils.prefetch_batch", "utils.discard_batch", "utils.discard_prefetch_batch"), SAME,
+     "cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync, cuMemDiscardAndPrefetchBatchAsync"),
     # -- other modules -------------------------------------------------------------------------
     ("typing", SAME, "the StrEnums and aliases: same names and values"),
     (("system.get_num_devices", "system.get_user_mode_driver_version", "system.get_process_name"), DIFFERS,
@@ -165,6 +178,9 @@ DIFFERENCES = (
     "cuda.core's explicit cache on top.",
     "Creating a Device does not change the current context (as in cuda.core); `set_current()` must come before "
     "streams, events, allocations and module loads, as in cuda.core.",
+    "Memory resources refuse to allocate on a capturing GraphBuilder, as cuda.core does, but do not ask the driver "
+    "whether a Stream argument is capturing (a driver call per allocation); `VirtualMemoryResource."
+    "modify_allocation` moves a buffer that outgrows its reservation (new address, bytes copied).",
 )
 
 
@@ -176,10 +192,8 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
      "missing, so they skip under nvJitLink with cuda-core too"),
     ("test_program.py::test_cpp_program_pch_auto_creates (Program.pch_status)",
      "NVRTC's precompiled-header status from ironaccel's Program (lead)"),
-    ("test_memory.py: PinnedMemoryResource cases", n.PINNED_POOLS),
-    ("test_memory.py: ManagedMemoryResource / ManagedBuffer cases, memory/test_managed_ops.py", n.MANAGED),
-    ("test_memory.py: VirtualMemoryResource cases", n.VMM),
-    ("test_memory.py: DeviceMemoryResourceOptions cases (own pools, their attributes and peer access)", n.POOLS),
+    ("test_memory.py::test_vmm_allocator_grow_allocation_fast_path",
+     "cuda.core's internal `_grow_allocation_fast_path` (the compat grows through ironaccel's VirtualBuffer)"),
     ("test_memory.py: IPC cases, memory_ipc/*", n.IPC),
     ("test_memory.py::test_graph_memory_resource_object, graph/test_graph_memory_resource.py", n.GRAPH_MEMORY),
     ("graph/test_graph_definition_lifetime.py: clone, in-flight and Buffer-close cases (CUDA user objects, "

@@ -3,18 +3,11 @@
 from ._buffer import Buffer, MemoryResource
 from ._device_memory_resource import DeviceMemoryResource, DeviceMemoryResourceOptions
 from ._legacy import LegacyPinnedMemoryResource
-from ._placeholders import (
-    GraphMemoryResource,
-    IPCAllocationHandle,
-    IPCBufferDescriptor,
-    ManagedBuffer,
-    ManagedMemoryResource,
-    ManagedMemoryResourceOptions,
-    PinnedMemoryResource,
-    PinnedMemoryResourceOptions,
-    VirtualMemoryResource,
-    VirtualMemoryResourceOptions,
-)
+from ._managed_buffer import ManagedBuffer
+from ._managed_memory_resource import ManagedMemoryResource, ManagedMemoryResourceOptions
+from ._pinned_memory_resource import PinnedMemoryResource, PinnedMemoryResourceOptions
+from ._placeholders import GraphMemoryResource, IPCAllocationHandle, IPCBufferDescriptor
+from ._virtual_memory_resource import VirtualMemoryResource, VirtualMemoryResourceOptions
 
 __all__ = [
     "Buffer",

@@ -103,6 +103,8 @@ class Buffer:
         from .. import _needs
         from .._missing import missing_error
 
+        if not getattr(mr, "is_ipc_enabled", False):
+            raise RuntimeError("Memory resource is not IPC-enabled")
         raise missing_error("Buffer.from_ipc_descriptor", _needs.IPC)
 
     @property
@@ -110,6 +112,8 @@ class Buffer:
         from .. import _needs
         from .._missing import missing_error
 
+        if not getattr(self._mr, "is_ipc_enabled", False):
+            raise RuntimeError("Memory resource is not IPC-enabled")
         raise missing_error("Buffer.ipc_descriptor", _needs.IPC)
 
     # -- lifetime -----------------------------------------------------------------
@@ -317,11 +321,17 @@ def _order_free(mem: Any, stream: Any, home: Any) -> None:
         order_after(home_stream, s, mem.device)
 
 
+class _HostPoolMemory:
+    """Marks host-accessible pool memory in `_copy` (never instantiated)."""
+
+
 def _copy(dst: Buffer, src: Buffer, s: Any) -> None:
     n = src._size
     if n == 0:
         return
     a, b = dst._mem.__class__, src._mem.__class__
+    if (a is _ia.DeviceBuf and dst._mr.is_host_accessible) or (b is _ia.DeviceBuf and src._mr.is_host_accessible):
+        a = b = _HostPoolMemory  # page-locked or managed pool memory: the driver's unified copy routes it
     try:
         if a is _ia.DeviceBuf:
             if b is _ia.DeviceBuf:

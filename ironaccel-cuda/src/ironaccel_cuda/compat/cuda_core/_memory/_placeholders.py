@@ -2,52 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from .. import _needs
 from .._missing import missing_class
 
-__all__ = [
-    "GraphMemoryResource", "IPCAllocationHandle", "IPCBufferDescriptor", "ManagedBuffer", "ManagedMemoryResource",
-    "ManagedMemoryResourceOptions", "PinnedMemoryResource", "PinnedMemoryResourceOptions", "VirtualMemoryResource",
-    "VirtualMemoryResourceOptions",
-]
+__all__ = ["GraphMemoryResource", "IPCAllocationHandle", "IPCBufferDescriptor"]
 
 _M = __name__
 
 
-@dataclass
-class PinnedMemoryResourceOptions:
-    ipc_enabled: bool = False
-    max_size: int = 0
-    numa_id: int | None = None
-
-
-@dataclass
-class ManagedMemoryResourceOptions:
-    preferred_location: int | None = None
-    preferred_location_type: Any = None
-
-
-@dataclass
-class VirtualMemoryResourceOptions:
-    allocation_type: Any = "pinned"
-    location_type: Any = "device"
-    handle_type: Any = "posix_fd"
-    granularity: Any = "recommended"
-    gpu_direct_rdma: bool = False
-    addr_hint: int | None = 0
-    addr_align: int | None = None
-    peers: Any = ()
-    self_access: Any = "rw"
-    peer_access: Any = "rw"
-
-
-PinnedMemoryResource = missing_class("PinnedMemoryResource", _needs.PINNED_POOLS, _M)
-ManagedMemoryResource = missing_class("ManagedMemoryResource", _needs.MANAGED, _M)
-ManagedBuffer = missing_class("ManagedBuffer", _needs.MANAGED, _M)
-VirtualMemoryResource = missing_class("VirtualMemoryResource", _needs.VMM, _M)
 GraphMemoryResource = missing_class("GraphMemoryResource", _needs.GRAPH_MEMORY, _M)
 IPCBufferDescriptor = missing_class("IPCBufferDescriptor", _needs.IPC, _M)
 IPCAllocationHandle = missing_class("IPCAllocationHandle", _needs.IPC, _M)
