@@ -8,6 +8,8 @@
  * driver does (phGraph_out is an output); a capture into one of them records there.
  * The fake's graphs hold kernel and memset nodes only: conditional and child nodes are checked and counted,
  * never run, so a graph launch runs the parent graph's own kernels.  Bodies live as long as the process.
+ * fake_compat_registry.c owns cuGraphConditionalHandleCreate, cuGraphAddNode and cuGraphAddChildGraphNode and
+ * hands graphs that are not its own (those of stream capture) to the kit_* functions here.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -88,7 +90,7 @@ static CUresult kit_update_capture_dependencies(CUstream h, CUgraphNode *deps, c
     return CUDA_SUCCESS;
 }
 
-static CUresult kit_conditional_handle_create(CUgraphConditionalHandle *out, CUgraph graph, CUcontext ctx,
+CUresult kit_conditional_handle_create(CUgraphConditionalHandle *out, CUgraph graph, CUcontext ctx,
                                               unsigned int value, unsigned int flags) {
     size_t n = 0;
     CUresult err;
@@ -109,7 +111,7 @@ static CUresult kit_empty_graph(CUgraph *out) {
     return err;
 }
 
-static CUresult kit_add_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+CUresult kit_add_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                              size_t ndeps, CUgraphNodeParams *params) {
     size_t n = 0;
     CUresult err;
@@ -128,7 +130,7 @@ static CUresult kit_add_node(CUgraphNode *node, CUgraph graph, const CUgraphNode
     return CUDA_SUCCESS;
 }
 
-static CUresult kit_add_child_graph_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+CUresult kit_add_child_graph_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
                                          CUgraph child) {
     size_t n = 0;
     CUresult err;
@@ -143,9 +145,6 @@ static const struct fake_cuda_symbol kit_symbols[] = {
     {"cuStreamGetCaptureInfo", (void *)kit_get_capture_info},
     {"cuStreamBeginCaptureToGraph", (void *)kit_begin_capture_to_graph},
     {"cuStreamUpdateCaptureDependencies", (void *)kit_update_capture_dependencies},
-    {"cuGraphConditionalHandleCreate", (void *)kit_conditional_handle_create},
-    {"cuGraphAddNode", (void *)kit_add_node},
-    {"cuGraphAddChildGraphNode", (void *)kit_add_child_graph_node},
 };
 
 __attribute__((constructor)) static void kit_register(void) {

@@ -22,6 +22,12 @@
 
 #include "fake_cuda.h"
 
+/* Graphs of stream capture (fake_cuda.c's) get their conditional and child nodes from fake_compat_kit.c. */
+CUresult kit_conditional_handle_create(CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned int, unsigned int);
+CUresult kit_add_node(CUgraphNode *, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
+CUresult kit_add_child_graph_node(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph);
+
+
 #define MAGIC_RGRAPH 0x52475248U
 #define MAGIC_RNODE 0x524e4f44U
 #define MAGIC_REXEC 0x52455845U
@@ -241,6 +247,7 @@ CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p) {
     *p = n->memcpy; return CUDA_SUCCESS;
 }
 CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, CUgraph child) {
+    if (g && !rgraph_of(g)) return kit_add_child_graph_node(out, g, deps, ndeps, child);
     struct rgraph *c = rgraph_of(child);
     if (!c || child == g) return CUDA_ERROR_INVALID_VALUE;
     struct rnode *n; pthread_mutex_lock(&lock);
@@ -284,7 +291,7 @@ CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps
 }
 CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph g, CUcontext ctx, unsigned int value,
                                         unsigned int flags) {
-    (void)ctx;
+    if (g && !rgraph_of(g)) return kit_conditional_handle_create(out, g, ctx, value, flags);
     if (!out || !rgraph_of(g)) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     if (nconds == sizeof cond_defaults / sizeof *cond_defaults) { pthread_mutex_unlock(&lock); return CUDA_ERROR_OUT_OF_MEMORY; }
@@ -294,7 +301,7 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph g
 }
 CUresult cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edge_data,
                         size_t ndeps, CUgraphNodeParams *p) {
-    (void)edge_data;
+    if (g && !rgraph_of(g)) return kit_add_node(out, g, deps, edge_data, ndeps, p);
     if (!p || p->type != CU_GRAPH_NODE_TYPE_CONDITIONAL) return CUDA_ERROR_NOT_SUPPORTED;
     CUDA_CONDITIONAL_NODE_PARAMS *c = &p->conditional;
     if (!c->handle || c->handle > nconds || c->size == 0 || c->size > 8 ||
