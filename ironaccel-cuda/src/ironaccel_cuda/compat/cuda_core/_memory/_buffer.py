@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import _ia
 from .._dlpack import classify_dl_device, export_versioned
+from .._stream import Stream_accept, default_stream, for_device, order_after
 from .._utils.cuda_utils import driver, from_ironaccel
 
 __all__ = ["Buffer", "MemoryResource"]
@@ -141,8 +142,6 @@ class Buffer:
             self._ptr = 0
             s = stream if stream is not None else self._free_stream or self._stream
             if s is None:
-                from .._stream import default_stream
-
                 s = default_stream()
             mr.deallocate(ptr, size, stream=s)
             return
@@ -305,15 +304,11 @@ class Buffer:
 
 
 def _stream_accept(stream: Any) -> Any:
-    from .._stream import Stream_accept
-
     return Stream_accept(stream)
 
 
 def _order_free(mem: Any, stream: Any, home: Any) -> None:
     """Make `mem`'s home stream wait for the work queued on `stream`, so that the free comes after it."""
-    from .._stream import for_device, order_after
-
     ordinal = mem.device.ordinal
     s = for_device(_stream_accept(stream), ordinal)
     home_stream = for_device(home, ordinal) if home is not None else None

@@ -19,6 +19,7 @@ from ironaccel_cuda.driver_pool import ENV_RELEASE_THRESHOLD, DriverPool
 
 from .. import _ia, _needs
 from .._missing import missing_error
+from .._stream import Stream, Stream_accept, for_device
 from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
 from ._buffer import Buffer
 from ._memory_pool import _MemPool, _refuse_capture
@@ -66,8 +67,6 @@ class DeviceMemoryResource(_MemPool):
 
     def allocate(self, size: int, *, stream: Any = None) -> Buffer:
         """`size` bytes on the device, stream-ordered on `stream` (ironaccel's Device.alloc or DriverPool.allocate)."""
-        from .._stream import Stream, Stream_accept, for_device
-
         alloc = self._alloc
         if alloc is None:
             return _MemPool.allocate(self, size, stream=stream)

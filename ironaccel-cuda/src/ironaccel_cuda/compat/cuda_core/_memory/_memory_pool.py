@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _ia
+from .._stream import Stream, Stream_accept, for_device
 from .._utils.cuda_utils import call, driver, from_ironaccel
 from ._buffer import Buffer, MemoryResource
 
@@ -105,8 +106,6 @@ class _MemPool(MemoryResource):
 
     def allocate(self, size: int, *, stream: Any = None) -> Buffer:
         """`size` bytes from the pool, stream-ordered on `stream` (ironaccel's DriverPool.allocate)."""
-        from .._stream import Stream, Stream_accept, for_device
-
         if stream.__class__ is Stream:
             s = stream
         else:
@@ -138,8 +137,6 @@ class _MemPool(MemoryResource):
 
     def deallocate(self, ptr: Any, size: int, *, stream: Any = None) -> None:
         """Free memory at `ptr` stream-ordered on `stream` (cuMemFreeAsync)."""
-        from .._stream import Stream_accept
-
         s = Stream_accept(stream)
         if size:
             call("cuMemFreeAsync", driver.CUdeviceptr(int(ptr)), s._h)
