@@ -34,8 +34,9 @@ class EventOptions:
 class Event(_ia.IaEvent):
     """A CUDA event (cuda.core API) that is also an ironaccel_cuda Event."""
 
-    __slots__ = ("_flags",)
+    __slots__ = ("_flags", "_ipc_desc")
     _flags: int
+    _ipc_desc: IPCEventDescriptor  # set on imported events: the descriptor they came from
 
     sync = _ia.IaEvent.synchronize
 
@@ -43,7 +44,7 @@ class Event(_ia.IaEvent):
         raise RuntimeError("Event objects cannot be instantiated directly. Please use Stream APIs (record).")
 
     @classmethod
-    def _init(cls, device: Any, options: Any = None) -> Event:
+    def _init(cls, device: Any, options: Any = None, *, bound: bool = False) -> Event:
         if options is None:
             flags = CU_EVENT_DISABLE_TIMING
         else:
@@ -52,8 +53,10 @@ class Event(_ia.IaEvent):
             if options.blocking_sync:
                 flags |= CU_EVENT_BLOCKING_SYNC
             if options.ipc_enabled:
+                if not bound:
+                    raise TypeError("IPC-enabled events must be bound; use Stream.record for creation.")
                 if options.timing_enabled:
-                    raise TypeError("IPC-enabled events must have timing disabled")
+                    raise TypeError("IPC-enabled events cannot use timing.")
                 flags |= CU_EVENT_INTERPROCESS
         _ia.ensure(device._state.ctx)
         e = _ia.new_event(cls, _ia.event_create(flags), device, not flags & CU_EVENT_DISABLE_TIMING)
@@ -92,9 +95,17 @@ class Event(_ia.IaEvent):
 
     @property
     def context(self) -> Any:
+        """The event's context; None for an event imported from another process."""
         from ._context import Context
 
+        if self.device is None:
+            return None
         return Context._from_ctx(self.device._state.ctx, self.device.ordinal)
+
+    def _rebind(self, exc: Any) -> None:
+        if self.device is None:  # imported: no device of ours to bind
+            raise exc
+        _ia.IaEvent._rebind(self, exc)
 
     # -- elapsed time -----------------------------------------------------------
 
@@ -127,6 +138,9 @@ class Event(_ia.IaEvent):
     def ipc_descriptor(self) -> IPCEventDescriptor:
         if not self.is_ipc_enabled:
             raise RuntimeError("Event is not IPC-enabled")
+        imported = getattr(self, "_ipc_desc", None)
+        if imported is not None:
+            return imported
         handle = call("cuIpcGetEventHandle", self._h)
         return IPCEventDescriptor._init(bytes(handle.reserved), self.is_blocking_sync)
 
@@ -147,6 +161,8 @@ class Event(_ia.IaEvent):
         e = _ia.new_event(cls, int(h), device, False)
         e._flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS | (
             CU_EVENT_BLOCKING_SYNC if ipc_descriptor._is_blocking_sync else 0)
+        e._ipc_desc = ipc_descriptor
+        e.device = None  # as in cuda.core: an imported event has no device or context here
         return e
 
     def __reduce__(self) -> tuple[Any, ...]:

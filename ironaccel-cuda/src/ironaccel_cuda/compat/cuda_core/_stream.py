@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import _ia, _needs
+from ._event import CU_EVENT_INTERPROCESS, Event
 from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver
 
 __all__ = ["LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM", "Stream", "StreamOptions"]
@@ -210,7 +211,11 @@ class Stream(_ia.IaStream):
     def record(self, event: Any = None, options: Any = None) -> Any:  # type: ignore[override]
         """Record `event` (a new one made with `options` if None) on this stream; returns it."""
         if event is None:
-            event = self.device.create_event(options)
+            event = self.device.create_event(None) if options is None else Event._init(self.device, options,
+                                                                                        bound=True)
+        elif event.__class__ is Event and event._flags & CU_EVENT_INTERPROCESS:
+            raise TypeError("IPC-enabled events should not be re-recorded, instead create a new event by supplying "
+                            "options.")
         return _record(self, event)
 
     def wait(self, event_or_stream: Any) -> None:  # type: ignore[override]

@@ -2,11 +2,10 @@
 
 from ._buffer import Buffer, MemoryResource
 from ._device_memory_resource import DeviceMemoryResource, DeviceMemoryResourceOptions
+from ._graph_memory_resource import GraphMemoryResource
+from ._ipc import IPCAllocationHandle, IPCBufferDescriptor
 from ._legacy import LegacyPinnedMemoryResource
 from ._placeholders import (
-    GraphMemoryResource,
-    IPCAllocationHandle,
-    IPCBufferDescriptor,
     ManagedBuffer,
     ManagedMemoryResource,
     ManagedMemoryResourceOptions,

@@ -10,8 +10,11 @@ issue 10.
 
 from __future__ import annotations
 
+import multiprocessing.reduction
 from dataclasses import dataclass
 from typing import Any
+
+from ironaccel_cuda import ipc as _ipc_mod
 
 from .. import _ia, _needs
 from .._missing import missing_error
@@ -91,20 +94,25 @@ class _MemPoolAttributes:
 class DeviceMemoryResource(MemoryResource):
     """Stream-ordered device memory from the device's current memory pool."""
 
-    __slots__ = ("_device", "_ordinal", "_alloc", "_pool", "_closed")
+    __slots__ = ("_device", "_ordinal", "_alloc", "_pool", "_closed", "_own", "_ipc")
 
     def __init__(self, device_id: Any, options: Any = None) -> None:
         from .._device import Device
 
-        if options is not None:
-            check_or_create_options(DeviceMemoryResourceOptions, options, "DeviceMemoryResource options")
-            raise missing_error("DeviceMemoryResource(options=...)", _needs.POOLS)
         dev = Device(device_id)
         self._device = dev
         self._ordinal = dev.ordinal
+        self._closed = False
+        self._own = None  # a DriverPool of the resource's own (options given)
+        self._ipc = None  # _IpcState of an IPC-enabled resource
+        if options is not None:
+            opts = check_or_create_options(DeviceMemoryResourceOptions, options, "DeviceMemoryResource options")
+            if not opts.ipc_enabled:
+                raise missing_error("DeviceMemoryResource(options=...) without ipc_enabled", _needs.POOLS)
+            _create_ipc_pool(self, dev, opts)
+            return
         self._alloc = dev.alloc
         self._pool = call("cuDeviceGetMemPool", dev._state.cudev)
-        self._closed = False
         attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
         err, threshold = _ia.try_call("cuMemPoolGetAttribute", self._pool, attr)
         if not err and int(threshold) == 0:
@@ -114,7 +122,7 @@ class DeviceMemoryResource(MemoryResource):
         """`size` bytes on the device, stream-ordered on `stream` (ironaccel's Device.alloc)."""
         from .._stream import Stream, Stream_accept, for_device
 
-        s = stream if stream.__class__ is Stream else Stream_accept(stream)
+        s = stream if stream.__class__ is Stream else _not_capturing(Stream_accept(stream))
         if s._ordinal != self._ordinal:
             s = for_device(s, self._ordinal)
         if self._closed:
@@ -147,8 +155,13 @@ class DeviceMemoryResource(MemoryResource):
             call("cuMemFreeAsync", driver.CUdeviceptr(int(ptr)), s._h)
 
     def close(self) -> None:
-        """Retire the resource (the device's pool itself stays: it belongs to the device)."""
+        """Retire the resource; a pool of its own is destroyed once its last buffer is freed."""
         self._closed = True
+        own, self._own = self._own, None
+        if own is not None:
+            own.close()
+        if self._ipc is not None:
+            self._ipc.close()
 
     @property
     def is_closed(self) -> bool:
@@ -164,19 +177,19 @@ class DeviceMemoryResource(MemoryResource):
 
     @property
     def is_handle_owned(self) -> bool:
-        return False
+        return self._own is not None or self._ipc is not None
 
     @property
     def is_ipc_enabled(self) -> bool:
-        return False
+        return self._ipc is not None
 
     @property
     def is_mapped(self) -> bool:
-        return False
+        return self._ipc is not None and self._ipc.mapped
 
     @property
     def uuid(self) -> Any:
-        return None
+        return self._ipc.uuid if self._ipc is not None else None
 
     @property
     def device_id(self) -> int:
@@ -206,22 +219,85 @@ class DeviceMemoryResource(MemoryResource):
     def peer_accessible_by(self, devices: Any) -> None:
         raise missing_error("setting DeviceMemoryResource.peer_accessible_by", _needs.POOLS)
 
+    # -- IPC (see _ipc.py) ----------------------------------------------------------
+
     @property
     def allocation_handle(self) -> Any:
-        raise missing_error("DeviceMemoryResource.allocation_handle", _needs.IPC)
+        """The shareable handle of the resource's IPC-enabled pool (an IPCAllocationHandle, the same each time)."""
+        if self._ipc is None:
+            raise RuntimeError("Memory resource is not IPC-enabled")
+        if self._ipc.mapped:
+            raise RuntimeError("Imported memory resource cannot be exported")
+        _check_open(self)
+        return self._ipc.alloc_handle
+
+    def get_allocation_handle(self) -> Any:
+        return self.allocation_handle
 
     @classmethod
     def from_allocation_handle(cls, device_id: Any, alloc_handle: Any) -> DeviceMemoryResource:
-        raise missing_error("DeviceMemoryResource.from_allocation_handle", _needs.IPC)
+        """Map another process's IPC-enabled resource here (a mapped resource: it imports buffers, never allocates)."""
+        from .._device import Device
+        from ._ipc import IPCAllocationHandle, check_open, registry
+
+        if isinstance(alloc_handle, IPCAllocationHandle):
+            check_open(alloc_handle)
+        elif isinstance(alloc_handle, bool) or not isinstance(alloc_handle, int):
+            raise TypeError(f"alloc_handle must be an IPCAllocationHandle or a file descriptor (int), got "
+                            f"{type(alloc_handle).__name__}")
+        uuid = getattr(alloc_handle, "uuid", None)
+        mr = registry.get(uuid) if uuid is not None else None
+        if mr is not None and not mr.is_closed:
+            if not isinstance(mr, cls):
+                raise TypeError(f"Registry contains a {type(mr).__name__} for uuid {uuid}, but {cls.__name__} was "
+                                "requested")
+            return mr
+        dev = Device(device_id)
+        self = _new(cls)
+        self._device = dev
+        self._ordinal = dev.ordinal
+        self._closed = False
+        self._own = None
+        self._ipc = _IpcState.imported(dev, int(alloc_handle), uuid)
+        self._alloc = _refuse_mapped
+        self._pool = self._ipc.pool._h
+        if uuid is not None:
+            self.register(uuid)
+        return self
 
     @staticmethod
     def from_registry(uuid: Any) -> DeviceMemoryResource:
-        raise missing_error("DeviceMemoryResource.from_registry", _needs.IPC)
+        """The mapped resource registered in this process under `uuid` (RuntimeError if none)."""
+        from ._ipc import from_registry
+
+        return from_registry(uuid)  # type: ignore[no-any-return]
 
     def register(self, uuid: Any) -> DeviceMemoryResource:
-        raise missing_error("DeviceMemoryResource.register", _needs.IPC)
+        """Register this mapped resource under `uuid`; returns the one already registered, if any."""
+        from ._ipc import register
+
+        _check_open(self)
+        return register(self, uuid)  # type: ignore[no-any-return]
+
+    def _import_ipc_buffer(self, ipc_descriptor: Any, stream: Any) -> Buffer:
+        """Buffer.from_ipc_descriptor for this resource: map the exporter's buffer here."""
+        from .._stream import Stream_accept, default_stream
+        from ._ipc import PAYLOAD_SIZE
+
+        _check_open(self)
+        if self._ipc is None:
+            raise RuntimeError("Memory resource is not IPC-enabled")
+        payload = ipc_descriptor._payload
+        if len(payload) < PAYLOAD_SIZE:
+            raise ValueError(f"IPC buffer descriptor payload is {len(payload)} bytes; expected at least "
+                             f"{PAYLOAD_SIZE}")
+        s = Stream_accept(stream) if stream is not None else default_stream()
+        mem = self._ipc.open_buffer(self._device, payload[:PAYLOAD_SIZE], ipc_descriptor.size)
+        return Buffer._adopt(mem, ipc_descriptor.size, self, s)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        if self._ipc is not None:
+            return (DeviceMemoryResource.from_registry, (self.uuid,))
         return (DeviceMemoryResource, (self._ordinal,))
 
     def __repr__(self) -> str:
@@ -235,6 +311,105 @@ class _Devices(frozenset):  # type: ignore[type-arg]
         if isinstance(item, int) and not isinstance(item, bool):
             return any(d.ordinal == item for d in self)
         return frozenset.__contains__(self, item)
+
+
+def _check_open(mr: DeviceMemoryResource) -> None:
+    if mr._closed:
+        raise RuntimeError("the memory resource is closed")
+
+
+def _not_capturing(s: Any) -> Any:
+    """`s`, unless it is capturing a graph (a GraphBuilder's stream): graph memory is GraphMemoryResource's."""
+    if int(call("cuStreamIsCapturing", s._h)) == 1:  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+        raise RuntimeError("DeviceMemoryResource cannot perform memory operations on a capturing stream (consider "
+                           "using GraphMemoryResource).")
+    return s
+
+
+def _refuse_mapped(size: int, dtype: Any, stream: Any) -> Any:
+    raise TypeError("Cannot allocate from a mapped IPC-enabled memory resource")
+
+
+def _create_ipc_pool(mr: DeviceMemoryResource, dev: Any, opts: DeviceMemoryResourceOptions) -> None:
+    """Give `mr` an IPC-enabled DriverPool of its own (`opts.max_size` bytes at most) and its allocation handle."""
+    from ._ipc import export_handle
+
+    try:
+        pool = dev.create_driver_pool(ipc=True, max_size=int(opts.max_size))
+    except _ia.DriverError as exc:
+        raise from_ironaccel(exc) from None
+    mr._own = pool
+    mr._alloc = pool.allocate
+    mr._pool = pool._h
+    mr._ipc = _IpcState(pool, export_handle(_ipc_mod.export(pool)._fd), None, False)
+
+
+class _IpcState:
+    """The IPC side of a resource: its allocation handle, and for a mapped one the imported ironaccel pool."""
+
+    __slots__ = ("pool", "alloc_handle", "source", "mapped")
+
+    def __init__(self, pool: Any, alloc_handle: Any, source: Any, mapped: bool):
+        self.pool, self.alloc_handle, self.source, self.mapped = pool, alloc_handle, source, mapped
+
+    @property
+    def uuid(self) -> Any:
+        return self.alloc_handle.uuid
+
+    @classmethod
+    def imported(cls, dev: Any, fd: int, uuid: Any) -> _IpcState:
+        """Import the pool behind file descriptor `fd` (not taken: duplicated twice, for the handle and the pool)."""
+        import os
+        import uuid as _uuid
+
+        from ._ipc import IPCAllocationHandle
+
+        alloc_handle = IPCAllocationHandle._init(os.dup(fd), uuid)
+        key = str(uuid) if uuid is not None else _uuid.uuid4().hex
+        source = _ipc_mod.IpcPool._make(os.dup(fd), dev.uuid, 0, key, received=True)
+        try:
+            pool = source.open(dev)
+        except _ia.DriverError as exc:
+            source.close()
+            raise from_ironaccel(exc) from None
+        return cls(pool, alloc_handle, source, True)
+
+    def open_buffer(self, dev: Any, payload: bytes, size: int) -> Any:
+        """Map the exported buffer `payload` (a DeviceBuf of `size` bytes), refusing a size past its allocation."""
+        try:
+            if self.mapped:
+                mem = _ipc_mod.IpcBuffer("pool", dev.uuid, 0, size, "uint8", 0, payload, self.source).open(dev)
+            else:
+                data = driver.CUmemPoolPtrExportData()
+                data.reserved = payload
+                ptr = int(_ia.call("cuMemPoolImportPointer", self.pool._h, data))
+                home = dev.default_stream
+                mem = _ia.adopt(ptr, size, "uint8", dev, stream=home,
+                                release=lambda: _ia.call("cuMemFreeAsync", driver.CUdeviceptr(ptr), home._h))
+            err, got = _ia.try_call("cuMemGetAddressRange", mem.ptr)
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+        extent = int(got[0]) + int(got[1]) - int(mem.ptr) if not err else size
+        if size > extent:
+            mem.close()
+            raise ValueError(f"IPC buffer descriptor size ({size}) exceeds mapped allocation extent ({extent} bytes)")
+        return mem
+
+    def close(self) -> None:
+        if self.mapped:
+            self.pool.close()
+            self.source.close()
+        self.alloc_handle.close()
+
+
+def _deep_reduce_device_memory_resource(mr: DeviceMemoryResource) -> tuple[Any, ...]:
+    """How multiprocessing sends a resource: IPC-enabled ones as their allocation handle, imported on arrival."""
+    if mr._ipc is None:
+        return mr.__reduce__()
+    return (type(mr).from_allocation_handle, (mr.device_id, mr.get_allocation_handle()))
+
+
+multiprocessing.reduction.register(DeviceMemoryResource, _deep_reduce_device_memory_resource)
 
 
 def DMR_mempool_get_access(dmr: DeviceMemoryResource, device_id: int) -> str:

@@ -1,8 +1,170 @@
-"""cuda.core's IPC of memory (`IPCBufferDescriptor`, `IPCAllocationHandle`): waiting for issue 10."""
+"""cuda.core's IPC of memory pools: `IPCAllocationHandle`, `IPCBufferDescriptor`, the registry of mapped resources.
+
+An IPC-enabled `DeviceMemoryResource` is an ironaccel `DriverPool(ipc=True)`; its
+`allocation_handle` is the pool's POSIX file descriptor (`ipc.export(pool)`), duplicated
+into an `IPCAllocationHandle` that owns it.  In another process
+`DeviceMemoryResource.from_allocation_handle` imports the pool through ironaccel's
+`IpcPool.open` (a "mapped" resource, kept in a per-process registry by the exporter's
+UUID), and `Buffer.from_ipc_descriptor` maps a buffer through `IpcBuffer.open`, so a
+pointer imported twice is unmapped once, after its last Buffer closes.
+
+Pickling follows cuda.core: with `multiprocessing` (queues, pipes, Process arguments)
+a resource travels as its allocation handle (`multiprocessing.reduction.DupFd`) and is
+imported on arrival; with plain `pickle` it travels as its UUID and must already be
+registered in the receiving process.  Buffers travel as (resource, descriptor).
+"""
 
 from __future__ import annotations
 
-from ._placeholders import IPCAllocationHandle as IPCAllocationHandle
-from ._placeholders import IPCBufferDescriptor as IPCBufferDescriptor
+import multiprocessing
+import multiprocessing.reduction
+import os
+import uuid as _uuid
+import weakref
+from typing import Any
 
 __all__: list[str] = []  # as in cuda.core 1.2: importable by name, not by *
+
+PAYLOAD_SIZE = 64  # bytes in a CUmemPoolPtrExportData
+
+registry: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
+
+
+class IPCBufferDescriptor:
+    """Serializable description of a buffer another process can map (the export data and the size in bytes).
+
+    The payload and size come from the exporting peer: import only through
+    `Buffer.from_ipc_descriptor`, which checks both before mapping.
+    """
+
+    __slots__ = ("_payload", "_size")
+    _payload: bytes
+    _size: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("IPCBufferDescriptor objects cannot be instantiated directly. Please use MemoryResource "
+                           "APIs.")
+
+    @staticmethod
+    def _init(reserved: bytes, size: int) -> IPCBufferDescriptor:
+        self = object.__new__(IPCBufferDescriptor)
+        self._payload = bytes(reserved)
+        self._size = int(size)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return IPCBufferDescriptor._init, (self._payload, self._size)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"<IPCBufferDescriptor size={self._size}>"
+
+
+class IPCAllocationHandle:
+    """Shareable handle (a POSIX file descriptor this object owns) to an IPC-enabled memory pool."""
+
+    __slots__ = ("_fd", "_uuid", "__weakref__")
+    _fd: int
+    _uuid: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("IPCAllocationHandle objects cannot be instantiated directly. Please use MemoryResource "
+                           "APIs.")
+
+    @classmethod
+    def _init(cls, handle: int, uuid: Any) -> IPCAllocationHandle:
+        if handle < 0:
+            raise ValueError(f"Invalid allocation handle (fd) {handle}: must be non-negative")
+        self = object.__new__(cls)
+        self._fd = int(handle)
+        self._uuid = uuid
+        return self
+
+    def close(self) -> None:
+        """Close the file descriptor.  Idempotent."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether this allocation handle has been closed."""
+        return self._fd < 0
+
+    def __int__(self) -> int:
+        if self._fd < 0:
+            raise ValueError(f"Cannot convert IPCAllocationHandle to int: the handle (id={id(self)}) is closed.")
+        return self._fd
+
+    @property
+    def handle(self) -> int:
+        return self._fd
+
+    @property
+    def uuid(self) -> Any:
+        return self._uuid
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError("an IPCAllocationHandle holds a file descriptor: send it with multiprocessing (a Queue, a "
+                        "Pipe, Process arguments) or multiprocessing.reduction.send_handle, not plain pickle")
+
+    def __repr__(self) -> str:
+        return f"<IPCAllocationHandle fd={self._fd} uuid={self._uuid}>"
+
+
+def check_open(alloc_handle: IPCAllocationHandle) -> None:
+    if alloc_handle._fd < 0:
+        raise RuntimeError("IPCAllocationHandle has been closed")
+
+
+def _reduce_allocation_handle(alloc_handle: IPCAllocationHandle) -> tuple[Any, ...]:
+    check_open(alloc_handle)
+    df = multiprocessing.reduction.DupFd(alloc_handle.handle)
+    return _reconstruct_allocation_handle, (type(alloc_handle), df, alloc_handle.uuid)
+
+
+def _reconstruct_allocation_handle(cls: type, df: Any, uuid: Any) -> IPCAllocationHandle:
+    return cls._init(df.detach(), uuid)  # type: ignore[attr-defined, no-any-return]
+
+
+def export_handle(fd: int) -> IPCAllocationHandle:
+    """A new IPCAllocationHandle owning a duplicate of a pool's exported descriptor, under a fresh UUID."""
+    dup = os.dup(fd)
+    try:
+        return IPCAllocationHandle._init(dup, _uuid.uuid4())
+    except BaseException:
+        os.close(dup)
+        raise
+
+
+def from_registry(uuid: Any) -> Any:
+    try:
+        mr = registry[uuid]
+    except KeyError:
+        raise RuntimeError(f"Memory resource {uuid} was not found") from None
+    if mr.is_closed:
+        raise RuntimeError(f"Memory resource {uuid} was not found")
+    return mr
+
+
+def register(mr: Any, uuid: Any) -> Any:
+    existing = registry.get(uuid)
+    if existing is not None and not existing.is_closed:
+        return existing
+    if not mr.is_ipc_enabled:
+        raise RuntimeError("Memory resource is not IPC-enabled")
+    registry[uuid] = mr
+    return mr
+
+
+multiprocessing.reduction.register(IPCAllocationHandle, _reduce_allocation_handle)
