@@ -117,20 +117,13 @@ class Buffer:
     @property
     def ipc_descriptor(self) -> Any:
         """What another process needs to map this buffer (its resource must be IPC-enabled)."""
-        from ironaccel_cuda.ipc import _raw
-
-        from ._ipc import IPCBufferDescriptor
-
         mr = self._mr
         if self._ptr == 0 and mr is None and self._mem is None:
             raise RuntimeError("the buffer is closed")
-        if mr is None or not getattr(mr, "is_ipc_enabled", False):
+        exporter = getattr(mr, "_export_ipc_buffer", None)
+        if exporter is None or not mr.is_ipc_enabled:
             raise RuntimeError("Memory resource is not IPC-enabled")
-        try:
-            data = _ia.call("cuMemPoolExportPointer", driver.CUdeviceptr(self._ptr))
-        except _ia.DriverError as exc:
-            raise from_ironaccel(exc) from None
-        return IPCBufferDescriptor._init(_raw(data), self._size)
+        return exporter(self)
 
     def get_ipc_descriptor(self) -> Any:
         return self.ipc_descriptor

@@ -14,8 +14,6 @@ import multiprocessing.reduction
 from dataclasses import dataclass
 from typing import Any
 
-from ironaccel_cuda import ipc as _ipc_mod
-
 from .. import _ia, _needs
 from .._missing import missing_error
 from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
@@ -104,7 +102,7 @@ class DeviceMemoryResource(MemoryResource):
         self._ordinal = dev.ordinal
         self._closed = False
         self._own = None  # a DriverPool of the resource's own (options given)
-        self._ipc = None  # _IpcState of an IPC-enabled resource
+        self._ipc = None  # _ipc.IpcState of an IPC-enabled resource
         if options is not None:
             opts = check_or_create_options(DeviceMemoryResourceOptions, options, "DeviceMemoryResource options")
             if not opts.ipc_enabled:
@@ -226,8 +224,6 @@ class DeviceMemoryResource(MemoryResource):
         """The shareable handle of the resource's IPC-enabled pool (an IPCAllocationHandle, the same each time)."""
         if self._ipc is None:
             raise RuntimeError("Memory resource is not IPC-enabled")
-        if self._ipc.mapped:
-            raise RuntimeError("Imported memory resource cannot be exported")
         _check_open(self)
         return self._ipc.alloc_handle
 
@@ -238,7 +234,7 @@ class DeviceMemoryResource(MemoryResource):
     def from_allocation_handle(cls, device_id: Any, alloc_handle: Any) -> DeviceMemoryResource:
         """Map another process's IPC-enabled resource here (a mapped resource: it imports buffers, never allocates)."""
         from .._device import Device
-        from ._ipc import IPCAllocationHandle, check_open, registry
+        from ._ipc import IPCAllocationHandle, IpcState, check_open, registry
 
         if isinstance(alloc_handle, IPCAllocationHandle):
             check_open(alloc_handle)
@@ -258,7 +254,7 @@ class DeviceMemoryResource(MemoryResource):
         self._ordinal = dev.ordinal
         self._closed = False
         self._own = None
-        self._ipc = _IpcState.imported(dev, int(alloc_handle), uuid)
+        self._ipc = IpcState.imported(dev, int(alloc_handle), uuid)
         self._alloc = _refuse_mapped
         self._pool = self._ipc.pool._h
         if uuid is not None:
@@ -281,19 +277,16 @@ class DeviceMemoryResource(MemoryResource):
 
     def _import_ipc_buffer(self, ipc_descriptor: Any, stream: Any) -> Buffer:
         """Buffer.from_ipc_descriptor for this resource: map the exporter's buffer here."""
-        from .._stream import Stream_accept, default_stream
-        from ._ipc import PAYLOAD_SIZE
+        from ._ipc import import_buffer
 
         _check_open(self)
-        if self._ipc is None:
-            raise RuntimeError("Memory resource is not IPC-enabled")
-        payload = ipc_descriptor._payload
-        if len(payload) < PAYLOAD_SIZE:
-            raise ValueError(f"IPC buffer descriptor payload is {len(payload)} bytes; expected at least "
-                             f"{PAYLOAD_SIZE}")
-        s = Stream_accept(stream) if stream is not None else default_stream()
-        mem = self._ipc.open_buffer(self._device, payload[:PAYLOAD_SIZE], ipc_descriptor.size)
-        return Buffer._adopt(mem, ipc_descriptor.size, self, s)
+        return import_buffer(self, ipc_descriptor, stream)
+
+    def _export_ipc_buffer(self, buf: Buffer) -> Any:
+        """Buffer.ipc_descriptor for this resource's buffers."""
+        from ._ipc import export_buffer
+
+        return export_buffer(self, buf)
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._ipc is not None:
@@ -332,7 +325,7 @@ def _refuse_mapped(size: int, dtype: Any, stream: Any) -> Any:
 
 def _create_ipc_pool(mr: DeviceMemoryResource, dev: Any, opts: DeviceMemoryResourceOptions) -> None:
     """Give `mr` an IPC-enabled DriverPool of its own (`opts.max_size` bytes at most) and its allocation handle."""
-    from ._ipc import export_handle
+    from ._ipc import IpcState
 
     try:
         pool = dev.create_driver_pool(ipc=True, max_size=int(opts.max_size))
@@ -341,65 +334,7 @@ def _create_ipc_pool(mr: DeviceMemoryResource, dev: Any, opts: DeviceMemoryResou
     mr._own = pool
     mr._alloc = pool.allocate
     mr._pool = pool._h
-    mr._ipc = _IpcState(pool, export_handle(_ipc_mod.export(pool)._fd), None, False)
-
-
-class _IpcState:
-    """The IPC side of a resource: its allocation handle, and for a mapped one the imported ironaccel pool."""
-
-    __slots__ = ("pool", "alloc_handle", "source", "mapped")
-
-    def __init__(self, pool: Any, alloc_handle: Any, source: Any, mapped: bool):
-        self.pool, self.alloc_handle, self.source, self.mapped = pool, alloc_handle, source, mapped
-
-    @property
-    def uuid(self) -> Any:
-        return self.alloc_handle.uuid
-
-    @classmethod
-    def imported(cls, dev: Any, fd: int, uuid: Any) -> _IpcState:
-        """Import the pool behind file descriptor `fd` (not taken: duplicated twice, for the handle and the pool)."""
-        import os
-        import uuid as _uuid
-
-        from ._ipc import IPCAllocationHandle
-
-        alloc_handle = IPCAllocationHandle._init(os.dup(fd), uuid)
-        key = str(uuid) if uuid is not None else _uuid.uuid4().hex
-        source = _ipc_mod.IpcPool._make(os.dup(fd), dev.uuid, 0, key, received=True)
-        try:
-            pool = source.open(dev)
-        except _ia.DriverError as exc:
-            source.close()
-            raise from_ironaccel(exc) from None
-        return cls(pool, alloc_handle, source, True)
-
-    def open_buffer(self, dev: Any, payload: bytes, size: int) -> Any:
-        """Map the exported buffer `payload` (a DeviceBuf of `size` bytes), refusing a size past its allocation."""
-        try:
-            if self.mapped:
-                mem = _ipc_mod.IpcBuffer("pool", dev.uuid, 0, size, "uint8", 0, payload, self.source).open(dev)
-            else:
-                data = driver.CUmemPoolPtrExportData()
-                data.reserved = payload
-                ptr = int(_ia.call("cuMemPoolImportPointer", self.pool._h, data))
-                home = dev.default_stream
-                mem = _ia.adopt(ptr, size, "uint8", dev, stream=home,
-                                release=lambda: _ia.call("cuMemFreeAsync", driver.CUdeviceptr(ptr), home._h))
-            err, got = _ia.try_call("cuMemGetAddressRange", mem.ptr)
-        except _ia.DriverError as exc:
-            raise from_ironaccel(exc) from None
-        extent = int(got[0]) + int(got[1]) - int(mem.ptr) if not err else size
-        if size > extent:
-            mem.close()
-            raise ValueError(f"IPC buffer descriptor size ({size}) exceeds mapped allocation extent ({extent} bytes)")
-        return mem
-
-    def close(self) -> None:
-        if self.mapped:
-            self.pool.close()
-            self.source.close()
-        self.alloc_handle.close()
+    mr._ipc = IpcState.created(pool)
 
 
 def _deep_reduce_device_memory_resource(mr: DeviceMemoryResource) -> tuple[Any, ...]:

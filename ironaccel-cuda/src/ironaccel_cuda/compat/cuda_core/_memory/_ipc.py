@@ -23,6 +23,11 @@ import uuid as _uuid
 import weakref
 from typing import Any
 
+from ironaccel_cuda import ipc as _ipc
+from ironaccel_cuda.ipc import _filled
+
+from .. import _ia
+
 __all__: list[str] = []  # as in cuda.core 1.2: importable by name, not by *
 
 PAYLOAD_SIZE = 64  # bytes in a CUmemPoolPtrExportData
@@ -165,6 +170,108 @@ def register(mr: Any, uuid: Any) -> Any:
         raise RuntimeError("Memory resource is not IPC-enabled")
     registry[uuid] = mr
     return mr
+
+
+class IpcState:
+    """The IPC side of a pool-backed resource (`mr._ipc`): its allocation handle; a mapped one's imported pool.
+
+    `pool` is the ironaccel DriverPool (created with ipc=True, or imported); `source` the
+    ironaccel IpcPool it was imported from; `descriptors` the descriptors of this process's
+    imported buffers by address, so an imported buffer can be sent on.
+    """
+
+    __slots__ = ("pool", "alloc_handle", "source", "mapped", "descriptors")
+
+    def __init__(self, pool: Any, alloc_handle: IPCAllocationHandle, source: Any, mapped: bool):
+        self.pool, self.alloc_handle, self.source, self.mapped = pool, alloc_handle, source, mapped
+        self.descriptors: dict[int, IPCBufferDescriptor] = {}
+
+    @property
+    def uuid(self) -> Any:
+        return self.alloc_handle.uuid
+
+    @classmethod
+    def created(cls, pool: Any) -> IpcState:
+        """The state of an exporting resource over `pool`, an IPC-enabled DriverPool of its own."""
+        return cls(pool, export_handle(_ipc.export(pool)._fd), None, False)
+
+    @classmethod
+    def imported(cls, dev: Any, fd: int, uuid: Any) -> IpcState:
+        """Import the pool behind file descriptor `fd` (not taken: duplicated, for the handle and the pool)."""
+        from .._utils.cuda_utils import from_ironaccel
+
+        alloc_handle = IPCAllocationHandle._init(os.dup(fd), uuid)
+        key = str(uuid) if uuid is not None else _uuid.uuid4().hex
+        source = _ipc.IpcPool._make(os.dup(fd), dev.uuid, 0, key, received=True)
+        try:
+            pool = source.open(dev)
+        except _ia.DriverError as exc:
+            source.close()
+            alloc_handle.close()
+            raise from_ironaccel(exc) from None
+        return cls(pool, alloc_handle, source, True)
+
+    def close(self) -> None:
+        if self.mapped:
+            self.pool.close()
+            self.source.close()
+        self.alloc_handle.close()
+        self.descriptors.clear()
+
+
+def export_buffer(mr: Any, buf: Any) -> IPCBufferDescriptor:
+    """`buf.ipc_descriptor` for a buffer of pool-backed resource `mr` (an imported buffer: the one it came from)."""
+    from .._utils.cuda_utils import driver, from_ironaccel
+
+    state = mr._ipc
+    if state is None:
+        raise RuntimeError("Memory resource is not IPC-enabled")
+    if state.mapped:
+        desc = state.descriptors.get(buf._ptr)
+        if desc is None:
+            raise RuntimeError("this buffer was not imported through its memory resource")
+        return desc
+    try:
+        data = _ia.call("cuMemPoolExportPointer", driver.CUdeviceptr(buf._ptr))
+    except _ia.DriverError as exc:
+        raise from_ironaccel(exc) from None
+    return IPCBufferDescriptor._init(_ipc._raw(data), buf._size)
+
+
+def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
+    """`Buffer.from_ipc_descriptor(mr, desc)` for pool-backed resource `mr`: checks, maps, wraps in a Buffer."""
+    from .._stream import Stream_accept, default_stream
+    from .._utils.cuda_utils import driver, from_ironaccel
+    from ._buffer import Buffer
+
+    state = mr._ipc
+    if state is None:
+        raise RuntimeError("Memory resource is not IPC-enabled")
+    payload = desc._payload
+    if len(payload) < PAYLOAD_SIZE:
+        raise ValueError(f"IPC buffer descriptor payload is {len(payload)} bytes; expected at least {PAYLOAD_SIZE}")
+    payload = payload[:PAYLOAD_SIZE]
+    size = desc.size
+    s = Stream_accept(stream) if stream is not None else default_stream()
+    dev = mr._device
+    try:
+        if state.mapped:
+            mem = _ipc.IpcBuffer("pool", dev.uuid, 0, size, "uint8", 0, payload, state.source).open(dev)
+        else:  # the exporter itself: as cuda.core, ask the driver (it refuses its own pointers)
+            data = _filled(driver.CUmemPoolPtrExportData, payload)
+            ptr = int(_ia.call("cuMemPoolImportPointer", state.pool._h, data))
+            home = dev.default_stream
+            mem = _ia.adopt(ptr, size, "uint8", dev, stream=home,
+                            release=lambda: _ia.call("cuMemFreeAsync", driver.CUdeviceptr(ptr), home._h))
+        err, got = _ia.try_call("cuMemGetAddressRange", mem.ptr)
+    except _ia.DriverError as exc:
+        raise from_ironaccel(exc) from None
+    extent = int(got[0]) + int(got[1]) - int(mem.ptr) if not err else size
+    if size > extent:
+        mem.close()
+        raise ValueError(f"IPC buffer descriptor size ({size}) exceeds mapped allocation extent ({extent} bytes)")
+    state.descriptors[int(mem.ptr)] = desc
+    return Buffer._adopt(mem, size, mr, s)
 
 
 multiprocessing.reduction.register(IPCAllocationHandle, _reduce_allocation_handle)
