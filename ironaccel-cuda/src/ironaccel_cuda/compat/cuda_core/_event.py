@@ -141,8 +141,10 @@ class Event(_ia.IaEvent):
         imported = getattr(self, "_ipc_desc", None)
         if imported is not None:
             return imported
+        from ironaccel_cuda.ipc import _raw
+
         handle = call("cuIpcGetEventHandle", self._h)
-        return IPCEventDescriptor._init(bytes(handle.reserved), self.is_blocking_sync)
+        return IPCEventDescriptor._init(_raw(handle), self.is_blocking_sync)
 
     @classmethod
     def from_ipc_descriptor(cls, ipc_descriptor: IPCEventDescriptor) -> Event:
@@ -152,8 +154,9 @@ class Event(_ia.IaEvent):
         if len(reserved) < _IPC_RESERVED:
             raise ValueError(f"IPC event descriptor reserved field is {len(reserved)} bytes; expected at least "
                              f"{_IPC_RESERVED}")
-        handle = driver.CUipcEventHandle()
-        handle.reserved = reserved[:_IPC_RESERVED]
+        from ironaccel_cuda.ipc import _filled
+
+        handle = _filled(driver.CUipcEventHandle, reserved[:_IPC_RESERVED])
         device = Device()
         device._check_context_initialized()
         _ia.ensure(device._state.ctx)

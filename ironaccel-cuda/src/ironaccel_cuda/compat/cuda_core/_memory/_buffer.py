@@ -117,6 +117,11 @@ class Buffer:
     @property
     def ipc_descriptor(self) -> Any:
         """What another process needs to map this buffer (its resource must be IPC-enabled)."""
+        from ._ipc import ImportedFrom
+
+        source = self._owner
+        if source.__class__ is ImportedFrom:
+            return source.descriptor
         mr = self._mr
         if self._ptr == 0 and mr is None and self._mem is None:
             raise RuntimeError("the buffer is closed")
@@ -139,6 +144,11 @@ class Buffer:
         return Buffer.from_ipc_descriptor(mr, ipc_descriptor, stream=default_stream())
 
     def __reduce__(self) -> tuple[Any, ...]:
+        from ._ipc import ImportedFrom
+
+        source = self._owner
+        if source.__class__ is ImportedFrom:  # an imported buffer, sent on (possibly closed meanwhile)
+            return (Buffer._reduce_helper, (source.mr, source.descriptor))
         return (Buffer._reduce_helper, (self._mr, self.ipc_descriptor))
 
     # -- lifetime -----------------------------------------------------------------
@@ -270,7 +280,10 @@ class Buffer:
 
     @property
     def owner(self) -> Any:
-        return self._owner
+        from ._ipc import ImportedFrom
+
+        owner = self._owner
+        return None if owner.__class__ is ImportedFrom else owner
 
     @property
     def device_id(self) -> int:

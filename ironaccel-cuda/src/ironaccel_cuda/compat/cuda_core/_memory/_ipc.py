@@ -176,15 +176,13 @@ class IpcState:
     """The IPC side of a pool-backed resource (`mr._ipc`): its allocation handle; a mapped one's imported pool.
 
     `pool` is the ironaccel DriverPool (created with ipc=True, or imported); `source` the
-    ironaccel IpcPool it was imported from; `descriptors` the descriptors of this process's
-    imported buffers by address, so an imported buffer can be sent on.
+    ironaccel IpcPool it was imported from.
     """
 
-    __slots__ = ("pool", "alloc_handle", "source", "mapped", "descriptors")
+    __slots__ = ("pool", "alloc_handle", "source", "mapped")
 
     def __init__(self, pool: Any, alloc_handle: IPCAllocationHandle, source: Any, mapped: bool):
         self.pool, self.alloc_handle, self.source, self.mapped = pool, alloc_handle, source, mapped
-        self.descriptors: dict[int, IPCBufferDescriptor] = {}
 
     @property
     def uuid(self) -> Any:
@@ -216,21 +214,26 @@ class IpcState:
             self.pool.close()
             self.source.close()
         self.alloc_handle.close()
-        self.descriptors.clear()
+
+
+class ImportedFrom:
+    """An imported Buffer's origin (kept in its `_owner`): so it can be sent on, even once closed."""
+
+    __slots__ = ("mr", "descriptor")
+
+    def __init__(self, mr: Any, descriptor: IPCBufferDescriptor):
+        self.mr, self.descriptor = mr, descriptor
 
 
 def export_buffer(mr: Any, buf: Any) -> IPCBufferDescriptor:
-    """`buf.ipc_descriptor` for a buffer of pool-backed resource `mr` (an imported buffer: the one it came from)."""
+    """`buf.ipc_descriptor` for a buffer that pool-backed resource `mr` allocated."""
     from .._utils.cuda_utils import driver, from_ironaccel
 
     state = mr._ipc
     if state is None:
         raise RuntimeError("Memory resource is not IPC-enabled")
     if state.mapped:
-        desc = state.descriptors.get(buf._ptr)
-        if desc is None:
-            raise RuntimeError("this buffer was not imported through its memory resource")
-        return desc
+        raise RuntimeError("this buffer was not imported through its memory resource")
     try:
         data = _ia.call("cuMemPoolExportPointer", driver.CUdeviceptr(buf._ptr))
     except _ia.DriverError as exc:
@@ -270,8 +273,9 @@ def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
     if size > extent:
         mem.close()
         raise ValueError(f"IPC buffer descriptor size ({size}) exceeds mapped allocation extent ({extent} bytes)")
-    state.descriptors[int(mem.ptr)] = desc
-    return Buffer._adopt(mem, size, mr, s)
+    b = Buffer._adopt(mem, size, mr, s)
+    b._owner = ImportedFrom(mr, desc)
+    return b
 
 
 multiprocessing.reduction.register(IPCAllocationHandle, _reduce_allocation_handle)
