@@ -36,12 +36,17 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("Buffer", DIFFERS, "its own class; memory from DeviceMemoryResource is an ironaccel `DeviceBuf` (alloc/free on "
                         "the compiled hot path); `close(s)` with another stream than the allocation stream orders "
                         "the free after `s` and frees on the allocation stream; `ipc_descriptor`, "
-                        "`from_ipc_descriptor`, pickling: missing (" + n.IPC + ")"),
+                        "`from_ipc_descriptor` and pickling through ironaccel's `ipc.IpcBuffer` (an imported "
+                        "pointer is unmapped once, after its last Buffer)"),
     ("MemoryResource", SAME, "abstract base (allocate, deallocate, is_device_accessible, is_host_accessible, "
                              "device_id; is_managed defaults to False)"),
     ("DeviceMemoryResource", DIFFERS, "on the device's current stream-ordered pool through ironaccel's "
-                                      "`Device.alloc`; release threshold raised as cuda.core does; `options=`, "
-                                      "`peer_accessible_by`, IPC: missing (" + n.POOLS + "; " + n.IPC + ")"),
+                                      "`Device.alloc`; release threshold raised as cuda.core does; "
+                                      "`options=DeviceMemoryResourceOptions(ipc_enabled=True, max_size=...)` is an "
+                                      "ironaccel `DriverPool(ipc=True)`: allocation handle, mapped resources, "
+                                      "registry and multiprocessing pickling as in cuda.core (ironaccel's "
+                                      "`ipc.IpcPool`); options without IPC and setting `peer_accessible_by`: "
+                                      "missing (" + n.POOLS + ")"),
     ("DeviceMemoryResourceOptions", DIFFERS, "accepted by the dataclass; a resource with options needs " + n.POOLS),
     ("LegacyPinnedMemoryResource", DIFFERS, "ironaccel `PinnedBuf` (cuMemHostAlloc, portable; cuda.core uses "
                                             "cuMemAllocHost)"),
@@ -52,7 +57,9 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("ManagedBuffer", MISSING, n.MANAGED),
     ("VirtualMemoryResource", MISSING, n.VMM),
     ("VirtualMemoryResourceOptions", MISSING, "dataclass only; " + n.VMM),
-    ("GraphMemoryResource", MISSING, n.GRAPH_MEMORY),
+    ("GraphMemoryResource", SAME, "cuMemAllocAsync / cuMemFreeAsync on the capturing stream (graph memory "
+                                  "nodes); refuses a non-capturing stream as cuda.core does; attributes and trim "
+                                  "through cuDeviceGet/SetGraphMemAttribute and cuDeviceGraphMemTrim"),
     ("Host", SAME, "a location value (used by managed-memory operations, which are missing)"),
     ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches); `handle` is the "
                          "Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is always None; PTX "
@@ -163,8 +170,8 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_memory.py: ManagedMemoryResource / ManagedBuffer cases, memory/test_managed_ops.py", n.MANAGED),
     ("test_memory.py: VirtualMemoryResource cases", n.VMM),
     ("test_memory.py: DeviceMemoryResourceOptions cases (own pools, their attributes and peer access)", n.POOLS),
-    ("test_memory.py: IPC cases, memory_ipc/*", n.IPC),
-    ("test_memory.py::test_graph_memory_resource_object, graph/test_graph_memory_resource.py", n.GRAPH_MEMORY),
+    ("memory_ipc/* PinnedMR cases (IPC of pinned pools)", n.PINNED_POOLS),
+    ("memory_ipc/test_peer_access.py (two GPUs; setting peer_accessible_by)", n.POOLS),
     ("graph/test_graph_builder.py: callback cases", n.CALLBACKS),
     ("graph/test_graph_builder.py: embed (child graph) and graph_definition cases, graph/test_graph_update.py "
      "GraphDefinition cases, graph/test_graph_definition*.py", n.GRAPH_NODES),

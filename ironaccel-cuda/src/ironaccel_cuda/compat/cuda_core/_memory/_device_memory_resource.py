@@ -18,6 +18,7 @@ from .. import _ia, _needs
 from .._missing import missing_error
 from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
 from ._buffer import Buffer, MemoryResource
+from ._ipc import IpcResource, IpcState, _deep_reduce_device_memory_resource
 
 __all__ = ["DeviceMemoryResource", "DeviceMemoryResourceOptions"]
 
@@ -89,10 +90,11 @@ class _MemPoolAttributes:
         return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)}' for n in names)})"
 
 
-class DeviceMemoryResource(MemoryResource):
+class DeviceMemoryResource(IpcResource, MemoryResource):
     """Stream-ordered device memory from the device's current memory pool."""
 
     __slots__ = ("_device", "_ordinal", "_alloc", "_pool", "_closed", "_own", "_ipc")
+    _alloc: Any  # Device.alloc, or the own pool's allocate, or the refusal of a mapped resource
 
     def __init__(self, device_id: Any, options: Any = None) -> None:
         from .._device import Device
@@ -178,18 +180,6 @@ class DeviceMemoryResource(MemoryResource):
         return self._own is not None or self._ipc is not None
 
     @property
-    def is_ipc_enabled(self) -> bool:
-        return self._ipc is not None
-
-    @property
-    def is_mapped(self) -> bool:
-        return self._ipc is not None and self._ipc.mapped
-
-    @property
-    def uuid(self) -> Any:
-        return self._ipc.uuid if self._ipc is not None else None
-
-    @property
     def device_id(self) -> int:
         return self._ordinal
 
@@ -217,76 +207,21 @@ class DeviceMemoryResource(MemoryResource):
     def peer_accessible_by(self, devices: Any) -> None:
         raise missing_error("setting DeviceMemoryResource.peer_accessible_by", _needs.POOLS)
 
-    # -- IPC (see _ipc.py) ----------------------------------------------------------
-
-    @property
-    def allocation_handle(self) -> Any:
-        """The shareable handle of the resource's IPC-enabled pool (an IPCAllocationHandle, the same each time)."""
-        if self._ipc is None:
-            raise RuntimeError("Memory resource is not IPC-enabled")
-        _check_open(self)
-        return self._ipc.alloc_handle
-
-    def get_allocation_handle(self) -> Any:
-        return self.allocation_handle
+    # -- IPC: the methods are _ipc.IpcResource's ------------------------------------
 
     @classmethod
     def from_allocation_handle(cls, device_id: Any, alloc_handle: Any) -> DeviceMemoryResource:
         """Map another process's IPC-enabled resource here (a mapped resource: it imports buffers, never allocates)."""
-        from .._device import Device
-        from ._ipc import IPCAllocationHandle, IpcState, check_open, registry
+        return cls._map(device_id, alloc_handle)  # type: ignore[return-value]
 
-        if isinstance(alloc_handle, IPCAllocationHandle):
-            check_open(alloc_handle)
-        elif isinstance(alloc_handle, bool) or not isinstance(alloc_handle, int):
-            raise TypeError(f"alloc_handle must be an IPCAllocationHandle or a file descriptor (int), got "
-                            f"{type(alloc_handle).__name__}")
-        uuid = getattr(alloc_handle, "uuid", None)
-        mr = registry.get(uuid) if uuid is not None else None
-        if mr is not None and not mr.is_closed:
-            if not isinstance(mr, cls):
-                raise TypeError(f"Registry contains a {type(mr).__name__} for uuid {uuid}, but {cls.__name__} was "
-                                "requested")
-            return mr
-        dev = Device(device_id)
-        self = _new(cls)
+    def _bind_mapped(self, dev: Any, state: Any) -> None:
         self._device = dev
         self._ordinal = dev.ordinal
         self._closed = False
         self._own = None
-        self._ipc = IpcState.imported(dev, int(alloc_handle), uuid)
+        self._ipc = state
         self._alloc = _refuse_mapped
-        self._pool = self._ipc.pool._h
-        if uuid is not None:
-            self.register(uuid)
-        return self
-
-    @staticmethod
-    def from_registry(uuid: Any) -> DeviceMemoryResource:
-        """The mapped resource registered in this process under `uuid` (RuntimeError if none)."""
-        from ._ipc import from_registry
-
-        return from_registry(uuid)  # type: ignore[no-any-return]
-
-    def register(self, uuid: Any) -> DeviceMemoryResource:
-        """Register this mapped resource under `uuid`; returns the one already registered, if any."""
-        from ._ipc import register
-
-        _check_open(self)
-        return register(self, uuid)  # type: ignore[no-any-return]
-
-    def _import_ipc_buffer(self, ipc_descriptor: Any, stream: Any) -> Buffer:
-        """Buffer.from_ipc_descriptor for this resource: map the exporter's buffer here."""
-        from ._ipc import import_buffer
-
-        _check_open(self)
-        return import_buffer(self, ipc_descriptor, stream)
-
-    def _export_ipc_buffer(self, buf: Buffer) -> Any:
-        """Buffer.ipc_descriptor for this resource's buffers."""
-        from ._ipc import export_buffer
-
-        return export_buffer(self, buf)
+        self._pool = state.pool._h
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._ipc is not None:
@@ -306,11 +241,6 @@ class _Devices(frozenset):  # type: ignore[type-arg]
         return frozenset.__contains__(self, item)
 
 
-def _check_open(mr: DeviceMemoryResource) -> None:
-    if mr._closed:
-        raise RuntimeError("the memory resource is closed")
-
-
 def _not_capturing(s: Any) -> Any:
     """`s`, unless it is capturing a graph (a GraphBuilder's stream): graph memory is GraphMemoryResource's."""
     if int(call("cuStreamIsCapturing", s._h)) == 1:  # CU_STREAM_CAPTURE_STATUS_ACTIVE
@@ -325,8 +255,6 @@ def _refuse_mapped(size: int, dtype: Any, stream: Any) -> Any:
 
 def _create_ipc_pool(mr: DeviceMemoryResource, dev: Any, opts: DeviceMemoryResourceOptions) -> None:
     """Give `mr` an IPC-enabled DriverPool of its own (`opts.max_size` bytes at most) and its allocation handle."""
-    from ._ipc import IpcState
-
     try:
         pool = dev.create_driver_pool(ipc=True, max_size=int(opts.max_size))
     except _ia.DriverError as exc:
@@ -335,13 +263,6 @@ def _create_ipc_pool(mr: DeviceMemoryResource, dev: Any, opts: DeviceMemoryResou
     mr._alloc = pool.allocate
     mr._pool = pool._h
     mr._ipc = IpcState.created(pool)
-
-
-def _deep_reduce_device_memory_resource(mr: DeviceMemoryResource) -> tuple[Any, ...]:
-    """How multiprocessing sends a resource: IPC-enabled ones as their allocation handle, imported on arrival."""
-    if mr._ipc is None:
-        return mr.__reduce__()
-    return (type(mr).from_allocation_handle, (mr.device_id, mr.get_allocation_handle()))
 
 
 multiprocessing.reduction.register(DeviceMemoryResource, _deep_reduce_device_memory_resource)

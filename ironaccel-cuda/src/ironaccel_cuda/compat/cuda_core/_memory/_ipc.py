@@ -278,4 +278,98 @@ def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
     return b
 
 
+class IpcResource:
+    """The IPC methods of cuda.core's pool-backed resources, over `self._ipc` (an IpcState, or None: not IPC-enabled).
+
+    A resource class mixes this in first and provides `_device`, `_closed`, `device_id`,
+    `is_closed` and `_bind_mapped(dev, state)` (fill a new instance as a mapped resource,
+    whose allocate raises TypeError); its `from_allocation_handle` calls `cls._map`.
+    """
+
+    __slots__ = ()
+    _ipc: IpcState | None
+    _closed: bool
+    _device: Any
+
+    @property
+    def is_ipc_enabled(self) -> bool:
+        return self._ipc is not None
+
+    @property
+    def is_mapped(self) -> bool:
+        """True for a resource mapped from another process (it imports buffers and cannot allocate)."""
+        return self._ipc is not None and self._ipc.mapped
+
+    @property
+    def uuid(self) -> Any:
+        """The UUID IPC-enabled resources are registered under (None when not IPC-enabled)."""
+        return self._ipc.uuid if self._ipc is not None else None
+
+    @property
+    def allocation_handle(self) -> IPCAllocationHandle:
+        """The shareable handle of the resource's IPC-enabled pool (the same IPCAllocationHandle each time)."""
+        if self._ipc is None:
+            raise RuntimeError("Memory resource is not IPC-enabled")
+        _check_mr_open(self)
+        return self._ipc.alloc_handle
+
+    def get_allocation_handle(self) -> IPCAllocationHandle:
+        return self.allocation_handle
+
+    @classmethod
+    def _map(cls, device_id: Any, alloc_handle: Any) -> Any:
+        """The resource of `alloc_handle` mapped here: the registered one for its UUID, or a new import."""
+        from .._device import Device
+
+        if isinstance(alloc_handle, IPCAllocationHandle):
+            check_open(alloc_handle)
+        elif isinstance(alloc_handle, bool) or not isinstance(alloc_handle, int):
+            raise TypeError(f"alloc_handle must be an IPCAllocationHandle or a file descriptor (int), got "
+                            f"{type(alloc_handle).__name__}")
+        uuid = getattr(alloc_handle, "uuid", None)
+        mr = registry.get(uuid) if uuid is not None else None
+        if mr is not None and not mr.is_closed:
+            if not isinstance(mr, cls):
+                raise TypeError(f"Registry contains a {type(mr).__name__} for uuid {uuid}, but {cls.__name__} was "
+                                "requested")
+            return mr
+        dev = Device(device_id)
+        self = object.__new__(cls)
+        self._bind_mapped(dev, IpcState.imported(dev, int(alloc_handle), uuid))  # type: ignore[attr-defined]
+        if uuid is not None:
+            self.register(uuid)
+        return self
+
+    @staticmethod
+    def from_registry(uuid: Any) -> Any:
+        """The mapped resource registered in this process under `uuid` (RuntimeError if none)."""
+        return from_registry(uuid)
+
+    def register(self, uuid: Any) -> Any:
+        """Register this resource under `uuid`; returns the one already registered there, if any."""
+        _check_mr_open(self)
+        return register(self, uuid)
+
+    def _import_ipc_buffer(self, ipc_descriptor: IPCBufferDescriptor, stream: Any) -> Any:
+        """Buffer.from_ipc_descriptor for this resource: map the exporter's buffer here."""
+        _check_mr_open(self)
+        return import_buffer(self, ipc_descriptor, stream)
+
+    def _export_ipc_buffer(self, buf: Any) -> IPCBufferDescriptor:
+        """Buffer.ipc_descriptor for this resource's buffers."""
+        return export_buffer(self, buf)
+
+
+def _check_mr_open(mr: Any) -> None:
+    if mr._closed:
+        raise RuntimeError("the memory resource is closed")
+
+
+def _deep_reduce_device_memory_resource(mr: Any) -> tuple[Any, ...]:
+    """How multiprocessing sends a resource: an IPC-enabled one as its allocation handle, imported on arrival."""
+    if mr._ipc is None:
+        return mr.__reduce__()  # type: ignore[no-any-return]
+    return (type(mr).from_allocation_handle, (mr.device_id, mr.get_allocation_handle()))
+
+
 multiprocessing.reduction.register(IPCAllocationHandle, _reduce_allocation_handle)
