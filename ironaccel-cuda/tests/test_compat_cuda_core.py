@@ -153,11 +153,11 @@ def test_the_readme_carries_the_coverage_map():
 def test_missing_functions_and_methods_raise_unsupported():
     from ironaccel_cuda.compat import cuda_core as cc
 
-    for fn in (cc.utils.copy_batch, cc.utils.prefetch_batch, cc.system.get_nvml_version):
+    for fn in (cc.utils.copy_batch, cc.system.get_nvml_version):
         with pytest.raises(Unsupported, match="needs"):
             fn()
-    with pytest.raises(Unsupported, match="issue 10"):
-        _ = cc.ManagedMemoryResource.from_allocation_handle  # class attributes of a missing class say so too
+    with pytest.raises(Unsupported, match="yet: it needs"):
+        _ = cc.graph.GraphDefinition.from_anything  # class attributes of a missing class say so too
     assert isinstance(Unsupported("cuda", "x", "y"), NotImplementedError)
 
 

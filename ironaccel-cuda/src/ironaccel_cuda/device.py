@@ -566,18 +566,22 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         return st.default_pool
 
     def create_driver_pool(self, *, host: bool = False, ipc: bool = False, max_size: int = 0,
-                           release_threshold: int | None = None) -> Any:
+                           release_threshold: int | None = None, managed: bool = False,
+                           location: tuple[str, int] | None = None) -> Any:
         """A driver memory pool of its own (cuMemPoolCreate); see `driver_pool.DriverPool`.
 
-        `host=True`: page-locked host memory this device can use; `ipc=True`:
-        exportable to other processes (`ipc.export`); `max_size`: a cap in
-        bytes (0: none); `release_threshold`: bytes kept after synchronize
-        (default: the driver's 0).  Closed with this Device handle.
+        `host=True`: page-locked host memory this device can use; `managed=True`:
+        managed memory; `ipc=True`: exportable to other processes (`ipc.export`);
+        `max_size`: a cap in bytes (0: none); `release_threshold`: bytes kept
+        after synchronize (default: the driver's 0); `location`: a host pool's
+        NUMA node `("host_numa", n)` or a managed pool's preferred location.
+        Closed with this Device handle.
         """
         from .driver_pool import DriverPool
 
         self._check_open("cuMemPoolCreate")
-        pool = DriverPool._create(self, host=host, ipc=ipc, max_size=max_size, release_threshold=release_threshold)
+        pool = DriverPool._create(self, host=host, ipc=ipc, max_size=max_size, release_threshold=release_threshold,
+                                  managed=managed, location=location)
         self._pools.append(pool)
         return pool
 

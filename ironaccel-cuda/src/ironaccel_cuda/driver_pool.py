@@ -1,7 +1,8 @@
 """DriverPool: the driver's stream-ordered memory pools (cuMemPool*) as objects.
 
     pool = dev.default_pool                          # the device's default pool (what Device.alloc draws from)
-    pool = dev.create_driver_pool(max_size=8 << 30)  # a pool of its own: device memory, or host=True, ipc=True
+    pool = dev.create_driver_pool(max_size=8 << 30)  # a pool of its own: device memory, or host=True, ipc=True,
+                                                     # or managed=True (location=: its preferred location)
     buf = pool.allocate(1 << 20, "float32", stream=s)    # a DeviceBuf (cuMemAllocFromPoolAsync)
     pool.release_threshold = 0; pool.usage(); pool.trim(); pool.grant_access(peer)
 
@@ -25,6 +26,11 @@ sets it; `trim()` gives unused memory back now.  The default pool is shared
 by every library in the process (PyTorch's and CuPy's stream-ordered
 allocators draw from it too).  Created pools start at the driver's 0 unless
 `release_threshold=` is given.
+
+Locations.  A host pool may be placed on a NUMA node (`location=("host_numa", n)`),
+which the driver needs before such a pool can be exported; a managed pool
+(`managed=True`, CUDA 13) may name a preferred location (`("device", ordinal)`,
+`("host", 0)`, `("host_numa", n)`) or none.
 """
 
 from __future__ import annotations
@@ -97,13 +103,24 @@ def apply_default_threshold(cudev: Any) -> None:
 
 
 def memory_location(drv: Any, kind: str, ordinal: int) -> Any:
-    """A CUmemLocation: the host ("host") or device `ordinal` ("device")."""
+    """A CUmemLocation: the host ("host"), device `ordinal` ("device"), host NUMA node `ordinal` ("host_numa"),
+    the calling thread's NUMA node ("host_numa_current") or none ("none")."""
     loc = drv.CUmemLocation()
+    types = drv.CUmemLocationType
     if kind == "host":
-        loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
+        loc.type = types.CU_MEM_LOCATION_TYPE_HOST
+        loc.id = 0
+    elif kind == "host_numa":
+        loc.type = types.CU_MEM_LOCATION_TYPE_HOST_NUMA
+        loc.id = ordinal
+    elif kind == "host_numa_current":
+        loc.type = types.CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT
+        loc.id = 0
+    elif kind == "none":  # cuda.bindings before 13.x names it only CU_MEM_LOCATION_TYPE_INVALID (both 0)
+        loc.type = getattr(types, "CU_MEM_LOCATION_TYPE_NONE", types.CU_MEM_LOCATION_TYPE_INVALID)
         loc.id = 0
     else:
-        loc.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        loc.type = types.CU_MEM_LOCATION_TYPE_DEVICE
         loc.id = ordinal
     return loc
 
@@ -179,28 +196,62 @@ class DriverPool(_Tracked):
     # -- creation ------------------------------------------------------------
 
     @classmethod
-    def _create(cls, device: Device, *, host: bool, ipc: bool, max_size: int,
-                release_threshold: int | None) -> DriverPool:
+    def _create(cls, device: Device, *, host: bool, ipc: bool, max_size: int, release_threshold: int | None,
+                managed: bool = False, location: tuple[str, int] | None = None) -> DriverPool:
+        for name, value in (("host", host), ("managed", managed)):
+            if not isinstance(value, bool):
+                raise invalid("cuMemPoolCreate", f"{name} must be a bool, got {value!r}")
+        if host and managed:
+            raise invalid("cuMemPoolCreate", "a pool holds host or managed memory, not both")
+        return cls._create_kind(device, "host" if host else "managed" if managed else "device", ipc=ipc,
+                                max_size=max_size, release_threshold=release_threshold, location=location)
+
+    @classmethod
+    def _create_kind(cls, device: Device, kind: str = "device", *, ipc: bool = False, max_size: int = 0,
+                     release_threshold: int | None = None, location: tuple[str, int] | None = None) -> DriverPool:
+        """A pool of its own (cuMemPoolCreate) of `kind` "device", "host" (page-locked) or "managed".
+
+        `location` places it: for "host", ("host_numa", node) puts the memory on
+        that NUMA node (needed for `ipc`); for "managed", the preferred location
+        ("device", ordinal), ("host", 0), ("host_numa", node) or None (none).
+        A host pool is opened read-write to `device`.
+        """
         op = "cuMemPoolCreate"
         if not device.attributes.memory_pools_supported:
             raise Unsupported("cuda", op, f"cuda:{device.ordinal} has no stream-ordered memory pools")
-        for name, value in (("host", host), ("ipc", ipc)):
-            if not isinstance(value, bool):
-                raise invalid(op, f"{name} must be a bool, got {value!r}")
+        if kind not in ("device", "host", "managed"):
+            raise invalid(op, f"kind must be 'device', 'host' or 'managed', got {kind!r}")
+        if not isinstance(ipc, bool):
+            raise invalid(op, f"ipc must be a bool, got {ipc!r}")
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
             raise invalid(op, f"max_size must be a non-negative int (bytes; 0: no limit), got {max_size!r}")
-        if host and ipc:
-            raise invalid(op, "host-memory pools cannot be exported (the driver allows IPC for device pools only)")
-        if host and not device_attribute(device, "HOST_MEMORY_POOLS_SUPPORTED"):
+        host = kind == "host"
+        numa = location is not None and location[0] == "host_numa"
+        if kind == "managed" and ipc:
+            raise invalid(op, "managed-memory pools cannot be exported")
+        if host and ipc and not numa:
+            raise invalid(op, "a host-memory pool can be exported only when placed on a NUMA node "
+                          "(location=('host_numa', node))")
+        if location is not None and (kind == "device" or (host and not numa)):
+            raise invalid(op, f"a {kind} pool takes no location other than ('host_numa', node), got {location!r}")
+        if host and not device_attribute(device, "HOST_NUMA_MEMORY_POOLS_SUPPORTED" if numa
+                                         else "HOST_MEMORY_POOLS_SUPPORTED"):
             raise Unsupported("cuda", op, f"the driver has no host-memory pools for cuda:{device.ordinal}")
+        if kind == "managed" and not device.attributes.concurrent_managed_access:
+            raise Unsupported("cuda", op, f"cuda:{device.ordinal} has no concurrent managed access for managed pools")
         if ipc and not device_attribute(device, "MEMPOOL_SUPPORTED_HANDLE_TYPES") & 1:
             raise Unsupported("cuda", op, f"cuda:{device.ordinal}'s pools cannot be exported as file descriptors")
         drv = driver()
         props = drv.CUmemPoolProps()
-        props.allocType = drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.allocType = (drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_MANAGED if kind == "managed"
+                           else drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED)
         props.handleTypes = drv.CUmemAllocationHandleType(1 if ipc else 0)
-        kind = "host" if host else "device"
-        props.location = memory_location(drv, kind, device.ordinal)
+        if kind == "managed":
+            props.location = memory_location(drv, *(location or ("none", 0)))
+        elif numa:
+            props.location = memory_location(drv, "host_numa", location[1])  # type: ignore[index]
+        else:
+            props.location = memory_location(drv, kind, device.ordinal)
         props.maxSize = max_size
         device._bind_here()
         h = call(op, props)
@@ -220,6 +271,23 @@ class DriverPool(_Tracked):
         return pool
 
     @classmethod
+    def _current(cls, device: Device, kind: str) -> DriverPool:
+        """The driver's current pool (cuMemGetMemPool) for `device`'s memory ("device"), the host's page-locked
+        memory ("host") or managed memory with no preferred location ("managed"); never destroyed."""
+        op = "cuMemGetMemPool"
+        drv = driver()
+        if kind == "device":
+            return cls._make(call("cuDeviceGetMemPool", device._state.cudev), device, owned=False)
+        types = {"host": ("host", drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED),
+                 "managed": ("none", drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_MANAGED)}
+        if kind not in types:
+            raise invalid(op, f"kind must be 'device', 'host' or 'managed', got {kind!r}")
+        where, alloc_type = types[kind]
+        device._bind_here()
+        h = call(op, memory_location(drv, where, 0), alloc_type)
+        return cls._make(h, device, owned=False, kind=kind)
+
+    @classmethod
     def _default(cls, device: Device) -> DriverPool:
         return cls._make(call("cuDeviceGetDefaultMemPool", device._state.cudev), device, owned=False)
 
@@ -227,7 +295,7 @@ class DriverPool(_Tracked):
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
         """`size` elements of `dtype` from this pool, stream-ordered on `stream` (default: the default stream)."""
-        if not self._owned and not self.imported:
+        if not self._owned and not self.imported and self.kind == "device":
             self._check_open("cuMemAllocAsync")
             return self.device.alloc(size, dtype, stream)
         op = "cuMemAllocFromPoolAsync"
@@ -237,14 +305,14 @@ class DriverPool(_Tracked):
                                "allocate")
         from .memory import adopt
 
-        most = 1 << 46 if self.kind == "host" else self.device.total_memory
+        most = 1 << 46 if self.kind != "device" else self.device.total_memory
         dt, size, nbytes = element_count(self.device, size, dtype, op, most)
         s = check_stream(self.device, stream, op)
         self.device._bind_here()
         ptr = int(call(op, nbytes, self._h, s._h))
         self._add(ptr, nbytes)
-        if self.kind == "host":
-            host_ranges.add(ptr, nbytes, "host pool")
+        if self.kind != "device":
+            host_ranges.add(ptr, nbytes, "host pool" if self.kind == "host" else "managed")
         return adopt(ptr, size, dt, self.device, stream=s, release=_Free(self, ptr, s))
 
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
@@ -256,7 +324,7 @@ class DriverPool(_Tracked):
 
     def _release(self, ptr: int, stream: Stream) -> None:
         self._drop(ptr)
-        if self.kind == "host":
+        if self.kind != "device":
             host_ranges.remove(ptr)
         h = stream._h
         if h is _core.CLOSED:

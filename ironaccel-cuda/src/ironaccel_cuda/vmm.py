@@ -69,35 +69,54 @@ class VirtualBuffer:
         raise TypeError("use Device.reserve(capacity)")
 
     @classmethod
-    def _create(cls, device: Device, capacity: int) -> VirtualBuffer:
+    def _create(cls, device: Device, capacity: int, *, exportable: bool = False, granularity: str = "minimum",
+                gpu_direct_rdma: bool = False, self_access: str = "readwrite") -> VirtualBuffer:
+        """Reserve `capacity` bytes; physical chunks are exportable as POSIX file descriptors when `exportable`,
+        rounded to the device's "minimum" or "recommended" granularity, GPUDirect RDMA capable when asked, and
+        mapped "readwrite" or "read" for `device`."""
         op = "cuMemAddressReserve"
         device._check_open(op)
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0:
             raise invalid(op, f"capacity must be a positive int (bytes), got {capacity!r}")
         if capacity > 1 << 48:
             raise invalid(op, f"capacity {capacity} is more than the 2**48 bytes of a GPU's address space")
+        if granularity not in ("minimum", "recommended"):
+            raise invalid(op, f"granularity must be 'minimum' or 'recommended', got {granularity!r}")
+        if self_access not in ("readwrite", "read"):
+            raise invalid(op, f"self_access must be 'readwrite' or 'read', got {self_access!r}")
+        for name, flag in (("exportable", exportable), ("gpu_direct_rdma", gpu_direct_rdma)):
+            if not isinstance(flag, bool):
+                raise invalid(op, f"{name} must be a bool, got {flag!r}")
         if not device_attribute(device, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"):
             raise Unsupported("cuda", op, f"cuda:{device.ordinal} has no virtual memory management")
+        if gpu_direct_rdma and not device_attribute(device, "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED"):
+            raise Unsupported("cuda", op, f"cuda:{device.ordinal} has no GPUDirect RDMA for VMM allocations")
         drv = driver()
         prop = drv.CUmemAllocationProp()
         prop.type = drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         prop.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         prop.location.id = device.ordinal
+        if exportable:
+            prop.requestedHandleTypes = drv.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+        if gpu_direct_rdma:
+            prop.allocFlags.gpuDirectRDMACapable = 1
+        flags = drv.CUmemAllocationGranularity_flags
         device._bind_here()
-        granularity = int(call("cuMemGetAllocationGranularity", prop,
-                               drv.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM))
-        capacity = _round_up(capacity, granularity)
-        base = call(op, capacity, granularity, 0, 0)
+        unit = int(call("cuMemGetAllocationGranularity", prop,
+                        flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED if granularity == "recommended"
+                        else flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+        capacity = _round_up(capacity, unit)
+        base = call(op, capacity, unit, 0, 0)
         vb = cls.__new__(cls)
         vb.device = device
         vb.capacity = capacity
-        vb.granularity = granularity
+        vb.granularity = unit
         vb.nbytes = 0
         vb._base = base
         vb._ptr = int(base)
         vb._prop = prop
         vb._chunks = []
-        vb._access = {device.ordinal: 3}
+        vb._access = {device.ordinal: _ACCESS[self_access]}
         vb._views = []
         vb._lock = threading.Lock()
         vb._closed = False

@@ -40,27 +40,37 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                         "pointer is unmapped once, after its last Buffer)"),
     ("MemoryResource", SAME, "abstract base (allocate, deallocate, is_device_accessible, is_host_accessible, "
                              "device_id; is_managed defaults to False)"),
-    ("DeviceMemoryResource", DIFFERS, "on the device's current stream-ordered pool through ironaccel's "
-                                      "`Device.alloc`; release threshold raised as cuda.core does; "
-                                      "`options=DeviceMemoryResourceOptions(ipc_enabled=True, max_size=...)` is an "
-                                      "ironaccel `DriverPool(ipc=True)`: allocation handle, mapped resources, "
-                                      "registry and multiprocessing pickling as in cuda.core (ironaccel's "
-                                      "`ipc.IpcPool`); options without IPC and setting `peer_accessible_by`: "
-                                      "missing (" + n.POOLS + ")"),
-    ("DeviceMemoryResourceOptions", DIFFERS, "accepted by the dataclass; a resource with options needs " + n.POOLS),
+    ("DeviceMemoryResource", DIFFERS, "without options on the device's current pool through ironaccel's "
+                                      "`Device.alloc` (release threshold raised as cuda.core does unless "
+                                      "IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD is set); with options a pool of its "
+                                      "own (an ironaccel `DriverPool`); attributes, `peer_accessible_by` (get and "
+                                      "set); IPC (`ipc_enabled=True`): allocation handle, mapped resources, "
+                                      "registry and multiprocessing pickling as in cuda.core, through "
+                                      "ironaccel's `ipc.IpcPool` / `ipc.IpcBuffer`"),
+    ("DeviceMemoryResourceOptions", SAME, "ipc_enabled, max_size"),
     ("LegacyPinnedMemoryResource", DIFFERS, "ironaccel `PinnedBuf` (cuMemHostAlloc, portable; cuda.core uses "
                                             "cuMemAllocHost)"),
-    ("PinnedMemoryResource", MISSING, n.PINNED_POOLS),
-    ("PinnedMemoryResourceOptions", MISSING, "dataclass only; " + n.PINNED_POOLS),
-    ("ManagedMemoryResource", MISSING, n.MANAGED),
-    ("ManagedMemoryResourceOptions", MISSING, "dataclass only; " + n.MANAGED),
-    ("ManagedBuffer", MISSING, n.MANAGED),
-    ("VirtualMemoryResource", MISSING, n.VMM),
-    ("VirtualMemoryResourceOptions", MISSING, "dataclass only; " + n.VMM),
+    ("PinnedMemoryResource", DIFFERS, "a host memory pool as an ironaccel `DriverPool` (the current one, or "
+                                      "a host pool of its own with options, on a NUMA node for IPC); "
+                                      "opened to the current device; IPC as DeviceMemoryResource's"),
+    ("PinnedMemoryResourceOptions", SAME, "ipc_enabled, max_size, numa_id"),
+    ("ManagedMemoryResource", SAME, "a managed memory pool as an ironaccel `DriverPool` (the current one, or "
+                                    "a managed pool of its own with the preferred location); gives "
+                                    "ManagedBuffers"),
+    ("ManagedMemoryResourceOptions", SAME, "preferred_location, preferred_location_type (validated as cuda.core)"),
+    ("ManagedBuffer", SAME, "read_mostly, preferred_location, accessed_by (a live set), prefetch, discard, "
+                            "discard_prefetch: cuMemAdvise / cuMemRangeGetAttribute / cuMemPrefetchAsync / the "
+                            "CUDA 13 discard batches"),
+    ("VirtualMemoryResource", DIFFERS, "one ironaccel `VirtualBuffer` per buffer (pinned device memory, POSIX-fd or "
+                                       "no handle, either granularity, GPUDirect RDMA, self/peer access); "
+                                       "`modify_allocation` grows past the reservation by a new one and a copy (the "
+                                       "address changes); host/managed locations, addr_hint/addr_align: "
+                                       "NotImplementedError"),
+    ("VirtualMemoryResourceOptions", SAME, "the fields and the spec validators (`_access_to_flags`, ...)"),
     ("GraphMemoryResource", SAME, "cuMemAllocAsync / cuMemFreeAsync on the capturing stream (graph memory "
                                   "nodes); refuses a non-capturing stream as cuda.core does; attributes and trim "
                                   "through cuDeviceGet/SetGraphMemAttribute and cuDeviceGraphMemTrim"),
-    ("Host", SAME, "a location value (used by managed-memory operations, which are missing)"),
+    ("Host", SAME, "a location value for managed-memory operations"),
     ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches); `handle` is the "
                          "Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is always None; PTX "
                          "programs: missing (" + n.LINKER + "); NVVM IR: missing (" + n.NVVM + "); target "
@@ -123,7 +133,8 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("utils.copy_batch", MISSING, n.COPY_BATCH),
     (("utils.CopyOptions", "utils.MemcpySrcAccessOrder", "utils.MemcpyOverlapMode"), MISSING,
      "data types only; " + n.COPY_BATCH),
-    (("utils.prefetch_batch", "utils.discard_batch", "utils.discard_prefetch_batch"), MISSING, n.MANAGED),
+    (("utils.prefetch_batch", "utils.discard_batch", "utils.discard_prefetch_batch"), SAME,
+     "cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync, cuMemDiscardAndPrefetchBatchAsync"),
     # -- other modules -------------------------------------------------------------------------
     ("typing", SAME, "the StrEnums and aliases: same names and values"),
     (("system.get_num_devices", "system.get_user_mode_driver_version", "system.get_process_name"), DIFFERS,
@@ -166,12 +177,9 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_program.py::test_nvvm_*, ::test_bitcode_format, the NVVM cases of ::test_cpp_program_*", n.NVVM),
     ("test_program.py::test_cpp_program_pch_auto_creates (Program.pch_status)",
      "NVRTC's precompiled-header status from ironaccel's Program (lead)"),
-    ("test_memory.py: PinnedMemoryResource cases", n.PINNED_POOLS),
-    ("test_memory.py: ManagedMemoryResource / ManagedBuffer cases, memory/test_managed_ops.py", n.MANAGED),
-    ("test_memory.py: VirtualMemoryResource cases", n.VMM),
-    ("test_memory.py: DeviceMemoryResourceOptions cases (own pools, their attributes and peer access)", n.POOLS),
-    ("memory_ipc/* PinnedMR cases (IPC of pinned pools)", n.PINNED_POOLS),
-    ("memory_ipc/test_peer_access.py (two GPUs; setting peer_accessible_by)", n.POOLS),
+    ("test_memory.py::test_vmm_allocator_grow_allocation_fast_path",
+     "cuda.core's internal `_grow_allocation_fast_path` (the compat grows through ironaccel's VirtualBuffer)"),
+    ("memory_ipc/test_peer_access.py (two GPUs)", "a machine with two GPUs"),
     ("graph/test_graph_builder.py: callback cases", n.CALLBACKS),
     ("graph/test_graph_builder.py: embed (child graph) and graph_definition cases, graph/test_graph_update.py "
      "GraphDefinition cases, graph/test_graph_definition*.py", n.GRAPH_NODES),

@@ -5,15 +5,10 @@ from ._device_memory_resource import DeviceMemoryResource, DeviceMemoryResourceO
 from ._graph_memory_resource import GraphMemoryResource
 from ._ipc import IPCAllocationHandle, IPCBufferDescriptor
 from ._legacy import LegacyPinnedMemoryResource
-from ._placeholders import (
-    ManagedBuffer,
-    ManagedMemoryResource,
-    ManagedMemoryResourceOptions,
-    PinnedMemoryResource,
-    PinnedMemoryResourceOptions,
-    VirtualMemoryResource,
-    VirtualMemoryResourceOptions,
-)
+from ._managed_buffer import ManagedBuffer
+from ._managed_memory_resource import ManagedMemoryResource, ManagedMemoryResourceOptions
+from ._pinned_memory_resource import PinnedMemoryResource, PinnedMemoryResourceOptions
+from ._virtual_memory_resource import VirtualMemoryResource, VirtualMemoryResourceOptions
 
 __all__ = [
     "Buffer",

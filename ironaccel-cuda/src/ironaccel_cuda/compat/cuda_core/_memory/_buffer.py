@@ -137,10 +137,11 @@ class Buffer:
     def _reduce_helper(mr: Any, ipc_descriptor: Any) -> Buffer:
         from .._stream import default_stream
 
-        if not _ia.current_context():
+        if not _ia.current_context():  # a spawned child unpickles its arguments before its target runs
             from .._device import Device
 
-            Device(mr.device_id).set_current()  # a spawned child unpickles its arguments before its target runs
+            ordinal = mr.device_id  # -1 for pinned memory: the default device
+            (Device(ordinal) if ordinal >= 0 else Device()).set_current()
         return Buffer.from_ipc_descriptor(mr, ipc_descriptor, stream=default_stream())
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -355,11 +356,17 @@ def _order_free(mem: Any, stream: Any, home: Any) -> None:
         order_after(home_stream, s, mem.device)
 
 
+class _HostPoolMemory:
+    """Marks host-accessible pool memory in `_copy` (never instantiated)."""
+
+
 def _copy(dst: Buffer, src: Buffer, s: Any) -> None:
     n = src._size
     if n == 0:
         return
     a, b = dst._mem.__class__, src._mem.__class__
+    if (a is _ia.DeviceBuf and dst._mr.is_host_accessible) or (b is _ia.DeviceBuf and src._mr.is_host_accessible):
+        a = b = _HostPoolMemory  # page-locked or managed pool memory: the driver's unified copy routes it
     try:
         if a is _ia.DeviceBuf:
             if b is _ia.DeviceBuf:

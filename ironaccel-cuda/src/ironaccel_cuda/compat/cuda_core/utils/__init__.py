@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _needs
+from .._memory._managed_memory_ops import discard_batch, discard_prefetch_batch, prefetch_batch
 from .._memoryview import StridedMemoryView, args_viewable_as_strided_memory
 from .._missing import missing_function
 from ..typing import StrEnum
@@ -50,6 +51,3 @@ class CopyOptions:
 
 
 copy_batch = missing_function("copy_batch", _needs.COPY_BATCH, __name__)
-prefetch_batch = missing_function("prefetch_batch", _needs.MANAGED, __name__)
-discard_batch = missing_function("discard_batch", _needs.MANAGED, __name__)
-discard_prefetch_batch = missing_function("discard_prefetch_batch", _needs.MANAGED, __name__)
