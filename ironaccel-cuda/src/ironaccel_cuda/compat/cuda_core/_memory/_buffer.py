@@ -137,10 +137,11 @@ class Buffer:
     def _reduce_helper(mr: Any, ipc_descriptor: Any) -> Buffer:
         from .._stream import default_stream
 
-        if not _ia.current_context():
+        if not _ia.current_context():  # a spawned child unpickles its arguments before its target runs
             from .._device import Device
 
-            Device(mr.device_id).set_current()  # a spawned child unpickles its arguments before its target runs
+            ordinal = mr.device_id  # -1 for pinned memory: the default device
+            (Device(ordinal) if ordinal >= 0 else Device()).set_current()
         return Buffer.from_ipc_descriptor(mr, ipc_descriptor, stream=default_stream())
 
     def __reduce__(self) -> tuple[Any, ...]:

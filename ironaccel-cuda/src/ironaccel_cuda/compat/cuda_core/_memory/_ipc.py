@@ -214,6 +214,7 @@ class IpcState:
             self.pool.close()
             self.source.close()
         self.alloc_handle.close()
+        self.pool = None  # an exporter's pool goes with its resource's last buffer
 
 
 class ImportedFrom:
@@ -333,7 +334,7 @@ class IpcResource:
                 raise TypeError(f"Registry contains a {type(mr).__name__} for uuid {uuid}, but {cls.__name__} was "
                                 "requested")
             return mr
-        dev = Device(device_id)
+        dev = Device() if device_id is None or (isinstance(device_id, int) and device_id < 0) else Device(device_id)
         self = object.__new__(cls)
         self._bind_mapped(dev, IpcState.imported(dev, int(alloc_handle), uuid))  # type: ignore[attr-defined]
         if uuid is not None:
@@ -370,6 +371,13 @@ def _deep_reduce_device_memory_resource(mr: Any) -> tuple[Any, ...]:
     if mr._ipc is None:
         return mr.__reduce__()  # type: ignore[no-any-return]
     return (type(mr).from_allocation_handle, (mr.device_id, mr.get_allocation_handle()))
+
+
+def _deep_reduce_pinned_memory_resource(mr: Any) -> tuple[Any, ...]:
+    """As `_deep_reduce_device_memory_resource`, for PinnedMemoryResource (from_allocation_handle takes no device)."""
+    if mr._ipc is None:
+        return mr.__reduce__()  # type: ignore[no-any-return]
+    return (type(mr).from_allocation_handle, (mr.get_allocation_handle(),))
 
 
 multiprocessing.reduction.register(IPCAllocationHandle, _reduce_allocation_handle)
