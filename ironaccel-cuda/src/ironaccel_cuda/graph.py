@@ -178,13 +178,18 @@ class Graph(_Owned):
         _, count = call("cuGraphGetNodes", self._h, 0)
         return int(count)
 
-    def instantiate(self) -> GraphExec:
+    def instantiate(self, *, auto_free_on_launch: bool = False) -> GraphExec:
+        """An executable copy; `auto_free_on_launch`: each launch first frees what the graph's memory-allocation
+        nodes allocated at the last launch and were not freed (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)."""
         op = "cuGraphInstantiate"
         self._check(op)
         if self._parent is not None:
             raise invalid(op, "a conditional node's body is instantiated with the graph that holds it")
+        if not isinstance(auto_free_on_launch, bool):
+            raise invalid(op, f"auto_free_on_launch must be a bool, got {auto_free_on_launch!r}")
         self.device._bind_here()
-        return GraphExec._make(call(op, self._h, 0), self.device, list(self._keep), list(self._host_funcs))
+        flags = 1 if auto_free_on_launch else 0  # CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
+        return GraphExec._make(call(op, self._h, flags), self.device, list(self._keep), list(self._host_funcs))
 
     # -- building -----------------------------------------------------------
 

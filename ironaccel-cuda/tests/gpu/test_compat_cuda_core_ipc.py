@@ -159,3 +159,40 @@ def test_graph_memory_resource_allocates_inside_capture_only(cc, device):
     gmr.trim()
     out.close()
     s.close()
+
+
+def test_instantiate_takes_auto_free_on_launch(dev):
+    from ironaccel import InvalidArgument
+
+    s = dev.create_stream()
+    s.begin_capture()
+    g = s.end_capture()  # an empty graph
+    with pytest.raises(InvalidArgument, match="auto_free_on_launch must be a bool"):
+        g.instantiate(auto_free_on_launch=1)
+    exe = g.instantiate(auto_free_on_launch=True)
+    exe.launch(s)
+    s.synchronize()
+    exe.close()
+    g.close()
+    s.close()
+
+
+@pytest.mark.skipif(FAKE, reason="the fake driver records no memory nodes in stream capture")
+def test_graph_memory_kept_past_a_launch_is_freed_by_the_next_with_auto_free(cc, device):
+    gmr = cc.GraphMemoryResource(device)
+    s = device.create_stream()
+    gb = device.create_graph_builder().begin_building("relaxed")
+    out = gmr.allocate(NBYTES, stream=gb)  # not freed in the graph: it outlives each launch
+    out.fill(6, stream=gb)
+    graph = gb.end_building().complete(cc.graph.GraphCompleteOptions(auto_free_on_launch=True))
+    seen = cc.DeviceMemoryResource(device).allocate(NBYTES, stream=s)
+    for _ in range(2):  # without the flag the second launch fails: the first launch's allocation is still live
+        seen.fill(0, stream=s)
+        graph.launch(s)
+        seen.copy_from(out, stream=s)
+        s.sync()
+        np.testing.assert_array_equal(seen._mem.copy_to_host(), np.full(NBYTES, 6, np.uint8))
+    seen.close()
+    graph.close()
+    s.close()
+

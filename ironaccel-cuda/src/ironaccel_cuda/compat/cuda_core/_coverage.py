@@ -106,7 +106,8 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch, update from a builder) plus cuGraphUpload; "
                              "`graph[node]` "
                              "and update from a definition: missing (" + n.GRAPH_NODES + ")"),
-    ("graph.GraphCompleteOptions", DIFFERS, "upload_stream works; the instantiate flags need " + n.GRAPH_NODES),
+    ("graph.GraphCompleteOptions", DIFFERS, "upload_stream and auto_free_on_launch work; device_launch and "
+                                            "use_node_priority need " + n.GRAPH_NODES),
     ("graph.GraphDebugPrintOptions", SAME, "the CU_GRAPH_DEBUG_DOT_FLAGS_* of debug_dot_print"),
     ("graph.GraphDefinition", MISSING, n.GRAPH_NODES),
     ("graph.GraphCondition", MISSING, n.CONDITIONALS),

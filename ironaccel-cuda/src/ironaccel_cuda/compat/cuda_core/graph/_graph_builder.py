@@ -148,11 +148,11 @@ class GraphBuilder:
         self._check_open()
         if self._state != _ENDED or self._graph is None:
             raise RuntimeError("Graph has not finished building.")
-        if options is not None and (options.auto_free_on_launch or options.device_launch or
-                                    options.use_node_priority):
+        if options is not None and (options.device_launch or options.use_node_priority):
             raise missing_error("GraphCompleteOptions flags", _needs.GRAPH_NODES)
         try:
-            exe = self._graph.instantiate()
+            exe = self._graph.instantiate(auto_free_on_launch=bool(options is not None and
+                                                                   options.auto_free_on_launch))
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
         graph = Graph._init(exe)
