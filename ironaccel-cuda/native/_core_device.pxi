@@ -58,21 +58,31 @@ cdef class DeviceCore:
             self._default = self._state.default_stream
         return self._default
 
-    def create_event(self, timing=False):
-        """A new event; `timing=True` enables `elapsed_ms` (slightly slower record/sync)."""
+    cdef EventCore _new_event(self, type cls, unsigned int flags):
         cdef EventCore e
         if self._closed:
             raise _errors.closed("cuEventCreate", "device")
         _ensure_ctx(self._ctx)
-        h = _event_create(0 if timing else CU_EVENT_DISABLE_TIMING)
-        e = EventCore.__new__(_EVENT_TYPE)
+        h = _event_create(flags)
+        e = EventCore.__new__(cls)
         e._hv = h
         e._isclosed = False
         e.device = self
         e._ordinal = self.ordinal
-        e.timing = timing
+        e.timing = not (flags & CU_EVENT_DISABLE_TIMING)
         e._default = self._default_stream()
         return e
+
+    def create_event(self, timing=False):
+        """A new event; `timing=True` enables `elapsed_ms` (slightly slower record/sync)."""
+        return self._new_event(_EVENT_TYPE, 0 if timing else CU_EVENT_DISABLE_TIMING)
+
+    def _event_of(self, type cls, unsigned int flags):
+        """A new event of the EventCore subclass `cls` with cuEventCreate `flags`: the cuda.core surface's
+        events (blocking-sync flag, its own class) made in one compiled call."""
+        if not issubclass(cls, EventCore):
+            raise TypeError("_event_of wants a subclass of EventCore")
+        return self._new_event(cls, flags)
 
     def alloc(self, size, dtype="uint8", stream=None):
         """`size` elements of `dtype`, stream-ordered on `stream` (default: the default stream)."""

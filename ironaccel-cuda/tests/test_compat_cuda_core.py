@@ -157,7 +157,7 @@ def test_missing_functions_and_methods_raise_unsupported():
         with pytest.raises(Unsupported, match="needs"):
             fn()
     with pytest.raises(Unsupported, match="yet: it needs"):
-        _ = cc.graph.GraphDefinition.from_anything  # class attributes of a missing class say so too
+        _ = cc.GraphicsResource.from_anything  # class attributes of a missing class say so too
     assert isinstance(Unsupported("cuda", "x", "y"), NotImplementedError)
 
 

@@ -64,7 +64,7 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
 
 def _write_results() -> None:
     path = os.environ.get("IRONACCEL_CCT_JSON")
-    if path:
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):  # under xdist the controller sees every report
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             json.dump({"against": AGAINST, "cases": list(_results.values()), "collection_errors": _collect_errors},

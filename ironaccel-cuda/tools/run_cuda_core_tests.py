@@ -18,6 +18,9 @@ Output: a pass/fail table per file (stdout and DIR/table.md), DIR/junit.xml, DIR
 (every case with its outcome and reason) and DIR/summary.json.  The exit status is 0 when the
 pass rate over the chosen files reaches --target (default 0.90).
 
+Extra pytest arguments go after `--`; on the GPU machine `-- -n 6 --timeout 120` (pytest-xdist,
+pytest-timeout) runs the set in a few minutes instead of one case at a time.
+
 --set issue (default): the files of ironaccel issue 11; core: the ten files the compat covers
 without issues 10 and 15; all: every test file in the folder.  `--against cuda.core` runs the
 same files against the installed cuda-core (a baseline; nothing is installed).

@@ -164,3 +164,26 @@ def test_no_validator_is_not_available_and_says_what_to_install(monkeypatch: pyt
     finally:
         monkeypatch.delenv(spirv_val.ENV)
         spirv_val.forget()
+
+
+def _without_instruction(code: bytes, opcode: int, operands: tuple[int, ...]) -> bytes:
+    """The module with the first instruction of this opcode that starts with these operands left out."""
+    words = np.frombuffer(code, "<u4")
+    i = 5
+    while i < words.size:
+        count = int(words[i]) >> 16
+        if int(words[i]) & 0xFFFF == opcode and tuple(int(w) for w in words[i + 1: i + 1 + len(operands)]) == operands:
+            return np.concatenate([words[:i], words[i + count:]]).tobytes()
+        i += count
+    raise AssertionError(f"no instruction {opcode} {operands}")
+
+
+def test_a_compute_input_that_is_not_a_builtin_is_refused() -> None:
+    # spirv-val accepts it, and NVIDIA's driver 580 died on it with SIGSEGV (H200, 2026-12-01): the scale_offset
+    # kernel without `OpDecorate %11 BuiltIn GlobalInvocationId`, i.e. a user-defined Input in a compute shader.
+    code = (KERNELS / "scale_offset.spv").read_bytes()
+    builtin_id = 11
+    cut = _without_instruction(code, spirv.OP_DECORATE, (builtin_id, spirv.DECO_BUILTIN))
+    with pytest.raises(CompileError, match="variable %11 has storage class Input but no BuiltIn"):
+        spirv.reflect(cut)
+    spirv.reflect(code)  # the whole module is fine

@@ -269,7 +269,9 @@ class CudaCoreSide(Side):
         mr = core.DeviceMemoryResource(self.dev, options_cls(ipc_enabled=True, max_size=64 << 20))
         buf = mr.allocate(nbytes, stream=self.stream)
         self.stream.sync()
-        importer = IpcImporter(ipc_importer, (mr.get_allocation_handle(), self.ctx.device))
+        # cuda.core 1.2: the `allocation_handle` property (get_allocation_handle() before it)
+        handle = mr.allocation_handle if hasattr(mr, "allocation_handle") else mr.get_allocation_handle()
+        importer = IpcImporter(ipc_importer, (handle, self.ctx.device))
         clock = time.perf_counter_ns
 
         def run(n: int) -> int:

@@ -255,8 +255,10 @@ class GreenContext(_ContextBase):
 
     @classmethod
     def _create(cls, device: Device, resource: Any) -> GreenContext:
+        """A green context over one CUdevResource, or a list of them (an SM group and a workqueue config)."""
         drv = driver()
-        desc = call("cuDevResourceGenerateDesc", [resource], 1)
+        resources = list(resource) if isinstance(resource, (list, tuple)) else [resource]
+        desc = call("cuDevResourceGenerateDesc", resources, len(resources))
         green = call("cuGreenCtxCreate", desc, device._state.cudev, CU_GREEN_CTX_DEFAULT_STREAM)
         g = object.__new__(cls)
         g._green = green

@@ -29,6 +29,7 @@ an executable graph holds them too.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import tempfile
 from collections.abc import Callable
@@ -178,17 +179,21 @@ class Graph(_Owned):
         _, count = call("cuGraphGetNodes", self._h, 0)
         return int(count)
 
-    def instantiate(self, *, auto_free_on_launch: bool = False) -> GraphExec:
-        """An executable copy; `auto_free_on_launch`: each launch first frees what the graph's memory-allocation
-        nodes allocated at the last launch and were not freed (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)."""
+    def instantiate(self, *, auto_free_on_launch: bool = False, device_launch: bool = False,
+                    use_node_priority: bool = False) -> GraphExec:
+        """An executable copy of this graph (cuGraphInstantiate).
+
+        `auto_free_on_launch` frees the graph's unfreed allocations before each
+        relaunch; `device_launch` makes it launchable from device code;
+        `use_node_priority` runs kernels at their nodes' priorities rather
+        than the launching stream's (CUDA_GRAPH_INSTANTIATE_FLAG_*).
+        """
         op = "cuGraphInstantiate"
         self._check(op)
         if self._parent is not None:
             raise invalid(op, "a conditional node's body is instantiated with the graph that holds it")
-        if not isinstance(auto_free_on_launch, bool):
-            raise invalid(op, f"auto_free_on_launch must be a bool, got {auto_free_on_launch!r}")
+        flags = (1 if auto_free_on_launch else 0) | (4 if device_launch else 0) | (8 if use_node_priority else 0)
         self.device._bind_here()
-        flags = 1 if auto_free_on_launch else 0  # CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
         return GraphExec._make(call(op, self._h, flags), self.device, list(self._keep), list(self._host_funcs))
 
     # -- building -----------------------------------------------------------
@@ -487,7 +492,11 @@ class GraphExec(_Owned):
             raise invalid("cuGraphLaunch", f"stream must be a Stream, got {type(s).__name__}") from None
 
     def update(self, graph: Graph) -> None:
-        """Take the parameters of `graph` (a re-capture with the same topology) without re-instantiating."""
+        """Take the parameters of `graph` (a re-capture with the same topology) without re-instantiating.
+
+        From then on this executable holds what `graph` holds (buffers, host
+        functions) instead of what it held before; a rejected update changes nothing.
+        """
         op = "cuGraphExecUpdate"
         if self._h is CLOSED:
             raise closed(op, "executable graph")
@@ -498,11 +507,13 @@ class GraphExec(_Owned):
         self.device._bind_here()
         err, info = try_call(op, self._h, graph._h)
         if err:
-            result = getattr(getattr(info, "result", None), "name", None)
+            result = getattr(getattr(info, "result", None), "name", None) or _update_result(self._h, graph._h)
             from .errors import driver_error
 
             raise driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
-        self._hold(graph._keep, graph._host_funcs)
+        self._keep = []
+        self._host_funcs = []
+        self._hold(list(graph._keep), list(graph._host_funcs))
 
     def _hold(self, keep: list[Any], host_funcs: list[Any]) -> None:
         """Keep what new node parameters use; with host functions, launches report their failures from now on."""
@@ -511,6 +522,26 @@ class GraphExec(_Owned):
             self._host_funcs.extend(host_funcs)
             if self.__class__ is GraphExec:
                 self.__class__ = _HostFuncGraphExec
+
+
+class _UpdateResultInfo(ctypes.Structure):
+    _fields_ = [("result", ctypes.c_int), ("errorNode", ctypes.c_void_p), ("errorFromNode", ctypes.c_void_p)]
+
+
+def _update_result(exec_h: Any, graph_h: Any) -> str | None:
+    """Why cuGraphExecUpdate refuses `graph_h` (a CU_GRAPH_EXEC_UPDATE_* name), asked through the driver's entry
+    point: the binding returns no result info when the call fails.  A refused update changes nothing, so asking
+    again is harmless."""
+    from .hostfn import _entry
+
+    update = _entry("cuGraphExecUpdate", ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_UpdateResultInfo))
+    info = _UpdateResultInfo()
+    if not update(int(exec_h), int(graph_h), ctypes.byref(info)):
+        return None
+    try:
+        return str(driver().CUgraphExecUpdateResult(info.result).name)
+    except ValueError:
+        return None
 
 
 class _HostFuncGraphExec(GraphExec):

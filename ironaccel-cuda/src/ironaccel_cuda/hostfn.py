@@ -33,9 +33,9 @@ from typing import Any
 
 from . import _core
 from ._driver import call, driver
-from .errors import HostFuncError, driver_error, invalid
+from .errors import HostFuncError, closed, driver_error, invalid
 
-__all__ = ["HostFunc", "launch", "graph_add_node", "pending_errors", "raise_pending"]
+__all__ = ["HostFunc", "launch", "launch_c", "launch_kept", "graph_add_node", "pending_errors", "raise_pending"]
 
 _lock = threading.Lock()
 _tokens = itertools.count(1)
@@ -146,6 +146,34 @@ def launch(stream: Any, fn: Callable[[], Any]) -> HostFunc:
             if capture is not None:
                 _by_capture.get(capture, []).remove(entry)
         raise driver_error(err, op)
+    watch(stream)
+    return entry
+
+
+def launch_c(stream: Any, fn_address: int, user_data: int) -> None:
+    """Queue a C host function (`void fn(void *)` at `fn_address`) with `user_data` on `stream` (cuLaunchHostFunc).
+
+    Nothing is kept alive here: the caller holds the function and its data as
+    long as the stream (or the graph a capture makes) can run it.
+    """
+    op = "cuLaunchHostFunc"
+    if isinstance(fn_address, bool) or not isinstance(fn_address, int) or fn_address <= 0:
+        raise invalid(op, f"expected the address of a C function, got {fn_address!r}")
+    if isinstance(user_data, bool) or not isinstance(user_data, int) or user_data < 0:
+        raise invalid(op, f"user_data must be an address (a non-negative int), got {user_data!r}")
+    if getattr(stream, "_h", _core.CLOSED) is _core.CLOSED:
+        raise closed(op, "stream")
+    cu_launch = _entry(op, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    err = cu_launch(int(stream._h), fn_address, user_data or None)
+    if err:
+        raise driver_error(err, op)
+
+
+def launch_kept(stream: Any, fn: Callable[[], Any]) -> HostFunc:
+    """Queue `fn()` on `stream` through a token (cuLaunchHostFunc): it runs only while the caller holds the HostFunc
+    returned.  For builders that keep a capture's host functions with its graph themselves."""
+    _, entry = host_node_params(fn, stream, "cuLaunchHostFunc")
+    launch_c(stream, _TRAMPOLINE_ADDRESS, entry.token)
     watch(stream)
     return entry
 

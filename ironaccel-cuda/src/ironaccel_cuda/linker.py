@@ -20,7 +20,9 @@ silently drop them).  nvJitLink comes from NVIDIA's `nvidia-nvjitlink` wheel
 must be at least as new as the NVRTC that made LTO-IR inputs.
 
 Results are cached like compiles (memory, then disk), keyed on every input's
-bytes, the options, the architecture and the nvJitLink build.
+bytes, the options, the architecture and the nvJitLink build.  `LinkSession` is
+one uncached nvJitLink handle (options, inputs, one completion, logs kept after
+close): `Linker` runs one per link, the cuda.core compat one per cuda.core Linker.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from types import MappingProxyType, ModuleType
 from typing import Any
 
 from . import cache
-from .errors import BACKEND, CompileError, NotAvailable, invalid
+from .errors import BACKEND, CompileError, NotAvailable, closed, invalid
 from .images import check_image, cubin_sm
 from .program import ObjectCode, normalize_arch
 
-__all__ = ["Linker", "device_runtime_library"]
+__all__ = ["LinkSession", "Linker", "device_runtime_library"]
 
 LINK_FIX = "pip install nvidia-nvjitlink (or ironaccel-cuda[link]); cuda.bindings.nvjitlink loads it"
 DEVRT_FIX = ("pip install nvidia-cuda-runtime (it ships nvidia/cu13/lib/libcudadevrt.a), or point CUDA_HOME at a "
@@ -187,37 +189,97 @@ class Linker:
                                nvjitlink_file=_nvjitlink_identity())
 
     def _run(self, nv: ModuleType, options: list[str], target: str, devrt: str | None) -> tuple[bytes, str]:
-        types = nv.InputType
-        kinds = {"cubin": types.CUBIN, "ptx": types.PTX, "ltoir": types.LTOIR, "fatbin": types.FATBIN,
-                 "library": types.LIBRARY}
+        session = LinkSession(options, nv)
         try:
-            handle = nv.create(len(options), options)
-        except nv.nvJitLinkError as exc:
-            raise CompileError(BACKEND, "nvJitLinkCreate", f"bad options {options}: {exc}") from None
-        try:
-            step = "nvJitLinkAddData"
-            try:
-                for item in self.inputs:
-                    data = item.data + b"\0" if item.kind == "ptx" and not item.data.endswith(b"\0") else item.data
-                    nv.add_data(handle, kinds[item.kind], data, len(data), item.name)
-                if devrt is not None:
-                    step = "nvJitLinkAddFile"
-                    nv.add_file(handle, types.LIBRARY, devrt)
-                step = "nvJitLinkComplete"
-                nv.complete(handle)
-                step = "nvJitLinkGetLinkedCubin" if target == "cubin" else "nvJitLinkGetLinkedPtx"
-                if target == "cubin":
-                    out = bytearray(nv.get_linked_cubin_size(handle))
-                    nv.get_linked_cubin(handle, out)
-                else:
-                    out = bytearray(nv.get_linked_ptx_size(handle))
-                    nv.get_linked_ptx(handle, out)
-            except nv.nvJitLinkError as exc:
-                log = _log(nv, handle, error=True)
-                raise CompileError(BACKEND, step, log or str(exc), getattr(exc, "status", None), str(exc)) from None
-            return bytes(out), _log(nv, handle, error=False)
+            for item in self.inputs:
+                session.add(item.kind, item.data, item.name)
+            if devrt is not None:
+                session.add_file("library", devrt)
+            payload = session.complete(target)
+            return payload, session.info_log
         finally:
-            nv.destroy(handle)
+            session.close()
+
+
+class LinkSession:
+    """One nvJitLink handle: made with its options, given inputs, completed once; its logs outlive it.
+
+    `Linker` runs one per link; the cuda.core compat keeps one per cuda.core Linker,
+    whose handle and logs it shows.
+    """
+
+    def __init__(self, options: Sequence[str], nv: ModuleType | None = None):
+        self.nv = nv = _nvjitlink() if nv is None else nv
+        self.error_log = ""
+        self.info_log = ""
+        opts = list(options)
+        try:
+            self.handle: Any = nv.create(len(opts), opts)
+        except nv.nvJitLinkError as exc:
+            raise CompileError(BACKEND, "nvJitLinkCreate", f"bad options {opts}: {exc}", getattr(exc, "status", None),
+                               str(exc)) from None
+
+    def _kind(self, kind: str) -> Any:
+        types = self.nv.InputType
+        kinds = {"cubin": types.CUBIN, "ptx": types.PTX, "ltoir": types.LTOIR, "fatbin": types.FATBIN,
+                 "object": types.OBJECT, "library": types.LIBRARY}
+        if kind not in kinds:
+            raise invalid("nvJitLinkAddData", f"cannot link input of kind {kind!r} (kinds: {sorted(kinds)})")
+        return kinds[kind]
+
+    def _fail(self, step: str, exc: Any) -> CompileError:
+        self.error_log = _log(self.nv, self.handle, error=True)
+        self.info_log = _log(self.nv, self.handle, error=False)
+        return CompileError(BACKEND, step, self.error_log or str(exc), getattr(exc, "status", None), str(exc))
+
+    def _live(self, op: str) -> Any:
+        if self.handle is None:
+            raise closed(op, "nvJitLink handle")
+        return self.handle
+
+    def add(self, kind: str, data: bytes, name: str) -> None:
+        """Add one input (nvJitLinkAddData); PTX is given its terminating NUL."""
+        handle = self._live("nvJitLinkAddData")
+        if kind == "ptx" and not data.endswith(b"\0"):
+            data += b"\0"
+        try:
+            self.nv.add_data(handle, self._kind(kind), data, len(data), name)
+        except self.nv.nvJitLinkError as exc:
+            raise self._fail("nvJitLinkAddData", exc) from None
+
+    def add_file(self, kind: str, path: str) -> None:
+        """Add one input file (nvJitLinkAddFile)."""
+        handle = self._live("nvJitLinkAddFile")
+        try:
+            self.nv.add_file(handle, self._kind(kind), path)
+        except self.nv.nvJitLinkError as exc:
+            raise self._fail("nvJitLinkAddFile", exc) from None
+
+    def complete(self, target: str) -> bytes:
+        """Link (nvJitLinkComplete) and return the linked "cubin" or "ptx"; the logs are kept."""
+        nv = self.nv
+        handle = self._live("nvJitLinkComplete")
+        step = "nvJitLinkComplete"
+        try:
+            nv.complete(handle)
+            step = "nvJitLinkGetLinkedCubin" if target == "cubin" else "nvJitLinkGetLinkedPtx"
+            if target == "cubin":
+                out = bytearray(nv.get_linked_cubin_size(handle))
+                nv.get_linked_cubin(handle, out)
+            else:
+                out = bytearray(nv.get_linked_ptx_size(handle))
+                nv.get_linked_ptx(handle, out)
+        except nv.nvJitLinkError as exc:
+            raise self._fail(step, exc) from None
+        self.info_log = _log(nv, handle, error=False)
+        self.error_log = _log(nv, handle, error=True)
+        return bytes(out)
+
+    def close(self) -> None:
+        """Destroy the handle (nvJitLinkDestroy); the logs stay.  Idempotent."""
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            self.nv.destroy(handle)
 
 
 def _log(nv: ModuleType, handle: Any, error: bool) -> str:

@@ -161,22 +161,6 @@ def test_graph_memory_resource_allocates_inside_capture_only(cc, device):
     s.close()
 
 
-def test_instantiate_takes_auto_free_on_launch(dev):
-    from ironaccel import InvalidArgument
-
-    s = dev.create_stream()
-    s.begin_capture()
-    g = s.end_capture()  # an empty graph
-    with pytest.raises(InvalidArgument, match="auto_free_on_launch must be a bool"):
-        g.instantiate(auto_free_on_launch=1)
-    exe = g.instantiate(auto_free_on_launch=True)
-    exe.launch(s)
-    s.synchronize()
-    exe.close()
-    g.close()
-    s.close()
-
-
 @pytest.mark.skipif(FAKE, reason="the fake driver records no memory nodes in stream capture")
 def test_graph_memory_kept_past_a_launch_is_freed_by_the_next_with_auto_free(cc, device):
     gmr = cc.GraphMemoryResource(device)

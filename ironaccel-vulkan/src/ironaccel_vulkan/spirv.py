@@ -38,8 +38,9 @@ OP_CONSTANT, OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE = 43, 59, 71, 72
 MODEL_GLCOMPUTE = 5
 MODE_LOCAL_SIZE = 17
 DECO_BLOCK, DECO_BUFFER_BLOCK, DECO_ARRAY_STRIDE, DECO_MATRIX_STRIDE = 2, 3, 6, 7
+DECO_BUILTIN = 11
 DECO_NON_WRITABLE, DECO_BINDING, DECO_DESCRIPTOR_SET, DECO_OFFSET = 24, 33, 34, 35
-SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER = 0, 2, 9, 12
+SC_UNIFORM_CONSTANT, SC_INPUT, SC_UNIFORM, SC_OUTPUT, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER = 0, 1, 2, 3, 9, 12
 MODELS = {0: "Vertex", 1: "TessellationControl", 2: "TessellationEvaluation", 3: "Geometry", 4: "Fragment",
           5: "GLCompute", 6: "Kernel"}
 
@@ -130,6 +131,23 @@ def _string(words: np.ndarray, start: int, end: int) -> tuple[str, int]:
     return raw[:nul].decode("utf-8", errors="replace"), start + nul // 4 + 1
 
 
+def _check_compute_interface(variables: list[tuple[int, int, int]], types: dict[int, tuple[int, list[int]]],
+                             decorations: dict[int, dict[int, int]], builtin_members: set[int], op: str) -> None:
+    """A compute shader's only Input and Output variables are built-ins (Vulkan, "Shader Input and Output
+    Interfaces"). spirv-val (2025.5) accepts a user-defined Input there, and NVIDIA's driver 580 then dies with
+    SIGSEGV in vkCreateComputePipelines (H200, 2026-12-01: the module without `OpDecorate %id BuiltIn ...`)."""
+    for pointer_type, var_id, storage in variables:
+        if storage not in (SC_INPUT, SC_OUTPUT) or DECO_BUILTIN in decorations.get(var_id, {}):
+            continue
+        pointee = types.get(pointer_type, (0, [0, 0]))[1]
+        if len(pointee) >= 2 and pointee[1] in builtin_members:
+            continue
+        kind = "Input" if storage == SC_INPUT else "Output"
+        raise CompileError(BACKEND, op, log=f"invalid SPIR-V for a compute pipeline: variable %{var_id} has storage "
+                           f"class {kind} but no BuiltIn decoration; a compute shader's only inputs and outputs are "
+                           "built-ins (Vulkan spec, Shader Input and Output Interfaces)")
+
+
 def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
     """Validate the module's structure and read its interface; CompileError says what is wrong and where."""
     words = to_words(code, op)
@@ -145,6 +163,7 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
     decorations: dict[int, dict[int, int]] = {}
     member_offsets: dict[int, dict[int, int]] = {}
     non_writable_members: dict[int, set[int]] = {}
+    builtin_members: set[int] = set()  # structs with a BuiltIn member (gl_PerVertex-like blocks)
     types: dict[int, tuple[int, list[int]]] = {}
     constants: dict[int, int] = {}
     variables: list[tuple[int, int, int]] = []  # (pointer type, id, storage class)
@@ -173,6 +192,8 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
                 member_offsets.setdefault(ops[0], {})[ops[1]] = ops[3]
             elif opcode == OP_MEMBER_DECORATE and len(ops) >= 3 and ops[2] == DECO_NON_WRITABLE:
                 non_writable_members.setdefault(ops[0], set()).add(ops[1])
+            elif opcode == OP_MEMBER_DECORATE and len(ops) >= 3 and ops[2] == DECO_BUILTIN:
+                builtin_members.add(ops[0])
             elif opcode in (OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_ARRAY,
                             OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER) and ops:
                 types[ops[0]] = (opcode, ops[1:])
@@ -230,6 +251,9 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
         if kind == OP_TYPE_FLOAT and rest:
             return _FLOATS.get(rest[0])
         return None
+
+    if entries and all(model == MODEL_GLCOMPUTE for model, _, _ in entries):
+        _check_compute_interface(variables, types, decorations, builtin_members, op)
 
     bindings: list[DescriptorBinding] = []
     push_bytes: int | None = None

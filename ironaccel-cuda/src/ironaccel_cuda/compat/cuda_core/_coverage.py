@@ -18,15 +18,16 @@ SAME, DIFFERS, MISSING = "same", "differs", "missing"
 ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     # -- cuda.core ---------------------------------------------------------------------------
     ("Device", DIFFERS, "an ironaccel `Device` (per-thread singleton as in cuda.core); `uuid` without "
-                        "the GPU- prefix, `arch` is \"90\" (ironaccel's own: \"sm_90\"); `to_system_device` and "
-                        "`resources`: missing (NVML; " + n.RESOURCES + "); `create_context`: missing (" + n.CONTEXTS +
-                        ")"),
+                        "the GPU- prefix, `arch` is \"90\" (ironaccel's own: \"sm_90\"); `create_context` makes a "
+                        "green context (ironaccel's `GreenContext`); `to_system_device`: missing (" + n.NVML + ")"),
     ("Device.properties", SAME, "every CU_DEVICE_ATTRIBUTE_* cuda.core lists, read once each"),
-    ("Context", DIFFERS, "a view of the primary context ironaccel retains; `close()` releases nothing; `resources`: "
-                         "missing (" + n.RESOURCES + ")"),
-    ("ContextOptions", MISSING, "importable; green contexts need " + n.CONTEXTS),
+    ("Context", DIFFERS, "a view of the primary context ironaccel retains (`close()` releases nothing) or of a "
+                         "green context, ironaccel's `GreenContext` (`close()` destroys it with its streams and "
+                         "events at once; cuda.core: when the last stream goes)"),
+    ("ContextOptions", SAME, "resources: SM groups (and a workqueue) for a green context"),
     ("Stream", SAME, "an ironaccel `Stream`: `sync()` is ironaccel's compiled `Stream.synchronize`, `record`/`wait` "
-                     "its own; `handle` is a `CUstream` as in cuda.core; `resources`: missing (" + n.RESOURCES + ")"),
+                     "its own; `handle` is a `CUstream` as in cuda.core; a green context's streams are "
+                     "cuGreenCtxStreamCreate's"),
     ("StreamOptions", SAME, "nonblocking, priority (range checked against cuCtxGetStreamPriorityRange)"),
     ("LEGACY_DEFAULT_STREAM", SAME, "handle 1 in whichever context is current (cuda.core 1.2 semantics)"),
     ("PER_THREAD_DEFAULT_STREAM", SAME, "handle 2, likewise"),
@@ -71,54 +72,73 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                                   "nodes); refuses a non-capturing stream as cuda.core does; attributes and trim "
                                   "through cuDeviceGet/SetGraphMemAttribute and cuDeviceGraphMemTrim"),
     ("Host", SAME, "a location value for managed-memory operations"),
-    ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches); `handle` is the "
-                         "Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is always None; PTX "
-                         "programs: missing (" + n.LINKER + "); NVVM IR: missing (" + n.NVVM + "); target "
-                         "\"ltoir\": missing (" + n.LTOIR + ")"),
+    ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches) to PTX, CUBIN or "
+                         "LTO-IR; `handle` is the Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is "
+                         "always None; PTX programs are linked by the compat's `Linker` (their `handle` is its "
+                         "nvJitLink handle); NVVM IR compiles with libNVVM through cuda.bindings.nvvm (ironaccel has "
+                         "no NVVM compiler of its own)"),
     ("ProgramOptions", SAME, "every option, written to NVRTC / NVVM option strings as cuda.core writes them"),
     ("ObjectCode", DIFFERS, "loaded lazily once per device with ironaccel's `Device.load_module` (cuModuleLoadData); "
-                            "`handle` is the current device's `CUmodule` (cuda.core: a `CUlibrary`, " + n.LIBRARY +
-                            ")"),
+                            "`handle` is the current device's `CUmodule` (cuda.core: a `CUlibrary`; the compat keeps "
+                            "per-device modules rather than ironaccel's `Library`, so a Kernel is a CUfunction of one "
+                            "context); PTX newer than the driver's JIT is compiled for the device by nvJitLink "
+                            "(cuda.core: the load fails)"),
     ("Kernel", DIFFERS, "an ironaccel `Function`; `handle` is a `CUfunction` (cuda.core: `CUkernel`); `from_handle` "
-                        "takes the compat's own handles or a foreign `CUkernel`; occupancy beyond blocks per SM: "
-                        "missing (" + n.OCCUPANCY + ")"),
-    ("Linker", MISSING, n.LINKER),
-    ("LinkerOptions", MISSING, "dataclass only; " + n.LINKER),
+                        "takes the compat's own handles or a foreign `CUkernel`; `occupancy` is ironaccel's "
+                        "`Function` occupancy queries"),
+    ("Linker", DIFFERS, "ironaccel's nvJitLink session (`linker.LinkSession`): the handle is made and the inputs added "
+                        "when the Linker is, failures raise cuda.bindings' `nvJitLinkError` as in cuda.core, the logs "
+                        "outlive `close()`; no driver (cuLink) backend: without nvJitLink, `Linker` raises "
+                        "NotAvailable"),
+    ("LinkerOptions", SAME, "written to nvJitLink option strings and to the driver's CUjit options as cuda.core "
+                            "writes them"),
     ("LaunchConfig", SAME, "grid (in clusters when `cluster` is set), cluster, block, shmem_size, is_cooperative, "
                            "programmatic_stream_serialization; `launch` hands the attributes to ironaccel's "
                            "`LaunchConfig` (cuLaunchKernelEx)"),
     ("launch", SAME, "ironaccel's `Function.launch` (arguments packed against the kernel's own parameter layout); "
                      "Buffer arguments become their address; ctypes scalars, complex and subclasses are converted "
                      "on a cold retry"),
-    ("DeviceResources", MISSING, n.RESOURCES),
-    ("SMResource", MISSING, n.RESOURCES),
-    ("SMResourceOptions", MISSING, "dataclass only; " + n.RESOURCES),
-    ("WorkqueueResource", MISSING, n.RESOURCES),
-    ("WorkqueueResourceOptions", MISSING, "dataclass only; " + n.RESOURCES),
+    ("DeviceResources", SAME, "cuDeviceGetDevResource / cuCtxGetDevResource / cuGreenCtxGetDevResource"),
+    ("SMResource", DIFFERS, "`split` is cuDevSmResourceSplitByCount (the CUDA 13.0 driver's split): one count for "
+                            "every group, `backfill` is CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, fewer "
+                            "groups than asked is CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION; per-group counts and "
+                            "co-scheduled counts (cuDevSmResourceSplit, CUDA 13.1) raise RuntimeError"),
+    ("SMResourceOptions", SAME, "count, coscheduled_sm_count, preferred_coscheduled_sm_count, backfill"),
+    ("WorkqueueResource", SAME, "query and configure; needs a CUDA 13.1 driver (RuntimeError before, as cuda.core)"),
+    ("WorkqueueResourceOptions", SAME, "sharing_scope, concurrency_limit (checked when made)"),
     ("GraphicsResource", MISSING, n.GRAPHICS),
     ("TensorMapDescriptor", MISSING, n.TENSOR_MAP),
     ("TensorMapDescriptorOptions", MISSING, n.TENSOR_MAP),
     # -- cuda.core.graph -----------------------------------------------------------------------
-    ("graph.GraphBuilder", DIFFERS, "stream capture on ironaccel's `Stream.begin_capture`/`end_capture`, split/join, "
-                                    "complete, debug_dot_print; `embed`, `callback`, conditionals and "
-                                    "`graph_definition`: missing (" + n.GRAPH_NODES + "; " + n.CALLBACKS + "; " +
-                                    n.CONDITIONALS + ")"),
-    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch, update from a builder) plus cuGraphUpload; "
-                             "`graph[node]` "
-                             "and update from a definition: missing (" + n.GRAPH_NODES + ")"),
-    ("graph.GraphCompleteOptions", DIFFERS, "upload_stream and auto_free_on_launch work; device_launch and "
-                                            "use_node_priority need " + n.GRAPH_NODES),
+    ("graph.GraphBuilder", DIFFERS, "stream capture on ironaccel's `Stream.begin_capture`, split/join, complete, "
+                                    "debug_dot_print; conditionals (if, if-else, switch, while: bodies captured on "
+                                    "their own streams with cuStreamBeginCaptureToGraph), `embed` (a child graph "
+                                    "node), `callback` (ironaccel's host functions, or a ctypes pointer with copied "
+                                    "user data; held by the whole graph, not per node); `graph_definition` is a "
+                                    "GraphDefinition view of the captured graph"),
+    ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch; update from a builder or a definition, after which "
+                             "it holds what the source holds) plus cuGraphUpload; `graph[node]` gives the "
+                             "Executable*Node views"),
+    ("graph.GraphCompleteOptions", DIFFERS, "the CUDA_GRAPH_INSTANTIATE_FLAG_* of ironaccel's `Graph.instantiate`; "
+                                            "upload_stream uploads right after instantiation (cuGraphUpload)"),
     ("graph.GraphDebugPrintOptions", SAME, "the CU_GRAPH_DEBUG_DOT_FLAGS_* of debug_dot_print"),
-    ("graph.GraphDefinition", MISSING, n.GRAPH_NODES),
-    ("graph.GraphCondition", MISSING, n.CONDITIONALS),
+    ("graph.GraphDefinition", DIFFERS, "a root definition owns an ironaccel `Graph`; nodes are the driver's "
+                                       "(cuGraphAdd*Node), kernel nodes pack arguments as ironaccel's graphs do, "
+                                       "host callbacks are ironaccel's graph host functions; attachments are held "
+                                       "by Python per node (not CUDA user objects), so a cuGraphClone of the "
+                                       "handle does not keep them, and a Buffer operand keeps the Buffer, not its "
+                                       "allocation past `close()`"),
+    ("graph.GraphCondition", SAME, "cuGraphConditionalHandleCreate; passed to kernels as its handle"),
     (("graph.GraphNode", "graph.KernelNode", "graph.MemcpyNode", "graph.MemsetNode", "graph.EmptyNode",
       "graph.EventRecordNode", "graph.EventWaitNode", "graph.ChildGraphNode", "graph.AllocNode", "graph.FreeNode",
-      "graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
+      "graph.HostCallbackNode", "graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode",
+      "graph.WhileNode"), DIFFERS, "one Python object per driver node (`pred`/`succ` are mutable sets of edges); "
+                                   "`update()` of kernel, memset, memcpy, event and host-callback nodes "
+                                   "(cuGraph*NodeSet*); `ChildGraphNode.update`: missing (" + n.GRAPH_NODES + ")"),
+    (("graph.ExecutableGraphNode", "graph.ExecutableKernelNode", "graph.ExecutableMemcpyNode",
       "graph.ExecutableMemsetNode", "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode",
-      "graph.ExecutableEventWaitNode"), MISSING, n.GRAPH_NODES),
-    (("graph.ConditionalNode", "graph.IfNode", "graph.IfElseNode", "graph.SwitchNode", "graph.WhileNode"), MISSING,
-     n.CONDITIONALS),
-    (("graph.HostCallbackNode", "graph.ExecutableHostCallbackNode"), MISSING, n.CALLBACKS),
+      "graph.ExecutableEventWaitNode", "graph.ExecutableHostCallbackNode"), SAME,
+     "cuGraphExec*SetParams, cuGraphNodeSetEnabled / GetEnabled"),
     # -- cuda.core.utils -----------------------------------------------------------------------
     ("utils.StridedMemoryView", DIFFERS, "from DLPack (ironaccel's importer), CUDA Array Interface, NumPy array "
                                          "interface or a Buffer; `view(dtype=)`, DLPack export; `copy_from`/`copy_to`: "
@@ -169,24 +189,20 @@ DIFFERENCES = (
 # cuda.core's own tests (run by tools/run_cuda_core_tests.py) that cannot pass yet, and why.
 TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_device.py::test_to_system_device", n.NVML),
-    ("test_module.py::test_occupancy_max_potential_block_size_*, "
-     "::test_occupancy_available_dynamic_shared_memory_per_block, ::test_occupancy_max_active_clusters, "
-     "::test_occupancy_max_potential_cluster_size", n.OCCUPANCY),
-    ("test_module.py::test_object_code_load_ltoir*", n.LTOIR),
-    ("test_module.py::test_object_code_load_rdc_with_linker, test_linker.py", n.LINKER),
-    ("test_program.py::test_ptx_program_*, ::test_program_compile_valid_target_type (PTX to CUBIN)", n.LINKER),
-    ("test_program.py::test_nvvm_*, ::test_bitcode_format, the NVVM cases of ::test_cpp_program_*", n.NVVM),
+    ("test_linker.py::test_linker_link_ptx_culink, ::test_driver_linker_* (driver-backend cases)",
+     "the driver's cuLink backend, which ironaccel does not have: cuda.core runs them only where nvJitLink is "
+     "missing, so they skip under nvJitLink with cuda-core too"),
     ("test_program.py::test_cpp_program_pch_auto_creates (Program.pch_status)",
      "NVRTC's precompiled-header status from ironaccel's Program (lead)"),
     ("test_memory.py::test_vmm_allocator_grow_allocation_fast_path",
      "cuda.core's internal `_grow_allocation_fast_path` (the compat grows through ironaccel's VirtualBuffer)"),
     ("memory_ipc/test_peer_access.py (two GPUs)", "a machine with two GPUs"),
-    ("graph/test_graph_builder.py: callback cases", n.CALLBACKS),
-    ("graph/test_graph_builder.py: embed (child graph) and graph_definition cases, graph/test_graph_update.py "
-     "GraphDefinition cases, graph/test_graph_definition*.py", n.GRAPH_NODES),
-    ("graph/test_graph_builder.py, graph/test_graph_update.py: conditional cases, "
-     "graph/test_graph_builder_conditional.py", n.CONDITIONALS),
-    ("test_green_context.py", n.CONTEXTS + "; " + n.RESOURCES),
+    ("graph/test_graph_definition_lifetime.py: clone, in-flight and Buffer-close cases (CUDA user objects, "
+     "cuda.core's _weak_handles)", "attachments held by CUDA user objects (not in any open issue)"),
+    ("test_green_context.py: workqueue cases (skip on a CUDA 13.0 driver), ::test_arch_constraints_pre_hopper "
+     "(skips on Hopper)", "the environment, as with cuda-core itself"),
+    ("test_green_context.py: kernel launches on green streams", "a context-independent kernel (the compat's "
+     "ObjectCode loads a module in the primary context; green streams need ironaccel's `Library` / CUkernel)"),
     ("cases that skip on the machine (no CuPy / numba / nvfatbin / CUDA headers, one GPU, PTX newer than the "
      "driver)", "the environment: they skip with cuda-core itself too, and a skip counts as a failure "
      "(`--against cuda.core` runs the same tests on cuda-core for the baseline)"),

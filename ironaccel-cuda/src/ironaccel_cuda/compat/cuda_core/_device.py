@@ -153,6 +153,9 @@ class Device(_ia.IaDevice):
     _has_inited: bool
     _properties: DeviceProperties | None
     _memory_resource: Any
+    _resources: Any
+    _set_context: Any
+    _green_current: Any
 
     def __new__(cls, device_id: Any = None) -> Device:
         ordinal = _ordinal_of(device_id)
@@ -167,6 +170,9 @@ class Device(_ia.IaDevice):
             dev._has_inited = False
             dev._properties = None
             dev._memory_resource = None
+            dev._resources = None
+            dev._set_context = None
+            dev._green_current = None
             devices[ordinal] = dev
         return dev
 
@@ -223,18 +229,27 @@ class Device(_ia.IaDevice):
 
     @property
     def resources(self) -> Any:
-        from ._missing import missing_error
+        """This device's SM and workqueue resources (what green contexts are made from)."""
+        if self._resources is None:
+            from ._device_resources import DeviceResources
 
-        raise missing_error("Device.resources", _needs.RESOURCES)
+            self._resources = DeviceResources._init(self.ordinal)
+        return self._resources
 
     # -- context --------------------------------------------------------------
 
     @property
     def context(self) -> Any:
+        """The context `set_current()` last made current through this Device (by default the primary one)."""
+        self._check_context_initialized()
+        return self._context
+
+    @property
+    def _context(self) -> Any:
         from ._context import Context
 
-        self._check_context_initialized()
-        return Context._from_ctx(self._state.ctx, self.ordinal)
+        ctx = self._set_context
+        return ctx if ctx is not None else Context._from_ctx(self._state.ctx, self.ordinal)
 
     def set_current(self, ctx: Any = None) -> Any:
         """Make this device's primary context (or `ctx`) current on this thread.
@@ -246,21 +261,36 @@ class Device(_ia.IaDevice):
         if ctx is None:
             _ia.bind(self._state.ctx)
             self._has_inited = True
+            self._set_context = self._green_current = None
             return None
         if not isinstance(ctx, Context):
             raise TypeError("a Context object is required")
         if ctx._device_id != self.ordinal:
             raise RuntimeError("the provided context was created on the device with id="
                                f"{ctx._device_id}, which is different from the target device id={self.ordinal}")
+        if ctx.is_closed:
+            raise CUDAError("CUDA_ERROR_INVALID_CONTEXT: the provided context is closed")
+        previous = self._set_context if self._has_inited else None
         before = _ia.current_context()
         _ia.bind_address(int(ctx._handle_int))
         self._has_inited = True
-        return Context._from_ctx(driver.CUcontext(before), self.ordinal) if before else None
+        self._set_context = ctx
+        self._green_current = ctx if ctx.is_green else None
+        if not before:
+            return None
+        if previous is not None and previous._handle_int == before:
+            return previous
+        return Context._from_ctx(driver.CUcontext(before), self.ordinal)
 
     def create_context(self, options: Any = None) -> Any:  # type: ignore[override]  # cuda.core's signature
-        from ._missing import missing_error
+        """A new green context over `options.resources` (SM groups from `resources.sm.split`), not made current."""
+        from ._context import Context, ContextOptions
+        from ._utils.cuda_utils import check_or_create_options
 
-        raise missing_error("Device.create_context", _needs.CONTEXTS)
+        if options is None:
+            raise ValueError("options with device resources must be provided to create a green context")
+        options = check_or_create_options(ContextOptions, options, "Context options")
+        return Context._create_green(self, options)
 
     # -- streams, events, memory --------------------------------------------------
 
@@ -284,6 +314,8 @@ class Device(_ia.IaDevice):
         """A new event (EventOptions: timing off, no blocking sync, by default)."""
         if not self._has_inited:
             self._check_context_initialized()
+        if self._green_current is not None:
+            return Event._init(self, options, context=self._green_current)
         if options is None:
             flags = CU_EVENT_DISABLE_TIMING
         elif options.__class__ is EventOptions and not options.ipc_enabled:
@@ -291,13 +323,7 @@ class Device(_ia.IaDevice):
                 CU_EVENT_BLOCKING_SYNC if options.blocking_sync else 0)
         else:
             return Event._init(self, options)
-        _ensure(self._ctx)
-        e = _new_event(Event)
-        e._h = _event_create(flags)
-        e.device = self
-        e._ordinal = self.ordinal
-        e.timing = not flags & CU_EVENT_DISABLE_TIMING
-        e._default = self._ia_default
+        e = self._event_of(Event, flags)  # compiled: made as ironaccel's create_event makes its own
         e._flags = flags
         return e
 
@@ -381,6 +407,3 @@ class Device(_ia.IaDevice):
 
 
 _default_resources: dict[int, Any] = {}
-_ensure = _ia.ensure
-_event_create = _ia.event_create
-_new_event = Event.__new__

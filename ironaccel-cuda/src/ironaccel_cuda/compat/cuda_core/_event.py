@@ -34,8 +34,9 @@ class EventOptions:
 class Event(_ia.IaEvent):
     """A CUDA event (cuda.core API) that is also an ironaccel_cuda Event."""
 
-    __slots__ = ("_flags", "_ipc_desc")
+    __slots__ = ("_flags", "_context", "_ipc_desc")
     _flags: int
+    _context: Any
     _ipc_desc: IPCEventDescriptor  # set on imported events: the descriptor they came from
 
     sync = _ia.IaEvent.synchronize
@@ -44,7 +45,7 @@ class Event(_ia.IaEvent):
         raise RuntimeError("Event objects cannot be instantiated directly. Please use Stream APIs (record).")
 
     @classmethod
-    def _init(cls, device: Any, options: Any = None, *, bound: bool = False) -> Event:
+    def _init(cls, device: Any, options: Any = None, context: Any = None, *, bound: bool = False) -> Event:
         if options is None:
             flags = CU_EVENT_DISABLE_TIMING
         else:
@@ -58,8 +59,12 @@ class Event(_ia.IaEvent):
                 if options.timing_enabled:
                     raise TypeError("IPC-enabled events cannot use timing.")
                 flags |= CU_EVENT_INTERPROCESS
-        _ia.ensure(device._state.ctx)
-        e = _ia.new_event(cls, _ia.event_create(flags), device, not flags & CU_EVENT_DISABLE_TIMING)
+        if context is not None:  # an event of a given context (a green one's: recorded on its streams)
+            e = context._new_event(cls, device, flags)
+            e._context = context
+        else:
+            _ia.ensure(device._state.ctx)
+            e = _ia.new_event(cls, _ia.event_create(flags), device, not flags & CU_EVENT_DISABLE_TIMING)
         e._flags = flags
         return e
 
@@ -100,6 +105,9 @@ class Event(_ia.IaEvent):
 
         if self.device is None:
             return None
+        context = getattr(self, "_context", None)
+        if context is not None:
+            return context
         return Context._from_ctx(self.device._state.ctx, self.device.ordinal)
 
     def _rebind(self, exc: Any) -> None:

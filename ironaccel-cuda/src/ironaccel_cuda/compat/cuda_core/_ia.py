@@ -4,7 +4,7 @@ Everything the compat needs from ironaccel_cuda beyond its public classes -- the
 compiled core's functions (`_core`), the cold driver call (`_driver.call`), the
 per-device state, the DLPack structures -- is imported here and nowhere else, so a
 change inside ironaccel_cuda is a change to this file.  The public classes it subclasses or wraps: `Device`, `Stream`,
-`Event`, `DeviceBuf`, `PinnedBuf`, `Module`, `Function`, `Program`, `Graph`,
+`GreenContext`, `Event`, `DeviceBuf`, `PinnedBuf`, `Module`, `Function`, `Program`, `Graph`,
 `GraphExec`.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from ironaccel_cuda import _core, _driver
 from ironaccel_cuda import _dlpack as dlpack
+from ironaccel_cuda.context import GreenContext as IaGreenContext
 from ironaccel_cuda.device import Device as IaDevice
 from ironaccel_cuda.device import _state_for, device_count
 from ironaccel_cuda.errors import ClosedError, CompileError, DriverError, InvalidArgument, InvalidState, Unsupported
@@ -30,7 +31,7 @@ from ironaccel_cuda.stream import Stream as IaStream
 
 __all__ = [
     "CLOSED", "ClosedError", "CompileError", "DeviceBuf", "DriverError", "IaDevice", "IaEvent", "IaFunction",
-    "IaGraph", "IaGraphExec", "IaLaunchConfig", "IaModule", "IaObjectCode", "IaProgram", "IaStream",
+    "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule", "IaObjectCode", "IaProgram", "IaStream",
     "InvalidArgument", "InvalidState", "PinnedBuf", "Unsupported", "adopt", "bind", "bind_address", "call",
     "current_context", "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh",
     "memcpy_htod", "new_event", "state_for", "try_call",

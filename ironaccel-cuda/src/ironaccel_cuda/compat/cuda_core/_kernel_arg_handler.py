@@ -46,6 +46,10 @@ def convert_arg(arg: Any) -> Any:
 
     if isinstance(arg, DeviceBuf):
         return arg
+    from .graph._graph_builder import condition_type
+
+    if isinstance(arg, condition_type()):
+        return int(arg)  # a cudaGraphConditionalHandle parameter
     raise TypeError(f"the argument is of unsupported type: {type(arg)}")
 
 

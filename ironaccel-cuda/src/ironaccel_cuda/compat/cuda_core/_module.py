@@ -16,8 +16,7 @@ import weakref
 from collections import namedtuple
 from typing import Any
 
-from . import _ia, _needs
-from ._missing import missing_error
+from . import _ia
 from ._utils.cuda_utils import CUDAError, call, driver, from_ironaccel
 
 __all__ = ["Kernel", "ObjectCode"]
@@ -62,7 +61,8 @@ class ObjectCode:
         self._code = module
         self._code_type = code_type
         self._name = name
-        self._sym_map = dict(symbol_mapping) if symbol_mapping else {}
+        self._sym_map = {str(k): v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+                         for k, v in (symbol_mapping or {}).items()}
         self._modules = {}
         return self
 
@@ -113,7 +113,7 @@ class ObjectCode:
             before = _ia.current_context()
             _ia.bind(dev._state.ctx)
             try:
-                mod = dev.load_module(self._code)
+                mod = self._load(dev)
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
             finally:
@@ -121,6 +121,17 @@ class ObjectCode:
                     _ia.bind_address(before)
             self._modules[dev.ordinal] = mod
         return mod
+
+    def _load(self, dev: Any) -> Any:
+        """Load on `dev`; PTX newer than the driver's JIT is compiled for the device by nvJitLink instead."""
+        try:
+            return dev.load_module(self._code)
+        except _ia.DriverError as exc:
+            if self._code_type != "ptx" or exc.code_name != "CUDA_ERROR_UNSUPPORTED_PTX_VERSION":
+                raise
+        from ironaccel_cuda.linker import Linker as IaLinker
+
+        return dev.load_module(IaLinker(self._code).link("cubin", arch=f"sm_{dev.arch}"))
 
     def _function(self, name: str, ordinal: int | None = None) -> Any:
         mod = self._module_for(ordinal)
@@ -158,8 +169,9 @@ class ObjectCode:
         return self._code_type
 
     @property
-    def symbol_mapping(self) -> dict[str, str]:
-        return dict(self._sym_map)
+    def symbol_mapping(self) -> dict[str, bytes]:
+        """Name expression -> lowered (mangled) name, as bytes (NVRTC's nvrtcGetLoweredName, as in cuda.core)."""
+        return {k: v.encode() for k, v in self._sym_map.items()}
 
     @property
     def handle(self) -> Any:
@@ -175,7 +187,9 @@ class ObjectCode:
         return hash((self._code_type, self._code))
 
     def __repr__(self) -> str:
-        return f"<ObjectCode {self._code_type} name={self._name!r}>"
+        """cuda.core's form; the handle is the first loaded module's (0 until the code is loaded)."""
+        handle = next((int(m._h) for m in self._modules.values() if m._h is not _ia.CLOSED), 0)
+        return f"<ObjectCode handle={handle:#x} code_type={self._code_type!r}>"
 
 
 _FUNC_ATTRS = {
@@ -200,8 +214,10 @@ _FUNC_ATTRS = {
 
 def _func_attribute(name: str, enum_suffix: str, kind: type) -> property:
     def get(self: KernelAttributes) -> Any:
-        attr = getattr(driver.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + enum_suffix)
-        return kind(call("cuFuncGetAttribute", attr, self._function()._h))
+        try:
+            return kind(self._function()._attr(enum_suffix))
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
 
     get.__name__ = name
     return property(get, doc=f"CU_FUNC_ATTRIBUTE_{enum_suffix} ({kind.__name__}).")
@@ -242,7 +258,7 @@ del _name, _suffix, _kind
 
 
 class KernelOccupancy:
-    """Occupancy queries of a kernel (blocks per multiprocessor here; the rest wait for issue 15)."""
+    """Occupancy queries of a kernel, on ironaccel's `Function` occupancy methods."""
 
     __slots__ = ("_kernel",)
     _kernel: Kernel
@@ -263,17 +279,63 @@ class KernelOccupancy:
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
 
-    def max_potential_block_size(self, dynamic_shared_memory_needed: Any, block_size_limit: int) -> Any:
-        raise missing_error("KernelOccupancy.max_potential_block_size", _needs.OCCUPANCY)
+    def max_potential_block_size(self, dynamic_shared_memory_needed: Any, block_size_limit: int
+                                 ) -> MaxPotentialBlockSizeOccupancyResult:
+        """(min_grid_size, max_block_size) for full occupancy (cuOccupancyMaxPotentialBlockSize).
+
+        `dynamic_shared_memory_needed` is bytes per block (an int) or a `driver.CUoccupancyB2DSize` made as
+        cuda.core takes it, `CUoccupancyB2DSize(_ptr=address of a C function of the block size)`.
+        """
+        fn = self._kernel._fn
+        if isinstance(dynamic_shared_memory_needed, driver.CUoccupancyB2DSize):
+            fn.device._bind_here()
+            callback = driver.CUoccupancyB2DSize(int(dynamic_shared_memory_needed.getPtr()))
+            grid, block = call("cuOccupancyMaxPotentialBlockSize", fn._h, callback, 0, block_size_limit)
+            return MaxPotentialBlockSizeOccupancyResult(int(grid), int(block))
+        if isinstance(dynamic_shared_memory_needed, bool) or not isinstance(dynamic_shared_memory_needed, int):
+            raise TypeError("dynamic_shared_memory_needed expected to have type int, or CUoccupancyB2DSize, got "
+                            f"{type(dynamic_shared_memory_needed).__name__}")
+        try:
+            grid, block = fn.max_potential_block_size(dynamic_shared_memory_needed, block_size_limit)
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+        return MaxPotentialBlockSizeOccupancyResult(grid, block)
 
     def available_dynamic_shared_memory_per_block(self, num_blocks_per_multiprocessor: int, block_size: int) -> int:
-        raise missing_error("KernelOccupancy.available_dynamic_shared_memory_per_block", _needs.OCCUPANCY)
+        """Dynamic shared memory a block can have at this occupancy (cuOccupancyAvailableDynamicSMemPerBlock)."""
+        try:
+            return int(self._kernel._fn.available_dynamic_shared(num_blocks_per_multiprocessor, block_size))
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+
+    def _config(self, config: Any, stream: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...], Any]:
+        from ._launch_config import LaunchConfig
+        from ._stream import Stream_accept
+
+        if not isinstance(config, LaunchConfig):
+            raise TypeError(f"config must be a LaunchConfig, got {type(config).__name__}")
+        if not isinstance(stream, _ia.IaStream):
+            stream = Stream_accept(stream, allow_stream_protocol=True)
+        fn, _ = self._kernel._for_stream(stream)
+        cluster = config.cluster
+        grid = config.grid if cluster is None else tuple(g * c for g, c in zip(config.grid, cluster))
+        return fn, grid, config.block, cluster
 
     def max_potential_cluster_size(self, config: Any, *, stream: Any) -> int:
-        raise missing_error("KernelOccupancy.max_potential_cluster_size", _needs.OCCUPANCY)
+        """The largest cluster this kernel can launch with under `config` (cuOccupancyMaxPotentialClusterSize)."""
+        fn, grid, block, _ = self._config(config, stream)
+        try:
+            return int(fn.max_potential_cluster_size(grid, block, config.shmem_size))
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
 
     def max_active_clusters(self, config: Any, *, stream: Any) -> int:
-        raise missing_error("KernelOccupancy.max_active_clusters", _needs.OCCUPANCY)
+        """How many clusters of `config` can be co-resident (cuOccupancyMaxActiveClusters)."""
+        fn, grid, block, cluster = self._config(config, stream)
+        try:
+            return int(fn.max_active_clusters(grid, block, cluster, config.shmem_size))
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
 
 
 class Kernel:
@@ -381,4 +443,4 @@ class Kernel:
         return hash(self._fn.handle)
 
     def __repr__(self) -> str:
-        return f"<Kernel {self._name!r}>"
+        return f"<Kernel handle={self._fn.handle:#x}>"

@@ -1,19 +1,21 @@
-"""cuda.core's `Program` and `ProgramOptions` on ironaccel's NVRTC `Program`.
+"""cuda.core's `Program` and `ProgramOptions` on ironaccel's NVRTC `Program` and nvJitLink session.
 
 C++ programs compile through ironaccel_cuda's `Program` (NVRTC, with its memory and
-disk caches): `ProgramOptions` become NVRTC option strings exactly as cuda.core
-writes them.  PTX programs (linked to CUBIN by nvJitLink or the driver) wait for
-issue 15's linker, NVVM IR for an NVVM compiler in ironaccel, and the "ltoir"
-target for NVRTC LTO-IR output in ironaccel (see the coverage map).
+disk caches), to PTX, CUBIN or LTO-IR: `ProgramOptions` become NVRTC option strings
+exactly as cuda.core writes them.  PTX programs are linked to CUBIN by the compat's
+`Linker` (ironaccel's nvJitLink session), made when the Program is, as in cuda.core;
+NVVM IR compiles with libNVVM through cuda.bindings.nvvm (ironaccel has no NVVM
+compiler of its own).
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from . import _ia, _needs
-from ._missing import missing_error
+from . import _ia
 from ._module import ObjectCode
 from ._utils.cuda_utils import (
     CUDAError,
@@ -23,6 +25,7 @@ from ._utils.cuda_utils import (
     is_nested_sequence,
     is_sequence,
 )
+from ._utils.version import driver_version
 from .typing import CompilerBackendType
 
 __all__ = ["Program", "ProgramOptions"]
@@ -288,7 +291,7 @@ def _nvvm_options(o: ProgramOptions) -> list[str]:
 class Program:
     """A program to compile: CUDA C++ (NVRTC, through ironaccel), PTX or NVVM IR."""
 
-    __slots__ = ("_code", "_code_type", "_options", "_closed", "__weakref__")
+    __slots__ = ("_code", "_code_type", "_options", "_closed", "_linker", "_nvvm", "__weakref__")
 
     def __init__(self, code: Any, code_type: Any, options: Any = None) -> None:
         code_type = str(code_type).lower()
@@ -313,10 +316,23 @@ class Program:
         self._code_type = code_type
         self._options = options
         self._closed = False
+        self._linker: Any = None
+        self._nvvm: Any = None
+        if code_type == "ptx":
+            from ._linker import Linker
+
+            self._linker = Linker(ObjectCode._init(code.encode(), "ptx", name=options.name or ""),
+                                  options=_linker_options(options))
+        elif code_type == "nvvm":
+            self._nvvm = _NvvmProgram(code, options)
 
     def close(self) -> None:
-        """Idempotent (ironaccel makes and destroys the NVRTC program inside each compile)."""
+        """Idempotent; a PTX program's Linker and an NVVM program's handle are destroyed."""
         self._closed = True
+        if self._linker is not None:
+            self._linker.close()
+        if self._nvvm is not None:
+            self._nvvm.close()
 
     @property
     def is_closed(self) -> bool:
@@ -334,10 +350,12 @@ class Program:
 
     @property
     def handle(self) -> Any:
-        """This Program (ironaccel keeps no NVRTC program between compiles; cuda.core gives the nvrtcProgram)."""
-        if self._code_type != "c++":
-            raise missing_error(f"Program.handle for {self._code_type} programs",
-                                _needs.LINKER if self._code_type == "ptx" else _needs.NVVM)
+        """C++: this Program (ironaccel keeps no NVRTC program between compiles; cuda.core gives the
+        nvrtcProgram); PTX: the Linker's nvJitLinkHandle; NVVM: the nvvmProgram."""
+        if self._linker is not None:
+            return self._linker.handle
+        if self._nvvm is not None:
+            return self._nvvm.handle
         return self
 
     @property
@@ -347,32 +365,53 @@ class Program:
 
     def compile(self, target_type: Any, name_expressions: Any = (), logs: Any = None, *, cache: Any = None
                 ) -> ObjectCode:
-        """Compile to `target_type` ("ptx", "cubin"; "ltoir" is not available yet)."""
+        """Compile to `target_type`: C++ to ptx, cubin or ltoir; PTX to cubin or ptx; NVVM IR to ptx or ltoir.
+
+        `cache` (a `utils.ProgramCacheResource`) keeps the code bytes under `make_program_cache_key`.
+        """
         target = str(target_type).lower()
+        if cache is None:
+            return _program_compile_uncached(self, target, name_expressions, logs)
+        from ironaccel_cuda.compat.cuda_core.utils._program_cache import ProgramCacheResource, make_program_cache_key
+
+        if not isinstance(cache, ProgramCacheResource):
+            raise TypeError(f"cache must be a ProgramCacheResource, got {type(cache).__name__}")
+        key = make_program_cache_key(code=self._code, code_type=self._code_type, options=self._options,
+                                     target_type=target, name_expressions=tuple(name_expressions))
+        hit = cache.get(key)
+        if hit is not None:
+            self._warn_if_unloadable(target)
+            if isinstance(hit, ObjectCode):
+                return hit
+            return ObjectCode._init(bytes(hit), target, name=self._options.name or "")
+        result = _program_compile_uncached(self, target, name_expressions, logs)
+        cache[key] = result
+        return result
+
+    def _warn_if_unloadable(self, target: str) -> None:
+        if target == "ptx" and self._code_type == "c++" and not _ptx_loadable():
+            warnings.warn("The CUDA driver version is older than the backend version. The generated ptx will not be "
+                          "loadable by the current driver (the compat compiles it with nvJitLink when loaded).",
+                          RuntimeWarning, stacklevel=3)
+
+    def _compile_uncached(self, target: str, name_expressions: Any, logs: Any) -> ObjectCode:
         if self._code_type == "nvvm":
             if target not in ("ptx", "ltoir"):
                 raise ValueError(f'Unsupported target_type="{target}" for NVVM (supported: "ptx", "ltoir")')
-            raise missing_error("Program.compile of NVVM IR", _needs.NVVM)
+            return self._nvvm.compile(target, logs)
         if self._code_type == "ptx":
             if target not in ("cubin", "ptx"):
                 raise ValueError(f'Unsupported target_type="{target}" for PTX (supported: "cubin", "ptx")')
-            raise missing_error("Program.compile of PTX", _needs.LINKER)
+            code = self._linker.link(target)
+            if logs is not None:
+                log = self._linker.get_info_log()
+                if log:
+                    logs.write(log)
+            return code
         if target not in _NVRTC_TARGETS:
             raise ValueError(f'Unsupported target_type="{target}" for NVRTC (supported: {_NVRTC_TARGETS})')
-        if target == "ltoir":
-            raise missing_error('Program.compile("ltoir")', _needs.LTOIR)
-        if cache is not None:
-            from .utils._program_cache import make_program_cache_key
-
-            key = make_program_cache_key(code=self._code, code_type="c++", options=self._options,
-                                         target_type=target, name_expressions=tuple(name_expressions))
-            hit = cache.get(key)
-            if hit is not None:
-                return hit
-        result = self._compile_nvrtc(target, tuple(name_expressions), logs)
-        if cache is not None:
-            cache[key] = result
-        return result
+        self._warn_if_unloadable(target)
+        return self._compile_nvrtc(target, tuple(name_expressions), logs)
 
     def _compile_nvrtc(self, target: str, names: tuple[str, ...], logs: Any) -> ObjectCode:
         from ironaccel_cuda.options import CompileOptions
@@ -392,11 +431,81 @@ class Program:
         return ObjectCode._init(code.code, target, name=o.name or "", symbol_mapping=dict(code.name_map))
 
     def __repr__(self) -> str:
-        return f"<Program {self._code_type} name={self._options.name!r}>"
+        return f"<Program backend='{self.backend.value}'>"
+
+
+def _linker_options(o: ProgramOptions) -> Any:
+    """The LinkerOptions of a PTX program's options (as cuda.core translates them)."""
+    from ._linker import LinkerOptions
+
+    return LinkerOptions(name=o.name, arch=o.arch, max_register_count=o.max_register_count,
+                         time=None if o.time is None else bool(o.time),
+                         link_time_optimization=o.link_time_optimization, debug=o.debug, lineinfo=o.lineinfo,
+                         ftz=o.ftz, prec_div=o.prec_div, prec_sqrt=o.prec_sqrt, fma=o.fma,
+                         split_compile=o.split_compile, ptxas_options=o.ptxas_options, no_cache=o.no_cache)
+
+
+class _NvvmProgram:
+    """An nvvmProgram with the program's modules added (libdevice lazily, with `use_libdevice`)."""
+
+    __slots__ = ("_nvvm", "_options", "handle")
+
+    def __init__(self, code: bytes, options: ProgramOptions) -> None:
+        self._nvvm = nvvm = _get_nvvm_module()
+        self._options = options
+        self.handle: Any = nvvm.create_program()
+        try:
+            nvvm.add_module_to_program(self.handle, code, len(code), options.name or "")
+            for name, source in options._prepare_extra_sources_bytes() or ():
+                nvvm.add_module_to_program(self.handle, source, len(source), name.decode())
+            if options.use_libdevice:
+                with open(os.fspath(_find_libdevice_path()), "rb") as f:
+                    libdevice = f.read()
+                nvvm.lazy_add_module_to_program(self.handle, libdevice, len(libdevice), "libdevice")
+        except BaseException:
+            self.close()
+            raise
+
+    def compile(self, target: str, logs: Any) -> ObjectCode:
+        nvvm = self._nvvm
+        if self.handle is None:
+            raise CUDAError("this Program is closed")
+        options = self._options.as_bytes("nvvm", target)
+        try:
+            nvvm.verify_program(self.handle, len(options), options)
+            nvvm.compile_program(self.handle, len(options), options)
+        except nvvm.nvvmError as exc:
+            log = self._log()
+            if log:
+                exc.args = (f"{exc.args[0] if exc.args else exc}\n{log}",)
+            raise
+        out = bytearray(nvvm.get_compiled_result_size(self.handle))
+        nvvm.get_compiled_result(self.handle, out)
+        if logs is not None:
+            log = self._log()
+            if log:
+                logs.write(log)
+        code = bytes(out).rstrip(b"\0") if target == "ptx" else bytes(out)
+        return ObjectCode._init(code, target, name=self._options.name or "")
+
+    def _log(self) -> str:
+        nvvm = self._nvvm
+        size = nvvm.get_program_log_size(self.handle)
+        if size <= 1:
+            return ""
+        buf = bytearray(size)
+        nvvm.get_program_log(self.handle, buf)
+        return bytes(buf).rstrip(b"\0").decode(errors="replace")
+
+    def close(self) -> None:
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            self._nvvm.destroy_program(handle)
 
 
 def _program_compile_uncached(program: Program, target_type: Any, name_expressions: Any, logs: Any) -> ObjectCode:
-    return program.compile(target_type, name_expressions, logs)
+    """The compile itself, without cuda.core's `cache=` (a module function, as cuda.core has it)."""
+    return program._compile_uncached(str(target_type).lower(), name_expressions, logs)
 
 
 def _get_nvvm_module() -> Any:
@@ -416,10 +525,21 @@ def _find_libdevice_path() -> Any:
     return cuda.pathfinder.find_bitcode_lib("device")
 
 
-def _can_load_generated_ptx() -> bool:
-    """True when the driver can load PTX from this NVRTC (NVRTC's version is not newer than the driver's)."""
-    from ironaccel_cuda.program import nvrtc_version
+def _ptx_loadable() -> bool:
+    """`_can_load_generated_ptx()`, True where no driver is loaded (there is nothing to load PTX into)."""
+    from ironaccel.errors import NotAvailable
 
-    from ._utils.version import driver_version
+    try:
+        return _can_load_generated_ptx()
+    except NotAvailable:
+        return True
+
+
+def _can_load_generated_ptx() -> bool:
+    """True when the driver's JIT can load PTX from this NVRTC (NVRTC's version is not newer than the driver's).
+
+    The compat's ObjectCode loads newer PTX anyway, compiled by nvJitLink; this says what cuda.core says.
+    """
+    from ironaccel_cuda.program import nvrtc_version
 
     return (*nvrtc_version(), 0) <= driver_version()

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import _ia, _needs
+from . import _ia
 from ._event import CU_EVENT_INTERPROCESS, Event
 from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver
 
@@ -70,7 +70,9 @@ class Stream(_ia.IaStream):
             return cls._from_protocol(obj)
         options = check_or_create_options(StreamOptions, options, "Stream options")
         dev = Device(device_id)
-        dev._check_context_initialized()
+        if ctx is None:
+            ctx = dev._green_current
+            dev._check_context_initialized()
         flags = 1 if options.nonblocking else 0
         priority = options.priority
         if priority is not None:
@@ -79,6 +81,8 @@ class Stream(_ia.IaStream):
                 raise ValueError(f"priority={priority} is out of range [{greatest}, {least}]")
         else:
             priority = 0
+        if ctx is not None and ctx.is_green:
+            return ctx._new_stream(cls, dev, bool(options.nonblocking), priority)  # type: ignore[no-any-return]
         _ia.ensure(dev._state.ctx)
         h = call("cuStreamCreateWithPriority", flags, priority)
         s: Any = cls._make(h, dev, owned=True, priority=priority, non_blocking=bool(options.nonblocking))
@@ -194,6 +198,9 @@ class Stream(_ia.IaStream):
     def context(self) -> Any:
         from ._context import Context
 
+        owner = getattr(self, "_owner", None)
+        if owner.__class__ is Context:  # a green context's stream
+            return owner
         dev = _DEVICE.__get__(self)
         if dev is None:
             ctx = _ia.current_context()
@@ -204,15 +211,27 @@ class Stream(_ia.IaStream):
 
     @property
     def resources(self) -> Any:
-        from ._missing import missing_error
+        """The resources of this stream's context (a green context's partition, or the whole device)."""
+        from ._device_resources import DeviceResources
 
-        raise missing_error("Stream.resources", _needs.RESOURCES)
+        context = self.context
+        return DeviceResources._init(context._device_id, context)
 
     def record(self, event: Any = None, options: Any = None) -> Any:  # type: ignore[override]
         """Record `event` (a new one made with `options` if None) on this stream; returns it."""
         if event is None:
-            event = self.device.create_event(None) if options is None else Event._init(self.device, options,
-                                                                                        bound=True)
+            owner = getattr(self, "_owner", None)
+            device = self.device
+            if getattr(owner, "_green", None) is not None:
+                event = _event_in(owner, device, options)
+            elif getattr(device, "_green_current", None) is not None:  # a primary-context stream
+                from ._context import Context
+
+                event = _event_in(Context._from_ctx(device._state.ctx, device.ordinal), device, options)
+            elif options is None:
+                event = device.create_event(None)
+            else:
+                event = Event._init(device, options, bound=True)
         elif event.__class__ is Event and event._flags & CU_EVENT_INTERPROCESS:
             raise TypeError("IPC-enabled events should not be re-recorded, instead create a new event by supplying "
                             "options.")
@@ -260,6 +279,11 @@ class Stream(_ia.IaStream):
         if self._h is _ia.CLOSED:
             return "<Stream closed>"
         return f"<Stream handle={int(self._h):#x}>"
+
+
+def _event_in(context: Any, device: Any, options: Any) -> Any:
+    """A new event of `context` (the context of the stream it is recorded on)."""
+    return Event._init(device, options, context=context, bound=True)
 
 
 def _stream_ordinal(handle: int) -> int:

@@ -1,4 +1,4 @@
-"""cuda.core's `graph`: stream-capture builders and executable graphs (nodes and definitions: issue 15)."""
+"""cuda.core's `graph`: stream-capture builders, explicit graph definitions and their nodes, executable graphs."""
 
 from ._graph_builder import Graph, GraphBuilder, GraphCompleteOptions, GraphDebugPrintOptions
 from ._graph_definition import GraphCondition, GraphDefinition

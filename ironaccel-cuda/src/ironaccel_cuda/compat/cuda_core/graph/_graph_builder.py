@@ -1,29 +1,33 @@
 """cuda.core's `GraphBuilder` (stream capture) and `Graph` over ironaccel's `Graph` / `GraphExec`.
 
 A builder captures the work issued to its stream (`begin_building` / `end_building`,
-ironaccel's `Stream.begin_capture` / `end_capture`); `split` forks the capture onto
-new streams and `join` brings them back; `complete` instantiates the captured graph
-(ironaccel's `Graph.instantiate`) and `Graph.launch` is ironaccel's `GraphExec.launch`.
-Child graphs, host callbacks, conditionals and the explicit graph definition wait for
-issue 15.
+ironaccel's `Stream.begin_capture`); the captured graph is an ironaccel `Graph` from the
+start of the capture, so conditional bodies, child graphs and host callbacks added during
+it belong to that graph.  `split` forks the capture onto new streams and `join` brings
+them back; `if_then` / `if_else` / `switch` / `while_loop` add a conditional node whose
+bodies are captured on their own streams (cuStreamBeginCaptureToGraph); `embed` adds a
+child graph node and `callback` a host function (ironaccel's `hostfn`).  `complete`
+instantiates the graph (ironaccel's `Graph.instantiate`) and `Graph.launch` is
+ironaccel's `GraphExec.launch`.
 """
 
 from __future__ import annotations
 
+import ctypes
+from _ctypes import CFuncPtr  # the base of every ctypes C function pointer
 from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import _ia, _needs
 from .._missing import missing_error
-from .._utils.cuda_utils import CUDAError, call, driver, from_ironaccel
+from .._utils.cuda_utils import CUDAError, _code_name, _driver_message, call, driver, from_ironaccel
 
 __all__ = ["Graph", "GraphBuilder", "GraphCompleteOptions", "GraphDebugPrintOptions"]
 
-_PRIMARY, _FORKED, _JOINED = 0, 1, 2
+_PRIMARY, _FORKED, _BODY = 0, 1, 2
 _IDLE, _BUILDING, _ENDED = 0, 1, 2
+_CAPTURE_MODES = ("global", "thread_local", "relaxed")
 _new = object.__new__
-
-
 @dataclass
 class GraphDebugPrintOptions:
     """Which details `debug_dot_print` writes (CU_GRAPH_DEBUG_DOT_FLAGS_*)."""
@@ -56,7 +60,7 @@ class GraphDebugPrintOptions:
 
 @dataclass
 class GraphCompleteOptions:
-    """Instantiation options (`upload_stream` uploads the graph right away)."""
+    """Instantiation options (CUDA_GRAPH_INSTANTIATE_FLAG_*); `upload_stream` uploads the graph right away."""
 
     auto_free_on_launch: bool = False
     upload_stream: Any = None
@@ -64,31 +68,98 @@ class GraphCompleteOptions:
     use_node_priority: bool = False
 
 
+class _Condition:
+    """A conditional node's condition (a CUgraphConditionalHandle), used until `_graph_definition` has its
+    GraphCondition (the one cuda.core exports): pass it to the conditional builders, and as a kernel argument to
+    the kernel that sets it (`cudaGraphSetConditional`)."""
+
+    __slots__ = ("_handle", "_graph_h", "__weakref__")
+    _handle: int
+    _graph_h: int
+
+    def __init__(self) -> None:
+        raise RuntimeError("GraphCondition objects are made by create_condition().")
+
+    @staticmethod
+    def _init(handle: int, graph_h: int) -> _Condition:
+        self = _new(_Condition)
+        self._handle = int(handle)
+        self._graph_h = int(graph_h)
+        return self
+
+    @property
+    def handle(self) -> Any:
+        return driver.CUgraphConditionalHandle(self._handle)
+
+    def __int__(self) -> int:
+        return self._handle
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Condition):
+            return NotImplemented
+        return self._handle == other._handle and self._graph_h == other._graph_h
+
+    def __hash__(self) -> int:
+        return hash((_Condition, self._handle, self._graph_h))
+
+    def __repr__(self) -> str:
+        return f"<GraphCondition handle={self._handle:#x}>"
+
+
+def condition_type() -> Any:
+    """The class of conditions: `_graph_definition.GraphCondition` where it is a real one, else `_Condition`."""
+    from . import _graph_definition
+
+    cls = _graph_definition.__dict__.get("GraphCondition")
+    if isinstance(cls, type) and "_init" in cls.__dict__:
+        return cls
+    return _Condition
+
+
+def _capture_info(stream: Any) -> tuple[bool, Any, tuple[Any, ...], int]:
+    """(capturing, graph, dependency info (nodes, and edge data where the binding has it), count) of `stream`."""
+    out = call("cuStreamGetCaptureInfo", stream._h)
+    active = int(out[0]) == int(driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    return active, out[2], tuple(out[3:-1]), int(out[-1])
+
+
+def _set_capture_tail(stream: Any, node: Any, deps_info: tuple[Any, ...]) -> None:
+    """Make `node` the only dependency of what the capture on `stream` records next."""
+    flag = driver.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES
+    call("cuStreamUpdateCaptureDependencies", stream._h, [node], *([None] * (len(deps_info) - 1)), 1, flag)
+
+
 class GraphBuilder:
     """Builds a graph by capturing the work issued to its stream."""
 
-    __slots__ = ("_stream", "_owns_stream", "_kind", "_state", "_graph", "_closed", "_joined", "__weakref__")
+    __slots__ = ("_stream", "_owns_stream", "_kind", "_state", "_graph", "_parent", "_closed", "_joined", "_shared",
+                 "__weakref__")
     _stream: Any
     _owns_stream: bool
     _kind: int
     _state: int
-    _graph: Any
+    _graph: Any  # the ironaccel Graph captured into (a forked builder's is its primary's)
+    _parent: GraphBuilder | None
     _closed: bool
     _joined: list[GraphBuilder]
+    _shared: bool  # a GraphDefinition view holds the graph: closing drops it instead of destroying it
 
     def __init__(self) -> None:
         raise RuntimeError("GraphBuilder objects cannot be instantiated directly. Please use Device or Stream APIs.")
 
     @staticmethod
-    def _init(stream: Any, is_stream_owner: bool = False, kind: int = _PRIMARY) -> GraphBuilder:
+    def _init(stream: Any, is_stream_owner: bool = False, kind: int = _PRIMARY, graph: Any = None,
+              parent: GraphBuilder | None = None) -> GraphBuilder:
         self = _new(GraphBuilder)
         self._stream = stream
         self._owns_stream = is_stream_owner
         self._kind = kind
         self._state = _BUILDING if kind == _FORKED else _IDLE
-        self._graph = None
+        self._graph = graph
+        self._parent = parent
         self._closed = False
         self._joined = []
+        self._shared = False
         return self
 
     def _check_open(self) -> None:
@@ -106,7 +177,7 @@ class GraphBuilder:
 
     @property
     def is_join_required(self) -> bool:
-        return self._kind != _PRIMARY
+        return self._kind == _FORKED
 
     @property
     def is_building(self) -> bool:
@@ -119,12 +190,51 @@ class GraphBuilder:
             raise RuntimeError("Graph builder is already building.")
         if self._state == _ENDED:
             raise RuntimeError("Cannot resume building after building has ended.")
+        mode = "relaxed" if mode is None else mode
+        if mode not in _CAPTURE_MODES:
+            raise ValueError(f"Unsupported build mode: {mode}")
+        s = self._stream
         try:
-            _ia.IaStream.begin_capture(self._stream, mode or "relaxed")
+            if self._kind == _BODY:
+                s.device._bind_here()
+                call("cuStreamBeginCaptureToGraph", s._h, self._graph._h, None, None, 0,
+                     driver.CUstreamCaptureMode(_CAPTURE_MODES.index(mode)))
+                self._state = _BUILDING
+                return self
+            _ia.IaStream.begin_capture(s, mode)
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
         self._state = _BUILDING
+        try:
+            _, h, _, _ = _capture_info(s)
+        except BaseException:
+            self._end_capture(check=False)
+            raise
+        if int(h):
+            self._graph = _ia.IaGraph._make(h, s.device)
         return self
+
+    def _end_capture(self, check: bool) -> None:
+        """End this builder's capture; the host functions captured go to its graph."""
+        from ironaccel_cuda.hostfn import take_captured
+
+        s = self._stream
+        self._state = _ENDED
+        try:
+            captured = take_captured(s)
+            h = _ia.call("cuStreamEndCapture", s._h)
+        except _ia.DriverError as exc:
+            if self._kind == _PRIMARY and self._graph is not None:
+                self._graph._h = _ia.CLOSED  # the driver destroyed the invalidated capture's graph
+                self._graph = None
+            if check:
+                raise from_ironaccel(exc) from None
+            return
+        graph = self._graph
+        if graph is None:
+            graph = self._graph = _ia.IaGraph._make(h, s.device)
+        held = {id(entry) for entry in graph._host_funcs}
+        graph._host_funcs.extend(entry for entry in captured if id(entry) not in held)
 
     def end_building(self) -> GraphBuilder:
         """Stop capturing; the graph is then ready for `complete`."""
@@ -133,11 +243,7 @@ class GraphBuilder:
             raise RuntimeError("Graph builder is not building.")
         if self._kind == _FORKED:
             raise RuntimeError("A forked graph builder must be joined before building can end.")
-        try:
-            self._graph = _ia.IaStream.end_capture(self._stream)
-        except _ia.DriverError as exc:
-            raise from_ironaccel(exc) from None
-        self._state = _ENDED
+        self._end_capture(check=True)
         for other in self._joined:
             other._release_stream()
         self._joined = []
@@ -146,23 +252,14 @@ class GraphBuilder:
     def complete(self, options: GraphCompleteOptions | None = None) -> Graph:
         """Instantiate the built graph."""
         self._check_open()
-        if self._state != _ENDED or self._graph is None:
+        if self._state != _ENDED or self._graph is None or self._kind != _PRIMARY:
             raise RuntimeError("Graph has not finished building.")
-        if options is not None and (options.device_launch or options.use_node_priority):
-            raise missing_error("GraphCompleteOptions flags", _needs.GRAPH_NODES)
-        try:
-            exe = self._graph.instantiate(auto_free_on_launch=bool(options is not None and
-                                                                   options.auto_free_on_launch))
-        except _ia.DriverError as exc:
-            raise from_ironaccel(exc) from None
-        graph = Graph._init(exe)
-        if options is not None and options.upload_stream is not None:
-            graph.upload(options.upload_stream)
-        return graph
+        return _instantiate(self._graph, options)
 
     def debug_dot_print(self, path: str, options: GraphDebugPrintOptions | None = None) -> None:
         """Write the built graph in Graphviz DOT form to `path`."""
-        if self._graph is None:
+        self._check_open()
+        if self._state != _ENDED or self._graph is None:
             raise RuntimeError("Graph has not finished building.")
         flags = options._to_flags() if options is not None else 0
         call("cuGraphDebugDotPrint", self._graph._h, str(path).encode(), flags)
@@ -185,16 +282,18 @@ class GraphBuilder:
             for _ in range(count - 1):
                 s = Stream._init(options=StreamOptions(nonblocking=True), device_id=dev.ordinal)
                 _ia.IaStream.wait(s, event)
-                out.append(GraphBuilder._init(s, is_stream_owner=True, kind=_FORKED))
+                out.append(GraphBuilder._init(s, is_stream_owner=True, kind=_FORKED, graph=self._graph, parent=self))
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
         finally:
             event.close()
         return tuple(out)
 
     @staticmethod
     def join(*graph_builders: GraphBuilder) -> GraphBuilder:
-        """Join forked builders back into one (the first one that need not join, else the first)."""
+        """Join builders into one: the first that need not join (else the first); the others are closed."""
         if any(not isinstance(b, GraphBuilder) for b in graph_builders):
-            raise TypeError("join takes GraphBuilder objects")
+            raise TypeError("All arguments must be GraphBuilder instances")
         if len(graph_builders) < 2:
             raise ValueError("Must join with at least two graph builders")
         root = next((b for b in graph_builders if not b.is_join_required), graph_builders[0])
@@ -208,46 +307,141 @@ class GraphBuilder:
             other._check_open()
             order_after(root._stream, other._stream, dev)
             other._closed = True
-            root._joined.append(other)
+            root._joined.append(other)  # a stream of the capture is released when the capture ends
             root._joined.extend(other._joined)
             other._joined = []
-        if root.is_join_required and all(b.is_join_required for b in graph_builders):
-            root._kind = _JOINED
-        elif root._kind != _PRIMARY and not all(b.is_join_required for b in graph_builders):
-            root._kind = _PRIMARY
         return root
 
     def __cuda_stream__(self) -> tuple[int, int]:
         return self.stream.__cuda_stream__()
 
-    # -- what waits for issue 15 ---------------------------------------------------
+    # -- the graph as an explicit definition -------------------------------------------
 
     @property
     def graph_definition(self) -> Any:
-        raise missing_error("GraphBuilder.graph_definition", _needs.GRAPH_NODES)
+        """The graph being built as a GraphDefinition (a view: nodes added through it are part of the graph)."""
+        self._check_open()
+        if self._kind == _FORKED:
+            raise RuntimeError("graph_definition is unavailable on forked graph builders; access it through the "
+                               "primary builder instead.")
+        if self._state == _BUILDING:
+            raise RuntimeError("graph_definition is unavailable while capture is in progress; call end_building() "
+                               "first.")
+        if self._graph is None:
+            raise RuntimeError("graph_definition is unavailable before begin_building() on a primary builder; no "
+                               "graph has been created yet.")
+        from . import _graph_definition
+
+        definition: Any = _graph_definition.__dict__.get("GraphDefinition", None)
+        if "_from_graph" not in getattr(definition, "__dict__", {}):
+            raise missing_error("GraphBuilder.graph_definition", _needs.GRAPH_NODES)
+        b: GraphBuilder | None = self
+        while b is not None:
+            b._shared = True
+            b = b._parent
+        return definition._from_graph(self._graph)
+
+    # -- conditionals ------------------------------------------------------------------
 
     def create_condition(self, default_value: int | None = None) -> Any:
-        raise missing_error("GraphBuilder.create_condition", _needs.CONDITIONALS)
+        """A condition for a conditional node of this graph; `default_value` is its value at each launch's start."""
+        self._check_open()
+        flags = 0
+        value = 0
+        if default_value is not None:
+            try:
+                value = int(default_value)
+            except (TypeError, ValueError):
+                raise TypeError(f"default_value must be an int, got {type(default_value).__name__}") from None
+            if not 0 <= value < 1 << 32:
+                raise ValueError(f"default_value must fit an unsigned 32-bit int, got {default_value!r}")
+            flags = 1  # CU_GRAPH_COND_ASSIGN_DEFAULT
+        active, graph, _, _ = _capture_info(self._stream)
+        if not active:
+            raise RuntimeError("Cannot create a condition when graph is not being built")
+        handle = call("cuGraphConditionalHandleCreate", graph, self._ctx(), value, flags)
+        return condition_type()._init(int(handle), int(graph))
+
+    def _ctx(self) -> Any:
+        dev = self._stream.device
+        return driver.CUcontext(int(dev._state.ctx))
+
+    def _conditional(self, condition: Any, kind: str, size: int) -> tuple[GraphBuilder, ...]:
+        self._check_open()
+        if not isinstance(condition, condition_type()):
+            raise TypeError("condition must be a GraphCondition object (from GraphBuilder.create_condition()), got "
+                            f"{type(condition).__name__}")
+        s = self._stream
+        active, graph, deps_info, count = _capture_info(s)
+        if not active or self._graph is None:
+            raise RuntimeError("Cannot add conditional node when not actively capturing")
+        types = driver.CUgraphConditionalNodeType
+        params = driver.CUgraphNodeParams()
+        params.type = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+        params.conditional.handle = driver.CUgraphConditionalHandle(int(condition))
+        params.conditional.type = getattr(types, "CU_GRAPH_COND_TYPE_" + kind)
+        params.conditional.size = size
+        params.conditional.ctx = self._ctx()
+        s.device._bind_here()
+        # params never passes through a Python frame's arguments: a traceback that prints them would read
+        # phGraph_out, which the driver sets only when the call succeeds (reading it before crashes).
+        err, node = driver.cuGraphAddNode(graph, *deps_info, count, params)
+        if int(err):
+            code = int(err)
+            raise CUDAError(_driver_message(code), op="cuGraphAddNode", code=code, code_name=_code_name(code))
+        _set_capture_tail(s, node, deps_info)
+        from .._stream import Stream
+
+        out = []
+        for i in range(size):
+            body = _ia.IaGraph._make(params.conditional.phGraph_out[i], s.device, parent=self._graph)
+            stream = Stream._init(device_id=s.device.ordinal)
+            out.append(GraphBuilder._init(stream, is_stream_owner=True, kind=_BODY, graph=body, parent=self))
+        return tuple(out)
 
     def if_then(self, condition: Any) -> GraphBuilder:
-        raise missing_error("GraphBuilder.if_then", _needs.CONDITIONALS)
+        """An "if" node: its body (the builder returned) runs when the condition is non-zero."""
+        return self._conditional(condition, "IF", 1)[0]
 
     def if_else(self, condition: Any) -> tuple[GraphBuilder, GraphBuilder]:
-        raise missing_error("GraphBuilder.if_else", _needs.CONDITIONALS)
+        """An "if" node with an else branch: (builder of the branch for non-zero, builder of the one for zero)."""
+        then, otherwise = self._conditional(condition, "IF", 2)
+        return then, otherwise
 
     def switch(self, condition: Any, count: int) -> tuple[GraphBuilder, ...]:
-        raise missing_error("GraphBuilder.switch", _needs.CONDITIONALS)
+        """A "switch" node of `count` cases: the case numbered by the condition's value runs (none past the end)."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"count must be a positive int, got {count!r}")
+        return self._conditional(condition, "SWITCH", count)
 
     def while_loop(self, condition: Any) -> GraphBuilder:
-        raise missing_error("GraphBuilder.while_loop", _needs.CONDITIONALS)
+        """A "while" node: its body (the builder returned) runs again while the condition is non-zero."""
+        return self._conditional(condition, "WHILE", 1)[0]
+
+    # -- child graphs and host callbacks -----------------------------------------------------
 
     def embed(self, child: GraphBuilder) -> None:
+        """Add a copy of `child`'s built graph as one node of the capture (cuGraphAddChildGraphNode)."""
         if not isinstance(child, GraphBuilder):
             raise TypeError(f"child must be a GraphBuilder, got {type(child).__name__}")
-        raise missing_error("GraphBuilder.embed", _needs.GRAPH_NODES)
+        self._check_open()
+        if child._state != _ENDED or child._graph is None or child._closed:
+            raise ValueError("Child graph has not finished building.")
+        if self._state != _BUILDING:
+            raise ValueError("Parent graph is not being built.")
+        s = self._stream
+        active, graph, deps_info, count = _capture_info(s)
+        if not active or self._graph is None:
+            raise ValueError("Parent graph is not being built.")
+        node = call("cuGraphAddChildGraphNode", graph, deps_info[0], count, child._graph._h)
+        _set_capture_tail(s, node, deps_info)
+        self._graph._keep.extend(child._graph._keep)
+        self._graph._host_funcs.extend(child._graph._host_funcs)
 
     def callback(self, fn: Any, *, user_data: Any = None) -> None:
-        raise missing_error("GraphBuilder.callback", _needs.CALLBACKS)
+        """Run `fn` on a host thread when the graph reaches this point: a Python callable taking no arguments, or a
+        ctypes function pointer called with `user_data` (an address, or bytes copied and kept with the graph)."""
+        _capture_callback(self, fn, user_data)
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -257,23 +451,22 @@ class GraphBuilder:
             s.close()
 
     def close(self) -> None:
-        """Release the builder (its own stream, the built graph); the completed Graphs stay valid.  Idempotent."""
+        """Release the builder (its own stream, the built graph); completed Graphs and GraphDefinitions stay valid.
+        Idempotent."""
         if self._closed and self._stream is None:
             return
         self._closed = True
-        if self._state == _BUILDING and self._kind == _PRIMARY and self._stream is not None:
-            try:
-                self._graph = _ia.IaStream.end_capture(self._stream)
-            except _ia.DriverError:
-                pass
+        if self._state == _BUILDING and self._kind != _FORKED and self._stream is not None:
+            self._end_capture(check=False)
         for other in self._joined:
             other._release_stream()
         self._joined = []
         graph, self._graph = self._graph, None
-        if graph is not None:
+        if graph is not None and self._kind == _PRIMARY and not self._shared:
             graph.close()
-        if self._kind == _PRIMARY or self._state != _BUILDING:
+        if self._kind != _FORKED or self._state != _BUILDING:
             self._release_stream()
+        self._parent = None
 
     def __del__(self) -> None:
         try:
@@ -281,6 +474,61 @@ class GraphBuilder:
                 self.close()
         except Exception:
             pass
+
+
+def _capture_callback(gb: GraphBuilder, fn: Any, user_data: Any) -> None:
+    """Capture a host function on `gb`'s stream; the graph being built keeps it (and a copy of its user data)."""
+    from ironaccel_cuda import hostfn
+
+    gb._check_open()
+    s = gb._stream
+    graph = gb._graph
+    if gb._state != _BUILDING or graph is None or not _capture_info(s)[0]:
+        raise RuntimeError("Cannot add callback when graph is not being built")
+    try:
+        if isinstance(fn, CFuncPtr):
+            keep: tuple[Any, ...] = (fn,)
+            if user_data is None:
+                data = 0
+            elif isinstance(user_data, int) and not isinstance(user_data, bool):
+                data = user_data
+            else:
+                try:
+                    raw = bytes(memoryview(user_data))
+                except TypeError:
+                    raise TypeError("user_data must be an int (an address) or bytes-like, got "
+                                    f"{type(user_data).__name__}") from None
+                copied = ctypes.create_string_buffer(raw, len(raw)) if raw else None
+                data = ctypes.addressof(copied) if copied is not None else 0
+                keep = (fn, copied)
+            hostfn.launch_c(s, int(ctypes.cast(fn, ctypes.c_void_p).value or 0), data)
+            graph._keep.append(keep)
+            return
+        if user_data is not None:
+            raise ValueError("user_data is only supported with ctypes function pointers")
+        if not callable(fn):
+            raise TypeError(f"fn must be callable or a ctypes function pointer, got {type(fn).__name__}")
+        graph._host_funcs.append(hostfn.launch_kept(s, fn))
+    except _ia.DriverError as exc:
+        raise from_ironaccel(exc) from None
+
+
+def _instantiate(graph: Any, options: GraphCompleteOptions | None) -> Graph:
+    """An executable Graph of an ironaccel Graph, with cuda.core's completion options."""
+    flags: dict[str, bool] = {}
+    upload = None
+    if options is not None:
+        flags = {"auto_free_on_launch": bool(options.auto_free_on_launch),
+                 "device_launch": bool(options.device_launch), "use_node_priority": bool(options.use_node_priority)}
+        upload = options.upload_stream
+    try:
+        exe = graph.instantiate(**flags)
+    except _ia.DriverError as exc:
+        raise from_ironaccel(exc) from None
+    out = Graph._init(exe)
+    if upload is not None:
+        out.upload(upload)
+    return out
 
 
 class Graph:
@@ -334,31 +582,32 @@ class Graph:
         call("cuGraphUpload", self._exe._h, s._h)
 
     def update(self, source: Any) -> None:
-        """Take the parameters of another built graph with the same topology (cuGraphExecUpdate)."""
+        """Take the parameters of another graph with the same topology (cuGraphExecUpdate); from then on this graph
+        holds what the source's nodes use, not what it held before."""
         from ._graph_definition import GraphDefinition
 
         if isinstance(source, GraphDefinition):
-            raise missing_error("Graph.update from a GraphDefinition", _needs.GRAPH_NODES)
+            from ._graph_node import update_from_definition
+
+            update_from_definition(self, source)
+            return
         if not isinstance(source, GraphBuilder):
             raise TypeError(f"expected GraphBuilder or GraphDefinition, got {type(source).__name__}")
         if source._closed:
             raise ValueError("Source graph builder has been closed.")
-        if source._graph is None:
+        if source._state != _ENDED or source._graph is None:
             raise ValueError("Graph has not finished building.")
         if self._exe is None:
             raise RuntimeError("the graph is closed")
         try:
             self._exe.update(source._graph)
         except _ia.DriverError as exc:
-            import re
-
-            found = re.search(r"update result (\w+)", exc.detail or "")
-            why = f" ({found.group(1)})" if found else ""
-            raise CUDAError(f"Graph update failed: {exc.code_name or 'error'}{why}", op=exc.op,
-                            code=exc.code) from None
+            raise update_error(exc) from None
 
     def __getitem__(self, node: Any) -> Any:
-        raise missing_error("Graph[node]", _needs.GRAPH_NODES)
+        from ._graph_node import executable_node
+
+        return executable_node(self, node)
 
     def close(self) -> None:
         """Destroy the executable graph.  Idempotent."""
@@ -367,11 +616,32 @@ class Graph:
             exe.close()
 
 
+def update_error(exc: Any) -> CUDAError:
+    """cuda.core's error for a rejected cuGraphExecUpdate: "Graph update failed: <why> (<CUgraphExecUpdateResult>)"."""
+    import re
+
+    found = re.search(r"update result (\w+)", exc.detail or "")
+    if found is None:
+        return from_ironaccel(exc)
+    name = found.group(1)
+    reason = getattr(driver.CUgraphExecUpdateResult, name, None)
+    why = ((reason.__doc__ or "").strip() if reason is not None else "") or exc.code_name or "error"
+    return CUDAError(f"Graph update failed: {why} ({name})", op=exc.op, code=exc.code)
+
+
 def _instantiate_graph(source: Any, options: GraphCompleteOptions | None = None) -> Graph:
     if isinstance(source, GraphBuilder):
         return source.complete(options)
-    raise missing_error("instantiating a GraphDefinition", _needs.GRAPH_NODES)
+    if isinstance(source, _ia.IaGraph):
+        return _instantiate(source, options)
+    return source.instantiate(options)
 
 
 def _capture_callback_with_tail_failure_for_testing(gb: GraphBuilder, fn: Any, *, user_data: Any = None) -> None:
-    raise missing_error("GraphBuilder.callback", _needs.CALLBACKS)
+    """cuda.core's test hook: capture the callback, then fail as if its node could not be found afterwards.
+
+    The graph holds the callback whatever happens after its capture (ironaccel keeps captured host functions
+    per graph, not per node), so there is no node to look for; the failure is only raised."""
+    _capture_callback(gb, fn, user_data)
+    fn = None
+    raise RuntimeError("forced capture tail discovery failure")
