@@ -156,8 +156,8 @@ def test_missing_functions_and_methods_raise_unsupported():
     for fn in (cc.utils.copy_batch, cc.system.get_nvml_version):
         with pytest.raises(Unsupported, match="needs"):
             fn()
-    with pytest.raises(Unsupported, match="issue 10"):
-        _ = cc.GraphMemoryResource.from_allocation_handle  # class attributes of a missing class say so too
+    with pytest.raises(Unsupported, match="yet: it needs"):
+        _ = cc.GraphicsResource.from_anything  # class attributes of a missing class say so too
     assert isinstance(Unsupported("cuda", "x", "y"), NotImplementedError)
 
 

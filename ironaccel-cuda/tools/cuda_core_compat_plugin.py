@@ -4,7 +4,9 @@ Loaded with `-p cuda_core_compat_plugin` (the runner puts this folder on PYTHONP
 
 * IRONACCEL_CCT_AGAINST=compat (the default) installs `ironaccel_cuda.compat.cuda_core` as
   `cuda.core` before any conftest is imported; `cuda.core` runs them against the installed
-  cuda-core instead (a baseline of the same tests).
+  cuda-core instead (a baseline of the same tests).  The install carries into the children the
+  memory_ipc tests start with multiprocessing's spawn method (see `_install.py`), so their
+  `import cuda.core` is the compat too.
 * A skipped test is reported as failed, its reason kept ("skip counted as a failure: ...");
   an expected failure (xfail) stays an xfail and counts as not passed.
 * IRONACCEL_CCT_JSON=path writes every case: node id, file, outcome (passed, failed, skipped,

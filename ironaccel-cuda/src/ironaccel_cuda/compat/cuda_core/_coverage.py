@@ -37,20 +37,23 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("Buffer", DIFFERS, "its own class; memory from DeviceMemoryResource is an ironaccel `DeviceBuf` (alloc/free on "
                         "the compiled hot path); `close(s)` with another stream than the allocation stream orders "
                         "the free after `s` and frees on the allocation stream; `ipc_descriptor`, "
-                        "`from_ipc_descriptor`, pickling: missing (" + n.IPC + ")"),
+                        "`from_ipc_descriptor` and pickling through ironaccel's `ipc.IpcBuffer` (an imported "
+                        "pointer is unmapped once, after its last Buffer)"),
     ("MemoryResource", SAME, "abstract base (allocate, deallocate, is_device_accessible, is_host_accessible, "
                              "device_id; is_managed defaults to False)"),
     ("DeviceMemoryResource", DIFFERS, "without options on the device's current pool through ironaccel's "
                                       "`Device.alloc` (release threshold raised as cuda.core does unless "
                                       "IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD is set); with options a pool of its "
                                       "own (an ironaccel `DriverPool`); attributes, `peer_accessible_by` (get and "
-                                      "set); IPC: missing (" + n.IPC + ")"),
+                                      "set); IPC (`ipc_enabled=True`): allocation handle, mapped resources, "
+                                      "registry and multiprocessing pickling as in cuda.core, through "
+                                      "ironaccel's `ipc.IpcPool` / `ipc.IpcBuffer`"),
     ("DeviceMemoryResourceOptions", SAME, "ipc_enabled, max_size"),
     ("LegacyPinnedMemoryResource", DIFFERS, "ironaccel `PinnedBuf` (cuMemHostAlloc, portable; cuda.core uses "
                                             "cuMemAllocHost)"),
     ("PinnedMemoryResource", DIFFERS, "a host memory pool as an ironaccel `DriverPool` (the current one, or "
                                       "a host pool of its own with options, on a NUMA node for IPC); "
-                                      "opened to the current device; IPC export: missing (" + n.IPC + ")"),
+                                      "opened to the current device; IPC as DeviceMemoryResource's"),
     ("PinnedMemoryResourceOptions", SAME, "ipc_enabled, max_size, numa_id"),
     ("ManagedMemoryResource", SAME, "a managed memory pool as an ironaccel `DriverPool` (the current one, or "
                                     "a managed pool of its own with the preferred location); gives "
@@ -65,7 +68,9 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                                        "address changes); host/managed locations, addr_hint/addr_align: "
                                        "NotImplementedError"),
     ("VirtualMemoryResourceOptions", SAME, "the fields and the spec validators (`_access_to_flags`, ...)"),
-    ("GraphMemoryResource", MISSING, n.GRAPH_MEMORY),
+    ("GraphMemoryResource", SAME, "cuMemAllocAsync / cuMemFreeAsync on the capturing stream (graph memory "
+                                  "nodes); refuses a non-capturing stream as cuda.core does; attributes and trim "
+                                  "through cuDeviceGet/SetGraphMemAttribute and cuDeviceGraphMemTrim"),
     ("Host", SAME, "a location value for managed-memory operations"),
     ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches) to PTX, CUBIN or "
                          "LTO-IR; `handle` is the Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is "
@@ -194,8 +199,7 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
      "NVRTC's precompiled-header status from ironaccel's Program (lead)"),
     ("test_memory.py::test_vmm_allocator_grow_allocation_fast_path",
      "cuda.core's internal `_grow_allocation_fast_path` (the compat grows through ironaccel's VirtualBuffer)"),
-    ("test_memory.py: IPC cases, memory_ipc/*", n.IPC),
-    ("test_memory.py::test_graph_memory_resource_object, graph/test_graph_memory_resource.py", n.GRAPH_MEMORY),
+    ("memory_ipc/test_peer_access.py (two GPUs)", "a machine with two GPUs"),
     ("graph/test_graph_definition_lifetime.py: clone, in-flight and Buffer-close cases (CUDA user objects, "
      "cuda.core's _weak_handles)", "attachments held by CUDA user objects (not in any open issue)"),
     ("test_green_context.py: workqueue cases (skip on a CUDA 13.0 driver), ::test_arch_constraints_pre_hopper "

@@ -34,9 +34,10 @@ class EventOptions:
 class Event(_ia.IaEvent):
     """A CUDA event (cuda.core API) that is also an ironaccel_cuda Event."""
 
-    __slots__ = ("_flags", "_context")
+    __slots__ = ("_flags", "_context", "_ipc_desc")
     _flags: int
     _context: Any
+    _ipc_desc: IPCEventDescriptor  # set on imported events: the descriptor they came from
 
     sync = _ia.IaEvent.synchronize
 
@@ -44,7 +45,7 @@ class Event(_ia.IaEvent):
         raise RuntimeError("Event objects cannot be instantiated directly. Please use Stream APIs (record).")
 
     @classmethod
-    def _init(cls, device: Any, options: Any = None, context: Any = None) -> Event:
+    def _init(cls, device: Any, options: Any = None, context: Any = None, *, bound: bool = False) -> Event:
         if options is None:
             flags = CU_EVENT_DISABLE_TIMING
         else:
@@ -53,8 +54,10 @@ class Event(_ia.IaEvent):
             if options.blocking_sync:
                 flags |= CU_EVENT_BLOCKING_SYNC
             if options.ipc_enabled:
+                if not bound:
+                    raise TypeError("IPC-enabled events must be bound; use Stream.record for creation.")
                 if options.timing_enabled:
-                    raise TypeError("IPC-enabled events must have timing disabled")
+                    raise TypeError("IPC-enabled events cannot use timing.")
                 flags |= CU_EVENT_INTERPROCESS
         if context is not None:  # an event of a given context (a green one's: recorded on its streams)
             e = context._new_event(cls, device, flags)
@@ -97,12 +100,20 @@ class Event(_ia.IaEvent):
 
     @property
     def context(self) -> Any:
+        """The event's context; None for an event imported from another process."""
         from ._context import Context
 
+        if self.device is None:
+            return None
         context = getattr(self, "_context", None)
         if context is not None:
             return context
         return Context._from_ctx(self.device._state.ctx, self.device.ordinal)
+
+    def _rebind(self, exc: Any) -> None:
+        if self.device is None:  # imported: no device of ours to bind
+            raise exc
+        _ia.IaEvent._rebind(self, exc)
 
     # -- elapsed time -----------------------------------------------------------
 
@@ -135,8 +146,13 @@ class Event(_ia.IaEvent):
     def ipc_descriptor(self) -> IPCEventDescriptor:
         if not self.is_ipc_enabled:
             raise RuntimeError("Event is not IPC-enabled")
+        imported = getattr(self, "_ipc_desc", None)
+        if imported is not None:
+            return imported
+        from ironaccel_cuda.ipc import _raw
+
         handle = call("cuIpcGetEventHandle", self._h)
-        return IPCEventDescriptor._init(bytes(handle.reserved), self.is_blocking_sync)
+        return IPCEventDescriptor._init(_raw(handle), self.is_blocking_sync)
 
     @classmethod
     def from_ipc_descriptor(cls, ipc_descriptor: IPCEventDescriptor) -> Event:
@@ -146,8 +162,9 @@ class Event(_ia.IaEvent):
         if len(reserved) < _IPC_RESERVED:
             raise ValueError(f"IPC event descriptor reserved field is {len(reserved)} bytes; expected at least "
                              f"{_IPC_RESERVED}")
-        handle = driver.CUipcEventHandle()
-        handle.reserved = reserved[:_IPC_RESERVED]
+        from ironaccel_cuda.ipc import _filled
+
+        handle = _filled(driver.CUipcEventHandle, reserved[:_IPC_RESERVED])
         device = Device()
         device._check_context_initialized()
         _ia.ensure(device._state.ctx)
@@ -155,6 +172,8 @@ class Event(_ia.IaEvent):
         e = _ia.new_event(cls, int(h), device, False)
         e._flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS | (
             CU_EVENT_BLOCKING_SYNC if ipc_descriptor._is_blocking_sync else 0)
+        e._ipc_desc = ipc_descriptor
+        e.device = None  # as in cuda.core: an imported event has no device or context here
         return e
 
     def __reduce__(self) -> tuple[Any, ...]:

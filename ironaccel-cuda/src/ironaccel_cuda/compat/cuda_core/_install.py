@@ -5,6 +5,12 @@ compat's module `ironaccel_cuda.compat.cuda_core[.X]` (the very same module obje
 so `cuda.core.Device is ironaccel_cuda.compat.cuda_core.Device`).  An installed
 cuda-core distribution is never imported while the finder is in place; a name the
 compat does not have fails to import as usual.
+
+The install carries into child processes started by `multiprocessing` with the spawn or
+forkserver method (fork children inherit it anyway): the preparation data a child reads
+before anything else gets one more entry, whose unpickling calls `install()` there, so the
+child's imports of `cuda.core` (its target's module, unpickled arguments) resolve to the
+compat as well.
 """
 
 from __future__ import annotations
@@ -77,14 +83,52 @@ def install() -> None:
                            "ironaccel_cuda.compat.cuda_core.install() before anything imports cuda.core")
     _finder = _AliasFinder()
     sys.meta_path.insert(0, _finder)
+    _carry_into_children()
     importlib.import_module(ALIAS)
+
+
+_CHILD_KEY = "ironaccel_cuda_compat_cuda_core"
+_original_preparation_data: Any = None
+
+
+class _InstallInChild:
+    """Pickled into a spawned child's preparation data; unpickling it there runs `install()`."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_install_in_child, ())
+
+
+def _install_in_child() -> bool:
+    install()
+    return True
+
+
+def _carry_into_children() -> None:
+    global _original_preparation_data
+    import multiprocessing.spawn as spawn
+
+    if _original_preparation_data is not None:
+        return
+    original = _original_preparation_data = spawn.get_preparation_data
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        data[_CHILD_KEY] = _InstallInChild()
+        return data
+
+    spawn.get_preparation_data = get_preparation_data
 
 
 def _uninstall() -> None:
     """Remove the finder and the aliased modules (for tests of install itself)."""
-    global _finder
+    global _finder, _original_preparation_data
     if _finder is None:
         return
+    if _original_preparation_data is not None:
+        import multiprocessing.spawn as spawn
+
+        spawn.get_preparation_data = _original_preparation_data
+        _original_preparation_data = None
     try:
         sys.meta_path.remove(_finder)
     except ValueError:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import _ia
+from ._event import CU_EVENT_INTERPROCESS, Event
 from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver
 
 __all__ = ["LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM", "Stream", "StreamOptions"]
@@ -227,8 +228,13 @@ class Stream(_ia.IaStream):
                 from ._context import Context
 
                 event = _event_in(Context._from_ctx(device._state.ctx, device.ordinal), device, options)
+            elif options is None:
+                event = device.create_event(None)
             else:
-                event = device.create_event(options)
+                event = Event._init(device, options, bound=True)
+        elif event.__class__ is Event and event._flags & CU_EVENT_INTERPROCESS:
+            raise TypeError("IPC-enabled events should not be re-recorded, instead create a new event by supplying "
+                            "options.")
         return _record(self, event)
 
     def wait(self, event_or_stream: Any) -> None:  # type: ignore[override]
@@ -277,9 +283,7 @@ class Stream(_ia.IaStream):
 
 def _event_in(context: Any, device: Any, options: Any) -> Any:
     """A new event of `context` (the context of the stream it is recorded on)."""
-    from ._event import Event
-
-    return Event._init(device, options, context=context)
+    return Event._init(device, options, context=context, bound=True)
 
 
 def _stream_ordinal(handle: int) -> int:

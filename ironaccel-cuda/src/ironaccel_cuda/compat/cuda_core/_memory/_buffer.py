@@ -99,23 +99,59 @@ class Buffer:
         """A Buffer over memory at `ptr`: `mr.deallocate` frees it on close when `mr` is given; `owner` is kept."""
         return Buffer._init(ptr, size, mr, owner=owner, stream=stream)
 
+    # -- IPC (see _ipc.py) ----------------------------------------------------------
+
     @classmethod
     def from_ipc_descriptor(cls, mr: Any, ipc_descriptor: Any, *, stream: Any = None) -> Buffer:
-        from .. import _needs
-        from .._missing import missing_error
+        """Map a buffer another process exported (`ipc_descriptor`) through `mr`, its pool mapped here."""
+        from ._ipc import IPCBufferDescriptor
 
-        if not getattr(mr, "is_ipc_enabled", False):
-            raise RuntimeError("Memory resource is not IPC-enabled")
-        raise missing_error("Buffer.from_ipc_descriptor", _needs.IPC)
+        if not isinstance(ipc_descriptor, IPCBufferDescriptor):
+            raise TypeError(f"Argument 'ipc_descriptor' has incorrect type (expected "
+                            f"cuda.core._memory._ipc.IPCBufferDescriptor, got {type(ipc_descriptor).__name__})")
+        importer = getattr(mr, "_import_ipc_buffer", None)
+        if importer is None:
+            raise TypeError("this descriptor was exported from a memory pool buffer and must be imported with a "
+                            f"DeviceMemoryResource or PinnedMemoryResource, not {type(mr).__name__}")
+        return importer(ipc_descriptor, stream)  # type: ignore[no-any-return]
 
     @property
     def ipc_descriptor(self) -> Any:
-        from .. import _needs
-        from .._missing import missing_error
+        """What another process needs to map this buffer (its resource must be IPC-enabled)."""
+        from ._ipc import ImportedFrom
 
-        if not getattr(self._mr, "is_ipc_enabled", False):
+        source = self._owner
+        if source.__class__ is ImportedFrom:
+            return source.descriptor
+        mr = self._mr
+        if self._ptr == 0 and mr is None and self._mem is None:
+            raise RuntimeError("the buffer is closed")
+        exporter = getattr(mr, "_export_ipc_buffer", None)
+        if exporter is None or not mr.is_ipc_enabled:
             raise RuntimeError("Memory resource is not IPC-enabled")
-        raise missing_error("Buffer.ipc_descriptor", _needs.IPC)
+        return exporter(self)
+
+    def get_ipc_descriptor(self) -> Any:
+        return self.ipc_descriptor
+
+    @staticmethod
+    def _reduce_helper(mr: Any, ipc_descriptor: Any) -> Buffer:
+        from .._stream import default_stream
+
+        if not _ia.current_context():  # a spawned child unpickles its arguments before its target runs
+            from .._device import Device
+
+            ordinal = mr.device_id  # -1 for pinned memory: the default device
+            (Device(ordinal) if ordinal >= 0 else Device()).set_current()
+        return Buffer.from_ipc_descriptor(mr, ipc_descriptor, stream=default_stream())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from ._ipc import ImportedFrom
+
+        source = self._owner
+        if source.__class__ is ImportedFrom:  # an imported buffer, sent on (possibly closed meanwhile)
+            return (Buffer._reduce_helper, (source.mr, source.descriptor))
+        return (Buffer._reduce_helper, (self._mr, self.ipc_descriptor))
 
     # -- lifetime -----------------------------------------------------------------
 
@@ -244,7 +280,10 @@ class Buffer:
 
     @property
     def owner(self) -> Any:
-        return self._owner
+        from ._ipc import ImportedFrom
+
+        owner = self._owner
+        return None if owner.__class__ is ImportedFrom else owner
 
     @property
     def device_id(self) -> int:
@@ -276,7 +315,9 @@ class Buffer:
 
     @property
     def is_mapped(self) -> bool:
-        return False
+        """True for a buffer imported from another process (its resource is a mapped one)."""
+        mr = self._mr
+        return mr is not None and bool(getattr(mr, "is_mapped", False))
 
     def _pointer_attrs(self) -> tuple[int, bool, bool, bool]:
         """(device_id, device-accessible, host-accessible, managed) from the driver's pointer attributes."""
@@ -295,12 +336,6 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"<Buffer ptr={self._ptr:#x} size={self._size}>"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        from .. import _needs
-        from .._missing import missing_error
-
-        raise missing_error("Buffer.__reduce__ (pickling through IPC)", _needs.IPC)
 
 
 def _stream_accept(stream: Any) -> Any:

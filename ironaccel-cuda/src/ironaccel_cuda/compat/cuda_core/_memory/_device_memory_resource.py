@@ -11,18 +11,19 @@ setting wins.  With `DeviceMemoryResourceOptions` it creates a pool of its own
 
 from __future__ import annotations
 
+import multiprocessing.reduction
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from ironaccel_cuda.driver_pool import ENV_RELEASE_THRESHOLD, DriverPool
 
-from .. import _ia, _needs
-from .._missing import missing_error
+from .. import _ia
 from .._stream import Stream, Stream_accept, for_device
 from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
 from ._buffer import Buffer
-from ._memory_pool import _MemPool, _refuse_capture
+from ._ipc import _deep_reduce_device_memory_resource
+from ._memory_pool import _MemPool
 
 __all__ = ["DeviceMemoryResource", "DeviceMemoryResourceOptions"]
 
@@ -70,12 +71,7 @@ class DeviceMemoryResource(_MemPool):
         alloc = self._alloc
         if alloc is None:
             return _MemPool.allocate(self, size, stream=stream)
-        if stream.__class__ is Stream:
-            s = stream
-        else:
-            s = Stream_accept(stream)
-            if s is not stream:
-                _refuse_capture(s)
+        s = stream if stream.__class__ is Stream else _not_capturing(Stream_accept(stream))
         if s._ordinal != self._ordinal:
             s = for_device(s, self._ordinal)
         if self._closed:
@@ -98,14 +94,6 @@ class DeviceMemoryResource(_MemPool):
         b._free_stream = None
         b._attrs = None
         return b
-
-    @property
-    def is_mapped(self) -> bool:
-        return False
-
-    @property
-    def uuid(self) -> Any:
-        return None
 
     @property
     def device_id(self) -> int:
@@ -151,24 +139,20 @@ class DeviceMemoryResource(_MemPool):
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
 
-    @property
-    def allocation_handle(self) -> Any:
-        if not self._ipc:
-            raise self._not_ipc_enabled()
-        raise missing_error("DeviceMemoryResource.allocation_handle", _needs.IPC)
+    # -- IPC: the methods are _ipc.IpcResource's (through _MemPool) ----------------------
 
     @classmethod
     def from_allocation_handle(cls, device_id: Any, alloc_handle: Any) -> DeviceMemoryResource:
-        raise missing_error("DeviceMemoryResource.from_allocation_handle", _needs.IPC)
+        """Map another process's IPC-enabled resource here (a mapped resource: it imports buffers, never allocates)."""
+        return cls._map(device_id, alloc_handle)  # type: ignore[no-any-return]
 
-    @staticmethod
-    def from_registry(uuid: Any) -> DeviceMemoryResource:
-        raise missing_error("DeviceMemoryResource.from_registry", _needs.IPC)
-
-    def register(self, uuid: Any) -> DeviceMemoryResource:
-        raise missing_error("DeviceMemoryResource.register", _needs.IPC)
+    def _bind_mapped(self, dev: Any, state: Any) -> None:
+        _MemPool._bind_mapped(self, dev, state)
+        self._alloc = None
 
     def __reduce__(self) -> tuple[Any, ...]:
+        if self._ipc is not None:
+            return (DeviceMemoryResource.from_registry, (self.uuid,))
         return (DeviceMemoryResource, (self._ordinal,))
 
     def __repr__(self) -> str:
@@ -182,6 +166,17 @@ class _Devices(frozenset):  # type: ignore[type-arg]
         if isinstance(item, int) and not isinstance(item, bool):
             return any(d.ordinal == item for d in self)
         return frozenset.__contains__(self, item)
+
+
+def _not_capturing(s: Any) -> Any:
+    """`s`, unless it is capturing a graph (a GraphBuilder's stream): graph memory is GraphMemoryResource's."""
+    if int(call("cuStreamIsCapturing", s._h)) == 1:  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+        raise RuntimeError("DeviceMemoryResource cannot perform memory operations on a capturing stream (consider "
+                           "using GraphMemoryResource).")
+    return s
+
+
+multiprocessing.reduction.register(DeviceMemoryResource, _deep_reduce_device_memory_resource)
 
 
 def DMR_mempool_get_access(dmr: DeviceMemoryResource, device_id: int) -> str:

@@ -17,6 +17,7 @@ from .. import _ia
 from .._stream import Stream, Stream_accept, for_device
 from .._utils.cuda_utils import call, driver, from_ironaccel
 from ._buffer import Buffer, MemoryResource
+from ._ipc import IpcResource, IpcState
 
 __all__ = ["_MemPool", "_MemPoolAttributes"]
 
@@ -89,8 +90,8 @@ class _MemPoolAttributes:
         return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)}' for n in _ATTR_NAMES)})"
 
 
-class _MemPool(MemoryResource):
-    """A memory resource over one driver pool (`_dpool`, an ironaccel DriverPool)."""
+class _MemPool(IpcResource, MemoryResource):
+    """A memory resource over one driver pool (`_dpool`, an ironaccel DriverPool); IPC through `_ipc.IpcResource`."""
 
     __slots__ = ("_device", "_ordinal", "_dpool", "_pool", "_owned", "_ipc", "_closed")
     _buffer_class: Any = Buffer
@@ -101,8 +102,13 @@ class _MemPool(MemoryResource):
         self._dpool = dpool
         self._pool = dpool._h
         self._owned = owned
-        self._ipc = ipc
+        self._ipc = IpcState.created(dpool) if ipc else None
         self._closed = False
+
+    def _bind_mapped(self, device: Any, state: IpcState) -> None:
+        """Fill this new instance as a resource mapped from another process (IpcResource._map)."""
+        self._bind_pool(device, state.pool, owned=True)
+        self._ipc = state
 
     def allocate(self, size: int, *, stream: Any = None) -> Buffer:
         """`size` bytes from the pool, stream-ordered on `stream` (ironaccel's DriverPool.allocate)."""
@@ -116,6 +122,8 @@ class _MemPool(MemoryResource):
             s = for_device(s, self._ordinal)
         if self._closed:
             raise RuntimeError("the memory resource is closed")
+        if self._ipc is not None and self._ipc.mapped:
+            raise TypeError("Cannot allocate from a mapped IPC-enabled memory resource")
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"size must be a non-negative int, got {size!r}")
         mem = None
@@ -145,6 +153,8 @@ class _MemPool(MemoryResource):
         """Retire the resource; a pool of its own goes once its buffers and attribute bundles are gone."""
         self._closed = True
         self._dpool = None
+        if self._ipc is not None:
+            self._ipc.close()
 
     @property
     def is_closed(self) -> bool:
@@ -163,18 +173,6 @@ class _MemPool(MemoryResource):
     @property
     def is_handle_owned(self) -> bool:
         return self._owned
-
-    @property
-    def is_ipc_enabled(self) -> bool:
-        return self._ipc
-
-    @property
-    def is_mapped(self) -> bool:
-        return False
-
-    @property
-    def uuid(self) -> Any:
-        return None
 
     @property
     def is_device_accessible(self) -> bool:

@@ -9,14 +9,15 @@ Buffers are usable from the host and from the device the resource was made on.
 
 from __future__ import annotations
 
+import multiprocessing.reduction
 from dataclasses import dataclass
 from typing import Any
 
 from ironaccel_cuda.driver_pool import DriverPool
 
-from .. import _ia, _needs
-from .._missing import missing_error
+from .. import _ia
 from .._utils.cuda_utils import check_or_create_options, from_ironaccel
+from ._ipc import _deep_reduce_pinned_memory_resource
 from ._memory_pool import _MemPool
 
 __all__ = ["PinnedMemoryResource", "PinnedMemoryResourceOptions"]
@@ -89,22 +90,24 @@ class PinnedMemoryResource(_MemPool):
     def is_host_accessible(self) -> bool:
         return True
 
-    @property
-    def allocation_handle(self) -> Any:
-        if not self._ipc:
-            raise self._not_ipc_enabled()
-        raise missing_error("PinnedMemoryResource.allocation_handle", _needs.IPC)
+    # -- IPC: the methods are _ipc.IpcResource's (through _MemPool) ----------------------
 
     @classmethod
     def from_allocation_handle(cls, alloc_handle: Any) -> PinnedMemoryResource:
-        raise missing_error("PinnedMemoryResource.from_allocation_handle", _needs.IPC)
+        """Map another process's IPC-enabled pinned resource here (it imports buffers, never allocates)."""
+        return cls._map(None, alloc_handle)  # type: ignore[no-any-return]
 
-    @staticmethod
-    def from_registry(uuid: Any) -> PinnedMemoryResource:
-        raise missing_error("PinnedMemoryResource.from_registry", _needs.IPC)
+    def _bind_mapped(self, dev: Any, state: Any) -> None:
+        _MemPool._bind_mapped(self, dev, state)
+        self._numa_id = -1
 
-    def register(self, uuid: Any) -> PinnedMemoryResource:
-        raise missing_error("PinnedMemoryResource.register", _needs.IPC)
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._ipc is not None:
+            return (PinnedMemoryResource.from_registry, (self.uuid,))
+        raise TypeError("a PinnedMemoryResource without IPC cannot be pickled")
 
     def __repr__(self) -> str:
         return f"<PinnedMemoryResource numa_id={self._numa_id}{' ipc' if self._ipc else ''}>"
+
+
+multiprocessing.reduction.register(PinnedMemoryResource, _deep_reduce_pinned_memory_resource)

@@ -1,0 +1,182 @@
+"""The cuda.core compat's IPC and graph memory on a device: what cuda.core's memory_ipc tests rely on, on ironaccel's.
+
+IPC-enabled DeviceMemoryResources (an ironaccel DriverPool(ipc=True)) travel to spawned children as
+their allocation handle, buffers as (resource, descriptor), events as their IPC handle; what the
+children run is in compat_ipc_children.py.  Under the fake driver a pool's memory is a memfd both
+processes map, so these run there too (graph memory nodes need a real driver).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+
+import compat_ipc_children as children
+import numpy as np
+import pytest
+from conftest import FAKE
+
+pytestmark = pytest.mark.backend("cuda")
+
+CTX = multiprocessing.get_context("spawn")
+TIMEOUT = 120
+NBYTES = 4096
+
+
+@pytest.fixture
+def cc():
+    from ironaccel_cuda.compat import cuda_core
+
+    return cuda_core
+
+
+@pytest.fixture
+def device(cc):
+    d = cc.Device(0)
+    d.set_current()
+    return d
+
+
+@pytest.fixture
+def ipc_mr(cc, device):
+    mr = cc.DeviceMemoryResource(device, options=cc.DeviceMemoryResourceOptions(max_size=1 << 21, ipc_enabled=True))
+    yield mr
+    mr.close()
+
+
+def run_child(target, *args, send=None):
+    parent, child = CTX.Pipe()
+    proc = CTX.Process(target=target, args=(*args, child))
+    proc.start()
+    child.close()
+    if send is not None:
+        parent.send(send)
+    assert parent.poll(TIMEOUT), "the child did not answer in time"
+    reply = parent.recv()
+    proc.join(TIMEOUT)
+    assert reply[0] != "error", reply[1]
+    assert proc.exitcode == 0, f"child exit code {proc.exitcode}"
+    return reply[1:]
+
+
+def contents(buf):
+    return buf._mem.copy_to_host()
+
+
+def test_resource_and_buffer_sent_to_a_child_are_mapped_there(cc, device, ipc_mr):
+    assert ipc_mr.is_ipc_enabled and not ipc_mr.is_mapped and ipc_mr.is_handle_owned
+    handle = ipc_mr.allocation_handle
+    assert handle is ipc_mr.allocation_handle and not handle.is_closed and int(handle) >= 0
+    buf = ipc_mr.allocate(NBYTES, stream=device.default_stream)
+    buf.fill(1, stream=device.default_stream)
+    device.default_stream.sync()
+    mr_mapped, buf_mapped, same_mr, size, uuid, refused = run_child(children.fill_sent_buffer, ipc_mr, buf, 9)
+    assert mr_mapped and buf_mapped and same_mr and size == NBYTES and uuid == str(ipc_mr.uuid)
+    assert refused == "Cannot allocate from a mapped IPC-enabled memory resource"
+    np.testing.assert_array_equal(contents(buf), np.full(NBYTES, 9, np.uint8))  # the child's writes, seen here
+    buf.close()
+
+
+def test_descriptors_claiming_too_much_are_refused(cc, device, ipc_mr):
+    buf = ipc_mr.allocate(NBYTES, stream=device.default_stream)
+    desc = buf.ipc_descriptor
+    payload, size = desc.__reduce__()[1]
+    assert size == NBYTES and len(payload) == 64
+    assert pickle.loads(pickle.dumps(desc)).size == NBYTES
+    oversized = cc._memory.IPCBufferDescriptor._init(payload, 1 << 22)  # past the pool's 2 MiB
+    truncated = cc._memory.IPCBufferDescriptor._init(payload[:8], NBYTES)
+    with pytest.raises(ValueError, match="payload is 8 bytes; expected at least 64"):
+        cc.Buffer.from_ipc_descriptor(ipc_mr, truncated, stream=device.default_stream)
+    with pytest.raises(TypeError, match="Argument 'ipc_descriptor' has incorrect type"):
+        cc.Buffer.from_ipc_descriptor(ipc_mr, buf, stream=device.default_stream)
+    too_big, too_short = run_child(children.import_checked, ipc_mr.allocation_handle, oversized, truncated)
+    assert "exceeds mapped allocation extent" in too_big
+    assert "expected at least 64" in too_short
+    buf.close()
+
+
+def test_plainly_pickled_buffer_needs_its_resource_registered(cc, device, ipc_mr):
+    buf = ipc_mr.allocate(NBYTES, stream=device.default_stream)
+    pickled = pickle.dumps(buf)  # the resource travels as its UUID only
+    before, same = run_child(children.unpickle_before_and_after_registering, ipc_mr.allocation_handle, pickled, 5)
+    assert before == f"Memory resource {ipc_mr.uuid} was not found"
+    assert same
+    np.testing.assert_array_equal(contents(buf), np.full(NBYTES, 5, np.uint8))
+    buf.close()
+    with pytest.raises(TypeError, match="multiprocessing"):
+        pickle.dumps(ipc_mr.allocation_handle)
+    plain = cc.DeviceMemoryResource(device)
+    with pytest.raises(RuntimeError, match="not IPC-enabled"):
+        _ = plain.allocate(16, stream=device.default_stream).ipc_descriptor
+
+
+def test_ipc_event_travels_with_its_properties(cc, device):
+    s = device.create_stream()
+    with pytest.raises(TypeError, match="must be bound"):
+        device.create_event({"ipc_enabled": True})
+    with pytest.raises(TypeError, match="cannot use timing"):
+        s.record(options={"ipc_enabled": True, "timing_enabled": True})
+    e = s.record(options=cc.EventOptions(ipc_enabled=True, blocking_sync=True))
+    with pytest.raises(TypeError, match="should not be re-recorded"):
+        s.record(e)
+    desc, ipc, timing, blocking, dev, ctx = run_child(children.report_event, send=e)
+    assert desc == e.ipc_descriptor and ipc and not timing and blocking and dev is None and ctx is None
+    s.sync()
+    e.close()
+    s.close()
+
+
+@pytest.mark.skipif(FAKE, reason="the fake driver records no memory nodes in stream capture")
+def test_graph_memory_resource_allocates_inside_capture_only(cc, device):
+    gmr = cc.GraphMemoryResource(device)
+    assert gmr is cc.GraphMemoryResource(0) and gmr.device_id == 0 and gmr.is_device_accessible
+    s = device.create_stream()
+    with pytest.raises(RuntimeError, match="non-capturing stream"):
+        gmr.allocate(64, stream=s)
+    out = cc.DeviceMemoryResource(device).allocate(NBYTES, stream=s)
+    out.fill(0, stream=s)
+    gb = device.create_graph_builder().begin_building("thread_local")
+    with pytest.raises(RuntimeError, match="capturing stream"):
+        cc.DeviceMemoryResource(device).allocate(64, stream=gb)
+    tmp = gmr.allocate(NBYTES, stream=gb)
+    tmp.fill(4, stream=gb)
+    out.copy_from(tmp, stream=gb)
+    tmp.close()  # during capture: the graph's free node
+    graph = gb.end_building().complete()
+    graph.upload(s)
+    graph.launch(s)
+    s.sync()
+    np.testing.assert_array_equal(out._mem.copy_to_host(), np.full(NBYTES, 4, np.uint8))
+    attrs = gmr.attributes
+    assert attrs.reserved_mem_current >= NBYTES and attrs.used_mem_high >= NBYTES
+    with pytest.raises(AttributeError, match="is not writable"):
+        attrs.used_mem_current = 0
+    with pytest.raises(AttributeError, match="may only be set to zero"):
+        attrs.used_mem_high = 1
+    attrs.used_mem_high = 0
+    assert "reserved_mem_high=" in repr(attrs)
+    graph.close()
+    gmr.trim()
+    out.close()
+    s.close()
+
+
+@pytest.mark.skipif(FAKE, reason="the fake driver records no memory nodes in stream capture")
+def test_graph_memory_kept_past_a_launch_is_freed_by_the_next_with_auto_free(cc, device):
+    gmr = cc.GraphMemoryResource(device)
+    s = device.create_stream()
+    gb = device.create_graph_builder().begin_building("relaxed")
+    out = gmr.allocate(NBYTES, stream=gb)  # not freed in the graph: it outlives each launch
+    out.fill(6, stream=gb)
+    graph = gb.end_building().complete(cc.graph.GraphCompleteOptions(auto_free_on_launch=True))
+    seen = cc.DeviceMemoryResource(device).allocate(NBYTES, stream=s)
+    for _ in range(2):  # without the flag the second launch fails: the first launch's allocation is still live
+        seen.fill(0, stream=s)
+        graph.launch(s)
+        seen.copy_from(out, stream=s)
+        s.sync()
+        np.testing.assert_array_equal(seen._mem.copy_to_host(), np.full(NBYTES, 6, np.uint8))
+    seen.close()
+    graph.close()
+    s.close()
+
