@@ -8,6 +8,7 @@ processes map, so these run there too (graph memory nodes need a real driver).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
 
@@ -126,6 +127,19 @@ def test_ipc_event_travels_with_its_properties(cc, device):
     s.close()
 
 
+@contextlib.contextmanager
+def _capture(device, mode):
+    """A GraphBuilder capturing in `mode`; if the body fails, the capture is ended, so that a capture left open in
+    this thread (thread_local, global) cannot fail every later test's driver calls."""
+    gb = device.create_graph_builder().begin_building(mode)
+    try:
+        yield gb
+    except BaseException:
+        with contextlib.suppress(Exception):
+            gb.end_building()
+        raise
+
+
 @pytest.mark.skipif(FAKE, reason="the fake driver records no memory nodes in stream capture")
 def test_graph_memory_resource_allocates_inside_capture_only(cc, device):
     gmr = cc.GraphMemoryResource(device)
@@ -133,15 +147,16 @@ def test_graph_memory_resource_allocates_inside_capture_only(cc, device):
     s = device.create_stream()
     with pytest.raises(RuntimeError, match="non-capturing stream"):
         gmr.allocate(64, stream=s)
-    out = cc.DeviceMemoryResource(device).allocate(NBYTES, stream=s)
+    dmr = cc.DeviceMemoryResource(device)
+    out = dmr.allocate(NBYTES, stream=s)
     out.fill(0, stream=s)
-    gb = device.create_graph_builder().begin_building("thread_local")
-    with pytest.raises(RuntimeError, match="capturing stream"):
-        cc.DeviceMemoryResource(device).allocate(64, stream=gb)
-    tmp = gmr.allocate(NBYTES, stream=gb)
-    tmp.fill(4, stream=gb)
-    out.copy_from(tmp, stream=gb)
-    tmp.close()  # during capture: the graph's free node
+    with _capture(device, "thread_local") as gb:
+        with pytest.raises(RuntimeError, match="capturing stream"):
+            dmr.allocate(64, stream=gb)
+        tmp = gmr.allocate(NBYTES, stream=gb)
+        tmp.fill(4, stream=gb)
+        out.copy_from(tmp, stream=gb)
+        tmp.close()  # during capture: the graph's free node
     graph = gb.end_building().complete()
     graph.upload(s)
     graph.launch(s)
@@ -165,9 +180,9 @@ def test_graph_memory_resource_allocates_inside_capture_only(cc, device):
 def test_graph_memory_kept_past_a_launch_is_freed_by_the_next_with_auto_free(cc, device):
     gmr = cc.GraphMemoryResource(device)
     s = device.create_stream()
-    gb = device.create_graph_builder().begin_building("relaxed")
-    out = gmr.allocate(NBYTES, stream=gb)  # not freed in the graph: it outlives each launch
-    out.fill(6, stream=gb)
+    with _capture(device, "relaxed") as gb:
+        out = gmr.allocate(NBYTES, stream=gb)  # not freed in the graph: it outlives each launch
+        out.fill(6, stream=gb)
     graph = gb.end_building().complete(cc.graph.GraphCompleteOptions(auto_free_on_launch=True))
     seen = cc.DeviceMemoryResource(device).allocate(NBYTES, stream=s)
     for _ in range(2):  # without the flag the second launch fails: the first launch's allocation is still live

@@ -13,7 +13,14 @@ from typing import Any
 from .._utils.cuda_utils import call, driver
 from ._buffer import Buffer
 from ._managed_location import _coerce_location
-from ._managed_memory_ops import _advise_one, _check_managed, _discard, _discard_prefetch, _prefetch
+from ._managed_memory_ops import (
+    _advise_one,
+    _check_managed,
+    _discard,
+    _discard_prefetch,
+    _prefetch,
+    range_int_attribute,
+)
 from ._managed_memory_ops import _read_preferred_location as _read_preferred
 
 __all__ = ["ManagedBuffer"]
@@ -31,7 +38,8 @@ def _check_open(buf: Buffer) -> None:
 def _get_int_attr(buf: Buffer, attribute: Any) -> int:
     """One 32-bit range attribute of `buf`'s bytes (cuMemRangeGetAttribute)."""
     _check_open(buf)
-    return int(call("cuMemRangeGetAttribute", _INT_SIZE, attribute, buf.handle, buf.size))
+    return range_int_attribute(attribute, buf.handle, buf.size)
+
 
 
 def _query_accessed_by(buf: Buffer) -> list[Any]:

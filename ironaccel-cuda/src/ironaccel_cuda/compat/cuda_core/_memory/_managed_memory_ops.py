@@ -87,16 +87,34 @@ def _discard_prefetch(buf: Any, location: Any, stream: Any) -> None:
          [_to_driver(spec)], [0], 1, 0, s._h)  # type: ignore[arg-type]
 
 
+def range_int_attribute(attribute: Any, ptr: Any, size: int) -> int:
+    """A 32-bit cuMemRangeGetAttribute value.  cuda.bindings before 13.4 has no Python form of CUDA 13's
+    PREFERRED_LOCATION_TYPE/_ID and LAST_PREFETCH_LOCATION_TYPE/_ID (TypeError "Unsupported attribute", seen with
+    13.3.1 on the H200): those are read from libcuda directly."""
+    try:
+        return int(call("cuMemRangeGetAttribute", 4, attribute, ptr, size))
+    except TypeError:
+        import ctypes
+
+        from .._utils.cuda_utils import CUDAError, _driver_message
+
+        out = ctypes.c_int(0)
+        err = ctypes.CDLL("libcuda.so.1").cuMemRangeGetAttribute(
+            ctypes.byref(out), ctypes.c_size_t(4), ctypes.c_int(int(attribute)), ctypes.c_uint64(int(ptr)),
+            ctypes.c_size_t(int(size)))
+        if err:
+            raise CUDAError(_driver_message(err), op="cuMemRangeGetAttribute", code=err) from None
+        return int(out.value)
+
+
 def _read_preferred_location(buf: Any) -> Any:
     """The preferred location of `buf`'s range as a Device, a Host or None (CUDA 13's type/id attributes)."""
     from .._device import Device
     from .._host import Host
 
     attrs = driver.CUmem_range_attribute
-    kind = int(call("cuMemRangeGetAttribute", 4, attrs.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, buf.handle,
-                    buf.size))
-    ident = int(call("cuMemRangeGetAttribute", 4, attrs.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, buf.handle,
-                     buf.size))
+    kind = range_int_attribute(attrs.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, buf.handle, buf.size)
+    ident = range_int_attribute(attrs.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, buf.handle, buf.size)
     types = driver.CUmemLocationType
     if kind == int(types.CU_MEM_LOCATION_TYPE_DEVICE):
         return Device(ident)
