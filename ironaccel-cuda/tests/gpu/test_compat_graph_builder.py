@@ -92,7 +92,9 @@ def test_conditional_bodies_nesting_and_embed(cc, device, stream, saxpy):
         case.begin_building()
         add(case, a)
         case.end_building()
-    loop = gb.while_loop(no).begin_building()  # the condition starts at 0: the body never runs
+    # A conditional handle belongs to one conditional node (the driver refuses a second with INVALID_VALUE).
+    stop = gb.create_condition(default_value=0)
+    loop = gb.while_loop(stop).begin_building()  # the condition starts at 0: the body never runs
     add(loop, 10000)
     loop.end_building()
     gb.embed(child)
@@ -139,20 +141,17 @@ def test_callbacks_are_held_by_the_graph(cc, device, stream):
     payload = bytearray(b"\x01\xab")
     gb.callback(c_callback, user_data=payload)
     payload[1] = 0  # the graph has its own copy
-    condition = gb.create_condition(default_value=1)
-    body = gb.if_then(condition).begin_building()
-    body.callback(python_callback)  # a callback inside a conditional body
-    body.end_building()
+    # (No callback inside a conditional body: the driver allows no host nodes there, and refuses the graph at
+    # instantiation with INVALID_VALUE, H200 driver 580.)
     graph = gb.end_building().complete()
     gb.close()
-    body.close()
-    del python_callback, c_callback, gb, body
+    del python_callback, c_callback, gb
     gc.collect()
     assert python_ref() is not None and c_ref() is not None
     graph.launch(stream)
     graph.launch(stream)
     stream.sync()
-    assert calls == ["python", "python"] * 2 and read == [0xAB, 0xAB]
+    assert calls == ["python", "python"] and read == [0xAB, 0xAB]
     graph.close()
     del graph
     gc.collect()
