@@ -74,7 +74,8 @@ class CudaCoreCopies:
 
         def check() -> None:
             src.copy_from(staging, stream=stream)
-            staging_view[:] = 0
+            stream.sync()  # type: ignore[attr-defined]  # before staging is zeroed: the copy reads it (the H200 run's
+            staging_view[:] = 0                           # d2h/d2d checks failed on both sides for want of this)
             run(1)
             staging.copy_from(dst, stream=stream)
             stream.sync()  # type: ignore[attr-defined]
