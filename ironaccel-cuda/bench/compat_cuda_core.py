@@ -74,8 +74,10 @@ class CudaCoreCopies:
 
         def check() -> None:
             src.copy_from(staging, stream=stream)
-            stream.sync()  # type: ignore[attr-defined]  # before staging is zeroed: the copy reads it (the H200 run's
-            staging_view[:] = 0                           # d2h/d2d checks failed on both sides for want of this)
+            # Wait before zeroing staging, which the copy reads (without this the H200 run's d2h and d2d checks
+            # failed on both sides).
+            stream.sync()  # type: ignore[attr-defined]
+            staging_view[:] = 0
             run(1)
             staging.copy_from(dst, stream=stream)
             stream.sync()  # type: ignore[attr-defined]
