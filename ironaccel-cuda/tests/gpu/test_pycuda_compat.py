@@ -22,6 +22,7 @@ from conftest import FAKE
 from kernels import SOURCE
 
 import ironaccel
+import ironaccel_cuda as cu
 from ironaccel import InvalidArgument, InvalidState, OutOfMemory
 
 pytestmark = pytest.mark.backend("cuda")
@@ -152,6 +153,24 @@ def test_no_context(drv):
         with pytest.raises(drv.LogicError) as info:
             call()
         assert info.value.code == 201
+
+
+def test_detach_frees_the_pool_memory_still_allocated(drv):
+    # cuCtxDestroy frees a context's cuMemAlloc memory, not the stream-ordered pool memory the compat's mem_alloc
+    # uses: detaching must free it, or it outlives every handle to it (memcheck reported such blocks as leaked).
+    pool = cu.Device(0).default_pool
+    c = drv.Device(0).make_context()
+    if not c.pools:
+        c.detach()
+        pytest.fail("the device has no memory pools: mem_alloc is cuMemAlloc here")
+    before = pool.usage().used
+    kept = drv.mem_alloc(1 << 20)
+    assert pool.usage().used >= before + (1 << 20)
+    c.detach()
+    cu.Device(0).synchronize()
+    assert pool.usage().used <= before
+    kept.free()  # its context is gone: nothing left to free, and no error
+    assert drv.Context.get_current() is None
 
 
 def test_context_stacks_are_per_thread(ctx, drv, mod):

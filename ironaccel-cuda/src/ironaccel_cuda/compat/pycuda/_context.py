@@ -315,7 +315,7 @@ class Context:
     """
 
     __slots__ = ("handle", "_h", "_valid", "_kind", "_cudev", "_ordinal", "_thread", "pools", "staging",
-                 "nonblocking", "lock", "__weakref__")
+                 "nonblocking", "lock", "live", "__weakref__")
     handle: int
     _h: Any
     _valid: bool
@@ -327,6 +327,7 @@ class Context:
     staging: Any
     nonblocking: int
     lock: threading.Lock
+    live: dict[int, None]  # stream-ordered allocations not yet freed: a context's destruction does not free them
 
     def __init__(self) -> None:
         raise bad_type("Context", "make contexts with Device.make_context() or Device.retain_primary_context()")
@@ -345,6 +346,7 @@ class Context:
         ctx.staging = None
         ctx.nonblocking = 0
         ctx.lock = threading.Lock()
+        ctx.live = {}
         return ctx
 
     # -- the stack -------------------------------------------------------------
@@ -403,6 +405,7 @@ class Context:
             _fast.bind(self.handle)
             if staging is not None:
                 staging.close()
+            self._free_live()
             if self._kind == _PRIMARY:
                 _drv.call("cuDevicePrimaryCtxRelease", self._cudev)
             elif self._kind == _CREATED:
@@ -411,6 +414,20 @@ class Context:
                 _drv.call("cuCtxDetach", self._h)
         except Exception as exc:
             warnings.warn(f"PyCUDA compat: releasing a context failed: {exc}", stacklevel=3)
+
+    def _free_live(self) -> None:
+        """Free the pool memory still allocated in this context (bound here).  cuCtxDestroy frees what cuMemAlloc
+        gave a context, as PyCUDA's users rely on, but not stream-ordered pool memory, which the compat's mem_alloc
+        uses: without this, memory still held when the context is detached would never be freed (its
+        DeviceAllocation cannot free it once the context is gone)."""
+        live, self.live = self.live, {}
+        for dp in live:
+            try:
+                _fast.mem_free_async(dp, 0)
+            except ia.IronAccelError:
+                pass
+        if live:
+            _drv.try_call("cuCtxSynchronize")
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):

@@ -113,6 +113,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
                 if ctx.nonblocking:
                     call("cuCtxSynchronize")
                 _fast.mem_free_async(dp, _LEGACY)
+                ctx.live.pop(dp, None)
             else:
                 _fast.mem_free(dp)
         except ia.IronAccelError as exc:
@@ -126,6 +127,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
             if ctx.nonblocking:
                 call("cuCtxSynchronize")
             _fast.mem_free_async(dp, _LEGACY)
+            ctx.live.pop(dp, None)
         else:
             _fast.mem_free(dp)
 
@@ -148,7 +150,9 @@ def mem_alloc(bytes: int) -> DeviceAllocation:
         bytes = _size(bytes, "cuMemAlloc")
     try:
         if ctx.pools:
-            return _wrap(_fast.mem_alloc_async(bytes, _LEGACY), ctx, _POOL)
+            dp = _fast.mem_alloc_async(bytes, _LEGACY)
+            ctx.live[dp] = None
+            return _wrap(dp, ctx, _POOL)
         return _wrap(_fast.mem_alloc(bytes), ctx, _SYNC)
     except ia.OutOfMemory:
         pass
@@ -160,7 +164,9 @@ def mem_alloc(bytes: int) -> DeviceAllocation:
     ctx = _current("cuMemAlloc")
     try:
         if ctx.pools:
-            return _wrap(_fast.mem_alloc_async(bytes, _LEGACY), ctx, _POOL)
+            dp = _fast.mem_alloc_async(bytes, _LEGACY)
+            ctx.live[dp] = None
+            return _wrap(dp, ctx, _POOL)
         return _wrap(_fast.mem_alloc(bytes), ctx, _SYNC)
     except ia.IronAccelError as exc:
         raise translate(exc, "cuMemAlloc") from None
