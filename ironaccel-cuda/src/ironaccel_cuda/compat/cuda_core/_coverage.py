@@ -204,10 +204,20 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
      "cuda.core's _weak_handles)", "attachments held by CUDA user objects (not in any open issue)"),
     ("test_green_context.py: workqueue cases (skip on a CUDA 13.0 driver), ::test_arch_constraints_pre_hopper "
      "(skips on Hopper)", "the environment, as with cuda-core itself"),
-    ("test_green_context.py: kernel launches on green streams", "a context-independent kernel (the compat's "
-     "ObjectCode loads a module in the primary context; green streams need ironaccel's `Library` / CUkernel)"),
+    ("memory/test_managed_ops.py::TestManagedBuffer::test_preferred_location_roundtrip[_host_numa]",
+     "CUDA 13's range location attributes, which cuda.bindings 13.3 cannot read (TypeError on the H200, "
+     "2026-12-01); read from libcuda since, not yet re-run"),
+    ("test_module.py::test_kernel_from_handle_library_mismatch_warning", "the compat warns twice where cuda.core "
+     "warns once (lead)"),
+    ("memory_ipc/test_errors.py::TestImportOversizedBufferDescriptorSize[PinnedMR]", "the oversized-descriptor "
+     "check of a pinned (host) IPC pool, which the driver's cuMemGetAddressRange does not catch there (lead)"),
+    ("memory_ipc/test_workerpool.py, memory_ipc/test_send_buffers.py (part)", "on the H200 run they failed only in "
+     "xdist workers that a sticky CUDA_ERROR_ILLEGAL_ADDRESS of an earlier case had poisoned: run them alone"),
+    ("memory_ipc/test_event_ipc.py, memory_ipc/test_ipc_duplicate_import.py, part of memory_ipc/test_leaks.py",
+     "not reached before the H200 run's time limit (2026-12-01): to be run"),
     ("cases that skip on the machine (no CuPy / numba / nvfatbin / CUDA headers, one GPU, PTX newer than the "
-     "driver)", "the environment: they skip with cuda-core itself too, and a skip counts as a failure "
+     "driver, sm_100, NVRTC 13.2, GPUDirect RDMA, cuda.core's own skips for ManagedMR IPC and for node types "
+     "without attributes)", "the environment: they skip with cuda-core itself too, and a skip counts as a failure "
      "(`--against cuda.core` runs the same tests on cuda-core for the baseline)"),
 )
 
