@@ -87,9 +87,7 @@ def test_graph_update_checks_its_source(gb):
 
 def test_conditions_compare_by_handle_and_pass_as_kernel_arguments():
     from ironaccel_cuda.compat.cuda_core._kernel_arg_handler import convert_arg
-    from ironaccel_cuda.compat.cuda_core.graph._graph_builder import condition_type
-
-    cls = condition_type()
+    from ironaccel_cuda.compat.cuda_core.graph import GraphCondition as cls
     with pytest.raises(RuntimeError):
         cls()
     a, b, c = cls._init(0x1234, 7), cls._init(0x1234, 7), cls._init(0x99, 7)

@@ -46,9 +46,9 @@ def convert_arg(arg: Any) -> Any:
 
     if isinstance(arg, DeviceBuf):
         return arg
-    from .graph._graph_builder import condition_type
+    from .graph._graph_definition import GraphCondition
 
-    if isinstance(arg, condition_type()):
+    if isinstance(arg, GraphCondition):
         return int(arg)  # a cudaGraphConditionalHandle parameter
     raise TypeError(f"the argument is of unsupported type: {type(arg)}")
 

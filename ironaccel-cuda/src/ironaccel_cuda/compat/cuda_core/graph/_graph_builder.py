@@ -18,8 +18,7 @@ from _ctypes import CFuncPtr  # the base of every ctypes C function pointer
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .. import _ia, _needs
-from .._missing import missing_error
+from .. import _ia
 from .._utils.cuda_utils import CUDAError, _code_name, _driver_message, call, driver, from_ironaccel
 
 __all__ = ["Graph", "GraphBuilder", "GraphCompleteOptions", "GraphDebugPrintOptions"]
@@ -66,54 +65,6 @@ class GraphCompleteOptions:
     upload_stream: Any = None
     device_launch: bool = False
     use_node_priority: bool = False
-
-
-class _Condition:
-    """A conditional node's condition (a CUgraphConditionalHandle), used until `_graph_definition` has its
-    GraphCondition (the one cuda.core exports): pass it to the conditional builders, and as a kernel argument to
-    the kernel that sets it (`cudaGraphSetConditional`)."""
-
-    __slots__ = ("_handle", "_graph_h", "__weakref__")
-    _handle: int
-    _graph_h: int
-
-    def __init__(self) -> None:
-        raise RuntimeError("GraphCondition objects are made by create_condition().")
-
-    @staticmethod
-    def _init(handle: int, graph_h: int) -> _Condition:
-        self = _new(_Condition)
-        self._handle = int(handle)
-        self._graph_h = int(graph_h)
-        return self
-
-    @property
-    def handle(self) -> Any:
-        return driver.CUgraphConditionalHandle(self._handle)
-
-    def __int__(self) -> int:
-        return self._handle
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Condition):
-            return NotImplemented
-        return self._handle == other._handle and self._graph_h == other._graph_h
-
-    def __hash__(self) -> int:
-        return hash((_Condition, self._handle, self._graph_h))
-
-    def __repr__(self) -> str:
-        return f"<GraphCondition handle={self._handle:#x}>"
-
-
-def condition_type() -> Any:
-    """The class of conditions: `_graph_definition.GraphCondition` where it is a real one, else `_Condition`."""
-    from . import _graph_definition
-
-    cls = _graph_definition.__dict__.get("GraphCondition")
-    if isinstance(cls, type) and "_init" in cls.__dict__:
-        return cls
-    return _Condition
 
 
 def _capture_info(stream: Any) -> tuple[bool, Any, tuple[Any, ...], int]:
@@ -330,16 +281,13 @@ class GraphBuilder:
         if self._graph is None:
             raise RuntimeError("graph_definition is unavailable before begin_building() on a primary builder; no "
                                "graph has been created yet.")
-        from . import _graph_definition
+        from ._graph_definition import GraphDefinition
 
-        definition: Any = _graph_definition.__dict__.get("GraphDefinition", None)
-        if "_from_graph" not in getattr(definition, "__dict__", {}):
-            raise missing_error("GraphBuilder.graph_definition", _needs.GRAPH_NODES)
         b: GraphBuilder | None = self
         while b is not None:
             b._shared = True
             b = b._parent
-        return definition._from_graph(self._graph)
+        return GraphDefinition._from_graph(self._graph)
 
     # -- conditionals ------------------------------------------------------------------
 
@@ -360,7 +308,9 @@ class GraphBuilder:
         if not active:
             raise RuntimeError("Cannot create a condition when graph is not being built")
         handle = call("cuGraphConditionalHandleCreate", graph, self._ctx(), value, flags)
-        return condition_type()._init(int(handle), int(graph))
+        from ._graph_definition import GraphCondition
+
+        return GraphCondition._init(int(handle), int(graph))
 
     def _ctx(self) -> Any:
         dev = self._stream.device
@@ -368,7 +318,9 @@ class GraphBuilder:
 
     def _conditional(self, condition: Any, kind: str, size: int) -> tuple[GraphBuilder, ...]:
         self._check_open()
-        if not isinstance(condition, condition_type()):
+        from ._graph_definition import GraphCondition
+
+        if not isinstance(condition, GraphCondition):
             raise TypeError("condition must be a GraphCondition object (from GraphBuilder.create_condition()), got "
                             f"{type(condition).__name__}")
         s = self._stream
