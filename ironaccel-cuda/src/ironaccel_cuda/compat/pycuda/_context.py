@@ -423,7 +423,7 @@ class Context:
         live, self.live = self.live, {}
         for dp in live:
             try:
-                _fast.mem_free_async(dp, 0)
+                _fast.mem_free_async(dp, _fast.LEGACY)
             except ia.IronAccelError:
                 pass
         if live:

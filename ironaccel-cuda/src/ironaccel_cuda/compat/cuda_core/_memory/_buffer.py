@@ -136,8 +136,6 @@ class Buffer:
 
     @staticmethod
     def _reduce_helper(mr: Any, ipc_descriptor: Any) -> Buffer:
-        from .._stream import default_stream
-
         if not _ia.current_context():  # a spawned child unpickles its arguments before its target runs
             from .._device import Device
 
