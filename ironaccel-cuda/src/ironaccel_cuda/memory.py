@@ -10,6 +10,7 @@ ordered (`cuMemAllocAsync`) on its *home stream* and freed there on `close()`
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -99,13 +100,16 @@ class PinnedBuf:
     (`dev.device_view`), must not be used afterwards.
     """
 
+    # The buffer holds its array weakly: the array holds the buffer (through _HostArrayOwner), and numpy arrays
+    # are not tracked by the garbage collector, so a strong reference back made a cycle that was never freed
+    # (memcheck found such a buffer still allocated at exit, 2026-12-01).
     __slots__ = ("ptr", "nbytes", "size", "dtype", "device", "_array", "_flags", "__weakref__")
     ptr: int | None
     nbytes: int
     size: int
     dtype: DType
     device: Device
-    _array: np.ndarray | None
+    _array: weakref.ref[np.ndarray] | None
     _flags: int
 
     def __init__(self) -> None:
@@ -122,7 +126,7 @@ class PinnedBuf:
         p.dtype = dtype
         p.device = device
         p._flags = flags
-        p._array = np.asarray(_HostArrayOwner(ptr, size, npdt, p))
+        p._array = None
         _core.pinned_add(ptr, p.nbytes)
         return p
 
@@ -141,9 +145,15 @@ class PinnedBuf:
 
     @property
     def array(self) -> np.ndarray:
-        if self.ptr is None or self._array is None:
+        """The memory as a 1-D numpy array (the same array while one is alive; it keeps this buffer alive)."""
+        ptr = self.ptr
+        if ptr is None:
             raise closed("PinnedBuf.array", "pinned buffer")
-        return self._array
+        arr = self._array() if self._array is not None else None
+        if arr is None:
+            arr = np.asarray(_HostArrayOwner(ptr, self.size, self.dtype.numpy, self))
+            self._array = weakref.ref(arr)
+        return arr
 
     @property
     def closed(self) -> bool:

@@ -70,6 +70,32 @@ def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
     mod.close()
 
 
+_pool_used: list[int] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Iterator[None]:
+    """With IRONACCEL_CUDA_LEAK_REPORT=1: after each test, name it if it left more of the default pool in use
+    than before (what memcheck would report as leaked at exit, traced to the test that did it)."""
+    yield
+    if os.environ.get("IRONACCEL_CUDA_LEAK_REPORT") != "1":
+        return
+    import gc
+
+    try:
+        import ironaccel_cuda as cu
+
+        gc.collect()
+        dev = cu.Device(0)
+        dev.synchronize()
+        used = dev.default_pool.usage().used
+    except Exception:
+        return
+    if _pool_used and used > _pool_used[0]:
+        print(f"\n[leak report] {item.nodeid} left {used - _pool_used[0]} more bytes of the default pool in use")
+    _pool_used[:] = [used]
+
+
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     """With IRONACCEL_CUDA_LEAK_REPORT=1: list every buffer still owning device memory after the suite (and who
     holds it), so that a memcheck leak report at exit can be traced to a test."""
@@ -100,6 +126,14 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     for buf in live[:20]:
         holders = [type(r).__name__ for r in gc.get_referrers(buf) if r is not live]
         print(f"[leak report]   {buf!r} held by {holders}")
+    compat = sys.modules.get("ironaccel_cuda.compat.pycuda._memory")
+    if compat is not None:  # the PyCUDA compat's allocations not freed, and the frames or objects that hold them
+        held = [obj for obj in gc.get_objects() if isinstance(obj, compat.DeviceAllocation)
+                and obj.__dict__.get("_kind", compat._FREED) != compat._FREED]
+        print(f"[leak report] {len(held)} PyCUDA-compat DeviceAllocation(s) not freed at the end of the session")
+        for obj in held[:20]:
+            holders = [getattr(r, "f_code", r).__repr__()[:90] for r in gc.get_referrers(obj) if r is not held]
+            print(f"[leak report]   {obj!r} held by {holders}")
 
 
 def pytest_configure(config: Any) -> None:

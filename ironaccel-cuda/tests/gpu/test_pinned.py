@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -35,9 +38,14 @@ def test_pinned_buffer_as_numpy(dev):
 def test_pinned_keeps_memory_while_arrays_live(dev):
     p = dev.alloc_pinned(16, "int32")
     arr = p.array
+    assert p.array is arr  # one array while it lives
+    gone = weakref.ref(p)
     del p  # the array keeps the PinnedBuf alive
     arr[:] = 5
-    assert arr.sum() == 80
+    assert arr.sum() == 80 and gone() is not None
+    del arr  # ... and nothing else does: the buffer and its page-locked memory go with the last array
+    gc.collect()
+    assert gone() is None
 
 
 def test_register_existing_array(dev):
