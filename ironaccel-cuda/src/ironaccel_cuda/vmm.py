@@ -27,7 +27,9 @@ another device too, now and for every later chunk.
 
 from __future__ import annotations
 
+import sys
 import threading
+import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -274,8 +276,10 @@ class VirtualBuffer:
         if not getattr(self, "_closed", True):
             try:
                 self.close()
-            except Exception:
-                pass
+            except Exception as exc:  # said, not swallowed: what was mapped may be left behind
+                if not sys.is_finalizing():
+                    warnings.warn(f"VirtualBuffer: freeing it on collection failed: {exc}", RuntimeWarning,
+                                  stacklevel=2)
 
     def __repr__(self) -> str:
         if self._closed:

@@ -123,17 +123,38 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     gc.collect()
     live = [obj for obj in gc.get_objects() if isinstance(obj, DeviceBuf) and not obj.closed and obj._base is None]
     print(f"\n[leak report] {len(live)} DeviceBuf(s) own device memory at the end of the session")
-    for buf in live[:20]:
-        holders = [type(r).__name__ for r in gc.get_referrers(buf) if r is not live]
-        print(f"[leak report]   {buf!r} held by {holders}")
+    _report_holders(live)
     compat = sys.modules.get("ironaccel_cuda.compat.pycuda._memory")
-    if compat is not None:  # the PyCUDA compat's allocations not freed, and the frames or objects that hold them
+    if compat is not None:  # the PyCUDA compat's allocations still owning memory (their context not detached)
         held = [obj for obj in gc.get_objects() if isinstance(obj, compat.DeviceAllocation)
-                and obj.__dict__.get("_kind", compat._FREED) != compat._FREED]
+                and obj.__dict__.get("_kind", compat._FREED) != compat._FREED
+                and getattr(obj.__dict__.get("_ctx"), "_valid", False)]
         print(f"[leak report] {len(held)} PyCUDA-compat DeviceAllocation(s) not freed at the end of the session")
-        for obj in held[:20]:
-            holders = [getattr(r, "f_code", r).__repr__()[:90] for r in gc.get_referrers(obj) if r is not held]
-            print(f"[leak report]   {obj!r} held by {holders}")
+        _report_holders(held)
+
+
+def _report_holders(objs: list[Any]) -> None:
+    """Who holds each of `objs` (the first 10): referrers two levels up, frames by function and line, so that the
+    report names the code that keeps memory alive.  The report's own lists and frame are left out."""
+    import gc
+    import sys
+
+    mine = {id(objs), id(sys._getframe())}
+
+    def describe(r: Any) -> str:
+        if hasattr(r, "f_code"):
+            return f"frame {r.f_code.co_name} {r.f_code.co_filename.rsplit('/', 1)[-1]}:{r.f_lineno}"
+        return f"{type(r).__name__} {repr(r)[:70]}"
+
+    for i in range(min(len(objs), 10)):
+        obj = objs[i]
+        lines = []
+        for r in gc.get_referrers(obj):
+            if id(r) in mine or r is objs:
+                continue
+            ups = [describe(u) for u in gc.get_referrers(r) if id(u) not in mine and u is not objs][:4]
+            lines.append(f"{describe(r)} <- {ups}")
+        print(f"[leak report]   {obj!r} (refcount {sys.getrefcount(obj) - 2}) held by {lines or 'nothing the GC sees'}")
 
 
 def pytest_configure(config: Any) -> None:
