@@ -29,10 +29,10 @@ def launch(stream: Any, config: LaunchConfig, kernel: Kernel, *kernel_args: Any)
     try:
         fn = kernel._fn
         if config._plain and stream._ordinal == fn._ordinal:
-            _BY_COUNT[len(kernel_args)](fn.launch, config._grid, config._block, kernel_args, stream,
-                                        config.shmem_size)
+            # compiled: Buffers become their addresses and the launch is ironaccel's, with no Python between
+            fn._launch_unwrapping(config._grid, config._block, kernel_args, stream, config.shmem_size, Buffer)
             return
-    except (AttributeError, IndexError):
+    except AttributeError:
         pass  # not a Kernel, a LaunchConfig or a stream of ironaccel's: the checks below say which
     except _ia.DriverError as exc:
         if exc.code is not None:
@@ -40,26 +40,6 @@ def launch(stream: Any, config: LaunchConfig, kernel: Kernel, *kernel_args: Any)
         _launch_converted(fn, stream, config._grid, config, kernel_args, None, exc)
         return
     _launch_checked(stream, config, kernel, kernel_args)
-
-
-def _make_launchers(most: int) -> list[Any]:
-    """One function per argument count: each unpacks, turns Buffers into their addresses and calls `launch`
-    with a fixed argument list.  (Forwarding `*args` and keywords costs ~0.5 us more per launch: CPython then
-    builds a keyword dict and Cython parses it, where a fixed call passes keyword names.)"""
-    out = []
-    for n in range(most + 1):
-        names = [f"a{i}" for i in range(n)]
-        unpack = f"    {', '.join(names)}{',' if n == 1 else ''} = args\n" if n else ""
-        passed = "".join(f"{a} if {a}.__class__ is not Buffer else {a}._ptr, " for a in names)
-        source = (f"def launch_{n}(launch, grid, block, args, stream, shared_mem):\n{unpack}"
-                  f"    launch(grid, block, {passed}stream=stream, shared_mem=shared_mem)\n")
-        namespace: dict[str, Any] = {"Buffer": Buffer}
-        exec(compile(source, f"<compat launch with {n} arguments>", "exec"), namespace)
-        out.append(namespace[f"launch_{n}"])
-    return out
-
-
-_BY_COUNT = _make_launchers(32)
 
 
 def _launch_checked(stream: Any, config: Any, kernel: Any, kernel_args: tuple[Any, ...]) -> None:
