@@ -153,6 +153,13 @@ def test_each_side_gets_its_own_pageable_arrays_with_the_same_bytes():
         host.expect_equal(np.bitwise_not(host.src[:1024]), 1024, "poisoned")
 
 
+def test_shared_host_arrays_give_every_side_the_same_pageable_arrays():
+    host = HostData(1 << 12, shared=True)
+    a, b = host.pageable("ironaccel", "h2d", 1024), host.pageable("cupy", "h2d", 1024)
+    assert np.shares_memory(a, b) and np.array_equal(a, host.src[:1024])
+    assert not np.shares_memory(host.pageable("torch", "d2h", 1024), a)
+
+
 # plan -------------------------------------------------------------------------------------------------------
 def test_plan_covers_issue_4_with_unique_keys():
     full = ops.plan()

@@ -21,7 +21,8 @@ def all_sides() -> list[Side]:
     return [IronaccelSide(), BindingsSide(), CudaCoreSide(), CupySide(), TorchSide(), FloorSide()]
 
 
-def open_context(device: int, workdir: Path, host_bytes: int) -> tuple[BenchContext, dict[str, object]]:
+def open_context(device: int, workdir: Path, host_bytes: int, shared_host: bool = False
+                 ) -> tuple[BenchContext, dict[str, object]]:
     """The context every side opens with: the device's facts, the benchmark CUBIN written into `workdir`, host data of
     `host_bytes`; ironaccel's NVRTC cache pointed into `workdir` first.  SideUnavailable when there is no device."""
     from sides.bindings_side import benchmark_cubin, device_facts
@@ -32,7 +33,8 @@ def open_context(device: int, workdir: Path, host_bytes: int) -> tuple[BenchCont
     cubin = benchmark_cubin(str(facts["arch"]))
     cubin_path = workdir / "bench_kernels.cubin"
     cubin_path.write_bytes(cubin)
-    return BenchContext(device, str(facts["arch"]), cubin, cubin_path, HostData(host_bytes), workdir), facts
+    host = HostData(host_bytes, shared=shared_host)
+    return BenchContext(device, str(facts["arch"]), cubin, cubin_path, host, workdir), facts
 
 
 SIDE_NAMES = ("ironaccel", "cuda.bindings", "cuda.core", "cupy", "torch", "floor")

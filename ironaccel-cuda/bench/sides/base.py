@@ -82,6 +82,10 @@ class HostData:
 
     max_bytes: int
     seed: int = 4
+    # One source and one destination for every side instead (run.py --shared-host-arrays): an experiment for the
+    # 64 MiB pageable rows, where the peers ran 6-10 GB/s here and 14.4-15 GB/s in a held-out harness that used
+    # the same arrays for every side (2026-12-01); not the default, for the reason in the docstring.
+    shared: bool = False
     _src: np.ndarray | None = field(default=None, repr=False)
     _per_side: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
@@ -94,6 +98,8 @@ class HostData:
 
     def pageable(self, side: str, direction: str, nbytes: int) -> np.ndarray:
         """This side's pageable host array for a copy: the source of "h2d", the destination of "d2h"."""
+        if self.shared:
+            side = "shared"
         if side not in self._per_side:
             dst = np.full(self.max_bytes, 0xA5, dtype=np.uint8)  # touched now, so page faults are not timed
             self._per_side[side] = (self.src.copy(), dst)
