@@ -57,7 +57,12 @@ def _pytest(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
 
 
 def _passed(out: subprocess.CompletedProcess) -> None:
-    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    # The first failure's traceback, then the tail (the summary): the tail alone hid why a test failed on CI.
+    at = out.stdout.find("= FAILURES =")
+    if at < 0:
+        at = out.stdout.find("= ERRORS =")
+    first = out.stdout[at:at + 8000] + "\n...\n" if at >= 0 else ""
+    assert out.returncode == 0, first + out.stdout[-3000:] + out.stderr[-3000:]
     summary = out.stdout.strip().splitlines()[-1]
     assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
 
