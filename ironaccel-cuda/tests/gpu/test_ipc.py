@@ -36,7 +36,11 @@ def start(target, *args):
 
 def answer(proc, conn):
     assert conn.poll(TIMEOUT), "the child did not answer in time"
-    reply = conn.recv()
+    try:
+        reply = conn.recv()
+    except EOFError:  # the child died before it could answer: say how
+        proc.join(TIMEOUT)
+        raise AssertionError(f"the child exited without answering (exit code {proc.exitcode})") from None
     assert reply[0] != "error", reply[1]
     return reply
 
