@@ -413,11 +413,25 @@ CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_
 }
 
 /* ---- modules and functions ---- */
+/* How many bytes an ELF64 image spans, from its header (the driver API passes no length): the end of its section
+ * and program header tables, capped.  Scanning a fixed 64 KiB read past the end of smaller CUBINs, and a spawned
+ * test child died with SIGSEGV in this memcmp whenever the image happened to end next to an unmapped page. */
+static size_t elf_extent(const char *img, size_t cap) {
+    unsigned long long shoff, phoff; unsigned short shentsize, shnum, phentsize, phnum;
+    memcpy(&phoff, img + 0x20, 8); memcpy(&shoff, img + 0x28, 8);
+    memcpy(&phentsize, img + 0x36, 2); memcpy(&phnum, img + 0x38, 2);
+    memcpy(&shentsize, img + 0x3A, 2); memcpy(&shnum, img + 0x3C, 2);
+    unsigned long long end = 64, sh = shoff + (unsigned long long)shentsize * shnum;
+    unsigned long long ph = phoff + (unsigned long long)phentsize * phnum;
+    if (sh > end) end = sh;
+    if (ph > end) end = ph;
+    return end < cap ? (size_t)end : cap;
+}
 CUresult cuModuleLoadData(CUmodule *pm, const void *image) {
     ENTER(); if (!current) LEAVE(CUDA_ERROR_INVALID_CONTEXT); if (!image) LEAVE(CUDA_ERROR_INVALID_VALUE);
     const char *img = image; size_t len;
     int elf = 1;
-    if (memcmp(img, "\x7f" "ELF", 4) == 0) len = 1 << 16;  /* CUBIN: scan the first 64 KiB for symbol names */
+    if (memcmp(img, "\x7f" "ELF", 4) == 0) len = elf_extent(img, 1 << 16);  /* CUBIN: its names, in at most 64 KiB */
     else if (memcmp(img, "\x50\xed\x55\xba", 4) == 0) len = 16 + *(const unsigned long long *)(img + 8);  /* fatbin */
     else { elf = 0; len = strnlen(img, 1 << 24); if (!strstr(img, ".entry")) LEAVE(CUDA_ERROR_INVALID_IMAGE); }
     struct module *m = calloc(1, sizeof *m); m->magic = MAGIC_MODULE; m->dev = cur_dev();
