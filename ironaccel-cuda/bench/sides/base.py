@@ -83,7 +83,7 @@ class HostData:
     max_bytes: int
     seed: int = 4
     # One source and one destination for every side instead (run.py --shared-host-arrays): an experiment for the
-    # 64 MiB pageable rows, where the peers ran 6-10 GB/s here and 14.4-15 GB/s in a held-out harness that used
+    # 64 MiB pageable rows, where the peers ran 7.7-10 GB/s here and 14.4-15 GB/s in a held-out harness that used
     # the same arrays for every side (2026-12-01); not the default, for the reason in the docstring.
     shared: bool = False
     _src: np.ndarray | None = field(default=None, repr=False)
