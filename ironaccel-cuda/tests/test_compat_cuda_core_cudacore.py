@@ -8,13 +8,6 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture
-def cc():
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
-
-
 def test_managed_options_name_the_preferred_location(cc):
     from ironaccel_cuda.compat.cuda_core._memory._managed_memory_resource import _preferred
 

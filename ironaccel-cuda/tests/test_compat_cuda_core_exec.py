@@ -29,13 +29,6 @@ LAYOUT = ("e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128
           "v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64")
 
 
-@pytest.fixture
-def cc():
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
-
-
 def rdc_ptx(cc, source):
     return cc.Program(source, "c++", cc.ProgramOptions(arch=ARCH, relocatable_device_code=True)).compile("ptx")
 

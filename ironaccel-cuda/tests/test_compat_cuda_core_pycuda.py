@@ -8,13 +8,6 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture
-def cc():
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
-
-
 def test_resource_objects_come_only_from_queries(cc):
     for cls in (cc.DeviceResources, cc.SMResource, cc.WorkqueueResource, cc.Context):
         with pytest.raises(RuntimeError, match="cannot be instantiated directly"):

@@ -35,6 +35,22 @@ def dev() -> Iterator[Any]:
 
 
 @pytest.fixture
+def device(cc: Any) -> Any:
+    """The cuda.core compat's Device 0, made current (as cuda.core's own tests set it up)."""
+    d = cc.Device(0)
+    d.set_current()
+    return d
+
+
+@pytest.fixture
+def stream(device: Any) -> Iterator[Any]:
+    """A cuda.core compat Stream of `device`, closed after the test."""
+    s = device.create_stream()
+    yield s
+    s.close()
+
+
+@pytest.fixture
 def two() -> Iterator[tuple[Any, Any]]:
     """Devices 0 and 1; skips on fewer (fails when cuda is required but unavailable: not every module using it is
     marked for the backend)."""

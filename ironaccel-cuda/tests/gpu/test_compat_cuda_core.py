@@ -28,27 +28,6 @@ N = 64
 
 
 @pytest.fixture
-def cc():
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
-
-
-@pytest.fixture
-def device(cc):
-    d = cc.Device(0)
-    d.set_current()
-    return d
-
-
-@pytest.fixture
-def stream(device):
-    s = device.create_stream()
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def module(cc, device):
     program = cc.Program(SOURCE, "c++", cc.ProgramOptions(std="c++17"))
     return program.compile("cubin", name_expressions=tuple(NAME_EXPRESSIONS))

@@ -28,27 +28,6 @@ LAYOUT = ("e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128
           "v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64")
 
 
-@pytest.fixture
-def cc():
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
-
-
-@pytest.fixture
-def device(cc):
-    d = cc.Device(0)
-    d.set_current()
-    return d
-
-
-@pytest.fixture
-def stream(device):
-    s = device.create_stream()
-    yield s
-    s.close()
-
-
 def run_saxpy(cc, device, stream, kernel):
     """y = 2x + 1 through `kernel`, returned to the host."""
     pinned = cc.LegacyPinnedMemoryResource()

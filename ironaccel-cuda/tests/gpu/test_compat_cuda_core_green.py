@@ -27,20 +27,6 @@ extern "C" __global__ void record_smid(unsigned* out, long long spin) {
 """
 
 
-@pytest.fixture
-def cc():
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
-
-
-@pytest.fixture
-def device(cc):
-    d = cc.Device(0)
-    d.set_current()
-    return d
-
-
 def test_device_sm_resource_is_the_whole_device(cc, device):
     assert device.resources is device.resources
     sm = device.resources.sm

@@ -25,20 +25,6 @@ NBYTES = 4096
 
 
 @pytest.fixture
-def cc():
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
-
-
-@pytest.fixture
-def device(cc):
-    d = cc.Device(0)
-    d.set_current()
-    return d
-
-
-@pytest.fixture
 def ipc_mr(cc, device):
     mr = cc.DeviceMemoryResource(device, options=cc.DeviceMemoryResourceOptions(max_size=1 << 21, ipc_enabled=True))
     yield mr

@@ -17,20 +17,6 @@ import ironaccel_cuda as cu
 pytestmark = pytest.mark.backend("cuda")
 
 
-@pytest.fixture
-def cc():
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
-
-
-@pytest.fixture
-def device(cc):
-    d = cc.Device(0)
-    d.set_current()
-    return d
-
-
 def _host_bytes(cc, device, buf):
     """The bytes of `buf`, read on the host after a copy into page-locked memory."""
     pinned = cc.LegacyPinnedMemoryResource().allocate(buf.size)
