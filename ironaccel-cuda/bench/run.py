@@ -45,8 +45,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--nvrtc-children", type=int, help="pairs of fresh processes (disk hit / cold) per side")
     parser.add_argument("--nvrtc-pairs", type=int, help="later (disk hit, cold) pairs in each disk-hit process")
     parser.add_argument("--device", type=int, default=0)
-    parser.add_argument("--shared-host-arrays", action="store_true",
-                        help="every side copies from and to the same pageable arrays (an experiment; see HostData)")
+    parser.add_argument("--per-side-host-arrays", action="store_true",
+                        help="each side copies from and to its own pageable arrays, not the shared ones (see HostData)")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the scratch folder (floor binary, caches)")
     return parser.parse_args(argv)
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         transfer_sizes = [op.nbytes for op in plan if op.group == "transfer"]
         try:
             ctx, device = open_context(args.device, workdir, max(transfer_sizes, default=4096),
-                                       shared_host=args.shared_host_arrays)
+                                       shared_host=not args.per_side_host_arrays)
         except SideUnavailable as exc:
             print(f"no usable CUDA device: {exc}", file=sys.stderr)
             return 1

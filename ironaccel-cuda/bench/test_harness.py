@@ -142,8 +142,8 @@ def test_sampling_stops_at_max_seconds_once_min_rounds_are_in():
     assert len(samples.per_op_ns) == 7
 
 
-def test_each_side_gets_its_own_pageable_arrays_with_the_same_bytes():
-    host = HostData(1 << 12)
+def test_per_side_host_arrays_give_each_side_its_own_arrays_with_the_same_bytes():
+    host = HostData(1 << 12, shared=False)
     a, b = host.pageable("ironaccel", "h2d", 1024), host.pageable("cupy", "h2d", 1024)
     assert not np.shares_memory(a, b) and np.array_equal(a, b) and np.array_equal(a, host.src[:1024])
     assert len(np.unique(host.src)) > 200  # random bytes, not zeros
@@ -153,8 +153,8 @@ def test_each_side_gets_its_own_pageable_arrays_with_the_same_bytes():
         host.expect_equal(np.bitwise_not(host.src[:1024]), 1024, "poisoned")
 
 
-def test_shared_host_arrays_give_every_side_the_same_pageable_arrays():
-    host = HostData(1 << 12, shared=True)
+def test_by_default_every_side_copies_the_same_pageable_arrays():
+    host = HostData(1 << 12)
     a, b = host.pageable("ironaccel", "h2d", 1024), host.pageable("cupy", "h2d", 1024)
     assert np.shares_memory(a, b) and np.array_equal(a, host.src[:1024])
     assert not np.shares_memory(host.pageable("torch", "d2h", 1024), a)

@@ -21,7 +21,7 @@ def all_sides() -> list[Side]:
     return [IronaccelSide(), BindingsSide(), CudaCoreSide(), CupySide(), TorchSide(), FloorSide()]
 
 
-def open_context(device: int, workdir: Path, host_bytes: int, shared_host: bool = False
+def open_context(device: int, workdir: Path, host_bytes: int, shared_host: bool = True
                  ) -> tuple[BenchContext, dict[str, object]]:
     """The context every side opens with: the device's facts, the benchmark CUBIN written into `workdir`, host data of
     `host_bytes`; ironaccel's NVRTC cache pointed into `workdir` first.  SideUnavailable when there is no device."""

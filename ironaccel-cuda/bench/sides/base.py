@@ -76,16 +76,20 @@ class CheckFailed(AssertionError):
 
 @dataclass
 class HostData:
-    """Host bytes for the transfer rows: one random reference (never zeros) and, per side, its own
-    pageable source and destination arrays, so nothing one library does to host memory (registering
-    it as pinned, say) can speed up or slow down another's copies."""
+    """Host bytes for the transfer rows: one random reference (never zeros) and the pageable source and
+    destination arrays every side copies from and into, so both sides of a pairing copy the same memory (issue
+    14: "the same pinned or pageable source on both sides").  No side registers these arrays with the driver,
+    so no library's copies change another's memory.
+
+    `shared=False` gives each side its own pair of arrays instead (run.py --per-side-host-arrays; the default
+    until 2026-12-01).  On the H200 (quick runs, 2026-12-01) the pageable peers ran faster with shared arrays:
+    16 MiB host-to-device 13.7-14.6 GB/s per side against 16.5-16.8 shared, 64 MiB device-to-host 9.3-10.0
+    against 10.9-11.4 (a source another side has just read is cache-warm; the host's L3 is 300 MiB), while
+    ironaccel's rates moved by 1-3%: shared is the condition that favours the peers."""
 
     max_bytes: int
     seed: int = 4
-    # One source and one destination for every side instead (run.py --shared-host-arrays): an experiment for the
-    # 64 MiB pageable rows, where the peers ran 7.7-10 GB/s here and 14.4-15 GB/s in a held-out harness that used
-    # the same arrays for every side (2026-12-01); not the default, for the reason in the docstring.
-    shared: bool = False
+    shared: bool = True
     _src: np.ndarray | None = field(default=None, repr=False)
     _per_side: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
