@@ -77,6 +77,7 @@ def pinned_known(uintptr_t ptr, size_t nbytes):
 
 cdef size_t _pipeline_min = 0
 cdef size_t _bounce_max = 0
+cdef long _fence_spin_ns = 0
 cdef int _threads = 0
 cdef bint _settings_read = False
 cdef object _staging_lock = threading.Lock()
@@ -85,12 +86,13 @@ cdef bint _free_at_exit_registered = False
 
 
 cdef int _read_settings() except -1:
-    global _pipeline_min, _bounce_max, _threads, _settings_read
+    global _pipeline_min, _bounce_max, _threads, _settings_read, _fence_spin_ns
     from . import transfer
 
     cfg = transfer.settings()
     _pipeline_min = cfg["pipeline_min"]
     _bounce_max = cfg["bounce_max"]
+    _fence_spin_ns = cfg["fence_spin_us"] * 1000
     _threads = cfg["threads"]
     _settings_read = True
     return 0
@@ -100,16 +102,28 @@ cdef long long _n_pipeline = 0, _n_bounce = 0, _n_direct = 0
 
 
 def staging_info():
-    """How pageable copies are staged (see `transfer`), and how many synchronous copies took each path."""
+    """How pageable copies are staged (see `transfer`), how many synchronous copies took each path, and how
+    many bounce copies' waits the fence word ended ("fenced") or cuStreamSynchronize did ("synced")."""
     from . import transfer
 
-    return {**transfer.settings(), "pipeline": _n_pipeline, "bounce": _n_bounce, "direct": _n_direct}
+    cdef unsigned long long fenced = 0, synced = 0
+    cdef int i
+    for i in range(64):
+        if _staging[i] != NULL:
+            fenced += _staging[i].fenced
+            synced += _staging[i].synced
+    return {**transfer.settings(), "pipeline": _n_pipeline, "bounce": _n_bounce, "direct": _n_direct,
+            "fenced": fenced, "synced": synced}
 
 
 cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
     """The staging slots, events and bounce buffer of the buffer's device (made on first use, kept)."""
+    return _staging_of(buf._ordinal, buf.device)
+
+
+cdef ia_staging* _staging_of(int ordinal, device) except NULL:
+    """The staging of device `ordinal` (`device`: its ironaccel Device, or None to look it up)."""
     global _free_at_exit_registered
-    cdef int ordinal = buf._ordinal
     cdef ia_staging* st
     cdef int i
     if ordinal < 0 or ordinal >= 64:
@@ -131,19 +145,30 @@ cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
         st = <ia_staging*>calloc(1, sizeof(ia_staging))
         if st == NULL:
             raise MemoryError("staging")
+        if device is None:
+            from .device import Device
+
+            device = Device(ordinal)
         # Made in the device's primary context whatever is current here (another context's page-locked memory
         # and events die with it), and kept for the life of the process.
-        call("cuCtxPushCurrent", buf.device._state.ctx)
+        call("cuCtxPushCurrent", device._state.ctx)
         try:
             st.slots = <char*><uintptr_t>int(call("cuMemHostAlloc", nslots * chunk, CU_MEMHOSTALLOC_PORTABLE))
             st.bounce = <char*><uintptr_t>int(call("cuMemHostAlloc", bounce, CU_MEMHOSTALLOC_PORTABLE))
+            st.fence = <unsigned int*><uintptr_t>int(call("cuMemHostAlloc", 64, CU_MEMHOSTALLOC_PORTABLE
+                                                          | CU_MEMHOSTALLOC_DEVICEMAP))
+            st.fence[0] = 0
+            try:  # no device mapping (or no stream memops, found at the first wait): bounce copies synchronize
+                st.fence_dev = int(call("cuMemHostGetDevicePointer", <uintptr_t>st.fence, 0))
+            except IronAccelError:
+                st.fence_dev = 0
             for i in range(nslots):
                 st.events[i] = <CUevent>_event_create(CU_EVENT_DISABLE_TIMING)
         except BaseException:
             for i in range(nslots):
                 if st.events[i] != NULL:
                     cuEventDestroy(st.events[i])
-            for ptr in (<uintptr_t>st.slots, <uintptr_t>st.bounce):
+            for ptr in (<uintptr_t>st.slots, <uintptr_t>st.bounce, <uintptr_t>st.fence):
                 if ptr:
                     call("cuMemFreeHost", ptr)
             free(st)
@@ -187,6 +212,7 @@ def _free_staging():
                     cuEventDestroy(st.events[k])
             call("cuMemFreeHost", <uintptr_t>st.slots)
             call("cuMemFreeHost", <uintptr_t>st.bounce)
+            call("cuMemFreeHost", <uintptr_t>st.fence)
         except Exception:
             pass  # the driver may already be unloading: nothing to report at exit
         free(st)
@@ -221,7 +247,7 @@ cdef int _copy_in_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except 
                 err = cuMemcpyHtoDAsync(buf._addr, st.bounce, n, <CUstream>s)
                 if err == 0:
                     with nogil:
-                        err = cuStreamSynchronize(<CUstream>s)
+                        err = ia_fence_wait(st, <CUstream>s, _fence_spin_ns, &op)
                         if err == 0:
                             ia_bounce_give(st)
                     if err:  # keep the bounce buffer until the copy has surely landed
@@ -260,24 +286,8 @@ cdef int _copy_out_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except
         _read_settings()
     if not _disabled:
         if n <= _bounce_max and not ia_pin_known(<uintptr_t>host, n):
-            st = _staging_for(buf)
-            if ia_bounce_take(st) == 0:
-                err = cuMemcpyDtoHAsync(st.bounce, buf._addr, n, <CUstream>s)
-                if err == 0:
-                    with nogil:
-                        err = cuStreamSynchronize(<CUstream>s)
-                        if err == 0:
-                            memcpy(host, st.bounce, n)
-                            ia_bounce_give(st)
-                    if err:
-                        try:
-                            _stream_drain(s)
-                            memcpy(host, st.bounce, n)
-                        finally:
-                            ia_bounce_give(st)
-                    _n_bounce += 1
-                    return 0
-                ia_bounce_give(st)
+            if _bounce_dtoh(_staging_for(buf), host, buf._addr, n, s):
+                return 0
         elif _staged(n, host) and _staging_for(buf) != NULL and ia_pool_threads() > 0:
             st = _staging[buf._ordinal]
             while True:
@@ -294,3 +304,52 @@ cdef int _copy_out_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except
     _stream_drain(s)
     _n_direct += 1
     return 0
+
+
+cdef int _bounce_dtoh(ia_staging* st, char* host, CUdeviceptr dp, size_t n, uintptr_t s) except -1:
+    """A device -> host copy of `n` <= bounce_max bytes through the bounce buffer: 1 when done, 0 when the
+    buffer is taken (another thread's copy) or the copy could not be queued (the caller copies directly)."""
+    global _n_bounce
+    cdef int err
+    cdef const char* op = NULL
+    if ia_bounce_take(st) != 0:
+        return 0
+    err = cuMemcpyDtoHAsync(st.bounce, dp, n, <CUstream>s)
+    if err:
+        ia_bounce_give(st)  # not queued: the direct path reports (or recovers from) the error
+        return 0
+    with nogil:
+        err = ia_fence_wait(st, <CUstream>s, _fence_spin_ns, &op)
+        if err == 0:
+            memcpy(host, st.bounce, n)
+            ia_bounce_give(st)
+    if err:
+        try:
+            _stream_drain(s)
+            memcpy(host, st.bounce, n)
+        finally:
+            ia_bounce_give(st)
+    _n_bounce += 1
+    return 1
+
+
+def memcpy_dtoh_sync(host, uintptr_t dp, size_t nbytes, uintptr_t s, int ordinal):
+    """Copy `nbytes` from `dp` into writable host buffer `host` on stream `s` and wait for them: through the
+    bounce buffer of device `ordinal` when small and pageable, else directly.  (PyCUDA's memcpy_dtoh.)"""
+    global _n_direct
+    cdef Py_buffer view
+    PyObject_GetBuffer(host, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE)
+    try:
+        if <size_t>view.len < nbytes:
+            raise _errors.invalid("cuMemcpyDtoH", f"the host buffer has {view.len} bytes, the copy needs {nbytes}")
+        if not _settings_read:
+            _read_settings()
+        if (not _disabled and nbytes <= _bounce_max and not ia_pin_known(<uintptr_t>view.buf, nbytes)
+                and _bounce_dtoh(_staging_of(ordinal, None), <char*>view.buf, dp, nbytes, s)):
+            return
+        _dtoh(view.buf, dp, nbytes, s, nbytes >= _GIL_FREE_COPY)
+        _stream_drain(s)
+        _n_direct += 1
+    finally:
+        PyBuffer_Release(&view)
+

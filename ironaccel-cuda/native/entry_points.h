@@ -49,4 +49,6 @@
                                    void **kernelParams, void **extra)) \
     X(cuLaunchKernelEx, 11060, CALL, (const CUlaunchConfig *config, CUfunction f, void **kernelParams, \
                                       void **extra)) \
-    X(cuGraphLaunch, 10000, CALL, (CUgraphExec hGraphExec, CUstream hStream))
+    X(cuGraphLaunch, 10000, CALL, (CUgraphExec hGraphExec, CUstream hStream)) \
+    X(cuStreamWriteValue32, 11070, CALL, (CUstream stream, CUdeviceptr addr, unsigned int value, \
+                                          unsigned int flags))

@@ -20,6 +20,7 @@
 #endif
 
 #define IA_NOT_READY 600 /* CUDA_ERROR_NOT_READY */
+#define IA_CUDA_ERROR_NOT_SUPPORTED 801
 
 /* The workers sleep on `seq` itself (a futex on Linux), so a new job wakes them all at once: with a condition
    variable each woken thread must take the mutex in turn, which chains the wake-ups.  A job is `open` from
@@ -334,3 +335,36 @@ int ia_bounce_take(ia_staging *st) {
 }
 
 void ia_bounce_give(ia_staging *st) { atomic_store(&st->bounce_busy, 0); }
+
+static long long mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int ia_fence_wait(ia_staging *st, CUstream stream, long spin_ns, const char **op) {
+    if (st->fence_dev && spin_ns > 0) {
+        unsigned want = ++st->fence_seq;
+        /* The default flags put a memory barrier before the write: the copy's bytes are visible first. */
+        int w = ia_cu.cuStreamWriteValue32(stream, st->fence_dev, want, 0);
+        if (w == 0) {
+            long long until = mono_ns() + spin_ns;
+            for (int spins = 0;; spins++) {
+                if (__atomic_load_n(st->fence, __ATOMIC_ACQUIRE) == want) {
+                    st->fenced++;
+                    return 0;
+                }
+                if ((spins & 63) == 63 && mono_ns() > until) break;
+                IA_RELAX();
+            }
+        } else if (w == IA_CUDA_ERROR_NOT_SUPPORTED || w == IA_MISSING) {
+            st->fence_dev = 0; /* this device or driver has no stream memops: synchronize from now on */
+        }
+    }
+    /* Not written in time (work queued before the copy, a faulted stream), the memop failed, or no fence word:
+       the driver waits, and says what went wrong. */
+    st->synced++;
+    int err = ia_cu.cuStreamSynchronize(stream);
+    if (err) *op = "cuStreamSynchronize";
+    return err;
+}

@@ -28,6 +28,9 @@ Environment (read at the first large copy; `bench/sweep_transfer.py` measures th
   device), 2 into the host array (device to host), 3 both, 0 none (default 1).
 * ``IRONACCEL_CUDA_PIPELINE_MIN``: smallest synchronous pageable copy that is staged (default 256 KiB).
 * ``IRONACCEL_CUDA_BOUNCE_MAX``: largest pageable copy sent through the bounce buffer (default 64 KiB).
+* ``IRONACCEL_CUDA_FENCE_SPIN_US``: how long a bounce copy spins on its fence word for the copy to land
+  before it asks cuStreamSynchronize to wait (default 50; 0: always cuStreamSynchronize).  A small copy's
+  round trip is 5-8 us on the H200, so 50 us covers it while a copy queued behind long work stops spinning.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def usable_cpus() -> int:
 
 
 def settings() -> dict[str, int]:
-    """{"threads", "chunk", "slots", "split", "nt", "pipeline_min", "bounce_max"} for this process."""
+    """{"threads", "chunk", "slots", "split", "nt", "pipeline_min", "bounce_max", "fence_spin_us"}."""
     global _settings
     if _settings is None:
         threads = _env_int("IRONACCEL_CUDA_COPY_THREADS", max(1, min(8, usable_cpus() - 2)), 1, 64)
@@ -81,5 +84,6 @@ def settings() -> dict[str, int]:
             "nt": _env_int("IRONACCEL_CUDA_COPY_NT", 1, 0, 3),
             "pipeline_min": _env_int("IRONACCEL_CUDA_PIPELINE_MIN", 256 << 10, 1, 1 << 40),
             "bounce_max": _env_int("IRONACCEL_CUDA_BOUNCE_MAX", 64 << 10, 0, 1 << 24),
+            "fence_spin_us": _env_int("IRONACCEL_CUDA_FENCE_SPIN_US", 50, 0, 100_000),
         }
     return _settings

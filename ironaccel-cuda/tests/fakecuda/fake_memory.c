@@ -726,6 +726,18 @@ static CUresult fm_cuMemHostGetDevicePointer(CUdeviceptr *out, void *p, unsigned
     return CUDA_SUCCESS;
 }
 CHECKED(cuMemHostGetDevicePointer, fm_cuMemHostGetDevicePointer);
+/* The fake runs every copy when it is queued, so a stream memop's write lands at once (device-mapped host
+   memory only: the one use, the compiled core's fence word). */
+static CUresult fm_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+    GUARD(); NEED_CTX();
+    if (fake_cuda_stream_device(s) < 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (flags & ~1u || (addr & 3)) return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr dp = 0;
+    if (fm_cuMemHostGetDevicePointer(&dp, (void *)(uintptr_t)addr, 0) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    __atomic_store_n((cuuint32_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+CHECKED(cuStreamWriteValue32, fm_cuStreamWriteValue32);
 
 /* ---- virtual memory: PROT_NONE reservations, "physical" handles mapped by mprotect ---- */
 #define MAGIC_VRES 0x56524553U
@@ -970,6 +982,7 @@ static const struct fake_cuda_symbol MEMORY_SYMS[] = {
     SYM("cuMemHostAlloc", fm_cuMemHostAlloc), SYM("cuMemFreeHost", fm_cuMemFreeHost),
     SYM("cuMemHostRegister", fm_cuMemHostRegister), SYM("cuMemHostUnregister", fm_cuMemHostUnregister),
     SYM("cuMemHostGetFlags", fm_cuMemHostGetFlags), SYM("cuMemHostGetDevicePointer", fm_cuMemHostGetDevicePointer),
+    SYM("cuStreamWriteValue32", fm_cuStreamWriteValue32),
     SYM("cuMemGetAllocationGranularity", fm_cuMemGetAllocationGranularity),
     SYM("cuMemAddressReserve", fm_cuMemAddressReserve), SYM("cuMemAddressFree", fm_cuMemAddressFree),
     SYM("cuMemCreate", fm_cuMemCreate), SYM("cuMemRelease", fm_cuMemRelease), SYM("cuMemMap", fm_cuMemMap),

@@ -188,6 +188,50 @@ def test_each_copy_path_is_taken(dev):
     assert taken == {"pipeline": 2, "bounce": 2, "direct": 2}, taken
 
 
+def test_small_copies_wait_on_the_fence_word(dev):
+    """A small copy's wait ends on the fence word a stream memop writes after it, and sees every byte of the
+    work queued before it: a fill, then a read of 1 KiB, 300 times with a different byte each time."""
+    from ironaccel_cuda import _core
+
+    s = dev.create_stream()
+    buf = dev.alloc(1024, stream=s)
+    out = np.zeros(1024, np.uint8)
+    before = _core.staging_info()
+    for i in range(300):
+        buf.memset(i % 251, stream=s)  # queued on s, the buffer's home stream
+        buf.copy_to_host(out)  # synchronous on the home stream: behind the fill
+        assert (out == i % 251).all(), i
+    after = _core.staging_info()
+    assert after["bounce"] - before["bounce"] == 300
+    # Nearly every wait ends on the fence word (one may take longer than the spin on a busy machine).
+    assert after["fenced"] - before["fenced"] >= 250, (before, after)
+    buf.close()
+    s.close()
+
+
+def test_a_small_copy_behind_long_work_waits_for_it(dev, kernels):
+    """Queued behind a kernel that runs far longer than the fence spin, a small copy falls back to
+    cuStreamSynchronize and still returns the kernel's result, not what was there before."""
+    from ironaccel_cuda import _core
+
+    s = dev.create_stream()
+    n = 256
+    x = dev.alloc(n, "float32", stream=s)
+    y = dev.alloc(n, "float32", stream=s)
+    x.copy_from(np.ones(n, np.float32))
+    y.copy_from(np.ones(n, np.float32))
+    before = _core.staging_info()
+    kernels.function("spin").launch(1, 1, 50_000_000, stream=s)  # ~25 ms at 2 GHz
+    kernels.function("saxpy").launch(1, n, 2.0, x, y, n, stream=s)
+    out = y.copy_to_host(np.zeros(n, np.float32))  # synchronous on y's home stream s
+    assert (out == 3.0).all()
+    after = _core.staging_info()
+    assert after["bounce"] - before["bounce"] == 1
+    x.close()
+    y.close()
+    s.close()
+
+
 def test_page_locked_memory_is_copied_directly(dev):
     """Memory page-locked by ironaccel or by another library never goes through the staging pipeline."""
     import ctypes
