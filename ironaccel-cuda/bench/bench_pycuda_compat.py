@@ -262,12 +262,14 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], re
             for _, case in cases:
                 if case.check is not None:
                     case.check()
+            before = _waits()
             samples = measure_rounds(cases, config)
             interval = samples.ratio(["PyCUDA"], ["compat"], resamples=config.bootstrap, seed=config.seed)
             rows.append({
                 "row": title, "pycuda_ns": samples.median_ns("PyCUDA"), "compat_ns": samples.median_ns("compat"),
                 "ratio": interval.to_json(), "rounds": interval.n,
                 "verdict": "PASS" if interval.above(TARGET) else "FAIL", "vs_parity": verdict(interval),
+                "compat_waits": {k: v - before[k] for k, v in _waits().items()},
             })
         except Exception as exc:
             rows.append({"row": title, "error": f"{type(exc).__name__}: {exc}", "verdict": "FAIL"})
@@ -283,6 +285,14 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], re
         (args.out / "results.md").write_text(text)
         (args.out / "results.json").write_text(json.dumps({"meta": meta, "target": TARGET, "rows": rows}, indent=1))
     return 0
+
+
+def _waits() -> dict[str, int]:
+    """How the compat's small device-to-host copies waited so far: on the fence word or through the driver."""
+    from ironaccel_cuda import _core
+
+    info = _core.staging_info()
+    return {k: int(info[k]) for k in ("fenced", "synced")}
 
 
 def _line(row: dict[str, Any]) -> str:

@@ -431,6 +431,32 @@ def test_streams_and_events(ctx, drv, mod):
         untimed.time_since(start)
 
 
+def test_event_synchronize_waits_for_the_work_before_the_record(ctx, drv, mod):
+    """synchronize returns only after a 20 ms kernel queued before the record has run."""
+    s = drv.Stream()
+    start, end = drv.Event(), drv.Event()
+    start.record(s)
+    mod.get_function("spin")(np.int64(40_000_000), block=(1, 1, 1), grid=(1, 1), stream=s)
+    end.record(s).synchronize()
+    assert end.query() and s.is_done()
+    if not FAKE:  # the fake driver's spin kernel takes no time
+        assert end.time_since(start) > 5.0  # milliseconds: the kernel ran before synchronize returned
+
+
+def test_a_record_made_through_the_raw_handle_is_waited_for(ctx, drv, mod):
+    """A record made through the driver directly, behind the surface's back, is waited for too (no wait may
+    trust bookkeeping of the surface's own records only)."""
+    from cuda.bindings import driver as cu_driver
+
+    e, s = drv.Event(), drv.Stream()
+    e.record(s).synchronize()  # the fence word now shows that record as done
+    mod.get_function("spin")(np.int64(40_000_000), block=(1, 1, 1), grid=(1, 1), stream=s)
+    (err,) = cu_driver.cuEventRecord(cu_driver.CUevent(e._h), cu_driver.CUstream(s.handle))
+    assert err == cu_driver.CUresult.CUDA_SUCCESS
+    e.synchronize()
+    assert e.query() and s.is_done()
+
+
 def test_non_blocking_streams_order_frees(ctx, drv, mod):
     f = mod.get_function("saxpy")
     s = drv.Stream(flags=drv.stream_flags.NON_BLOCKING)

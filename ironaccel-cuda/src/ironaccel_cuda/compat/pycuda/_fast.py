@@ -28,6 +28,7 @@ mem_alloc = _core.mem_alloc
 mem_free = _core.mem_free
 memcpy_htod = _core.memcpy_htod
 memcpy_dtoh = _core.memcpy_dtoh
+memcpy_dtoh_sync = _core.memcpy_dtoh_sync
 memcpy_dtod = _core.memcpy_dtod
 memset_d8 = _core.memset_d8
 memset_d16 = _core.memset_d16
