@@ -10,6 +10,8 @@ ordered (`cuMemAllocAsync`) on its *home stream* and freed there on `close()`
 from __future__ import annotations
 
 import contextlib
+import sys
+import warnings
 import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -179,8 +181,10 @@ class PinnedBuf:
         if getattr(self, "ptr", None) is not None:
             try:
                 self.close()
-            except Exception:
-                pass
+            except Exception as exc:  # said, not swallowed: the page-locked memory may be left behind
+                if not sys.is_finalizing():
+                    warnings.warn(f"PinnedBuf: freeing it on collection failed: {exc}", RuntimeWarning,
+                                  stacklevel=2)
 
     def __repr__(self) -> str:
         state = "closed" if self.ptr is None else hex(self.ptr)

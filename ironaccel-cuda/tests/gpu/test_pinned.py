@@ -80,3 +80,25 @@ def test_pinned_bad_input(dev):
         with pytest.raises(InvalidArgument) as info:
             dev.alloc_pinned(size, "float32")
         assert info.value.op == "cuMemHostAlloc"
+
+
+def test_a_failed_free_on_collection_is_said(dev, monkeypatch):
+    """A PinnedBuf dropped without close() frees itself when collected; if that fails, a RuntimeWarning says
+    so instead of the failure vanishing (the memory may be left page-locked)."""
+    from ironaccel_cuda import _driver
+
+    p = dev.alloc_pinned(16, "uint8")
+    ptr = p.ptr
+    real = _driver.call
+
+    def failing(name, *args):
+        if name == "cuMemFreeHost":
+            raise RuntimeError("cuMemFreeHost: provoked by the test")
+        return real(name, *args)
+
+    monkeypatch.setattr(_driver, "call", failing)
+    with pytest.warns(RuntimeWarning, match="PinnedBuf: freeing it on collection failed: .*provoked"):
+        del p
+        gc.collect()
+    monkeypatch.setattr(_driver, "call", real)
+    real("cuMemFreeHost", ptr)  # give the memory back for real
