@@ -274,10 +274,18 @@ class CudaCoreSide(Side):
         importer = IpcImporter(ipc_importer, (handle, self.ctx.device))
         clock = time.perf_counter_ns
 
+        # cuda.core 1.2: the `ipc_descriptor` property (get_ipc_descriptor() before it; the H200 run of
+        # 2026-12-01 16:10 UTC lost this cell to an AttributeError on 1.2)
+        def export() -> object:
+            return buf.ipc_descriptor
+
+        if not hasattr(type(buf), "ipc_descriptor"):
+            export = buf.get_ipc_descriptor
+
         def run(n: int) -> int:
             start = clock()
             for _ in range(n):
-                desc = buf.get_ipc_descriptor()
+                desc = export()
             took = clock() - start
             return took + importer.import_close(desc, n)
 
@@ -287,7 +295,7 @@ class CudaCoreSide(Side):
             self.stream.sync()
             mr.close()
 
-        return Case(run, close=close, note="Buffer.get_ipc_descriptor(); in the importer "
+        return Case(run, close=close, note="Buffer.ipc_descriptor; in the importer "
                     "Buffer.from_ipc_descriptor(mr, desc).close() (the memory resource imported once)")
 
     def grow_in_place(self, nbytes: int, steps: int) -> Case:
