@@ -278,6 +278,11 @@ cdef int _copy_in_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except 
 
 cdef int _copy_out_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except -1:
     """A synchronous device -> host copy of `n` bytes into `host`."""
+    return _copy_out(buf._ordinal, buf.device, buf._addr, host, n, s)
+
+
+cdef int _copy_out(int ordinal, device, CUdeviceptr dp, char* host, size_t n, uintptr_t s) except -1:
+    """A synchronous copy of `n` bytes from `dp` on device `ordinal` (`device`: its Device, or None) into `host`."""
     global _n_pipeline, _n_bounce, _n_direct
     cdef ia_staging* st
     cdef int err = 0
@@ -286,70 +291,51 @@ cdef int _copy_out_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except
         _read_settings()
     if not _disabled:
         if n <= _bounce_max and not ia_pin_known(<uintptr_t>host, n):
-            if _bounce_dtoh(_staging_for(buf), host, buf._addr, n, s):
-                return 0
-        elif _staged(n, host) and _staging_for(buf) != NULL and ia_pool_threads() > 0:
-            st = _staging[buf._ordinal]
+            st = _staging_of(ordinal, device)
+            if ia_bounce_take(st) == 0:
+                err = cuMemcpyDtoHAsync(st.bounce, dp, n, <CUstream>s)
+                if err == 0:
+                    with nogil:
+                        err = ia_fence_wait(st, <CUstream>s, _fence_spin_ns, &op)
+                        if err == 0:
+                            memcpy(host, st.bounce, n)
+                            ia_bounce_give(st)
+                    if err:
+                        try:
+                            _stream_drain(s)
+                            memcpy(host, st.bounce, n)
+                        finally:
+                            ia_bounce_give(st)
+                    _n_bounce += 1
+                    return 0
+                ia_bounce_give(st)
+        elif _staged(n, host) and _staging_of(ordinal, device) != NULL and ia_pool_threads() > 0:
+            st = _staging[ordinal]
             while True:
                 with nogil:
                     ia_pipe_lock()
-                    err = ia_pipe_dtoh(st, host, buf._addr, n, <CUstream>s, &op)
+                    err = ia_pipe_dtoh(st, host, dp, n, <CUstream>s, &op)
                     ia_pipe_unlock()
                 if err == 0:
                     _n_pipeline += 1
                     return 0
                 if not ((err == INVALID_CONTEXT or err == INVALID_VALUE) and _recover(s)):
                     _pipe_error(err, op)
-    _dtoh(host, buf._addr, n, s, n >= _GIL_FREE_COPY)
+    _dtoh(host, dp, n, s, n >= _GIL_FREE_COPY)
     _stream_drain(s)
     _n_direct += 1
     return 0
 
 
-cdef int _bounce_dtoh(ia_staging* st, char* host, CUdeviceptr dp, size_t n, uintptr_t s) except -1:
-    """A device -> host copy of `n` <= bounce_max bytes through the bounce buffer: 1 when done, 0 when the
-    buffer is taken (another thread's copy) or the copy could not be queued (the caller copies directly)."""
-    global _n_bounce
-    cdef int err
-    cdef const char* op = NULL
-    if ia_bounce_take(st) != 0:
-        return 0
-    err = cuMemcpyDtoHAsync(st.bounce, dp, n, <CUstream>s)
-    if err:
-        ia_bounce_give(st)  # not queued: the direct path reports (or recovers from) the error
-        return 0
-    with nogil:
-        err = ia_fence_wait(st, <CUstream>s, _fence_spin_ns, &op)
-        if err == 0:
-            memcpy(host, st.bounce, n)
-            ia_bounce_give(st)
-    if err:
-        try:
-            _stream_drain(s)
-            memcpy(host, st.bounce, n)
-        finally:
-            ia_bounce_give(st)
-    _n_bounce += 1
-    return 1
-
-
 def memcpy_dtoh_sync(host, uintptr_t dp, size_t nbytes, uintptr_t s, int ordinal):
-    """Copy `nbytes` from `dp` into writable host buffer `host` on stream `s` and wait for them: through the
-    bounce buffer of device `ordinal` when small and pageable, else directly.  (PyCUDA's memcpy_dtoh.)"""
-    global _n_direct
+    """Copy `nbytes` from `dp` (on device `ordinal`) into writable host buffer `host` on stream `s` and wait for
+    them, the way `DeviceBuf.copy_to_host` does: bounce buffer, staging pipeline or direct.  (PyCUDA's
+    memcpy_dtoh.)"""
     cdef Py_buffer view
     PyObject_GetBuffer(host, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE)
     try:
         if <size_t>view.len < nbytes:
             raise _errors.invalid("cuMemcpyDtoH", f"the host buffer has {view.len} bytes, the copy needs {nbytes}")
-        if not _settings_read:
-            _read_settings()
-        if (not _disabled and nbytes <= _bounce_max and not ia_pin_known(<uintptr_t>view.buf, nbytes)
-                and _bounce_dtoh(_staging_of(ordinal, None), <char*>view.buf, dp, nbytes, s)):
-            return
-        _dtoh(view.buf, dp, nbytes, s, nbytes >= _GIL_FREE_COPY)
-        _stream_drain(s)
-        _n_direct += 1
+        _copy_out(ordinal, None, dp, <char*>view.buf, nbytes, s)
     finally:
         PyBuffer_Release(&view)
-
