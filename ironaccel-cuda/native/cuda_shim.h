@@ -22,6 +22,8 @@ typedef struct CUstream_st *IA_SHIM(CUstream);
 typedef struct CUevent_st *IA_SHIM(CUevent);
 typedef struct CUfunc_st *IA_SHIM(CUfunction);
 typedef struct CUgraphExec_st *IA_SHIM(CUgraphExec);
+typedef struct CUgraph_st *IA_SHIM(CUgraph);
+typedef struct CUuserObject_st *IA_SHIM(CUuserObject);
 typedef struct CUmemPoolHandle_st *IA_SHIM(CUmemoryPool);
 typedef int IA_SHIM(CUstreamCaptureStatus);  /* an enum in cuda.h: 0 none, 1 active, 2 invalidated */
 typedef void (*IA_SHIM(CUhostFn))(void *userData);

@@ -51,4 +51,10 @@
                                       void **extra)) \
     X(cuGraphLaunch, 10000, CALL, (CUgraphExec hGraphExec, CUstream hStream)) \
     X(cuStreamWriteValue32, 11070, CALL, (CUstream stream, CUdeviceptr addr, unsigned int value, \
-                                          unsigned int flags))
+                                          unsigned int flags)) \
+    X(cuUserObjectCreate, 11030, CALL, (CUuserObject *object_out, void *ptr, CUhostFn destroy, \
+                                        unsigned int initialRefcount, unsigned int flags)) \
+    X(cuUserObjectRelease, 11030, RELEASE, (CUuserObject object, unsigned int count)) \
+    X(cuGraphRetainUserObject, 11030, CALL, (CUgraph graph, CUuserObject object, unsigned int count, \
+                                             unsigned int flags)) \
+    X(cuGraphReleaseUserObject, 11030, RELEASE, (CUgraph graph, CUuserObject object, unsigned int count))

@@ -145,7 +145,17 @@ static struct rgraph *clone_graph(struct rgraph *src) {
         push_node(g, n);
     }
     for (size_t i = 0; i < src->ne; i++) push_edge(g, src->edges[i].from->copy, src->edges[i].to->copy);
+    fake_uo_copy(src, g);  /* a clone holds user objects of its own, as on the card */
     return g;
+}
+
+/* A graph is gone: it and the graphs inside its nodes release the user objects they hold. */
+static void drop_refs(struct rgraph *g) {
+    fake_uo_drop(g);
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->nodes[i]->child) drop_refs(g->nodes[i]->child);
+        for (unsigned b = 0; b < g->nodes[i]->cond_size && b < 8; b++) drop_refs(g->nodes[i]->bodies[b]);
+    }
 }
 
 /* Memory a node or copy may touch: a live allocation of the fake (a node that touches freed memory does nothing;
@@ -405,6 +415,8 @@ CUresult cuGraphDestroyNode(CUgraphNode h) {
         if (g->edges[k].from == n || g->edges[k].to == n) g->edges[k] = g->edges[--g->ne]; else k++;
     }
     for (size_t k = 0; k < g->n; k++) if (g->nodes[k] == n) { g->nodes[k] = g->nodes[--g->n]; break; }
+    if (n->child) drop_refs(n->child);
+    for (unsigned b = 0; b < n->cond_size && b < 8; b++) drop_refs(n->bodies[b]);
     n->magic = 0;
     pthread_mutex_unlock(&lock); return CUDA_SUCCESS;
 }
@@ -487,6 +499,7 @@ static CUresult reg_destroy(CUgraph hg) {
     struct rgraph *g = rgraph_of(hg);
     if (!g) return cuGraphDestroy(hg);
     g->magic = 0;
+    pthread_mutex_lock(&lock); drop_refs(g); pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
 static CUresult reg_instantiate(CUgraphExec *out, CUgraph hg, unsigned long long flags) {
@@ -567,6 +580,7 @@ static CUresult reg_exec_destroy(CUgraphExec he) {
     struct rexec *e = rexec_of(he);
     if (!e) return cuGraphExecDestroy(he);
     e->magic = 0;
+    pthread_mutex_lock(&lock); drop_refs(e->g); pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
 static CUresult reg_upload(CUgraphExec he, CUstream s) {

@@ -520,7 +520,7 @@ CUresult cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *n) {
 static void fix_ptrs(struct graph *g) { for (int i = 0; i < g->n; i++) for (int k = 0; k < 16; k++) if (g->nodes[i].f && k < g->nodes[i].f->nparams) g->nodes[i].ptrs[k] = g->nodes[i].data + g->nodes[i].f->off[k]; }
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph h, unsigned long long flags) {
     ENTER(); (void)flags; struct graph *g = get_graph(h); if (!g) LEAVE(CUDA_ERROR_INVALID_HANDLE);
-    struct exec *e = calloc(1, sizeof *e); e->magic = MAGIC_EXEC; e->g = *g; fix_ptrs(&e->g); *pe = (CUgraphExec)e; LEAVE(CUDA_SUCCESS);
+    struct exec *e = calloc(1, sizeof *e); e->magic = MAGIC_EXEC; e->g = *g; fix_ptrs(&e->g); fake_uo_copy(g, e); *pe = (CUgraphExec)e; LEAVE(CUDA_SUCCESS);
 }
 static struct exec *get_exec(CUgraphExec h) { struct exec *e = (struct exec *)h; return (e && e->magic == MAGIC_EXEC) ? e : NULL; }
 CUresult cuGraphLaunch(CUgraphExec h, CUstream sh) {
@@ -540,8 +540,8 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec h, CUgraph gh, CUgraphExecUpdateResult
     if (!same) { info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED; LEAVE(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE); }
     e->g = *g; fix_ptrs(&e->g); info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS; LEAVE(CUDA_SUCCESS);
 }
-CUresult cuGraphDestroy(CUgraph h) { ENTER(); struct graph *g = get_graph(h); if (!g) LEAVE(CUDA_ERROR_INVALID_HANDLE); g->magic = 0xdead; LEAVE(CUDA_SUCCESS); }
-CUresult cuGraphExecDestroy(CUgraphExec h) { ENTER(); struct exec *e = get_exec(h); if (!e) LEAVE(CUDA_ERROR_INVALID_HANDLE); e->magic = 0xdead; LEAVE(CUDA_SUCCESS); }
+CUresult cuGraphDestroy(CUgraph h) { ENTER(); struct graph *g = get_graph(h); if (!g) LEAVE(CUDA_ERROR_INVALID_HANDLE); g->magic = 0xdead; fake_uo_drop(g); LEAVE(CUDA_SUCCESS); }
+CUresult cuGraphExecDestroy(CUgraphExec h) { ENTER(); struct exec *e = get_exec(h); if (!e) LEAVE(CUDA_ERROR_INVALID_HANDLE); e->magic = 0xdead; fake_uo_drop(e); LEAVE(CUDA_SUCCESS); }
 
 /* NVRTC dlopens libcuda.so.1 and asks for private tables: say there are none. */
 CUresult cuGetExportTable(const void **table, const CUuuid *id) { (void)id; if (table) *table = NULL; return CUDA_ERROR_NOT_SUPPORTED; }

@@ -29,5 +29,9 @@ int fake_cuda_stream_device(CUstream s);  /* -1 for a bad handle; the legacy str
 int fake_cuda_find_range(CUdeviceptr p, size_t n, CUdeviceptr *base, size_t *size);
 void fake_cuda_add_range(void *base, size_t size, int dev, fake_cuda_free_fn on_free, void *arg);
 int fake_cuda_remove_range(void *base);  /* 0 when a range added here was removed */
+/* User objects (fake_user_objects.c): `to` (a graph or executable graph) gets references of its own to what
+   `from` holds; a destroyed graph or executable graph releases what it holds. */
+void fake_uo_copy(const void *from, const void *to);
+void fake_uo_drop(const void *holder);
 
 #endif

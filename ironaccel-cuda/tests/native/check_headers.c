@@ -19,6 +19,8 @@ SAME(ia_shim_CUstream, CUstream);
 SAME(ia_shim_CUevent, CUevent);
 SAME(ia_shim_CUfunction, CUfunction);
 SAME(ia_shim_CUgraphExec, CUgraphExec);
+SAME(ia_shim_CUgraph, CUgraph);
+SAME(ia_shim_CUuserObject, CUuserObject);
 SAME(ia_shim_CUmemoryPool, CUmemoryPool);
 SAME(ia_shim_CUdeviceptr, CUdeviceptr);
 SAME(ia_shim_CUdevice, CUdevice);
