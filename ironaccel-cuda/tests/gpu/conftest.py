@@ -201,3 +201,26 @@ def pytest_runtest_setup(item: Any) -> None:
         if "multi_gpu" in required or "*" in required:
             pytest.fail(f"{why} (required by {ENV_REQUIRE})", pytrace=False)
         pytest.skip(why)
+
+
+def _wait_until(predicate: Any, timeout: float = 10.0) -> None:
+    """Poll `predicate`, draining the owners the driver released (graph attachments go through CUDA user
+    objects, whose destructors run on a driver thread; a pending call normally drops them)."""
+    import gc
+    import time
+
+    from ironaccel_cuda import _core
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        _core.drain_owners()
+        gc.collect()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout} s")
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def wait_until() -> Any:
+    """`wait_until(predicate, timeout=10.0)`: see `_wait_until`."""
+    return _wait_until

@@ -5,6 +5,12 @@ frees it), by an ironaccel object (a `DeviceBuf` from stream-ordered allocation,
 `PinnedBuf`), by an arbitrary `owner`, or by nobody.  Copies and fills are
 stream-ordered on the stream given.  Buffers from `DeviceMemoryResource` hold an
 ironaccel `DeviceBuf`: allocation and free are ironaccel's compiled hot path.
+
+As in cuda.core, a graph node that uses a Buffer shares its allocation: the first
+such use moves the memory into an `_Allocation` that the Buffer and every node
+holding it reference, and `close()` then drops only the Buffer's claim, so the
+memory is freed when the last holder (often a CUDA user object of a graph clone
+or of an executable graph still running) lets go.
 """
 
 from __future__ import annotations
@@ -58,7 +64,8 @@ class MemoryResource(abc.ABC):
 class Buffer:
     """Memory of a memory resource (or foreign memory), with copies, fills and DLPack."""
 
-    __slots__ = ("_ptr", "_size", "_mr", "_owner", "_mem", "_stream", "_free_stream", "_attrs", "__weakref__")
+    __slots__ = ("_ptr", "_size", "_mr", "_owner", "_mem", "_stream", "_free_stream", "_attrs", "_shared",
+                 "__weakref__")
     _ptr: int
     _size: int
     _mr: Any
@@ -67,6 +74,7 @@ class Buffer:
     _stream: Any
     _free_stream: Any
     _attrs: tuple[int, bool, bool, bool] | None
+    _shared: _Allocation | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("Buffer objects cannot be instantiated directly. Please use MemoryResource APIs.")
@@ -85,6 +93,7 @@ class Buffer:
         b._stream = stream
         b._free_stream = None
         b._attrs = None
+        b._shared = None
         return b
 
     @classmethod
@@ -154,7 +163,19 @@ class Buffer:
     # -- lifetime -----------------------------------------------------------------
 
     def close(self, stream: Any = None) -> None:
-        """Free the memory, stream-ordered after the work queued on `stream` (default: the allocation stream)."""
+        """Free the memory, stream-ordered after the work queued on `stream` (default: the allocation stream).
+
+        Memory a graph node also holds is freed when the last holder lets go (see `_share`)."""
+        shared = self._shared
+        if shared is not None:
+            self._shared = None
+            self._mem = None
+            self._ptr = 0
+            self._mr = None
+            self._owner = None
+            if stream is not None:
+                shared.stream = stream
+            return
         mem = self._mem
         if mem is not None:
             self._mem = None
@@ -184,6 +205,17 @@ class Buffer:
 
     def set_deallocation_stream(self, stream: Any) -> None:
         self._free_stream = _stream_accept(stream)
+        owner = self._shared.owner if self._shared is not None else None
+        if owner is not None:
+            owner._free_stream = self._free_stream
+
+    def _share(self) -> _Allocation | None:
+        """The allocation this Buffer shares with graph nodes (made on first use), or None when the Buffer
+        frees nothing (foreign memory, or closed)."""
+        shared = self._shared
+        if shared is None and (self._mem is not None or self._mr is not None):
+            shared = self._shared = _Allocation(self)
+        return shared
 
     def __enter__(self) -> Buffer:
         return self
@@ -334,6 +366,46 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"<Buffer ptr={self._ptr:#x} size={self._size}>"
+
+
+class _Allocation:
+    """Memory that a Buffer shares with the graph nodes using it; freed when the last of them drops it.
+
+    It holds a private Buffer that owns the memory (the same resource, DeviceBuf and streams), closed by
+    `__del__`: from the last holder's release, which for a graph's CUDA user object is the main thread's
+    drain of the driver's releases (ironaccel_cuda._core.graph_attach)."""
+
+    __slots__ = ("owner", "stream", "__weakref__")
+
+    def __init__(self, buf: Buffer):
+        owner = Buffer._init(buf._ptr, buf._size, buf._mr, stream=buf._stream)
+        owner._mem = buf._mem
+        owner._free_stream = buf._free_stream
+        owner._owner = buf._owner
+        self.owner: Buffer | None = owner
+        self.stream: Any = None  # the stream the Buffer's close() named, if it named one
+
+    def __del__(self) -> None:
+        owner, self.owner = self.owner, None
+        if owner is not None:
+            try:
+                owner.close(self.stream)
+            except Exception:  # a finalizer: nothing to raise to (the context may be gone at exit)
+                pass
+
+
+def claims(objects: Any) -> list[Any]:
+    """What a graph node holds for `objects`: the objects, and the shared allocation of every Buffer among
+    them (or among the items of a tuple or list among them), so closing the Buffer keeps the memory."""
+    held = list(objects)
+    for obj in objects:
+        items = obj if isinstance(obj, (tuple, list)) else (obj,)
+        for item in items:
+            if isinstance(item, Buffer):
+                shared = item._share()
+                if shared is not None:
+                    held.append(shared)
+    return held
 
 
 def _stream_accept(stream: Any) -> Any:

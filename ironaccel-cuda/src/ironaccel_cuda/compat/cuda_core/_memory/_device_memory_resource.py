@@ -93,6 +93,7 @@ class DeviceMemoryResource(_MemPool):
         b._stream = s
         b._free_stream = None
         b._attrs = None
+        b._shared = None
         return b
 
     @property

@@ -141,6 +141,7 @@ class _MemPool(IpcResource, MemoryResource):
         b._stream = s
         b._free_stream = None
         b._attrs = None
+        b._shared = None
         return b
 
     def deallocate(self, ptr: Any, size: int, *, stream: Any = None) -> None:

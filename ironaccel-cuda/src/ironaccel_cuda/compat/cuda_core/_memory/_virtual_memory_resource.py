@@ -225,6 +225,7 @@ class VirtualMemoryResource(MemoryResource):
         buf._ptr = vb.ptr
         buf._size = vb.nbytes
         buf._attrs = None
+        buf._shared = None
         self._live[vb.ptr] = vb
         return buf
 

@@ -4,7 +4,13 @@ A root definition owns an ironaccel `Graph` (which destroys the CUgraph); a chil
 graph's or a conditional branch's definition is a view that keeps its root alive.
 The objects the nodes use (kernels and their arguments, buffers, events, host
 callbacks) are held per node by the root, so destroying a node releases them and
-an executable graph keeps what it was instantiated with.
+an executable graph keeps what it was instantiated with.  Each node's attachments
+are also held by a CUDA user object that the node's graph owns
+(`ironaccel_cuda._core.graph_attach`): the driver hands it on to clones made
+through the raw handle, to executable graphs and to embedded copies, and drops it
+only when the last of them is destroyed and done running.  So what a node uses
+(a Buffer's memory too, see `_memory/_buffer.py`) outlives every Python object
+as long as the driver can still run the node.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import weakref
 from typing import Any
 
 from .. import _ia
+from .._memory._buffer import claims
 from .._utils.cuda_utils import call, driver, from_ironaccel
 from ._graph_builder import GraphCompleteOptions, GraphDebugPrintOptions
 
@@ -26,16 +33,52 @@ class _Root:
     """What the graphs of one hierarchy share: the owning ironaccel Graph, the nodes' attachments (by node
     handle) and the body graphs of its child and conditional nodes (by node handle)."""
 
-    __slots__ = ("ia", "attachments", "subgraphs", "__weakref__")
+    __slots__ = ("ia", "attachments", "subgraphs", "owners", "__weakref__")
 
     def __init__(self, ia: Any):
         self.ia = ia
         self.attachments: dict[int, list[Any]] = {}
         self.subgraphs: dict[int, list[int]] = {}
+        self.owners: dict[int, tuple[int, int]] = {}  # node -> (its graph, the user object holding its list)
 
-    def attach(self, node_h: int, *objects: Any) -> None:
-        if objects:
-            self.attachments.setdefault(node_h, []).extend(objects)
+    def attach(self, graph_h: int, node_h: int, *objects: Any) -> None:
+        """Node `node_h` of graph `graph_h` uses `objects`: hold them (and the memory of Buffers among them)
+        here and through a user object of the graph."""
+        if not objects:
+            return
+        held = self.attachments.get(node_h)
+        if held is None:
+            held = self.attachments[node_h] = []
+            try:
+                user_object = _ia._core.graph_attach(graph_h, held)
+            except _ia.DriverError as exc:
+                raise from_ironaccel(exc) from None
+            if user_object:
+                self.owners[node_h] = (graph_h, user_object)
+        held.extend(claims(objects))
+
+    def adopt(self, graph_h: int, node_h: int, source: _Root, original_h: int) -> None:
+        """Node `node_h` of graph `graph_h` is the driver's copy (in an embedded clone) of node `original_h` of
+        `source`: it uses the same attachments, and its graph got its own reference to their user object from
+        the driver, which destroying the copy gives back."""
+        held = source.attachments.get(original_h)
+        if not held:
+            return
+        self.attachments.setdefault(node_h, []).extend(held)
+        owner = source.owners.get(original_h)
+        if owner is not None:
+            self.owners[node_h] = (graph_h, owner[1])
+
+    def release(self, node_h: int, *, graph_alive: bool) -> None:
+        """Node `node_h` is gone or has new attachments: let go of the old ones (`graph_alive`: its graph
+        still exists, so its reference to the user object is given back; else the driver dropped it)."""
+        self.attachments.pop(node_h, None)
+        owner = self.owners.pop(node_h, None)
+        if owner is not None and graph_alive:
+            try:
+                _ia._core.graph_detach(*owner)
+            except _ia.DriverError as exc:
+                raise from_ironaccel(exc) from None
 
     def held(self) -> list[Any]:
         """Everything the hierarchy's nodes use, with what ironaccel's Graph holds itself (a captured graph's)."""

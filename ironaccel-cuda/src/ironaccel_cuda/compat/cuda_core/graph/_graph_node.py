@@ -124,6 +124,7 @@ class GraphNode:
                 nodes.extend(more_nodes)
                 graphs.extend(more_graphs)
             call("cuGraphDestroyNode", driver.CUgraphNode(h))
+            root.release(h, graph_alive=True)  # the nodes inside its body graphs went with those graphs
         _tombstone(root, nodes, graphs)
 
     # -- edges ------------------------------------------------------------------------
@@ -160,13 +161,13 @@ class GraphNode:
         return cls._make(int(h), self._graph)
 
     def _attach(self, node: GraphNode, *objects: Any) -> None:
-        self._graph._root.attach(node._h, *objects)
+        self._graph._root.attach(self._graph._h, node._h, *objects)
 
     def _reattach(self, *objects: Any) -> None:
         """This node's attachments are now `objects` (its parameters were replaced)."""
         root = self._graph._root
-        root.attachments.pop(self._h, None)
-        root.attach(self._h, *(o for o in objects if o is not None))
+        root.release(self._h, graph_alive=True)
+        root.attach(self._graph._h, self._h, *(o for o in objects if o is not None))
 
     def join(self, *nodes: GraphNode) -> EmptyNode:
         """An empty node after this node and `nodes` (cuGraphAddEmptyNode)."""
@@ -297,7 +298,7 @@ class GraphNode:
         embedded = int(call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(node._h)))
         root = self._graph._root
         root.subgraphs[node._h] = [embedded]
-        _import_attachments(child._root, child_h, root, embedded, node._h)
+        _import_attachments(child._root, child_h, root, embedded, node._h, self._graph._h)
         return node
 
     def record(self, event: Any) -> EventRecordNode:
@@ -885,7 +886,7 @@ def _tombstone(root: Any, nodes: list[int], graphs: list[int]) -> None:
     from ._graph_definition import _definitions
 
     for h in nodes:
-        root.attachments.pop(h, None)
+        root.release(h, graph_alive=False)
         root.subgraphs.pop(h, None)
         node = _node_registry.pop(h, None)
         if node is not None:
@@ -899,27 +900,30 @@ def _tombstone(root: Any, nodes: list[int], graphs: list[int]) -> None:
             view._h = 0
 
 
-def _import_attachments(src_root: Any, src_h: int, root: Any, embedded_h: int, owner_h: int) -> None:
+def _import_attachments(src_root: Any, src_h: int, root: Any, embedded_h: int, owner_h: int,
+                        owner_graph_h: int) -> None:
     """Give the nodes of an embedded clone the attachments of the nodes they copy (matched by position and
-    type, through nested child graphs); what cannot be matched stays with the child node `owner_h`."""
+    type, through nested child graphs); what cannot be matched stays with the child node `owner_h` (of graph
+    `owner_graph_h`).  The driver gave the clone references to the originals' user objects, so destroying a
+    copy gives its graph's reference back."""
     source = _graph_nodes(src_h)
     copies = _graph_nodes(embedded_h)
     kinds = [call("cuGraphNodeGetType", driver.CUgraphNode(n)) for n in source]
     if len(source) != len(copies) or any(
             call("cuGraphNodeGetType", driver.CUgraphNode(c)) != k for c, k in zip(copies, kinds)):
-        root.attach(owner_h, *src_root.held_in(src_h))
+        root.attach(owner_graph_h, owner_h, *src_root.held_in(src_h))
         return
     for original, copy, kind in zip(source, copies, kinds):
-        root.attach(copy, *src_root.attachments.get(original, ()))
+        root.adopt(embedded_h, copy, src_root, original)
         if getattr(kind, "name", "") == "CU_GRAPH_NODE_TYPE_GRAPH":
             inner = int(call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(copy)))
             root.subgraphs[copy] = [inner]
             src_inner = src_root.subgraphs.get(original, [])
             if src_inner:
-                _import_attachments(src_root, src_inner[0], root, inner, copy)
+                _import_attachments(src_root, src_inner[0], root, inner, copy, embedded_h)
         elif original in src_root.subgraphs:
             for sub in src_root.subgraphs[original]:
-                root.attach(copy, *src_root.held_in(sub))
+                root.attach(embedded_h, copy, *src_root.held_in(sub))
 
 
 def _graph_nodes(graph_h: int) -> list[int]:
