@@ -21,13 +21,20 @@ ends with `Context.synchronize()`, timed, so every copy has landed);
 `synchronize()` of one reused event (PyCUDA's default flags: timing on).
 Before timing, every case is checked once (kernels write the sum, copies move
 random bytes exactly).
+
+A third column is the C floor (floor.c: the same driver calls from C, in a
+child process), sampled in the same rounds: PyCUDA / floor is the most any
+Python wrapper could be faster than PyCUDA on the row, so a row where it is
+below 1.2 cannot meet the target (`--no-floor` leaves it out; it needs nvcc).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -59,6 +66,42 @@ ROWS = [
     ("Stream.synchronize (idle)", "sync", 0),
     ("Event.record + synchronize", "event", 0),
 ]
+
+
+FLOOR_OPS = {"alloc": "mem_alloc", "htod": "htod_sync", "dtoh": "dtoh_sync", "call": "launch4",
+             "prepared": "launch4", "sync": "sync", "event": "event_timed"}  # floor.c's op for each row kind
+
+
+class FloorCases:
+    """floor.c's --serve child: PyCUDA's calls made from C (cuMemAlloc/cuMemFree, cuMemcpyHtoD/DtoH + a context
+    synchronize, cuLaunchKernel of a 4-parameter kernel on 32 threads, cuStreamSynchronize, cuEventRecord +
+    cuEventSynchronize of a timing event)."""
+
+    label = "floor"
+
+    def __init__(self, workdir: Path):
+        from sides.bindings_side import benchmark_cubin, device_facts
+        from sides.floor_side import FloorProcess, build_floor
+
+        binary, self.nvcc = build_floor(workdir)
+        cubin = workdir / "bench_kernels.cubin"
+        cubin.write_bytes(benchmark_cubin(str(device_facts(0)["arch"])))
+        self.process = FloorProcess(binary, cubin)
+        answer = self.process.request("check", 0, 1)
+        if not answer.get("ok"):
+            self.process.close()
+            raise RuntimeError(f"floor self-check failed: {answer.get('problem')}")
+
+    def case(self, kind: str, size: int) -> Case:
+        request, op = self.process.request, FLOOR_OPS[kind]
+
+        def run(n: int) -> int:
+            return int(request(op, size, n)["ns"])
+
+        return Case(run=run, max_batch=100_000 if size < 1 << 20 else 50)
+
+    def close(self) -> None:
+        self.process.close()
 
 
 class Side:
@@ -233,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write results.md and results.json here")
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     parser.add_argument("--only", default="", help="row kinds (alloc,htod,dtoh,call,prepared,sync,event)")
+    parser.add_argument("--no-floor", action="store_true", help="leave out the C floor column (needs nvcc)")
     args = parser.parse_args(argv)
     config = SamplingConfig.quick() if args.quick else SamplingConfig()
 
@@ -241,14 +285,25 @@ def main(argv: list[str] | None = None) -> int:
     from ironaccel_cuda.compat.pycuda import driver as compat_drv
 
     sides = [Side("PyCUDA", real_drv, real_compiler), Side("compat", compat_drv, compat_compiler)]
+    floor = None
+    workdir = Path(tempfile.mkdtemp(prefix="ironaccel-pycuda-bench-"))
+    if not args.no_floor:
+        try:
+            floor = FloorCases(workdir)
+        except Exception as exc:  # no nvcc, or a floor that cannot start: the column stays blank
+            print(f"no C floor column: {type(exc).__name__}: {exc}", file=sys.stderr)
     try:
-        return _run(args, config, sides, real_drv)
+        return _run(args, config, sides, real_drv, floor)
     finally:  # PyCUDA aborts at exit if its context stack is not empty
         for side in sides:
             side.drv.Context.pop()
+        if floor is not None:
+            floor.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], real_drv: Any) -> int:
+def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], real_drv: Any,
+         floor: FloorCases | None = None) -> int:
     if sides[0].ctx.handle != sides[1].ctx.handle:
         raise SystemExit("the two sides are not on the same (primary) context")
     meta = versions(real_drv)
@@ -258,6 +313,8 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], re
         if only and kind not in only:
             continue
         cases = [(side.label, side.case(kind, size)) for side in sides]
+        if floor is not None:
+            cases.append(("floor", floor.case(kind, size)))
         try:
             for _, case in cases:
                 if case.check is not None:
@@ -271,6 +328,10 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], re
                 "verdict": "PASS" if interval.above(TARGET) else "FAIL", "vs_parity": verdict(interval),
                 "compat_waits": {k: v - before[k] for k, v in _waits().items()},
             })
+            if floor is not None:
+                rows[-1]["floor_ns"] = samples.median_ns("floor")
+                rows[-1]["pycuda_vs_floor"] = samples.ratio(["PyCUDA"], ["floor"], resamples=config.bootstrap,
+                                                            seed=config.seed).to_json()
         except Exception as exc:
             rows.append({"row": title, "error": f"{type(exc).__name__}: {exc}", "verdict": "FAIL"})
         finally:
@@ -297,17 +358,22 @@ def _waits() -> dict[str, int]:
 
 def _line(row: dict[str, Any]) -> str:
     if "error" in row:
-        return f"| {row['row']} | | | error: {row['error']} | FAIL |"
-    return (f"| {row['row']} | {format_ns(row['pycuda_ns'])} | {format_ns(row['compat_ns'])} | "
-            f"{format_interval(Interval(**row['ratio']), TARGET)} | {row['verdict']} |")
+        return f"| {row['row']} | | | | error: {row['error']} | | FAIL |"
+    floor = format_ns(row["floor_ns"]) if "floor_ns" in row else "-"
+    best = format_interval(Interval(**row["pycuda_vs_floor"]), TARGET) if "pycuda_vs_floor" in row else "-"
+    return (f"| {row['row']} | {format_ns(row['pycuda_ns'])} | {format_ns(row['compat_ns'])} | {floor} | "
+            f"{format_interval(Interval(**row['ratio']), TARGET)} | {best} | {row['verdict']} |")
 
 
 def _markdown(meta: dict[str, str], rows: list[dict[str, Any]], config: SamplingConfig) -> str:
     lines = ["# PyCUDA against ironaccel's PyCUDA surface", "",
              ", ".join(f"{k}: {v}" for k, v in meta.items()),
              f"{config.min_rounds}-{config.rounds} paired rounds per row, bootstrap 95% intervals; "
-             f"ratio = PyCUDA time / compat time; PASS when the whole interval is above {TARGET}.", "",
-             "| row | PyCUDA | compat | ratio [95% CI] | >= 1.2x |", "|---|---:|---:|---:|---|"]
+             f"ratio = PyCUDA time / compat time; PASS when the whole interval is above {TARGET}.  "
+             "C floor: the same driver calls from C (floor.c); PyCUDA / floor is the most any wrapper could gain "
+             "over PyCUDA on the row.", "",
+             "| row | PyCUDA | compat | C floor | ratio [95% CI] | PyCUDA / floor | >= 1.2x |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     lines += [_line(row) for row in rows]
     passed = sum(row["verdict"] == "PASS" for row in rows)
     lines += ["", f"{passed} of {len(rows)} rows meet the target."]

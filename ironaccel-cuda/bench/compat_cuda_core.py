@@ -8,9 +8,10 @@ fastest idiomatic calls -- `stream.sync()`, `dev.create_event(options)` + `strea
 `dev.allocate(n, stream=s).close(s)`, `launch(stream, config, kernel, *args)`) once with
 `cuda.core` = the installed cuda-core and once with `cuda.core` = ironaccel_cuda.compat.cuda_core,
 plus copies written the cuda.core way (`dst.copy_from(src, stream=s); s.sync()`).  ironaccel's own
-API is a third column where the main benchmark has it.  The three are sampled together in rotating
-rounds (harness.py); a row's ratio is cuda.core time / compat time per round, median and bootstrap
-95% interval.  Target: the whole interval above 1.1 on every row.  Writes DIR/compat.md and
+API is a third column where the main benchmark has it, and the C floor (bench/floor.c: the same driver
+calls from C) a fourth, which bounds what any wrapper could gain over cuda.core on the row.  All are
+sampled together in rotating rounds (harness.py); a row's ratio is cuda.core time / compat time per
+round, median and bootstrap 95% interval.  Target: the whole interval above 1.1 on every row.  Writes DIR/compat.md and
 DIR/compat.json and prints the table.
 """
 
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--no-ironaccel", action="store_true", help="leave out ironaccel's own column")
+    parser.add_argument("--no-floor", action="store_true", help="leave out the C floor column (needs nvcc)")
     args = parser.parse_args(argv)
     sampling = SamplingConfig.quick() if args.quick else SamplingConfig()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -163,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, sampling: SamplingConfig, workdir: Path) -> int:
+    from sides.floor_side import FloorSide
     from sides.ironaccel_side import IronaccelSide
 
     started = time.time()
@@ -174,7 +177,8 @@ def _run(args: argparse.Namespace, sampling: SamplingConfig, workdir: Path) -> i
     sides: dict[str, object] = {}
     versions: dict[str, str] = {}
     errors: dict[str, str] = {}
-    for side in (CompatCudaCore(), RealCudaCore(), *(() if args.no_ironaccel else (IronaccelSide(),))):
+    for side in (CompatCudaCore(), RealCudaCore(), *(() if args.no_ironaccel else (IronaccelSide(),)),
+                 *(() if args.no_floor else (FloorSide(),))):
         try:
             versions.update(side.open(ctx))  # type: ignore[attr-defined]
             sides[side.name] = side
@@ -189,7 +193,8 @@ def _run(args: argparse.Namespace, sampling: SamplingConfig, workdir: Path) -> i
         cases: list[tuple[str, Case]] = []
         row: dict[str, object] = {"key": key, "title": title, "errors": {}}
         for name, side in sides.items():
-            m, kw = (method, kwargs) if name != "ironaccel" else IRONACCEL_EQUIVALENT.get(key, (None, None))
+            m, kw = (method, kwargs) if name not in ("ironaccel", "floor") else IRONACCEL_EQUIVALENT.get(
+                key, (None, None))
             if m is None:
                 continue
             try:
@@ -206,6 +211,9 @@ def _run(args: argparse.Namespace, sampling: SamplingConfig, workdir: Path) -> i
             if "ironaccel" in labels:
                 row["compat_vs_ironaccel"] = samples.ratio(["ironaccel"], ["compat"], resamples=sampling.bootstrap,
                                                            seed=sampling.seed).to_json()
+            if "floor" in labels:  # cuda.core against the driver called from C: the most any wrapper could gain
+                row["core_vs_floor"] = samples.ratio(["cuda.core"], ["floor"], resamples=sampling.bootstrap,
+                                                     seed=sampling.seed).to_json()
             row["parity"] = verdict(ratio)
         else:
             row["verdict"] = "NOT MEASURED"
@@ -223,16 +231,24 @@ def _run(args: argparse.Namespace, sampling: SamplingConfig, workdir: Path) -> i
     lines = [f"cuda.core compat benchmark, {time.strftime('%Y-%m-%d %H:%M', time.gmtime(started))} UTC, "
              f"{device['name']} (sm_{device['arch']}); target: cuda.core / compat >= {TARGET} (whole 95% interval)",
              "",
-             "| row | compat | cuda.core | ironaccel | cuda.core / compat [95% CI] | compat vs ironaccel | target |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+             "The C floor is the same driver calls from C (bench/floor.c, no Python): cuda.core / floor is the most "
+             "any Python wrapper could be faster than cuda.core on that row; where it is below the target, the "
+             "target cannot be met.",
+             "",
+             "| row | compat | cuda.core | ironaccel | C floor | cuda.core / compat [95% CI] | compat vs ironaccel "
+             "| cuda.core / floor | target |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
         ns = row.get("ns", {})
         r = row.get("ratio")
         ci = f"{r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}]" if r else "-"  # type: ignore[index]
         vs = row.get("compat_vs_ironaccel")
         vs_text = f"{vs['median']:.2f}" if vs else "-"  # type: ignore[index]
-        cells = [f"{ns[n]:,.0f} ns" if n in ns else "-" for n in ("compat", "cuda.core", "ironaccel")]  # type: ignore
-        lines.append(f"| {row['title']} | {' | '.join(cells)} | {ci} | {vs_text} | {row['verdict']} |")
+        fl = row.get("core_vs_floor")
+        fl_text = f"{fl['median']:.2f} [{fl['low']:.2f}, {fl['high']:.2f}]" if fl else "-"  # type: ignore[index]
+        cells = [f"{ns[n]:,.0f} ns" if n in ns else "-"  # type: ignore[operator]
+                 for n in ("compat", "cuda.core", "ironaccel", "floor")]
+        lines.append(f"| {row['title']} | {' | '.join(cells)} | {ci} | {vs_text} | {fl_text} | {row['verdict']} |")
     failures = [r for r in rows if r["errors"]]
     if failures:
         lines += ["", "Cases left out:"] + [f"- {r['title']}: {r['errors']}" for r in failures]

@@ -11,7 +11,8 @@
  *
  * Every driver call is checked; a failure prints {"error":..,"code":..,"name":..} and exits 2.
  * OP: sync, event_cycle, event_reuse, alloc, h2d, h2d_pinned, d2h, d2h_pinned, launch4, launch16,
- *     eager, graph.  Launch-type ops synchronize after the clock stops, so queued work never
+ *     eager, graph; and PyCUDA's calls (bench_pycuda_compat.py): event_timed, mem_alloc, htod_sync,
+ *     dtoh_sync.  Launch-type ops synchronize after the clock stops, so queued work never
  *     leaks into the next batch; copies synchronize inside the clock (the copy must land).
  */
 #include <cuda.h>
@@ -41,7 +42,7 @@ static CUstream stream;
 static CUmodule module;
 static CUfunction k4, k16;
 static CUdeviceptr out;
-static CUevent reused_event;
+static CUevent reused_event, timed_event;
 static int ints[16];
 static void *params4[4], *params16[16];
 
@@ -137,6 +138,33 @@ static int64_t run_op(const char *op, long arg, long n) {
             CK(cuEventRecord(reused_event, stream));
             CK(cuEventSynchronize(reused_event));
         }
+        return now_ns() - t0;
+    }
+    if (!strcmp(op, "event_timed")) { /* PyCUDA's Event(): default flags, timing on */
+        t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            CK(cuEventRecord(timed_event, stream));
+            CK(cuEventSynchronize(timed_event));
+        }
+        return now_ns() - t0;
+    }
+    if (!strcmp(op, "mem_alloc")) { /* PyCUDA's mem_alloc(n).free() */
+        t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            CUdeviceptr p;
+            CK(cuMemAlloc(&p, nbytes));
+            CK(cuMemFree(p));
+        }
+        return now_ns() - t0;
+    }
+    if (!strcmp(op, "htod_sync") || !strcmp(op, "dtoh_sync")) { /* PyCUDA's memcpy_htod / memcpy_dtoh, pageable */
+        ensure_capacity(nbytes);
+        t0 = now_ns();
+        if (op[0] == 'h')
+            for (long i = 0; i < n; i++) CK(cuMemcpyHtoD(dbuf, host_src, nbytes));
+        else
+            for (long i = 0; i < n; i++) CK(cuMemcpyDtoH(host_dst, dbuf, nbytes));
+        CK(cuCtxSynchronize());
         return now_ns() - t0;
     }
     if (!strcmp(op, "alloc")) {
@@ -260,6 +288,7 @@ static void setup(const char *cubin_path) {
     CK(cuModuleGetFunction(&k16, module, "bench_k16"));
     CK(cuMemAlloc(&out, sizeof(int)));
     CK(cuEventCreate(&reused_event, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&timed_event, CU_EVENT_DEFAULT));
     params4[0] = &out;
     params16[0] = &out;
     for (int i = 1; i < 16; i++) {

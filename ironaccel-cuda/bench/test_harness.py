@@ -485,6 +485,8 @@ def test_floor_side_serves_timed_batches(floor_binary, tmp_path):
             if case.check:
                 case.check()
             assert case.run(10) > 0
+        for op, arg in (("event_timed", 0), ("mem_alloc", 65536), ("htod_sync", 1024), ("dtoh_sync", 1 << 20)):
+            assert side.process.request(op, arg, 10)["ns"] > 0  # PyCUDA's calls (bench_pycuda_compat.py)
         with pytest.raises(Unsupported):
             side.case(ops.nvrtc_cold())
         with pytest.raises(FloorError, match="unknown op"):

@@ -90,6 +90,8 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream stream
     return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoHAsync(dst, src, n, NULL); }
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) { return cuMemcpyHtoDAsync(dst, src, n, NULL); }
+CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 CUresult cuMemsetD32(CUdeviceptr dst, unsigned int value, size_t n) {
     unsigned int *p = (unsigned int *)(uintptr_t)dst;
     for (size_t i = 0; i < n; i++) p[i] = value;
