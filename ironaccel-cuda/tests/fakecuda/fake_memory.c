@@ -644,7 +644,7 @@ static CUresult fm_cuEventDestroy(CUevent e) {
 }
 CHECKED(cuEventDestroy, fm_cuEventDestroy);
 static CUresult fm_cuIpcGetEventHandle(CUipcEventHandle *h, CUevent e) {
-    GUARD();
+    GUARD(); NEED_CTX();  /* as on the card: INVALID_CONTEXT on a thread with no current context */
     LOCK(); int ok = map_get(&ipc_events, (uintptr_t)e) != NULL; UNLOCK();
     if (!h) return CUDA_ERROR_INVALID_VALUE;
     if (!ok) return CUDA_ERROR_INVALID_HANDLE;

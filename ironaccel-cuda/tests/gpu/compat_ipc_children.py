@@ -45,6 +45,36 @@ def fill_sent_buffer(mr: Any, buf: Any, value: int, conn: Any) -> None:
     _guard(conn, body)
 
 
+def copy_then_close(mr: Any, buffers: Any, value: int, conn: Any) -> None:
+    """Fill each sent buffer by a copy on a stream of the child's own, from managed memory, and close the buffer
+    at once, without waiting (as cuda.core's memory_ipc tests do): the unmap must not overtake the copy."""
+
+    def body() -> None:
+        import ctypes
+
+        from cuda.bindings import driver
+
+        from ironaccel_cuda.compat import cuda_core as cc
+
+        dev = cc.Device(0)
+        dev.set_current()
+        s = dev.create_stream()
+        size = buffers[0].size
+        err, ptr = driver.cuMemAllocManaged(size, driver.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL.value)
+        assert not err, err
+        ctypes.memset(int(ptr), value, size)
+        pattern = cc.Buffer.from_handle(int(ptr), size)
+        for buf in buffers:
+            buf.copy_from(pattern, stream=s)
+            buf.close()
+        s.sync()
+        (err,) = driver.cuMemFree(ptr)
+        assert not err, err
+        conn.send(("ok",))
+
+    _guard(conn, body)
+
+
 def import_checked(alloc_handle: Any, oversized: Any, truncated: Any, conn: Any) -> None:
     """Map the pool by its allocation handle; both bad descriptors must be refused with ValueError."""
 

@@ -64,6 +64,17 @@ def test_resource_and_buffer_sent_to_a_child_are_mapped_there(cc, device, ipc_mr
     buf.close()
 
 
+def test_a_child_closing_buffers_right_after_copies_into_them_loses_nothing(cc, device, ipc_mr):
+    bufs = [ipc_mr.allocate(NBYTES, stream=device.default_stream) for _ in range(8)]
+    for b in bufs:
+        b.fill(0, stream=device.default_stream)
+    device.default_stream.sync()
+    run_child(children.copy_then_close, ipc_mr, bufs, 0x3C)
+    for b in bufs:
+        assert np.all(contents(b) == 0x3C)
+        b.close()
+
+
 def test_descriptors_claiming_too_much_are_refused(cc, device, ipc_mr):
     buf = ipc_mr.allocate(NBYTES, stream=device.default_stream)
     desc = buf.ipc_descriptor
@@ -108,6 +119,24 @@ def test_ipc_event_travels_with_its_properties(cc, device):
         s.record(e)
     desc, ipc, timing, blocking, dev, ctx = run_child(children.report_event, send=e)
     assert desc == e.ipc_descriptor and ipc and not timing and blocking and dev is None and ctx is None
+    s.sync()
+    e.close()
+    s.close()
+
+
+def test_an_ipc_event_pickles_on_a_thread_without_a_context(cc, device):
+    """multiprocessing.Queue pickles on its feeder thread, where no context is current (cuIpcGetEventHandle failed
+    there with CUDA_ERROR_INVALID_CONTEXT in cuda.core's test_event_ipc on the H200)."""
+    import pickle
+    import threading
+
+    s = device.create_stream()
+    e = s.record(options=cc.EventOptions(ipc_enabled=True))
+    out: list[object] = []
+    t = threading.Thread(target=lambda: out.append(pickle.dumps(e)))
+    t.start()
+    t.join()
+    assert len(out) == 1 and isinstance(out[0], bytes)
     s.sync()
     e.close()
     s.close()

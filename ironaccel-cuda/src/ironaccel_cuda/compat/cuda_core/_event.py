@@ -151,6 +151,8 @@ class Event(_ia.IaEvent):
             return imported
         from ironaccel_cuda.ipc import _raw
 
+        if self.device is not None:  # pickling may run on a thread with no context (multiprocessing's feeder)
+            self.device._bind_here()
         handle = call("cuIpcGetEventHandle", self._h)
         return IPCEventDescriptor._init(_raw(handle), self.is_blocking_sync)
 

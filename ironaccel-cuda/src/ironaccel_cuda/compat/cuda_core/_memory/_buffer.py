@@ -172,7 +172,6 @@ class Buffer:
             self._mem = None
             self._ptr = 0
             self._mr = None
-            self._owner = None
             if stream is not None:
                 shared.stream = stream
             return
@@ -186,6 +185,11 @@ class Buffer:
             elif stream is not None and mem.__class__ is not _ia.DeviceBuf:
                 _stream_accept(stream).sync()
             try:
+                if stream is None and self._owner.__class__ is _imported_from():
+                    # An imported buffer is unmapped at once, and code written for cuda.core commonly closes one
+                    # right after queuing a copy on another stream (cuda.core's own memory_ipc tests do): the copy
+                    # then faulted (CUDA_ERROR_ILLEGAL_ADDRESS, H200).  So the unmap waits for the device.
+                    mem.device.synchronize()
                 mem.close()
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
@@ -366,6 +370,12 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"<Buffer ptr={self._ptr:#x} size={self._size}>"
+
+
+def _imported_from() -> type:
+    from ._ipc import ImportedFrom
+
+    return ImportedFrom
 
 
 class _Allocation:
