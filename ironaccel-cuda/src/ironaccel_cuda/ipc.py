@@ -330,17 +330,24 @@ class IpcBuffer:
         if self.pool._fd is None:
             raise closed(op, "pool descriptor")
         handle = _imports.acquire(self.pool, dev)
-        try:
-            data = _filled(driver().CUmemPoolPtrExportData, self.handle)
-            base = int(call(op, handle, data))
-        except BaseException:
-            _imports.release(self.pool.key)
-            raise
-        with _mapped_lock:  # the driver hands back the same address for the same pointer, unmapped by one free
-            _mapped[(self.pool.key, base)] = _mapped.get((self.pool.key, base), 0) + 1
+        export = (self.pool.key, bytes(self.handle))
+        with _mapped_lock:
+            base = _by_export.get(export)
+            if base is not None:  # mapped here already: share that mapping
+                _mapped[(self.pool.key, base)] += 1
+        if base is None:
+            try:
+                data = _filled(driver().CUmemPoolPtrExportData, self.handle)
+                base = int(call(op, handle, data))
+            except BaseException:
+                _imports.release(self.pool.key)
+                raise
+            with _mapped_lock:
+                _mapped[(self.pool.key, base)] = _mapped.get((self.pool.key, base), 0) + 1
+                _by_export[export] = base
         home = dev.default_stream
         return adopt(base + self.offset, self.size, dt, dev, stream=home,
-                     release=_PoolUnmap(base, home, self.pool.key))
+                     release=_PoolUnmap(base, home, self.pool.key, export))
 
     def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
         from .memory import adopt
@@ -356,17 +363,20 @@ class IpcBuffer:
         return adopt(base + self.offset, self.size, dt, dev, stream=home, release=_LegacyUnmap(dev, base, home))
 
 
-# (pool key, base) -> how many DeviceBufs of this process map that imported pointer (H200, 2026-12-01: a second
-# cuMemPoolImportPointer of one pointer returns the same address, and one cuMemFreeAsync unmaps both).
+# (pool key, base) -> how many DeviceBufs of this process map that imported pointer, and (pool key, export data)
+# -> its base: a pointer is imported once per process and shared (H200, 2026-12-01: a second
+# cuMemPoolImportPointer of one pointer returns the same address from a device pool, and one cuMemFreeAsync
+# unmaps both; from a pinned host pool it fails with CUDA_ERROR_ALREADY_MAPPED).
 _mapped: dict[tuple[str, int], int] = {}
+_by_export: dict[tuple[str, bytes], int] = {}
 _mapped_lock = threading.Lock()
 
 
 class _PoolUnmap:
-    __slots__ = ("base", "stream", "key")
+    __slots__ = ("base", "stream", "key", "export")
 
-    def __init__(self, base: int, stream: Any, key: str):
-        self.base, self.stream, self.key = base, stream, key
+    def __init__(self, base: int, stream: Any, key: str, export: tuple[str, bytes]):
+        self.base, self.stream, self.key, self.export = base, stream, key, export
 
     def __call__(self) -> None:
         with _mapped_lock:
@@ -375,6 +385,7 @@ class _PoolUnmap:
                 _mapped[(self.key, self.base)] = left
             else:
                 _mapped.pop((self.key, self.base), None)
+                _by_export.pop(self.export, None)
         if not left and not _driver.forked:  # the last mapping of this pointer in this process
             _core.mem_free_async(int(self.base), self.stream._h)
             _core.stream_sync(self.stream._h)

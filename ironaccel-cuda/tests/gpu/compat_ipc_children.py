@@ -75,6 +75,30 @@ def copy_then_close(mr: Any, buffers: Any, value: int, conn: Any) -> None:
     _guard(conn, body)
 
 
+def import_twice(mr: Any, desc: Any, oversized: Any, conn: Any) -> None:
+    """Import one descriptor twice (one mapping, shared), close both; an oversized one is refused (ValueError)."""
+
+    def body() -> None:
+        from ironaccel_cuda.compat import cuda_core as cc
+
+        dev = cc.Device(0)
+        dev.set_current()
+        first = cc.Buffer.from_ipc_descriptor(mr, desc, stream=dev.default_stream)
+        second = cc.Buffer.from_ipc_descriptor(mr, desc, stream=dev.default_stream)
+        same = int(first.handle) == int(second.handle)
+        first.close()
+        second.close()
+        try:
+            cc.Buffer.from_ipc_descriptor(mr, oversized, stream=dev.default_stream)
+            refused = "imported"
+        except ValueError as exc:
+            refused = str(exc)
+        dev.sync()
+        conn.send(("ok", same, refused))
+
+    _guard(conn, body)
+
+
 def import_checked(alloc_handle: Any, oversized: Any, truncated: Any, conn: Any) -> None:
     """Map the pool by its allocation handle; both bad descriptors must be refused with ValueError."""
 

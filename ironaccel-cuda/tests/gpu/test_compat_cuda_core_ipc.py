@@ -75,6 +75,27 @@ def test_a_child_closing_buffers_right_after_copies_into_them_loses_nothing(cc, 
         b.close()
 
 
+@pytest.mark.parametrize("kind", ["device", pytest.param("pinned", marks=pytest.mark.skipif(
+    FAKE, reason="the fake driver has no host-located IPC pools"))])
+def test_one_descriptor_imported_twice_shares_one_mapping(cc, device, kind):
+    """A pinned pool's pointer imported a second time failed with CUDA_ERROR_ALREADY_MAPPED (H200); its oversized
+    descriptor was not refused (cuda.core's test_ipc_duplicate_import and test_errors, PinnedMR)."""
+    if kind == "device":
+        mr = cc.DeviceMemoryResource(device, options=cc.DeviceMemoryResourceOptions(max_size=1 << 21,
+                                                                                    ipc_enabled=True))
+    else:
+        mr = cc.PinnedMemoryResource(options=cc.PinnedMemoryResourceOptions(max_size=1 << 21, ipc_enabled=True))
+    buf = mr.allocate(NBYTES, stream=device.default_stream)
+    desc = buf.ipc_descriptor
+    payload, _ = desc.__reduce__()[1]
+    oversized = cc._memory.IPCBufferDescriptor._init(payload, NBYTES * 100)
+    same, refused = run_child(children.import_twice, mr, desc, oversized)
+    assert same
+    assert "exceeds mapped allocation extent" in refused
+    buf.close()
+    mr.close()
+
+
 def test_descriptors_claiming_too_much_are_refused(cc, device, ipc_mr):
     buf = ipc_mr.allocate(NBYTES, stream=device.default_stream)
     desc = buf.ipc_descriptor

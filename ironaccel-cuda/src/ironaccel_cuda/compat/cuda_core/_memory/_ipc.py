@@ -267,16 +267,33 @@ def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
             home = dev.default_stream
             mem = _ia.adopt(ptr, size, "uint8", dev, stream=home,
                             release=lambda: _ia.call("cuMemFreeAsync", driver.CUdeviceptr(ptr), home._h))
-        err, got = _ia.try_call("cuMemGetAddressRange", mem.ptr)
+        extent = _mapped_extent(int(mem.ptr), size)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
-    extent = int(got[0]) + int(got[1]) - int(mem.ptr) if not err else size
     if size > extent:
         mem.close()
         raise ValueError(f"IPC buffer descriptor size ({size}) exceeds mapped allocation extent ({extent} bytes)")
     b = Buffer._adopt(mem, size, mr, s)
     b._owner = ImportedFrom(mr, desc)
     return b
+
+
+def _mapped_extent(ptr: int, size: int) -> int:
+    """Bytes from `ptr` to the end of its mapped allocation, the least the driver reports (cuMemGetAddressRange, or
+    the pointer's range size for pinned host pool memory, which the former may not know); `size` if neither says."""
+    from .._utils.cuda_utils import driver
+
+    extents = []
+    err, got = _ia.try_call("cuMemGetAddressRange", ptr)
+    if not err:
+        extents.append(int(got[0]) + int(got[1]) - ptr)
+    err, start = _ia.try_call("cuPointerGetAttribute", driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                              ptr)
+    err2, span = _ia.try_call("cuPointerGetAttribute", driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr)
+    if not err2 and int(span):
+        base = int(start) if not err and int(start) else ptr  # pinned pool memory reports no start (H200)
+        extents.append(base + int(span) - ptr)
+    return min(extents) if extents else size
 
 
 class IpcResource:
