@@ -24,7 +24,9 @@ function lives in the device runtime: compile the kernel with
 `CompileOptions(relocatable_device_code=True)` and link it with
 `Linker(code, device_runtime=True)`.  A graph holds the Python objects its
 nodes use (buffers, events, host functions, child graphs) until it is closed;
-an executable graph holds them too.
+an executable graph holds them too, through the driver (a CUDA user object)
+as well, so closing it while a launch is still running keeps them until that
+launch is done.
 """
 
 from __future__ import annotations
@@ -194,7 +196,10 @@ class Graph(_Owned):
             raise invalid(op, "a conditional node's body is instantiated with the graph that holds it")
         flags = (1 if auto_free_on_launch else 0) | (4 if device_launch else 0) | (8 if use_node_priority else 0)
         self.device._bind_here()
-        return GraphExec._make(call(op, self._h, flags), self.device, list(self._keep), list(self._host_funcs))
+        keep, host_funcs = list(self._keep), list(self._host_funcs)
+        with _Staged(self, (keep, host_funcs)):
+            h = call(op, self._h, flags)
+        return GraphExec._make(h, self.device, keep, host_funcs)
 
     # -- building -----------------------------------------------------------
 
@@ -505,7 +510,8 @@ class GraphExec(_Owned):
         if graph._h is CLOSED:
             raise closed(op, "graph")
         self.device._bind_here()
-        err, info = try_call(op, self._h, graph._h)
+        with _Staged(graph, (list(graph._keep), list(graph._host_funcs))):
+            err, info = try_call(op, self._h, graph._h)
         if err:
             result = getattr(getattr(info, "result", None), "name", None) or _update_result(self._h, graph._h)
             from .errors import driver_error
@@ -522,6 +528,27 @@ class GraphExec(_Owned):
             self._host_funcs.extend(host_funcs)
             if self.__class__ is GraphExec:
                 self.__class__ = _HostFuncGraphExec
+
+
+class _Staged:
+    """Hold `owner` through a CUDA user object of `graph` across one instantiation or whole-graph update: the
+    driver gives the executable graph its own reference, which it drops only once the executable is destroyed
+    and its launches have finished, so closing an executable graph that is still running keeps what it uses
+    (its buffers, host functions) until then.  The graph's own reference goes when the block ends.  Parameters
+    replaced later in the executable alone (`set_params`) are held by the GraphExec object only."""
+
+    __slots__ = ("graph", "owner", "user_object")
+
+    def __init__(self, graph: Graph, owner: Any):
+        self.graph, self.owner, self.user_object = graph, owner, 0
+
+    def __enter__(self) -> None:
+        if self.owner[0] or self.owner[1]:
+            self.user_object = _core.graph_attach(int(self.graph._h), self.owner)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.user_object:
+            _core.graph_detach(int(self.graph._h), self.user_object)
 
 
 class _UpdateResultInfo(ctypes.Structure):

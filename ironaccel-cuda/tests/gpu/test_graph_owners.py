@@ -41,6 +41,16 @@ class CallbackSentinel(Sentinel):
         pass
 
 
+class Recording:
+    """A host function that counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self) -> None:
+        self.calls.append(1)
+
+
 def drv(name: str, *args):
     from cuda.bindings import driver
 
@@ -111,6 +121,41 @@ def test_a_bad_graph_handle_is_a_typed_error_and_keeps_nothing(dev):
         _core.graph_attach(0, owner)
     del owner
     wait_until(lambda: ref() is None)
+
+
+def test_dropping_a_running_executable_graph_keeps_its_host_function(dev, kernels):
+    """ironaccel's own Graph: the executable holds what the graph's nodes use through the driver too, so a
+    GraphExec dropped (closed by GC) while its launch still spins runs its host function all the same, then
+    lets it go."""
+    from conftest import FAKE
+
+    import ironaccel_cuda as cu
+    from ironaccel_cuda import _core
+
+    def build(callback: Recording):
+        g = cu.Graph(dev)
+        spin = g.add_kernel(kernels.function("spin"), 1, 1, 100_000_000)
+        g.add_host_func(callback, after=[spin])
+        exe = g.instantiate()
+        g.close()
+        return exe
+
+    callback = Recording()
+    called, ref = callback.calls, weakref.ref(callback)
+    exe = build(callback)
+    del callback
+    s = dev.create_stream()
+    exe.launch(s)
+    del exe  # nothing in Python holds the graph's objects any more
+    gc.collect()
+    _core.drain_owners()
+    if not FAKE:
+        assert not s.query(), "the spin kernel should still be running"
+        assert ref() is not None, "the running launch must keep the host function"
+    s.synchronize()
+    assert called == [1]
+    wait_until(lambda: ref() is None)
+    s.close()
 
 
 # -- the cuda.core compat -------------------------------------------------------------------------------------
