@@ -24,10 +24,11 @@ from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_WRIT
 from cpython.long cimport PyLong_AsLongLong, PyLong_AsUnsignedLongLong, PyLong_FromUnsignedLongLong
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from libc.math cimport isinf
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcpy, memmove, memset
+from libc.string cimport memcmp, memcpy, memmove, memset
 
 import atexit
 import os

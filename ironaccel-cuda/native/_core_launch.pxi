@@ -7,6 +7,7 @@ cdef enum:
     A_F32 = 4
     A_F64 = 5
     A_BOOL = 6
+    A_RAW = 7     # a numpy scalar of exactly the parameter's kind and width: its value's bytes are copied
 
 ctypedef struct ArgSlot:
     PyTypeObject* type
@@ -37,6 +38,28 @@ cdef dict _CODES = {"b": (A_INT, 1), "h": (A_INT, 2), "i": (A_INT, 4), "q": (A_I
                     "f": (A_F32, 4), "d": (A_F64, 8), "?": (A_BOOL, 1)}
 
 
+cdef dict _np_raw_kinds():
+    """{numpy scalar type: (kind, width)} for the scalar types whose value can be copied straight out of the object
+    (numpy's PyXxxScalarObject: PyObject_HEAD, then the C value), checked on this numpy once; empty if any
+    differs.  Packing np.int32(3) otherwise goes through its __index__ (a new int), np.float32 through
+    __float__."""
+    cdef dict kinds = {}
+    cdef bytes want
+    for ch, kind in (("b", A_INT), ("h", A_INT), ("i", A_INT), ("l", A_INT), ("q", A_INT), ("B", A_UINT),
+                     ("H", A_UINT), ("I", A_UINT), ("L", A_UINT), ("Q", A_UINT), ("f", A_F32), ("d", A_F64),
+                     ("?", A_BOOL)):
+        dt = np.dtype(ch)
+        value = dt.type(1)
+        want = np.array(1, dtype=dt).tobytes()
+        if memcmp((<char*><PyObject*>value) + sizeof(PyObject), <char*>want, dt.itemsize) != 0:
+            return {}
+        kinds[dt.type] = (kind, dt.itemsize)
+    return kinds
+
+
+cdef dict _NP_RAW = _np_raw_kinds()
+
+
 cdef _Plan _make_plan(object packer, tuple args):
     cdef _Plan p = _Plan.__new__(_Plan)
     cdef Py_ssize_t i, n = len(args)
@@ -62,7 +85,7 @@ cdef _Plan _make_plan(object packer, tuple args):
             p.slots[i].size = 8
         elif code in _CODES:
             kind, width = _CODES[code]
-            p.slots[i].kind = kind
+            p.slots[i].kind = A_RAW if _NP_RAW.get(p.types[i]) == (kind, width) else kind
             p.slots[i].size = width
         else:
             p.use_packer = True  # half or complex: the struct packer writes those
@@ -93,7 +116,9 @@ cdef int _pack(_Plan p, tuple args, int ordinal, object reachable) except -1:
         slot = &p.slots[i]
         dst = p.block + slot.offset
         a = args[i]
-        if slot.kind == A_PTR:
+        if slot.kind == A_RAW:
+            memcpy(dst, (<char*><PyObject*>a) + sizeof(PyObject), slot.size)
+        elif slot.kind == A_PTR:
             b = <DeviceBuf>a
             if b.ptr is None or (b._ordinal != ordinal and b._ordinal not in reachable):
                 return -2
@@ -164,6 +189,13 @@ cdef inline int _dim(object value, unsigned int* out, str what) except -1:
         out[1] = 1
         out[2] = 1
         return 0
+    if type(value) is tuple and len(<tuple>value) == 3:  # (x, y, z) of positive ints: no Python checker
+        x, y, z = <tuple>value
+        if type(x) is int and type(y) is int and type(z) is int and x >= 1 and y >= 1 and z >= 1:
+            out[0] = x
+            out[1] = y
+            out[2] = z
+            return 0
     x, y, z = _dim3_checker()(value, what)
     out[0] = x
     out[1] = y
@@ -397,21 +429,6 @@ cdef class FunctionCore:
         """
         self._launch(grid, block, args, stream, shared_mem, config)
 
-    def _launch_unwrapping(self, grid, block, tuple args, stream, shared_mem, type ptr_type):
-        """`launch` with the arguments as one tuple and no keywords, each argument of type `ptr_type` passed as
-        its `_ptr`: the cuda.core compat's launch() (its Buffers), without a Python layer between.  (A generated
-        Python function per argument count that unpacked, unwrapped and called `launch` with keywords cost
-        0.55 us more per launch than `launch` itself on the H200, 2026-12-01.)"""
-        cdef Py_ssize_t i, n = len(args)
-        cdef list out = None
-        for i in range(n):
-            a = args[i]
-            if type(a) is ptr_type:
-                if out is None:
-                    out = list(args)
-                out[i] = a._ptr
-        self._launch(grid, block, args if out is None else tuple(out), stream, shared_mem, None)
-
     cdef int _launch(self, grid, block, tuple args, stream, shared_mem, LaunchConfig config) except -1:
         cdef _Plan p
         cdef unsigned int g[3]
@@ -583,3 +600,71 @@ def launch(uintptr_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsig
         if err == 0:
             return
         _again(err, IA_cuLaunchKernel, s, True)
+
+
+# -- the cuda.core compat's launch() ---------------------------------------------------------------------------
+
+cdef inline tuple _unwrap(tuple args, type ptr_type):
+    """`args` with every argument of type `ptr_type` (the compat's Buffer) replaced by its DeviceBuf (`_mem`, the
+    packer's fastest kind; one of another device takes the cold path, which passes the address), else its
+    `_ptr`."""
+    cdef Py_ssize_t i, n = len(args)
+    cdef tuple out = None
+    for i in range(n):
+        a = args[i]
+        if type(a) is ptr_type:
+            if out is None:
+                out = PyTuple_New(n)
+                for j in range(n):
+                    item = args[j]
+                    Py_INCREF(item)
+                    PyTuple_SET_ITEM(out, j, item)
+            m = a._mem
+            item = m if type(m) is DeviceBuf else a._ptr
+            old = <object>PyTuple_GET_ITEM(out, i)
+            Py_INCREF(item)
+            PyTuple_SET_ITEM(out, i, item)
+            Py_DECREF(old)
+    return args if out is None else out
+
+
+cdef object _cc_cold = None
+cdef type _cc_buffer = None
+
+
+def set_compat_launch(cold, type buffer_type):
+    """Register the cuda.core compat's cold launch path, `cold(stream, config, kernel, args, error)`, and its
+    Buffer type, for `compat_launch`."""
+    global _cc_cold, _cc_buffer
+    _cc_cold = cold
+    _cc_buffer = buffer_type
+
+
+def compat_launch(stream, config, kernel, *kernel_args):
+    """cuda.core's launch(stream, config, kernel, *kernel_args), as ironaccel_cuda.compat.cuda_core.launch.
+
+    The common case -- a plain LaunchConfig, a stream of the kernel's device -- reads the compat objects' fields
+    and launches here, Buffers passed as their addresses; everything else (launch attributes, graph builders,
+    foreign streams, arguments the packer refuses, bad input) goes to the compat's cold path, which checks,
+    converts and raises cuda.core's errors.  (The same fast path written in Python, calling
+    `_launch_unwrapping`, cost 0.8 us per launch more than `Function.launch` on the H200, 2026-12-01, and 0.33
+    us more than `_launch_unwrapping` alone on CPU; a generated Python function per argument count that
+    unpacked, unwrapped and called `launch` with keywords cost 0.55 us more than `launch`.)
+    """
+    cdef FunctionCore fn
+    cdef tuple shape
+    try:
+        f = kernel._fn
+        fast = config._fast  # (grid, block, shared memory) of a plain LaunchConfig, else None
+    except AttributeError:
+        return _cc_cold(stream, config, kernel, kernel_args, None)
+    if type(fast) is tuple and isinstance(f, FunctionCore) and isinstance(stream, StreamCore):
+        fn = <FunctionCore>f
+        if (<StreamCore>stream)._ordinal == fn._ordinal:
+            shape = <tuple>fast
+            try:
+                fn._launch(shape[0], shape[1], _unwrap(kernel_args, _cc_buffer), stream, shape[2], None)
+                return None
+            except _errors.DriverError as exc:
+                return _cc_cold(stream, config, kernel, kernel_args, exc)
+    return _cc_cold(stream, config, kernel, kernel_args, None)

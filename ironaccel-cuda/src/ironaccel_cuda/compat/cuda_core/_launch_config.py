@@ -24,10 +24,11 @@ class LaunchConfig:
 
     The attributes can be changed after construction, as in cuda.core; `launch` reads the
     derived `_grid` / `_block` (an int where the dimension is one-dimensional, which
-    ironaccel's launch takes on its fastest path) and `_plain` (no launch attributes).
+    ironaccel's launch takes on its fastest path) and `_plain` (no launch attributes), and
+    the compiled launch `_fast`: (`_grid`, `_block`, `shmem_size`) of a plain config, else None.
     """
 
-    __slots__ = (*_LAUNCH_CONFIG_ATTRS, "_grid", "_block", "_plain")
+    __slots__ = (*_LAUNCH_CONFIG_ATTRS, "_grid", "_block", "_plain", "_fast")
     grid: tuple[int, int, int]
     cluster: tuple[int, int, int] | None
     block: tuple[int, int, int]
@@ -37,6 +38,7 @@ class LaunchConfig:
     _grid: int | tuple[int, int, int]
     _block: int | tuple[int, int, int]
     _plain: bool
+    _fast: tuple[Any, Any, int] | None
 
     def __init__(self, grid: Any = None, cluster: Any = None, block: Any = None, shmem_size: int | None = None,
                  is_cooperative: bool = False, programmatic_stream_serialization: bool = False) -> None:
@@ -61,6 +63,9 @@ class LaunchConfig:
         elif name in ("cluster", "is_cooperative", "programmatic_stream_serialization"):
             object.__setattr__(self, "_plain", getattr(self, "cluster", None) is None and not getattr(
                 self, "is_cooperative", False) and not getattr(self, "programmatic_stream_serialization", False))
+        grid, block = getattr(self, "_grid", None), getattr(self, "_block", None)
+        fast = (grid, block, getattr(self, "shmem_size", 0)) if getattr(self, "_plain", True) else None
+        object.__setattr__(self, "_fast", fast if grid is not None and block is not None else None)
 
     def _identity(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in _LAUNCH_CONFIG_ATTRS)

@@ -1,15 +1,17 @@
 """cuda.core's `launch(stream, config, kernel, *args)` on ironaccel's `Function.launch`.
 
 The launch is ironaccel's (arguments packed against the kernel's own parameter
-layout, the compiled hot path): this function converts `Buffer` arguments to their
-addresses and hands everything over; other argument kinds are converted on a cold
-retry path.  Clusters, cooperative and programmatic launches go through ironaccel's
-own `LaunchConfig` (cuLaunchKernelEx); cuda.core's grid counts clusters, ironaccel's
-blocks, so the grid is scaled here.
+layout, the compiled hot path): `launch` itself is compiled (`_core.compat_launch`),
+passes `Buffer` arguments as their DeviceBufs (or addresses) and hands everything
+over; other argument kinds are converted on a cold retry path.  Clusters,
+cooperative and programmatic launches go through ironaccel's own `LaunchConfig`
+(cuLaunchKernelEx); cuda.core's grid counts clusters, ironaccel's blocks, so the
+grid is scaled here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -24,22 +26,22 @@ from ._utils.cuda_utils import from_ironaccel
 __all__ = ["launch"]
 
 
-def launch(stream: Any, config: LaunchConfig, kernel: Kernel, *kernel_args: Any) -> None:
-    """Queue `kernel` with `kernel_args` on `stream` (a Stream or a GraphBuilder) as `config` says."""
-    try:
-        fn = kernel._fn
-        if config._plain and stream._ordinal == fn._ordinal:
-            # compiled: Buffers become their addresses and the launch is ironaccel's, with no Python between
-            fn._launch_unwrapping(config._grid, config._block, kernel_args, stream, config.shmem_size, Buffer)
-            return
-    except AttributeError:
-        pass  # not a Kernel, a LaunchConfig or a stream of ironaccel's: the checks below say which
-    except _ia.DriverError as exc:
-        if exc.code is not None:
-            raise from_ironaccel(exc) from None
-        _launch_converted(fn, stream, config._grid, config, kernel_args, None, exc)
+def _launch_cold(stream: Any, config: Any, kernel: Any, kernel_args: tuple[Any, ...], error: Any) -> None:
+    """Every launch the compiled fast path (`_core.compat_launch`) does not make: `error` is the ironaccel error
+    it met (a driver failure becomes cuda.core's CUDAError; an argument the packer refused is converted and
+    retried), or None (a case it does not take: the checks below say what is wrong, or launch it)."""
+    if error is not None:
+        if error.code is not None:
+            raise from_ironaccel(error) from None
+        _launch_converted(kernel._fn, stream, config._grid, config, kernel_args, None, error)
         return
     _launch_checked(stream, config, kernel, kernel_args)
+
+
+_ia._core.set_compat_launch(_launch_cold, Buffer)
+launch: Callable[..., None] = _ia._core.compat_launch
+"""launch(stream, config, kernel, *kernel_args): queue `kernel` on `stream` (a Stream or a GraphBuilder) as
+`config` says; compiled (`_core.compat_launch`), with `_launch_cold` for what it does not take."""
 
 
 def _launch_checked(stream: Any, config: Any, kernel: Any, kernel_args: tuple[Any, ...]) -> None:
