@@ -75,8 +75,9 @@ def copy_then_close(mr: Any, buffers: Any, value: int, conn: Any) -> None:
     _guard(conn, body)
 
 
-def import_twice(mr: Any, desc: Any, oversized: Any, conn: Any) -> None:
-    """Import one descriptor twice (one mapping, shared), close both; an oversized one is refused (ValueError)."""
+def import_twice(mr: Any, desc: Any, other: Any, oversized: Any, conn: Any) -> None:
+    """Import one descriptor twice (one mapping, shared) and another buffer of the same pool, close them; an
+    oversized descriptor is refused (ValueError)."""
 
     def body() -> None:
         from ironaccel_cuda.compat import cuda_core as cc
@@ -85,9 +86,11 @@ def import_twice(mr: Any, desc: Any, oversized: Any, conn: Any) -> None:
         dev.set_current()
         first = cc.Buffer.from_ipc_descriptor(mr, desc, stream=dev.default_stream)
         second = cc.Buffer.from_ipc_descriptor(mr, desc, stream=dev.default_stream)
-        same = int(first.handle) == int(second.handle)
+        third = cc.Buffer.from_ipc_descriptor(mr, other, stream=dev.default_stream)
+        same = int(first.handle) == int(second.handle) != int(third.handle)
         first.close()
         second.close()
+        third.close()
         try:
             cc.Buffer.from_ipc_descriptor(mr, oversized, stream=dev.default_stream)
             refused = "imported"

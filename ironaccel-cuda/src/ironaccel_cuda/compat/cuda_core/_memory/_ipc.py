@@ -279,21 +279,23 @@ def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
 
 
 def _mapped_extent(ptr: int, size: int) -> int:
-    """Bytes from `ptr` to the end of its mapped allocation, the least the driver reports (cuMemGetAddressRange, or
-    the pointer's range size for pinned host pool memory, which the former may not know); `size` if neither says."""
+    """Bytes from `ptr` to the end of its mapped allocation: the least the driver reports (cuMemGetAddressRange; the
+    pointer's range start and size, which pinned host pool memory reports with no start, H200), counting only a
+    range that holds `ptr` (an imported pinned pointer's address range came back as (0, 64) in a child on the
+    H200); `size` if none does."""
     from .._utils.cuda_utils import driver
 
+    attr = driver.CUpointer_attribute
     extents = []
     err, got = _ia.try_call("cuMemGetAddressRange", ptr)
     if not err:
-        extents.append(int(got[0]) + int(got[1]) - ptr)
-    err, start = _ia.try_call("cuPointerGetAttribute", driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                              ptr)
-    err2, span = _ia.try_call("cuPointerGetAttribute", driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr)
-    if not err2 and int(span):
-        base = int(start) if not err and int(start) else ptr  # pinned pool memory reports no start (H200)
-        extents.append(base + int(span) - ptr)
-    return min(extents) if extents else size
+        extents.append((int(got[0]), int(got[1])))
+    err, start = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr)
+    err2, span = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr)
+    if not err2:
+        extents.append((int(start) if not err and int(start) else ptr, int(span)))
+    held = [base + length - ptr for base, length in extents if base <= ptr < base + length]
+    return min(held) if held else size
 
 
 class IpcResource:
