@@ -37,8 +37,10 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("Buffer", DIFFERS, "its own class; memory from DeviceMemoryResource is an ironaccel `DeviceBuf` (alloc/free on "
                         "the compiled hot path); `close(s)` with another stream than the allocation stream orders "
                         "the free after `s` and frees on the allocation stream; `ipc_descriptor`, "
-                        "`from_ipc_descriptor` and pickling through ironaccel's `ipc.IpcBuffer` (an imported "
-                        "pointer is unmapped once, after its last Buffer)"),
+                        "`from_ipc_descriptor` and pickling through ironaccel's `ipc.IpcBuffer` (a process imports "
+                        "a pointer once and unmaps it after its last Buffer; closing an imported Buffer without a "
+                        "stream waits for the device first); a graph node that uses a Buffer shares its memory "
+                        "(`close()` then drops only the Buffer's claim)"),
     ("MemoryResource", SAME, "abstract base (allocate, deallocate, is_device_accessible, is_host_accessible, "
                              "device_id; is_managed defaults to False)"),
     ("DeviceMemoryResource", DIFFERS, "without options on the device's current pool through ironaccel's "
@@ -124,10 +126,12 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("graph.GraphDebugPrintOptions", SAME, "the CU_GRAPH_DEBUG_DOT_FLAGS_* of debug_dot_print"),
     ("graph.GraphDefinition", DIFFERS, "a root definition owns an ironaccel `Graph`; nodes are the driver's "
                                        "(cuGraphAdd*Node), kernel nodes pack arguments as ironaccel's graphs do, "
-                                       "host callbacks are ironaccel's graph host functions; attachments are held "
-                                       "by Python per node (not CUDA user objects), so a cuGraphClone of the "
-                                       "handle does not keep them, and a Buffer operand keeps the Buffer, not its "
-                                       "allocation past `close()`"),
+                                       "host callbacks are ironaccel's graph host functions; each node's "
+                                       "attachments are held by a CUDA user object of its graph (so clones through "
+                                       "the raw handle, executable graphs still running and embedded copies keep "
+                                       "them) and released from the main thread after the driver lets go; a "
+                                       "callback captured by a GraphBuilder is held by the whole graph, not its "
+                                       "node"),
     ("graph.GraphCondition", SAME, "cuGraphConditionalHandleCreate; passed to kernels as its handle"),
     (("graph.GraphNode", "graph.KernelNode", "graph.MemcpyNode", "graph.MemsetNode", "graph.EmptyNode",
       "graph.EventRecordNode", "graph.EventWaitNode", "graph.ChildGraphNode", "graph.AllocNode", "graph.FreeNode",
@@ -198,23 +202,20 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_program.py::test_cpp_program_pch_auto_creates (Program.pch_status)",
      "NVRTC's precompiled-header status from ironaccel's Program (lead)"),
     ("test_memory.py::test_vmm_allocator_grow_allocation_fast_path",
-     "cuda.core's internal `_grow_allocation_fast_path` (the compat grows through ironaccel's VirtualBuffer)"),
-    ("memory_ipc/test_peer_access.py (two GPUs)", "a machine with two GPUs"),
-    ("graph/test_graph_definition_lifetime.py: clone, in-flight and Buffer-close cases (CUDA user objects, "
-     "cuda.core's _weak_handles)", "attachments held by CUDA user objects (not in any open issue)"),
+     "cuda.core's internal `_grow_allocation_fast_path`, which the test mocks (the compat grows through ironaccel's "
+     "VirtualBuffer)"),
+    ("memory_ipc/test_peer_access.py, the two-GPU cases of test_device, test_memory and graph", "a machine with two "
+     "GPUs"),
+    ("graph/test_graph_definition_lifetime.py::test_builder_embedded_clone_releases_attachment_on_node_destroy",
+     "a callback captured by a GraphBuilder is held by the whole captured graph, not per node, so destroying its "
+     "embedded copy does not release it (lead)"),
     ("test_green_context.py: workqueue cases (skip on a CUDA 13.0 driver), ::test_arch_constraints_pre_hopper "
      "(skips on Hopper)", "the environment, as with cuda-core itself"),
-    ("memory/test_managed_ops.py::TestManagedBuffer::test_preferred_location_roundtrip[_host_numa]",
-     "CUDA 13's range location attributes, which cuda.bindings 13.3 cannot read (TypeError on the H200, "
-     "2026-12-01); read from libcuda since, not yet re-run"),
-    ("test_module.py::test_kernel_from_handle_library_mismatch_warning", "the compat warns twice where cuda.core "
-     "warns once (lead)"),
-    ("memory_ipc/test_errors.py::TestImportOversizedBufferDescriptorSize[PinnedMR]", "the oversized-descriptor "
-     "check of a pinned (host) IPC pool, which the driver's cuMemGetAddressRange does not catch there (lead)"),
-    ("memory_ipc/test_workerpool.py, memory_ipc/test_send_buffers.py (part)", "on the H200 run they failed only in "
-     "xdist workers that a sticky CUDA_ERROR_ILLEGAL_ADDRESS of an earlier case had poisoned: run them alone"),
-    ("memory_ipc/test_event_ipc.py, memory_ipc/test_ipc_duplicate_import.py, part of memory_ipc/test_leaks.py",
-     "not reached before the H200 run's time limit (2026-12-01): to be run"),
+    ("memory/test_managed_ops.py::TestManagedBuffer::test_preferred_location_roundtrip_host_numa",
+     "skips: host-NUMA preferred locations are not supported by this driver / machine"),
+    ("test_module.py::test_kernel_from_handle_library_mismatch_warning", "passes when test_module.py runs alone "
+     "(H200, 2026-12-01, 127/127); in the whole run the test's catch_warnings also records a warning from "
+     "elsewhere (not identified)"),
     ("cases that skip on the machine (no CuPy / numba / nvfatbin / CUDA headers, one GPU, PTX newer than the "
      "driver, sm_100, NVRTC 13.2, GPUDirect RDMA, cuda.core's own skips for ManagedMR IPC and for node types "
      "without attributes)", "the environment: they skip with cuda-core itself too, and a skip counts as a failure "
