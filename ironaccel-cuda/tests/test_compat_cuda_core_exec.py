@@ -189,3 +189,19 @@ def test_ptx_too_new_for_the_driver_is_compiled_by_nvjitlink(cc):
     cubin = cc.ObjectCode.from_cubin(loaded[0].code)
     with pytest.raises(Exception, match="CUDA_ERROR_UNSUPPORTED_PTX_VERSION"):
         cubin._load(Dev())
+
+
+def test_pch_status_says_what_nvrtc_did_with_a_precompiled_header(cc, tmp_path):
+    """cuda.core's Program.pch_status: None before a compile and for one that asks for no header, else NVRTC's
+    outcome (cuda.core's test_cpp_program_pch_auto_creates failed on the H200 with None)."""
+    code = 'extern "C" __global__ void my_kernel() {}'
+    program = cc.Program(code, "c++", cc.ProgramOptions(arch=ARCH, create_pch=str(tmp_path / "test.pch")))
+    assert program.pch_status is None
+    program.compile("ptx")
+    assert program.pch_status in ("created", "not_attempted", "failed")
+    assert isinstance(program.pch_status, cc.typing.PCHStatusType)
+    assert (tmp_path / "test.pch").is_file() == (program.pch_status == "created")
+    program.close()
+    plain = cc.Program(code, "c++", cc.ProgramOptions(arch=ARCH))
+    plain.compile("ptx")
+    assert plain.pch_status is None

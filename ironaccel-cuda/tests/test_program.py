@@ -189,6 +189,24 @@ def test_ptx_for_a_gpu_newer_than_nvrtc_targets_the_newest_it_knows():
 # -- caches -----------------------------------------------------------------------
 
 
+def test_a_precompiled_header_is_made_and_its_outcome_kept(cache_dir, tmp_path):
+    """`--create-pch` writes the header on every compile (never served from the cache, which would skip the file)
+    and the ObjectCode says what NVRTC did; compiles that ask for none carry None."""
+    pch = tmp_path / "k.pch"
+    src = 'extern "C" __global__ void k(float* p) { p[0] = 1.0f; }'
+    opts = CompileOptions(extra=[f"--create-pch={pch}"])
+    first = Program(src, opts).compile("ptx", arch=ARCH)
+    assert first.pch in ("created", "not_attempted", "failed") and first.cache is None
+    if first.pch == "created":
+        assert pch.is_file()
+        pch.unlink()
+    again = Program(src, opts).compile("ptx", arch=ARCH)
+    assert again.cache is None and again.pch == first.pch
+    assert pch.is_file() == (first.pch == "created")
+    assert Program(src).compile("ptx", arch=ARCH).pch is None
+    assert again.replace(log="").pch == again.pch and again == again.replace()
+
+
 def test_memory_cache(cache_dir):
     first = Program(SAXPY).compile("cubin", arch=ARCH)
     second = Program(SAXPY).compile("cubin", arch=ARCH)

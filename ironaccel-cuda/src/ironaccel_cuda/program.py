@@ -185,25 +185,29 @@ class ObjectCode(bytes):
     warnings; `cache` is "memory", "disk" or None (freshly made); `params` maps
     each kernel symbol to the PTX types of its parameters (from the PTX NVRTC
     makes alongside), which launches use to refuse a float for an integer
-    parameter.  The same
+    parameter; `pch` is NVRTC's precompiled-header outcome of a compile that asked
+    for one (`--create-pch` / `--pch`): "created", "not_attempted" or "failed",
+    else None.  The same
     shape as ironaccel-rocm's `CodeObject`: a `bytes` that carries what made it.
     Immutable; `replace(**changes)` makes a changed copy.
     """
 
-    _FIELDS = ("code", "kind", "arch", "name_map", "log", "cache", "params")
+    _FIELDS = ("code", "kind", "arch", "name_map", "log", "cache", "params", "pch")
     kind: str
     arch: str
     name_map: Mapping[str, str]
     log: str
     cache: str | None
     params: Mapping[str, tuple[str, ...]]
+    pch: str | None
 
     def __new__(cls, code: bytes, kind: str, arch: str, name_map: Mapping[str, str] = _EMPTY, log: str = "",
-                cache: str | None = None, params: Mapping[str, tuple[str, ...]] = _EMPTY_PARAMS) -> ObjectCode:
+                cache: str | None = None, params: Mapping[str, tuple[str, ...]] = _EMPTY_PARAMS,
+                pch: str | None = None) -> ObjectCode:
         obj = super().__new__(cls, code)
         set_ = object.__setattr__
         for name, value in (("kind", kind), ("arch", arch), ("name_map", name_map), ("log", log),
-                            ("cache", cache), ("params", params)):
+                            ("cache", cache), ("params", params), ("pch", pch)):
             set_(obj, name, value)
         return obj
 
@@ -227,7 +231,7 @@ class ObjectCode(bytes):
 
     def _fields(self) -> tuple[Any, ...]:
         return (bytes(self), self.kind, self.arch, tuple(sorted(self.name_map.items())), self.log, self.cache,
-                tuple(sorted(self.params.items())))
+                tuple(sorted(self.params.items())), self.pch)
 
     def __eq__(self, other: object) -> bool:
         return other.__class__ is ObjectCode and self._fields() == other._fields()  # type: ignore[attr-defined]
@@ -416,7 +420,8 @@ class Program:
         op = "nvrtcCompileProgram"
         if target not in _TARGETS:
             raise _invalid(op, f"target must be 'cubin', 'ptx' or 'ltoir', got {target!r}")
-        enabled = cache.cache_enabled()
+        # A compile that writes a precompiled header must run: a cached result would skip the file.
+        enabled = cache.cache_enabled() and not _makes_pch(self._inputs[3])
         fast_key = None
         if enabled:
             token = _arch_token(arch)
@@ -483,6 +488,14 @@ class Program:
         return code
 
     def _compile(self, nv: ModuleType, args: list[str], target: str, arch_name: str) -> ObjectCode:
+        code = self._compile_once(nv, args, target, arch_name)
+        if code.pch == "heap_exhausted":  # as cuda.core does: once more with the heap NVRTC asked for
+            code = self._compile_once(nv, args, target, arch_name)
+            if code.pch == "heap_exhausted":
+                code = code.replace(pch="failed")
+        return code
+
+    def _compile_once(self, nv: ModuleType, args: list[str], target: str, arch_name: str) -> ObjectCode:
         header_names = [k.encode() for k in self.headers]
         header_srcs = [v.encode() for v in self.headers.values()]
         err, prog = nv.nvrtcCreateProgram(self.source.encode(), self.name.encode(), len(header_srcs), header_srcs,
@@ -514,9 +527,34 @@ class Program:
                 err, lowered = nv.nvrtcGetLoweredName(prog, expr.encode())
                 _check(nv, err, "nvrtcGetLoweredName", f"name expression {expr!r}")
                 names[expr] = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
+            pch = _pch_outcome(nv, prog) if _makes_pch(args) else None
         finally:
             nv.nvrtcDestroyProgram(prog)
-        return ObjectCode(bytes(buf), target, arch_name, MappingProxyType(names), log, cache=None, params=params)
+        return ObjectCode(bytes(buf), target, arch_name, MappingProxyType(names), log, cache=None, params=params,
+                          pch=pch)
+
+
+def _makes_pch(args: Any) -> bool:
+    """Whether NVRTC options ask for a precompiled header to be created (--pch, --create-pch=FILE)."""
+    return any(a == "--pch" or a.startswith("--create-pch") for a in args)
+
+
+def _pch_outcome(nv: ModuleType, prog: Any) -> str:
+    """nvrtcGetPCHCreateStatus as cuda.core names it; "heap_exhausted" after the heap was raised to what NVRTC asks
+    (nvrtcSetPCHHeapSize), for one more try."""
+    (status,) = nv.nvrtcGetPCHCreateStatus(prog)
+    name = getattr(status, "name", "")
+    if int(status) == 0:
+        return "created"
+    if name == "NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED":
+        return "not_attempted"
+    if name == "NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED":
+        err, need = nv.nvrtcGetPCHHeapSizeRequired(prog)
+        if not int(err) and need:
+            (err,) = nv.nvrtcSetPCHHeapSize(need)
+            if not int(err):
+                return "heap_exhausted"
+    return "failed"
 
 
 def _output(nv: ModuleType, prog: Any, what: str) -> bytes:

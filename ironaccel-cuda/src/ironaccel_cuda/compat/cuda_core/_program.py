@@ -291,7 +291,7 @@ def _nvvm_options(o: ProgramOptions) -> list[str]:
 class Program:
     """A program to compile: CUDA C++ (NVRTC, through ironaccel), PTX or NVVM IR."""
 
-    __slots__ = ("_code", "_code_type", "_options", "_closed", "_linker", "_nvvm", "__weakref__")
+    __slots__ = ("_code", "_code_type", "_options", "_closed", "_linker", "_nvvm", "_pch", "__weakref__")
 
     def __init__(self, code: Any, code_type: Any, options: Any = None) -> None:
         code_type = str(code_type).lower()
@@ -360,8 +360,12 @@ class Program:
 
     @property
     def pch_status(self) -> Any:
-        """None: ironaccel does not report NVRTC's precompiled-header status."""
-        return None
+        """NVRTC's precompiled-header outcome of the last C++ compile that asked for one (a PCHStatusType), else
+        None."""
+        from .typing import PCHStatusType
+
+        pch = getattr(self, "_pch", None)  # unset until the first compile
+        return None if pch is None else PCHStatusType(pch)
 
     def compile(self, target_type: Any, name_expressions: Any = (), logs: Any = None, *, cache: Any = None
                 ) -> ObjectCode:
@@ -428,6 +432,7 @@ class Program:
             raise CUDAError(str(exc)) from None
         if logs is not None and code.log:
             logs.write(code.log)
+        self._pch = code.pch
         return ObjectCode._init(code.code, target, name=o.name or "", symbol_mapping=dict(code.name_map))
 
     def __repr__(self) -> str:
