@@ -197,7 +197,7 @@ class Graph(_Owned):
         flags = (1 if auto_free_on_launch else 0) | (4 if device_launch else 0) | (8 if use_node_priority else 0)
         self.device._bind_here()
         keep, host_funcs = list(self._keep), list(self._host_funcs)
-        with _Staged(self, (keep, host_funcs)):
+        with _Staged(self._h, (keep, host_funcs)):
             h = call(op, self._h, flags)
         return GraphExec._make(h, self.device, keep, host_funcs)
 
@@ -399,8 +399,8 @@ class GraphExec(_Owned):
         e.device = device
         e._ordinal = device.ordinal
         e._default = device._state.default_stream
-        e._keep = keep or []
-        e._host_funcs = host_funcs or []
+        e._keep = keep if keep is not None else []  # the very lists a staged user object holds (see _Staged)
+        e._host_funcs = host_funcs if host_funcs is not None else []
         return e
 
     def upload(self, stream: Stream | None = None) -> None:
@@ -510,16 +510,21 @@ class GraphExec(_Owned):
         if graph._h is CLOSED:
             raise closed(op, "graph")
         self.device._bind_here()
-        with _Staged(graph, (list(graph._keep), list(graph._host_funcs))):
+        keep, host_funcs = list(graph._keep), list(graph._host_funcs)
+        with _Staged(graph._h, (keep, host_funcs)):
             err, info = try_call(op, self._h, graph._h)
         if err:
             result = getattr(getattr(info, "result", None), "name", None) or _update_result(self._h, graph._h)
             from .errors import driver_error
 
             raise driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
-        self._keep = []
-        self._host_funcs = []
-        self._hold(list(graph._keep), list(graph._host_funcs))
+        self._adopt(keep, host_funcs)
+
+    def _adopt(self, keep: list[Any], host_funcs: list[Any]) -> None:
+        """After a whole-graph update: hold these lists (the ones a staged user object holds, see `_Staged`)."""
+        self._keep, self._host_funcs = keep, host_funcs
+        if host_funcs and self.__class__ is GraphExec:
+            self.__class__ = _HostFuncGraphExec
 
     def _hold(self, keep: list[Any], host_funcs: list[Any]) -> None:
         """Keep what new node parameters use; with host functions, launches report their failures from now on."""
@@ -531,24 +536,24 @@ class GraphExec(_Owned):
 
 
 class _Staged:
-    """Hold `owner` through a CUDA user object of `graph` across one instantiation or whole-graph update: the
-    driver gives the executable graph its own reference, which it drops only once the executable is destroyed
-    and its launches have finished, so closing an executable graph that is still running keeps what it uses
-    (its buffers, host functions) until then.  The graph's own reference goes when the block ends.  Parameters
-    replaced later in the executable alone (`set_params`) are held by the GraphExec object only."""
+    """Hold `owner` (the executable's `(keep, host_funcs)` lists) through a CUDA user object of the graph `graph_h`
+    across one instantiation or whole-graph update: the driver gives the executable graph its own reference,
+    which it drops only once the executable is destroyed and its launches have finished, so closing an executable
+    graph that is still running keeps what it uses (its buffers, host functions) until then.  The graph's own
+    reference goes when the block ends.  Those lists are the GraphExec's own, so what later parameter changes
+    in the executable alone add to them (`set_params`, `_hold`) is held the same way."""
 
-    __slots__ = ("graph", "owner", "user_object")
+    __slots__ = ("graph_h", "owner", "user_object")
 
-    def __init__(self, graph: Graph, owner: Any):
-        self.graph, self.owner, self.user_object = graph, owner, 0
+    def __init__(self, graph_h: Any, owner: Any):
+        self.graph_h, self.owner, self.user_object = int(graph_h), owner, 0
 
     def __enter__(self) -> None:
-        if self.owner[0] or self.owner[1]:
-            self.user_object = _core.graph_attach(int(self.graph._h), self.owner)
+        self.user_object = _core.graph_attach(self.graph_h, self.owner)
 
     def __exit__(self, *exc: object) -> None:
         if self.user_object:
-            _core.graph_detach(int(self.graph._h), self.user_object)
+            _core.graph_detach(self.graph_h, self.user_object)
 
 
 class _UpdateResultInfo(ctypes.Structure):

@@ -157,6 +157,42 @@ def test_dropping_a_running_executable_graph_keeps_its_host_function(dev, kernel
     s.close()
 
 
+def test_a_host_function_set_on_the_executable_alone_is_held_while_it_runs(dev, kernels):
+    """A parameter given to the executable graph only (GraphExec.set_params) goes into the lists the driver's user
+    object holds, so it too outlives a GraphExec dropped while its launch spins."""
+    from conftest import FAKE
+
+    import ironaccel_cuda as cu
+    from ironaccel_cuda import _core
+
+    first, second = Recording(), Recording()
+    ref = weakref.ref(second)
+
+    def build():
+        g = cu.Graph(dev)
+        spin = g.add_kernel(kernels.function("spin"), 1, 1, 500_000_000)  # ~0.25 s on the H200
+        host = g.add_host_func(first, after=[spin])
+        exe = g.instantiate()
+        exe.set_params(host, second)
+        g.close()
+        return exe
+
+    exe = build()
+    calls = second.calls
+    del second
+    s = dev.create_stream()
+    exe.launch(s)
+    del exe
+    _core.drain_owners()
+    if not FAKE:
+        assert not s.query(), "the spin kernel should still be running"
+        assert ref() is not None, "the running launch must keep the host function set on the executable"
+    s.synchronize()
+    assert calls == [1] and first.calls == []
+    wait_until(lambda: ref() is None)
+    s.close()
+
+
 # -- the cuda.core compat -------------------------------------------------------------------------------------
 
 

@@ -312,9 +312,11 @@ class GraphDefinition:
                     flags |= bit
         dev = self._device
         dev._bind_here()
-        exe_h = call("cuGraphInstantiate", driver.CUgraph(h), flags)
         held = self._root.held() if self._view_of is None else self._root.held_in(h)
-        exe = _ia.IaGraphExec._make(exe_h, dev, held, [obj for obj in held if _is_host_func(obj)])
+        host_funcs = [obj for obj in held if _is_host_func(obj)]
+        with _ia.IaStaged(h, (held, host_funcs)):  # what the executable alone is given later is held by it too
+            exe_h = call("cuGraphInstantiate", driver.CUgraph(h), flags)
+        exe = _ia.IaGraphExec._make(exe_h, dev, held, host_funcs)
         graph = Graph._init(exe)
         if options is not None and options.upload_stream is not None:
             graph.upload(options.upload_stream)

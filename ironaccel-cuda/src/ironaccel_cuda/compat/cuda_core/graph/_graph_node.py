@@ -1266,14 +1266,14 @@ def update_from_definition(graph: Any, definition: Any) -> None:
     if exe is None:
         raise RuntimeError("the graph is closed")
     h = definition._check()
-    err, info = _ia.try_call("cuGraphExecUpdate", driver.CUgraphExec(int(exe._h)), driver.CUgraph(h))
+    held = definition._root.held() if definition._view_of is None else definition._root.held_in(h)
+    host_funcs = [obj for obj in held if _is_host_func(obj)]
+    with _ia.IaStaged(h, (held, host_funcs)):
+        err, info = _ia.try_call("cuGraphExecUpdate", driver.CUgraphExec(int(exe._h)), driver.CUgraph(h))
     if err:
         result = getattr(getattr(info, "result", None), "name", None)
         why = f" ({result})" if result else ""
         from .._utils.cuda_utils import _code_name
 
         raise CUDAError(f"Graph update failed: {_code_name(int(err))}{why}", op="cuGraphExecUpdate", code=int(err))
-    held = definition._root.held() if definition._view_of is None else definition._root.held_in(h)
-    exe._keep = []
-    exe._host_funcs = []
-    exe._hold(held, [obj for obj in held if _is_host_func(obj)])
+    exe._adopt(held, host_funcs)
