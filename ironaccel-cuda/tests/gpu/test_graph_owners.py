@@ -168,16 +168,16 @@ def test_a_host_function_set_on_the_executable_alone_is_held_while_it_runs(dev, 
     first, second = Recording(), Recording()
     ref = weakref.ref(second)
 
-    def build():
+    def build(replacement: Recording):
         g = cu.Graph(dev)
         spin = g.add_kernel(kernels.function("spin"), 1, 1, 500_000_000)  # ~0.25 s on the H200
         host = g.add_host_func(first, after=[spin])
         exe = g.instantiate()
-        exe.set_params(host, second)
+        exe.set_params(host, replacement)
         g.close()
         return exe
 
-    exe = build()
+    exe = build(second)
     calls = second.calls
     del second
     s = dev.create_stream()
