@@ -21,6 +21,7 @@ from ironaccel_cuda.errors import ClosedError, CompileError, DriverError, Invali
 from ironaccel_cuda.event import Event as IaEvent
 from ironaccel_cuda.graph import Graph as IaGraph
 from ironaccel_cuda.graph import GraphExec as IaGraphExec
+from ironaccel_cuda.graph import _Staged as IaStaged
 from ironaccel_cuda.memory import DeviceBuf, PinnedBuf, adopt
 from ironaccel_cuda.module import Function as IaFunction
 from ironaccel_cuda.module import LaunchConfig as IaLaunchConfig
@@ -31,7 +32,8 @@ from ironaccel_cuda.stream import Stream as IaStream
 
 __all__ = [
     "CLOSED", "ClosedError", "CompileError", "DeviceBuf", "DriverError", "IaDevice", "IaEvent", "IaFunction",
-    "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule", "IaObjectCode", "IaProgram", "IaStream",
+    "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule", "IaObjectCode", "IaProgram", "IaStaged",
+    "IaStream",
     "InvalidArgument", "InvalidState", "PinnedBuf", "Unsupported", "adopt", "bind", "bind_address", "call",
     "current_context", "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh",
     "memcpy_htod", "new_event", "state_for", "try_call",
