@@ -8,6 +8,7 @@ cdef extern from "owners.h" nogil:
         ia_owner* next
     void ia_owner_push(ia_owner* o)
     ia_owner* ia_owner_take_all()
+    void ia_owner_dropped(long n)
     int ia_owner_claim_drain()
     void ia_owner_drain_started()
     long ia_owner_pending()
@@ -25,17 +26,20 @@ cdef long _drop_released() noexcept:
     """Drop every queued owner (GIL held); how many.  An owner's __del__ may release more: loop until none."""
     cdef ia_owner* o
     cdef ia_owner* nxt
-    cdef long n = 0
+    cdef long n = 0, batch
     while True:
         o = ia_owner_take_all()
         if o == NULL:
             return n
+        batch = 0
         while o != NULL:
             nxt = o.next
             Py_DECREF(<object>o.obj)  # may run __del__ (a buffer's free); exceptions there are unraisable
             free(o)
             o = nxt
-            n += 1
+            batch += 1
+        ia_owner_dropped(batch)
+        n += batch
 
 
 cdef int _drain_owners(void* unused) noexcept:

@@ -17,13 +17,9 @@ void ia_owner_push(ia_owner *o) {
     } while (!atomic_compare_exchange_weak(&released, &head, o));
 }
 
-ia_owner *ia_owner_take_all(void) {
-    ia_owner *all = atomic_exchange(&released, NULL);
-    long n = 0;
-    for (ia_owner *o = all; o; o = o->next) n++;
-    atomic_fetch_sub(&pending, n);
-    return all;
-}
+ia_owner *ia_owner_take_all(void) { return atomic_exchange(&released, NULL); }
+
+void ia_owner_dropped(long n) { atomic_fetch_sub(&pending, n); }
 
 int ia_owner_claim_drain(void) { return atomic_exchange(&drain_claimed, 1) == 0; }
 

@@ -21,8 +21,9 @@ typedef struct ia_owner {
 
 /* Push a released owner (any thread, no GIL). */
 void ia_owner_push(ia_owner *o);
-/* Take every released owner pushed so far (newest first), or NULL. */
+/* Take every released owner pushed so far (newest first), or NULL; tell `ia_owner_dropped` how many went. */
 ia_owner *ia_owner_take_all(void);
+void ia_owner_dropped(long n);
 /* 1 if the caller is the one to schedule a drain (none is scheduled), else 0. */
 int ia_owner_claim_drain(void);
 /* A scheduled drain has started (or could not be scheduled): the next release schedules again. */

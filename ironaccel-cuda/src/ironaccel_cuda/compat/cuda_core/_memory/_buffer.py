@@ -185,7 +185,8 @@ class Buffer:
             elif stream is not None and mem.__class__ is not _ia.DeviceBuf:
                 _stream_accept(stream).sync()
             try:
-                if stream is None and self._owner.__class__ is _imported_from():
+                owner = self._owner  # None for a resource's own buffers: no lookup of ImportedFrom on their close
+                if stream is None and owner is not None and owner.__class__ is _imported_from():
                     # An imported buffer is unmapped at once, and code written for cuda.core commonly closes one
                     # right after queuing a copy on another stream (cuda.core's own memory_ipc tests do): the copy
                     # then faulted (CUDA_ERROR_ILLEGAL_ADDRESS, H200).  So the unmap waits for the device.
