@@ -73,35 +73,28 @@ FLOOR_OPS = {"alloc": "mem_alloc", "htod": "htod_sync", "dtoh": "dtoh_sync", "ca
 
 
 class FloorCases:
-    """floor.c's --serve child: PyCUDA's calls made from C (cuMemAlloc/cuMemFree, cuMemcpyHtoD/DtoH + a context
-    synchronize, cuLaunchKernel of a 4-parameter kernel on 32 threads, cuStreamSynchronize, cuEventRecord +
-    cuEventSynchronize of a timing event)."""
+    """floor.c's --serve child (the main benchmark's FloorSide): PyCUDA's calls made from C (cuMemAlloc/cuMemFree,
+    cuMemcpyHtoD/DtoH + a context synchronize, cuLaunchKernel of a 4-parameter kernel on 32 threads,
+    cuStreamSynchronize, cuEventRecord + cuEventSynchronize of a timing event)."""
 
     label = "floor"
 
     def __init__(self, workdir: Path):
+        from sides.base import BenchContext, HostData
         from sides.bindings_side import benchmark_cubin, device_facts
-        from sides.floor_side import FloorProcess, build_floor
+        from sides.floor_side import FloorSide
 
-        binary, self.nvcc = build_floor(workdir)
+        arch = str(device_facts(0)["arch"])
         cubin = workdir / "bench_kernels.cubin"
-        cubin.write_bytes(benchmark_cubin(str(device_facts(0)["arch"])))
-        self.process = FloorProcess(binary, cubin)
-        answer = self.process.request("check", 0, 1)
-        if not answer.get("ok"):
-            self.process.close()
-            raise RuntimeError(f"floor self-check failed: {answer.get('problem')}")
+        cubin.write_bytes(benchmark_cubin(arch))
+        self.side = FloorSide()
+        self.side.open(BenchContext(0, arch, cubin.read_bytes(), cubin, HostData(16), workdir))  # builds, checks
 
     def case(self, kind: str, size: int) -> Case:
-        request, op = self.process.request, FLOOR_OPS[kind]
-
-        def run(n: int) -> int:
-            return int(request(op, size, n)["ns"])
-
-        return Case(run=run, max_batch=100_000 if size < 1 << 20 else 50)
+        return self.side._case(FLOOR_OPS[kind], size, max_batch=100_000 if size < 1 << 20 else 50)
 
     def close(self) -> None:
-        self.process.close()
+        self.side.close()
 
 
 class Side:
