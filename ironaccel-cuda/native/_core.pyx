@@ -15,8 +15,8 @@ copies, the staging pipeline).  All pool and packer state is changed only while 
 warm paths take no lock of their own.
 
 One concept per include file: driver binding and errors, streams and events, host copies, DeviceBuf, the
-Device core, launch, the MemPool cache, graph attachment owners.  They are one extension module so that the
-driver table exists once (see ../DESIGN.md).
+Device core, launch, the MemPool cache, graph attachment owners, the cuda.core compat's Buffer.  They are one
+extension module so that the driver table exists once (see ../DESIGN.md).
 """
 
 cimport cython
@@ -176,3 +176,4 @@ include "_core_device.pxi"
 include "_core_launch.pxi"
 include "_core_pool.pxi"
 include "_core_owners.pxi"
+include "_core_compat.pxi"

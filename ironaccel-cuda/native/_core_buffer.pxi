@@ -172,11 +172,15 @@ cdef class DeviceBuf:
 
     def close(self):
         """Free the memory (stream-ordered on the home stream).  Idempotent; closes views too."""
+        self._release()
+
+    cdef int _release(self) except -1:
+        """close(), callable from C (the cuda.core compat's Buffer.close)."""
         cdef int kind = self._kind
         self._kind = K_NONE  # taken before any call: a racing close() frees nothing
         ptr = self.ptr
         if ptr is None:
-            return
+            return 0
         self.ptr = None
         views = self._views
         if views is not None:
@@ -199,6 +203,7 @@ cdef class DeviceBuf:
             self._base = None
             if base is not None:
                 base[1].release()
+        return 0
 
     cdef uintptr_t _home_handle(self) except? 0:
         s = self._stream

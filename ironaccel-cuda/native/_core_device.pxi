@@ -87,10 +87,6 @@ cdef class DeviceCore:
     def alloc(self, size, dtype="uint8", stream=None):
         """`size` elements of `dtype`, stream-ordered on `stream` (default: the default stream)."""
         cdef long long n, itemsize, nbytes
-        cdef StreamCore ss
-        cdef CUdeviceptr dp
-        cdef DeviceBuf b
-        cdef int kind
         if self._closed:
             raise _errors.closed("cuMemAllocAsync", "device")
         spec = _dtype_spec(dtype, "cuMemAllocAsync")
@@ -102,7 +98,14 @@ cdef class DeviceCore:
         s = self._default_stream() if stream is None else stream
         if not isinstance(s, StreamCore) or (<StreamCore>s)._ordinal != self.ordinal or (<StreamCore>s)._isclosed:
             raise self._bad_stream(s, "cuMemAllocAsync")
-        ss = <StreamCore>s
+        return self._alloc_on(size, nbytes, itemsize == 1, spec, <StreamCore>s)
+
+    cdef DeviceBuf _alloc_on(self, size, long long nbytes, bint bytewise, tuple spec, StreamCore ss):
+        """`nbytes` (checked) stream-ordered on `ss` (of this device, open): alloc()'s driver call and buffer,
+        also the cuda.core compat's `DeviceMemoryResource.allocate`."""
+        cdef CUdeviceptr dp
+        cdef DeviceBuf b
+        cdef int kind
         if self._has_pools:
             dp = _mem_alloc_async(<size_t>nbytes, ss._hv)
             kind = K_ASYNC
@@ -115,12 +118,12 @@ cdef class DeviceCore:
         b._addr = <uintptr_t>dp
         b._nbytes = <size_t>nbytes
         b.size = size
-        b.nbytes = size if itemsize == 1 else nbytes
+        b.nbytes = size if bytewise else nbytes
         b.dtype = spec[0]
         b._npdt = spec[1]
         b.device = self
         b._ordinal = self.ordinal
-        b._stream = s
+        b._stream = ss
         b._kind = kind
         b._ctx = self._ctx
         b._tag = 0

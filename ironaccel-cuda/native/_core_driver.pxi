@@ -341,13 +341,17 @@ def mem_free(uintptr_t dp):
     _mem_free(dp)
 
 
-def memcpy_dtod(uintptr_t dst, uintptr_t src, size_t nbytes, uintptr_t s):
+cdef int _memcpy_dtod(uintptr_t dst, uintptr_t src, size_t nbytes, uintptr_t s) except -1:
     cdef int err
     while True:
         err = cuMemcpyDtoDAsync(dst, src, nbytes, <CUstream>s)
         if err == 0:
-            return
+            return 0
         _again(err, IA_cuMemcpyDtoDAsync, s, True)
+
+
+def memcpy_dtod(uintptr_t dst, uintptr_t src, size_t nbytes, uintptr_t s):
+    _memcpy_dtod(dst, src, nbytes, s)
 
 
 def memset_d8(uintptr_t dp, unsigned char value, size_t count, uintptr_t s):

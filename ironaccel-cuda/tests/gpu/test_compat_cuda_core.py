@@ -200,6 +200,53 @@ def test_buffers_copy_fill_and_free_through_ironaccel(cc, device, stream):
     other.close()
 
 
+def test_compiled_buffer_paths_agree_with_the_cold_ones(cc, device, stream):
+    """Device/DeviceMemoryResource.allocate, Buffer.close and the pool <-> page-locked copies are compiled
+    (_core.CompatBuffer); what they do not take goes to the Python paths, with the same results and errors."""
+    from ironaccel_cuda import _core
+    from ironaccel_cuda.compat.cuda_core._utils.cuda_utils import CUDAError
+
+    assert cc.Buffer.close is _core.CompatBuffer.close and cc.Buffer.copy_from is _core.CompatBuffer.copy_from
+    mr = device.memory_resource
+    assert type(mr).allocate is _core.compat_dmr_allocate
+    before = mr.attributes.used_mem_current
+    fast = device.allocate(4096, stream=stream)
+    cold = mr.allocate(4096, stream=cc.LEGACY_DEFAULT_STREAM)  # a default stream: the cold path
+    for b in (fast, cold):
+        assert type(b) is cc.Buffer and b.size == 4096 and b.memory_resource is mr and b.handle == b._mem.ptr
+    assert fast._stream is stream and mr.attributes.used_mem_current >= before + 8192
+    x = np.arange(1024, dtype=np.float32)
+    host, view = pinned_array(cc, 1024)
+    view[:] = x
+    fast.copy_from(host, stream=stream)  # h2d
+    cold.copy_from(fast, stream=stream)  # d2d
+    view[:] = 0
+    assert cold.copy_to(host, stream=stream) is host  # d2h
+    stream.sync()
+    np.testing.assert_array_equal(view, x)
+    with pytest.raises(ValueError, match="sizes mismatch"):
+        fast.copy_from(device.allocate(8, stream=stream), stream=stream)
+    with pytest.raises(TypeError, match="src must be a Buffer"):
+        fast.copy_from(view, stream=stream)
+    with pytest.raises(TypeError, match="stream is required"):
+        fast.copy_from(host, stream=None)
+    for size in (-1, True, 1.5):  # refused as before the compiled path (cuda.core's own error types)
+        with pytest.raises((ValueError, TypeError, CUDAError)):
+            device.allocate(size, stream=stream)
+    with pytest.raises(CUDAError, match="OUT_OF_MEMORY"):  # a driver failure, as cuda.core's error
+        device.allocate(cu.Device(0).total_memory, stream=stream)  # the whole device: more than is free
+    fast.close()
+    fast.close()  # idempotent
+    assert fast.is_closed and fast.handle == 0
+    cold.close(stream)
+    dropped = device.allocate(4096, stream=stream)
+    del dropped  # freed by the compiled finalizer
+    gc.collect()
+    stream.sync()
+    assert mr.attributes.used_mem_current == before
+    host.close()
+
+
 def test_foreign_buffers_free_through_their_resource(cc, device, stream):
     from cuda.bindings import driver
 

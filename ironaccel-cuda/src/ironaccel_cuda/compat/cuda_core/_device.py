@@ -353,8 +353,11 @@ class Device(_ia.IaDevice):
             raise TypeError("a MemoryResource object is required")
         self._memory_resource = mr
 
-    def allocate(self, size: int, *, stream: Any = None) -> Any:
-        """`size` bytes from this device's memory resource, stream-ordered on `stream`."""
+    # `size` bytes from this device's memory resource, stream-ordered on `stream`: compiled for the default
+    # resource and an open Stream of this device (`_core.compat_device_allocate`), else `_allocate_cold`.
+    allocate = _ia.compat_device_allocate
+
+    def _allocate_cold(self, size: int, stream: Any) -> Any:
         if not self._has_inited:
             self._check_context_initialized()
         mr = self._memory_resource

@@ -31,15 +31,19 @@ from ironaccel_cuda.program import Program as IaProgram
 from ironaccel_cuda.stream import Stream as IaStream
 
 __all__ = [
-    "CLOSED", "ClosedError", "CompileError", "DeviceBuf", "DriverError", "IaDevice", "IaEvent", "IaFunction",
-    "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule", "IaObjectCode", "IaProgram", "IaStaged",
-    "IaStream",
-    "InvalidArgument", "InvalidState", "PinnedBuf", "Unsupported", "adopt", "bind", "bind_address", "call",
-    "current_context", "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh",
-    "memcpy_htod", "new_event", "state_for", "try_call",
+    "CLOSED", "ClosedError", "CompatBuffer", "CompileError", "DeviceBuf", "DriverError", "IaDevice", "IaEvent",
+    "IaFunction", "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule", "IaObjectCode",
+    "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf", "Unsupported", "adopt",
+    "bind", "bind_address", "call", "compat_device_allocate", "compat_dmr_allocate", "current_context",
+    "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh", "memcpy_htod",
+    "new_event", "set_compat_buffer", "state_for", "try_call",
 ]
 
 CLOSED = _core.CLOSED
+CompatBuffer = _core.CompatBuffer
+compat_dmr_allocate = _core.compat_dmr_allocate
+compat_device_allocate = _core.compat_device_allocate
+set_compat_buffer = _core.set_compat_buffer
 call = _driver.call
 try_call = _driver.try_call
 driver = _driver.driver

@@ -265,6 +265,8 @@ def _u8_array(obj: Any, writable: bool, routine: str) -> np.ndarray:
 
 _BOUNCE_HALF = 4  # slots per half of the ring
 _BOUNCE_SLOT = 64 << 10
+_ensure = _fast.ensure
+_dtoh_sync = _fast.memcpy_dtoh_sync
 
 
 class Staging:
@@ -399,6 +401,21 @@ def memcpy_htod(dest: Any, src: Any) -> None:
 
 def memcpy_dtoh(dest: Any, src: Any) -> None:
     """Copy from device address `src` into writable host buffer `dest`; returns once the data is there."""
+    # The common small case first, inline: an ndarray of at most one bounce slot, a valid context on top of the
+    # stack.  Through `_current` and `_nbytes` it cost 0.55 us more per call (CPU box, fake driver, 2026-12-01).
+    stack = _local.stack
+    if stack and dest.__class__ is _ndarray:
+        top = stack[-1]
+        n = dest.nbytes
+        if top._valid and 0 < n <= _BOUNCE_SLOT:
+            try:
+                _ensure(top.handle)
+                _dtoh_sync(dest, src, n, _LEGACY, top._ordinal)
+                return
+            except ia.IronAccelError as exc:
+                raise translate(exc, "cuMemcpyDtoH") from None
+            except (TypeError, ValueError, OverflowError, BufferError):
+                pass  # the full path below says what is wrong
     ctx = _current("cuMemcpyDtoH")
     n = _nbytes(dest, "cuMemcpyDtoH")
     try:

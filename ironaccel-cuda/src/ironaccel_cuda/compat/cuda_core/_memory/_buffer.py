@@ -25,7 +25,7 @@ from .._utils.cuda_utils import driver, from_ironaccel
 
 __all__ = ["Buffer", "MemoryResource"]
 
-_new = object.__new__
+_new = _ia.CompatBuffer.__new__
 _UNIFIED = 4  # CU_MEMORYTYPE_UNIFIED
 _HOST = 1  # CU_MEMORYTYPE_HOST
 _DEVICE = 2  # CU_MEMORYTYPE_DEVICE
@@ -61,11 +61,13 @@ class MemoryResource(abc.ABC):
     def device_id(self) -> int: ...
 
 
-class Buffer:
-    """Memory of a memory resource (or foreign memory), with copies, fills and DLPack."""
+class Buffer(_ia.CompatBuffer):
+    """Memory of a memory resource (or foreign memory), with copies, fills and DLPack.
 
-    __slots__ = ("_ptr", "_size", "_mr", "_owner", "_mem", "_stream", "_free_stream", "_attrs", "_shared",
-                 "__weakref__")
+    Its fields and the hot paths of `close`, `copy_from` and `copy_to` are compiled (`_core.CompatBuffer`); what
+    they do not take comes back to the `_cold` methods here."""
+
+    __slots__ = ()
     _ptr: int
     _size: int
     _mr: Any
@@ -162,10 +164,8 @@ class Buffer:
 
     # -- lifetime -----------------------------------------------------------------
 
-    def close(self, stream: Any = None) -> None:
-        """Free the memory, stream-ordered after the work queued on `stream` (default: the allocation stream).
-
-        Memory a graph node also holds is freed when the last holder lets go (see `_share`)."""
+    def _close_cold(self, stream: Any) -> None:
+        """close(): memory a graph node also holds is freed when the last holder lets go (see `_share`)."""
         shared = self._shared
         if shared is not None:
             self._shared = None
@@ -228,21 +228,13 @@ class Buffer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        if getattr(self, "_ptr", 0) and (self._mr is not None or self._mem is not None):
-            try:
-                self.close()
-            except Exception:
-                pass
-
     @property
     def is_closed(self) -> bool:
         return self._ptr == 0 and self._mr is None and self._mem is None
 
     # -- copies and fills -----------------------------------------------------------
 
-    def copy_to(self, dst: Buffer | None = None, *, stream: Any = None, options: Any = None) -> Buffer:
-        """Copy this buffer into `dst` (a new buffer of this buffer's resource when None) on `stream`."""
+    def _copy_to_cold(self, dst: Buffer | None, stream: Any, options: Any) -> Buffer:
         s = _stream_accept(stream)
         if dst is None:
             if self._mr is None:
@@ -256,8 +248,7 @@ class Buffer:
         _copy(dst, self, s)
         return dst
 
-    def copy_from(self, src: Buffer, *, stream: Any = None, options: Any = None) -> None:
-        """Copy `src` into this buffer on `stream`."""
+    def _copy_from_cold(self, src: Buffer, stream: Any, options: Any) -> None:
         s = _stream_accept(stream)
         if not isinstance(src, Buffer):
             raise TypeError(f"src must be a Buffer, got {type(src).__name__}")

@@ -27,7 +27,7 @@ from ._memory_pool import _MemPool
 
 __all__ = ["DeviceMemoryResource", "DeviceMemoryResourceOptions"]
 
-_new = object.__new__
+_new_buffer = _ia.CompatBuffer.__new__
 _MAX_THRESHOLD = 0xFFFFFFFFFFFFFFFF
 
 
@@ -66,8 +66,12 @@ class DeviceMemoryResource(_MemPool):
         if not err and int(threshold) == 0:
             call("cuMemPoolSetAttribute", self._pool, attr, driver.cuuint64_t(_MAX_THRESHOLD))
 
-    def allocate(self, size: int, *, stream: Any = None) -> Buffer:
-        """`size` bytes on the device, stream-ordered on `stream` (ironaccel's Device.alloc or DriverPool.allocate)."""
+    # `size` bytes on the device, stream-ordered on `stream`: compiled for the device's pool and an open Stream of
+    # its device (`_core.compat_dmr_allocate`), else `_allocate_cold`.
+    allocate = _ia.compat_dmr_allocate
+
+    def _allocate_cold(self, size: int, stream: Any) -> Buffer:
+        """allocate(): ironaccel's Device.alloc or DriverPool.allocate."""
         alloc = self._alloc
         if alloc is None:
             return _MemPool.allocate(self, size, stream=stream)
@@ -76,7 +80,7 @@ class DeviceMemoryResource(_MemPool):
             s = for_device(s, self._ordinal)
         if self._closed:
             raise RuntimeError("the memory resource is closed")
-        b = _new(Buffer)
+        b = _new_buffer(Buffer)
         if size:
             try:
                 mem = alloc(size, "uint8", s)
@@ -187,3 +191,6 @@ def DMR_mempool_get_access(dmr: DeviceMemoryResource, device_id: int) -> str:
     loc.id = int(device_id)
     flags = int(call("cuMemPoolGetAccess", dmr._pool, loc))
     return {3: "rw", 1: "r"}.get(flags, "")
+
+
+_ia.set_compat_buffer(Buffer, DeviceMemoryResource, Stream, _ia.PinnedBuf, from_ironaccel)

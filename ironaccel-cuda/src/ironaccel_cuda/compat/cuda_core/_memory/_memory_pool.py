@@ -132,7 +132,7 @@ class _MemPool(IpcResource, MemoryResource):
                 mem = self._dpool.allocate(size, "uint8", s)
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
-        b = _new(self._buffer_class)
+        b = _ia.CompatBuffer.__new__(self._buffer_class)
         b._ptr = mem.ptr if mem is not None else 0
         b._size = size
         b._mr = self
