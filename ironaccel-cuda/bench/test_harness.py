@@ -84,6 +84,15 @@ def test_verdict_claims_a_win_only_when_the_whole_interval_clears_one():
 def test_rounds_alternate_the_order_so_each_pair_is_back_to_back():
     assert [rotation(2, r) for r in range(4)] == [[0, 1], [1, 0], [0, 1], [1, 0]]
     assert [rotation(3, r) for r in range(3)] == [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+    for k in range(2, 8):  # every case right after every other equally often (a cyclic shift never does this)
+        period = k if k % 2 == 0 else 2 * k
+        follows: dict[tuple[int, int], int] = {}
+        for r in range(period):
+            order = rotation(k, r)
+            assert sorted(order) == list(range(k))
+            for a, b in zip(order, order[1:]):
+                follows[(a, b)] = follows.get((a, b), 0) + 1
+        assert len(follows) == k * (k - 1) and len(set(follows.values())) == 1, (k, follows)
     clock, calls = FakeClock(), []
     a = fake_case(clock, 100, log=calls, label="A")
     b = fake_case(clock, 300, log=calls, label="B")
