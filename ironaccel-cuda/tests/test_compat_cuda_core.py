@@ -58,12 +58,21 @@ def test_install_makes_cuda_core_the_compat_everywhere():
         from cuda.core.utils import StridedMemoryView
         from cuda.core._utils.cuda_utils import CUDAError, handle_return
         import cuda.core._memory._legacy as legacy
+        import cuda.core._module
         assert cuda.core is cuda_core and Device is cuda_core.Device and launch is cuda_core.launch
         assert GraphBuilder is cuda_core.graph.GraphBuilder and StridedMemoryView is cuda_core.utils.StridedMemoryView
         assert legacy is cuda_core._memory._legacy and cuda_core.installed()
         import sys
-        assert all(m.__name__.startswith("ironaccel_cuda.compat.cuda_core")
-                   for n, m in sys.modules.items() if n == "cuda.core" or n.startswith("cuda.core."))
+        aliased = [m for n, m in sys.modules.items() if n == "cuda.core" or n.startswith("cuda.core.")]
+        assert all(m.__name__.startswith("ironaccel_cuda.compat.cuda_core") for m in aliased)
+        # each keeps its own spec: a relative import inside a function must not warn __package__ != __spec__.parent
+        assert all(m.__spec__.parent == m.__package__ for m in aliased), [
+            (m.__name__, m.__spec__.parent, m.__package__) for m in aliased if m.__spec__.parent != m.__package__]
+        import importlib, warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            exec("from ._device import Device as D", vars(sys.modules["cuda.core._module"]))
+        importlib.reload(sys.modules["cuda.core._utils.cuda_utils"])  # reload still finds the module
         try:
             import cuda.core._no_such_module
         except ModuleNotFoundError:
