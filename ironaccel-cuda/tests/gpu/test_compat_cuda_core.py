@@ -159,6 +159,17 @@ def test_events_time_and_explain_misuse(cc, device, stream, module):
     with pytest.raises(RuntimeError, match="not IPC-enabled"):
         _ = e1.ipc_descriptor
     assert e1 != e2 and e1 == e1 and e2.device is device
+    from ironaccel_cuda import _core  # create_event and record with an event are compiled; the rest is Python
+
+    assert type(device).create_event is _core.compat_create_event and type(stream).record is _core.compat_stream_record
+    assert device.create_event()._flags == 2 and blocking._flags == 3 and never._flags == 0  # cuEventCreate flags
+    assert stream.record(blocking) is blocking and blocking.sync() is None and blocking.is_done
+    with pytest.raises(Exception, match="expected an Event"):
+        stream.record(object())
+    other = device.create_stream()
+    other.close()
+    with pytest.raises(Exception, match="closed"):
+        other.record(blocking)  # a closed stream: the cold path's error
     for e in (e1, e2, untimed, never, blocking):
         e.close()
         e.close()

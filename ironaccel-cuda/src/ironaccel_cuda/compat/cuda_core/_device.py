@@ -310,8 +310,11 @@ class Device(_ia.IaDevice):
 
         return Stream._init(obj=obj, options=options, device_id=self.ordinal)
 
-    def create_event(self, options: Any = None) -> Any:  # type: ignore[override]
-        """A new event (EventOptions: timing off, no blocking sync, by default)."""
+    # A new event (EventOptions: timing off, no blocking sync, by default): compiled for the primary context and
+    # plain options (`_core.compat_create_event`), else `_create_event_cold`.
+    create_event = _ia.compat_create_event  # type: ignore[assignment]  # cuda.core takes options, not timing
+
+    def _create_event_cold(self, options: Any) -> Any:
         if not self._has_inited:
             self._check_context_initialized()
         if self._green_current is not None:

@@ -34,9 +34,10 @@ __all__ = [
     "CLOSED", "ClosedError", "CompatBuffer", "CompileError", "DeviceBuf", "DriverError", "IaDevice", "IaEvent",
     "IaFunction", "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule", "IaObjectCode",
     "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf", "Unsupported", "adopt",
-    "bind", "bind_address", "call", "compat_device_allocate", "compat_dmr_allocate", "current_context",
-    "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh", "memcpy_htod",
-    "new_event", "set_compat_buffer", "state_for", "try_call",
+    "bind", "bind_address", "call", "compat_create_event", "compat_device_allocate", "compat_dmr_allocate",
+    "compat_stream_record", "current_context", "device_count", "dlpack", "driver", "ensure", "event_create",
+    "memcpy_dtod", "memcpy_dtoh", "memcpy_htod", "new_event", "set_compat_buffer", "set_compat_events", "state_for",
+    "try_call",
 ]
 
 CLOSED = _core.CLOSED
@@ -44,6 +45,9 @@ CompatBuffer = _core.CompatBuffer
 compat_dmr_allocate = _core.compat_dmr_allocate
 compat_device_allocate = _core.compat_device_allocate
 set_compat_buffer = _core.set_compat_buffer
+set_compat_events = _core.set_compat_events
+compat_create_event = _core.compat_create_event
+compat_stream_record = _core.compat_stream_record
 call = _driver.call
 try_call = _driver.try_call
 driver = _driver.driver

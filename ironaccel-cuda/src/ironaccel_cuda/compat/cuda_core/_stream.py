@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import _ia
-from ._event import CU_EVENT_INTERPROCESS, Event
+from ._event import CU_EVENT_INTERPROCESS, Event, EventOptions
 from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver
 
 __all__ = ["LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM", "Stream", "StreamOptions"]
@@ -217,8 +217,11 @@ class Stream(_ia.IaStream):
         context = self.context
         return DeviceResources._init(context._device_id, context)
 
-    def record(self, event: Any = None, options: Any = None) -> Any:  # type: ignore[override]
-        """Record `event` (a new one made with `options` if None) on this stream; returns it."""
+    # Record `event` (a new one made with `options` if None) on this stream; returns it.  Compiled for an event of
+    # its own (`_core.compat_stream_record`), else `_record_cold`.
+    record = _ia.compat_stream_record
+
+    def _record_cold(self, event: Any, options: Any) -> Any:
         if event is None:
             owner = getattr(self, "_owner", None)
             device = self.device
@@ -351,3 +354,6 @@ def Stream_accept(arg: Any, allow_stream_protocol: bool = False) -> Any:
 _record = _ia.IaStream.record
 LEGACY_DEFAULT_STREAM = Stream._legacy_default()
 PER_THREAD_DEFAULT_STREAM = Stream._per_thread_default()
+
+
+_ia.set_compat_events(Event, EventOptions)
