@@ -212,28 +212,20 @@ cdef int _event_destroy(uintptr_t e) except -1:
         _again(err, IA_cuEventDestroy, 0, False)
 
 
-cdef uintptr_t _pending_event = 0  # recorded behind our queued work (see _queued_on): its query would only say "not yet"
-
-
 cdef int _event_record(uintptr_t e, uintptr_t s) except -1:
-    global _pending_event
     cdef int err
     while True:
         err = cuEventRecord(<CUevent>e, <CUstream>s)
         if err == 0:
-            if _queued and _queued_on == s:
-                _pending_event = e
-            elif _pending_event == e:
-                _pending_event = 0
             return 0
         _again(err, IA_cuEventRecord, s, True)
 
 
 cdef int _event_sync(uintptr_t e) except -1:
-    global _trim_pending, _pending_event
+    global _trim_pending
     cdef int err
     while True:
-        err = 1 if _trim_pending or (e == _pending_event and e != 0) else cuEventQuery(<CUevent>e)
+        err = 1 if _trim_pending else cuEventQuery(<CUevent>e)
         if err == 0:
             return 0
         if err != IA_UNBOUND and err != IA_DISABLED:
@@ -241,23 +233,7 @@ cdef int _event_sync(uintptr_t e) except -1:
                 err = cuEventSynchronize(<CUevent>e)
             if err == 0:
                 _trim_pending = False
-                if _pending_event == e:
-                    _pending_event = 0
                 return 0
-        _again(err, IA_cuEventSynchronize, 0, False)
-
-
-cdef int _event_wait(uintptr_t e) except -1:
-    """cuEventSynchronize with no query first, for an event known to be pending: a timing event just recorded
-    (its query right after the record cost 1.6 us on the H200 and answered "not yet")."""
-    global _trim_pending
-    cdef int err
-    while True:
-        with nogil:
-            err = cuEventSynchronize(<CUevent>e)
-        if err == 0:
-            _trim_pending = False
-            return 0
         _again(err, IA_cuEventSynchronize, 0, False)
 
 
@@ -299,11 +275,6 @@ def event_record(uintptr_t e, uintptr_t s):
 
 def event_sync(uintptr_t e):
     _event_sync(e)
-
-
-def event_wait(uintptr_t e):
-    """Synchronize an event known to be pending (no query first): a timing event just recorded."""
-    _event_wait(e)
 
 
 def event_query(uintptr_t e):

@@ -117,10 +117,7 @@ cdef class EventCore:
         if self._isclosed:
             raise self._bad("cuEventSynchronize")
         try:
-            if self.timing:  # a timing event is rarely complete when waited for: no query first (_event_wait)
-                _event_wait(self._hv)
-            else:
-                _event_sync(self._hv)
+            _event_sync(self._hv)
         except _errors.InvalidState as exc:
             self._rebind(exc)
             _event_sync(self._hv)

@@ -57,8 +57,7 @@ static int ndev(void) {
 struct alloc { char *base; size_t size; int dev; int live; int host; fake_cuda_free_fn on_free; void *arg; int external; };
 static struct alloc *allocs = NULL;
 static size_t nallocs = 0, capallocs = 0;
-static long long counters[9]; /* allocs, frees, bad_frees, live, host_allocs, host_frees, stream queries, stream syncs,
-                                 event queries */
+static long long counters[8]; /* allocs, frees, bad_frees, live, host_allocs, host_frees, stream queries, stream syncs */
 static size_t used[MAX_DEV];
 
 static struct alloc *find_alloc(const char *p, size_t n, int host) {
@@ -85,7 +84,7 @@ static char *new_alloc(size_t size, int dev, int host) {
     return p;
 }
 
-long long fake_cuda_counters(int i) { return (i >= 0 && i < 9) ? counters[i] : -1; }
+long long fake_cuda_counters(int i) { return (i >= 0 && i < 8) ? counters[i] : -1; }
 size_t fake_cuda_used(int dev) { return dev >= 0 && dev < MAX_DEV ? used[dev] : 0; }
 
 /* ---- objects ---- */
@@ -292,7 +291,7 @@ CUresult cuEventRecord(CUevent h, CUstream sh) {
     e->recorded = 1; e->t = now_ms(); LEAVE(CUDA_SUCCESS);
 }
 CUresult cuEventSynchronize(CUevent h) { ENTER(); NEED_CTX(); if (!get_event(h)) LEAVE(CUDA_ERROR_INVALID_HANDLE); LEAVE(CUDA_SUCCESS); }
-CUresult cuEventQuery(CUevent h) { ENTER(); counters[8]++; NEED_CTX(); if (!get_event(h)) LEAVE(CUDA_ERROR_INVALID_HANDLE); LEAVE(CUDA_SUCCESS); }
+CUresult cuEventQuery(CUevent h) { ENTER(); NEED_CTX(); if (!get_event(h)) LEAVE(CUDA_ERROR_INVALID_HANDLE); LEAVE(CUDA_SUCCESS); }
 CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
     ENTER(); struct event *s = get_event(a), *e = get_event(b);
     if (!s || !e || (s->flags & CU_EVENT_DISABLE_TIMING) || (e->flags & CU_EVENT_DISABLE_TIMING)) LEAVE(CUDA_ERROR_INVALID_HANDLE);

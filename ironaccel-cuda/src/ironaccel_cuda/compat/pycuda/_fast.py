@@ -21,7 +21,6 @@ event_create = _core.event_create
 event_destroy = _core.event_destroy
 event_record = _core.event_record
 event_sync = _core.event_sync
-event_wait = _core.event_wait
 event_query = _core.event_query
 mem_alloc_async = _core.mem_alloc_async
 mem_free_async = _core.mem_free_async

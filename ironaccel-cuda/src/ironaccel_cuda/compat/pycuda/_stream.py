@@ -24,8 +24,6 @@ _stream_sync = _fast.stream_sync
 _stream_query = _fast.stream_query
 _event_record = _fast.event_record
 _event_sync = _fast.event_sync
-_event_wait = _fast.event_wait
-_DISABLE_TIMING = 0x2  # CU_EVENT_DISABLE_TIMING
 _event_query = _fast.event_query
 CU_STREAM_NON_BLOCKING = 0x1
 
@@ -91,10 +89,9 @@ class Stream:
 class Event:
     """pycuda.driver.Event(flags=0): an event of the current context (timing on unless event_flags say)."""
 
-    __slots__ = ("_h", "_ctx", "_wait", "__weakref__")
+    __slots__ = ("_h", "_ctx", "__weakref__")
     _h: Any
     _ctx: Context
-    _wait: Any  # how synchronize() waits: a timing event (PyCUDA's default) with no query first
 
     def __init__(self, flags: int = 0):
         flags = _flags(flags, "cuEventCreate")
@@ -106,14 +103,12 @@ class Event:
         except OverflowError as exc:
             raise invalid("cuEventCreate", str(exc)) from None
         self._ctx = ctx
-        self._wait = _event_sync if flags & _DISABLE_TIMING else _event_wait
 
     @classmethod
     def _wrap(cls, h: Any, ctx: Context) -> Event:
         e = object.__new__(cls)
         e._h = h
         e._ctx = ctx
-        e._wait = _event_sync
         return e
 
     def record(self, stream: Stream | None = None) -> Event:
@@ -144,7 +139,7 @@ class Event:
         # for a timing event (H200, 2026-12-01; PyCUDA/compat 1.01x -> 0.87x).  Without the confirmation the
         # spin saved 0.4 us, but the confirming query of a timing event alone cost 1.6 us.
         try:
-            self._wait(self._h)
+            _event_sync(self._h)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuEventSynchronize") from None
         return self
