@@ -13,7 +13,6 @@ cdef int _htod(CUdeviceptr dp, const void* host, size_t n, uintptr_t s, bint rel
         else:
             err = cuMemcpyHtoDAsync(dp, host, n, <CUstream>s)
         if err == 0:
-            _queued_work(s)
             return 0
         _again(err, IA_cuMemcpyHtoDAsync, s, True)
 
@@ -27,7 +26,6 @@ cdef int _dtoh(void* host, CUdeviceptr dp, size_t n, uintptr_t s, bint release_g
         else:
             err = cuMemcpyDtoHAsync(host, dp, n, <CUstream>s)
         if err == 0:
-            _queued_work(s)
             return 0
         _again(err, IA_cuMemcpyDtoHAsync, s, True)
 

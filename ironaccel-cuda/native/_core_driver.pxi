@@ -130,25 +130,13 @@ def forget_current():
 # that finds the stream idle would skip that, and a threshold of 0 would keep all its memory).
 cdef bint _trim_pending = False
 
-# The stream our last copy, launch or graph launch went to: synchronizing it right after needs no query first
-# (it is busy, so the query only costs a driver call: ~0.2-1.5 us on the H200).  Work queued by others is not
-# seen here; such a stream just keeps the query, which is only a shortcut.
-cdef uintptr_t _queued_on = 0
-cdef bint _queued = False
-
-
-cdef inline void _queued_work(uintptr_t s) noexcept:
-    global _queued_on, _queued
-    _queued_on = s
-    _queued = True
-
 
 cdef int _stream_sync(uintptr_t s) except -1:
-    global _trim_pending, _queued
+    global _trim_pending
     cdef int err
     while True:
         # an idle stream needs no more than a query, which keeps the GIL; 1 stands for "not known to be idle"
-        err = 1 if _trim_pending or (_queued and _queued_on == s) else cuStreamQuery(<CUstream>s)
+        err = 1 if _trim_pending else cuStreamQuery(<CUstream>s)
         if err == 0:
             return 0
         if err != IA_UNBOUND and err != IA_DISABLED:
@@ -156,8 +144,6 @@ cdef int _stream_sync(uintptr_t s) except -1:
                 err = cuStreamSynchronize(<CUstream>s)
             if err == 0:
                 _trim_pending = False
-                if _queued_on == s:
-                    _queued = False
                 return 0
         _again(err, IA_cuStreamSynchronize, s, True)
 
@@ -360,7 +346,6 @@ cdef int _memcpy_dtod(uintptr_t dst, uintptr_t src, size_t nbytes, uintptr_t s) 
     while True:
         err = cuMemcpyDtoDAsync(dst, src, nbytes, <CUstream>s)
         if err == 0:
-            _queued_work(s)
             return 0
         _again(err, IA_cuMemcpyDtoDAsync, s, True)
 
@@ -401,7 +386,6 @@ def graph_launch(uintptr_t exe, uintptr_t s):
     while True:
         err = cuGraphLaunch(<CUgraphExec>exe, <CUstream>s)
         if err == 0:
-            _queued_work(s)
             return
         _again(err, IA_cuGraphLaunch, s, True)
 

@@ -75,38 +75,6 @@ def test_gpu_suite_against_the_fake_driver(fake_lib, tmp_path):
     _passed(out)
 
 
-def test_a_sync_right_after_queued_work_skips_the_stream_query(fake_lib, tmp_path):
-    """The compiled core asks an idle stream with one query (keeping the GIL), but synchronizes the stream its last
-    copy or launch went to without that query (which would only cost a driver call); the fake counts both."""
-    code = """
-import ctypes
-import numpy as np
-import ironaccel_cuda as cu
-from ironaccel_cuda import _core
-lib = ctypes.CDLL("libcuda.so.1")
-lib.fake_cuda_counters.restype = ctypes.c_longlong
-calls = lambda: (lib.fake_cuda_counters(6), lib.fake_cuda_counters(7))  # (queries, synchronizes)
-dev = cu.Device(0)
-s, other = dev.create_stream(), dev.create_stream()
-buf = dev.alloc(256, "uint8", stream=s)
-s.synchronize()
-host = np.arange(256, dtype=np.uint8)
-q, y = calls(); s.synchronize(); assert calls() == (q + 1, y), calls()  # idle: one query
-_core.memcpy_htod(int(buf.ptr), host, 256, int(s._h))
-q, y = calls(); s.synchronize(); assert calls() == (q, y + 1), calls()  # just given work: no query
-q, y = calls(); s.synchronize(); assert calls() == (q + 1, y), calls()  # idle again
-_core.memcpy_htod(int(buf.ptr), host, 256, int(s._h))
-q, y = calls(); other.synchronize(); assert calls() == (q + 1, y), calls()  # another stream: still asked
-s.synchronize()
-assert (buf.copy_to_host() == host).all()
-buf.close(); s.close(); other.close()
-print("ok")
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=_env(fake_lib, tmp_path))
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
-
-
 def test_memory_suite_without_memory_pools(fake_lib, tmp_path):
     """Devices without stream-ordered pools fall back to cuMemAlloc / cuMemFree."""
     env = _env(fake_lib, tmp_path, FAKE_CUDA_NO_POOLS="1")

@@ -57,7 +57,7 @@ static int ndev(void) {
 struct alloc { char *base; size_t size; int dev; int live; int host; fake_cuda_free_fn on_free; void *arg; int external; };
 static struct alloc *allocs = NULL;
 static size_t nallocs = 0, capallocs = 0;
-static long long counters[8]; /* allocs, frees, bad_frees, live, host_allocs, host_frees, stream queries, stream syncs */
+static long long counters[6]; /* allocs, frees, bad_frees, live, host_allocs, host_frees */
 static size_t used[MAX_DEV];
 
 static struct alloc *find_alloc(const char *p, size_t n, int host) {
@@ -84,7 +84,7 @@ static char *new_alloc(size_t size, int dev, int host) {
     return p;
 }
 
-long long fake_cuda_counters(int i) { return (i >= 0 && i < 8) ? counters[i] : -1; }
+long long fake_cuda_counters(int i) { return (i >= 0 && i < 6) ? counters[i] : -1; }
 size_t fake_cuda_used(int dev) { return dev >= 0 && dev < MAX_DEV ? used[dev] : 0; }
 
 /* ---- objects ---- */
@@ -269,8 +269,8 @@ CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int prio) 
     *ph = (CUstream)s; LEAVE(CUDA_SUCCESS);
 }
 CUresult cuStreamDestroy_v2(CUstream h) { ENTER(); STREAM(s, h); if (s >= legacy_streams && s < legacy_streams + MAX_DEV) LEAVE(CUDA_ERROR_INVALID_HANDLE); s->magic = 0xdead; LEAVE(CUDA_SUCCESS); }
-CUresult cuStreamSynchronize(CUstream h) { ENTER(); counters[7]++; NEED_CTX(); STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
-CUresult cuStreamQuery(CUstream h) { ENTER(); counters[6]++; NEED_CTX(); STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
+CUresult cuStreamSynchronize(CUstream h) { ENTER(); NEED_CTX(); STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
+CUresult cuStreamQuery(CUstream h) { ENTER(); NEED_CTX(); STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
 CUresult cuStreamGetCtx(CUstream h, CUcontext *c) { ENTER(); STREAM(s, h); *c = (CUcontext)&ctxs[s->dev]; LEAVE(CUDA_SUCCESS); }
 CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *c, CUgreenCtx *g) { ENTER(); STREAM(s, h); *c = (CUcontext)&ctxs[s->dev]; if (g) *g = NULL; LEAVE(CUDA_SUCCESS); }
 static struct event *get_event(CUevent h) { struct event *e = (struct event *)h; return (e && e->magic == MAGIC_EVENT) ? e : NULL; }
