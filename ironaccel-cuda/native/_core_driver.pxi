@@ -135,7 +135,9 @@ cdef int _stream_sync(uintptr_t s) except -1:
     global _trim_pending
     cdef int err
     while True:
-        # an idle stream needs no more than a query, which keeps the GIL; 1 stands for "not known to be idle"
+        # an idle stream needs no more than a query, which keeps the GIL; 1 stands for "not known to be idle".
+        # Tried: no query for the stream our last copy or launch went to (and for events recorded behind it, and
+        # timing events).  A/B on the H200, 2026-12-01: 1.000-1.006x; the query overlaps the wait.
         err = 1 if _trim_pending else cuStreamQuery(<CUstream>s)
         if err == 0:
             return 0
