@@ -76,7 +76,7 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("Host", SAME, "a location value for managed-memory operations"),
     ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches) to PTX, CUBIN or "
                          "LTO-IR; `handle` is the Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is "
-                         "always None; PTX programs are linked by the compat's `Linker` (their `handle` is its "
+                         "NVRTC's precompiled-header status of the last compile; PTX programs are linked by the compat's `Linker` (their `handle` is its "
                          "nvJitLink handle); NVVM IR compiles with libNVVM through cuda.bindings.nvvm (ironaccel has "
                          "no NVVM compiler of its own)"),
     ("ProgramOptions", SAME, "every option, written to NVRTC / NVVM option strings as cuda.core writes them"),
@@ -199,10 +199,6 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
     ("test_linker.py::test_linker_link_ptx_culink, ::test_driver_linker_* (driver-backend cases)",
      "the driver's cuLink backend, which ironaccel does not have: cuda.core runs them only where nvJitLink is "
      "missing, so they skip under nvJitLink with cuda-core too"),
-    ("test_program.py::test_cpp_program_pch_auto_creates (Program.pch_status)",
-     "failed on the H200 run of 2026-12-01 (pch_status was always None); implemented after it from "
-     "nvrtcGetPCHCreateStatus, proven on CI with NVRTC 13.5 (`tests/test_compat_cuda_core_exec.py`), not yet re-run "
-     "on the H200"),
     ("test_memory.py::test_vmm_allocator_grow_allocation_fast_path",
      "cuda.core's internal `_grow_allocation_fast_path`, which the test mocks (the compat grows through ironaccel's "
      "VirtualBuffer)"),
@@ -215,9 +211,6 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
      "(skips on Hopper)", "the environment, as with cuda-core itself"),
     ("memory/test_managed_ops.py::TestManagedBuffer::test_preferred_location_roundtrip_host_numa",
      "skips: host-NUMA preferred locations are not supported by this driver / machine"),
-    ("test_module.py::test_kernel_from_handle_library_mismatch_warning", "passes when test_module.py runs alone "
-     "(H200, 2026-12-01, 127/127); in the whole run the test's catch_warnings also records a warning from "
-     "elsewhere (not identified)"),
     ("cases that skip on the machine (no CuPy / numba / nvfatbin / CUDA headers, one GPU, PTX newer than the "
      "driver, sm_100, NVRTC 13.2, GPUDirect RDMA, cuda.core's own skips for ManagedMR IPC and for node types "
      "without attributes)", "the environment: they skip with cuda-core itself too, and a skip counts as a failure "
