@@ -76,9 +76,9 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     ("Host", SAME, "a location value for managed-memory operations"),
     ("Program", DIFFERS, "C++ through ironaccel's NVRTC `Program` (with its memory and disk caches) to PTX, CUBIN or "
                          "LTO-IR; `handle` is the Program itself (ironaccel keeps no nvrtcProgram), `pch_status` is "
-                         "NVRTC's precompiled-header status of the last compile; PTX programs are linked by the compat's `Linker` (their `handle` is its "
-                         "nvJitLink handle); NVVM IR compiles with libNVVM through cuda.bindings.nvvm (ironaccel has "
-                         "no NVVM compiler of its own)"),
+                         "NVRTC's precompiled-header status of the last compile; PTX programs are linked by the "
+                         "compat's `Linker` (their `handle` is its nvJitLink handle); NVVM IR compiles with libNVVM "
+                         "through cuda.bindings.nvvm (ironaccel has no NVVM compiler of its own)"),
     ("ProgramOptions", SAME, "every option, written to NVRTC / NVVM option strings as cuda.core writes them"),
     ("ObjectCode", DIFFERS, "loaded lazily once per device with ironaccel's `Device.load_module` (cuModuleLoadData); "
                             "`handle` is the current device's `CUmodule` (cuda.core: a `CUlibrary`; the compat keeps "
