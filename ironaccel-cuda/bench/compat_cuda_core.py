@@ -10,7 +10,7 @@ fastest idiomatic calls -- `stream.sync()`, `dev.create_event(options)` + `strea
 plus copies written the cuda.core way (`dst.copy_from(src, stream=s); s.sync()`).  ironaccel's own
 API is a third column where the main benchmark has it, and the C floor (bench/floor.c: the same driver
 calls from C) a fourth, which bounds what any wrapper could gain over cuda.core on the row.  All are
-sampled together in rotating rounds (harness.py); a row's ratio is cuda.core time / compat time per
+sampled together in rounds ordered by harness.rotation; a row's ratio is cuda.core time / compat time per
 round, median and bootstrap 95% interval.  Target: the whole interval above 1.1 on every row.  Writes DIR/compat.md and
 DIR/compat.json and prints the table.
 """

@@ -1,10 +1,11 @@
 """Paired sampling and its statistics: the method of the benchmark, free of any GPU code.
 
 A `Case` runs `n` operations per call. Cases compared with one another are sampled in rounds:
-each round times one batch of every case, back to back, and the order rotates from round to
-round (A B, B A, A B, ...), so drift of the machine (clocks, other tenants, caches) hits every
-side alike. Per round we form a statistic of the per-operation times, usually a ratio, and
-report its median with a bootstrap 95% interval over rounds.
+each round times one batch of every case, back to back, in an order that changes from round to
+round (A B, B A, A B, ...; for more cases the rows of a balanced Latin square, so each case runs
+right after each other equally often), so drift of the machine (clocks, other tenants, caches, the
+state another case leaves behind) hits every side alike. Per round we form a statistic of the
+per-operation times, usually a ratio, and report its median with a bootstrap 95% interval over rounds.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def rotation(k: int, round_index: int) -> list[int]:
 def measure_rounds(
     cases: Sequence[tuple[str, Case]], config: SamplingConfig, clock: Clock = time.perf_counter_ns
 ) -> Samples:
-    """Sample the labelled cases together, one batch each per round, the order rotating."""
+    """Sample the labelled cases together, one batch each per round, in the order `rotation` gives."""
     if not cases:
         raise ValueError("measure_rounds needs at least one case")
     labels = [label for label, _ in cases]
