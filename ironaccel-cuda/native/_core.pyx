@@ -152,7 +152,9 @@ cdef int NOT_READY = 600
 cdef int INVALID_CONTEXT = 201
 cdef int INVALID_VALUE = 1
 cdef int OUT_OF_MEMORY = 2
+cdef unsigned int CU_EVENT_BLOCKING_SYNC = 0x1
 cdef unsigned int CU_EVENT_DISABLE_TIMING = 0x2
+cdef unsigned int CU_EVENT_INTERPROCESS = 0x4
 cdef unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x1
 cdef unsigned int CU_MEMHOSTALLOC_DEVICEMAP = 0x2
 

@@ -1,5 +1,5 @@
-# The cuda.core compat's Buffer hot paths: its fields, stream-ordered allocation from the device's pool, close,
-# and copies between pool memory and page-locked memory.
+# The cuda.core compat's hot paths: its Buffer's fields, stream-ordered allocation from the device's pool, close,
+# and copies between pool memory and page-locked memory; Device.create_event and Stream.record(event).
 #
 # Each fast path takes only the common case (exact types, an open compat Stream of the buffer's device, no
 # options) and otherwise returns to the compat's Python code (`_allocate_cold`, `_close_cold`, `_copy_from_cold`,
@@ -31,7 +31,7 @@ def set_compat_buffer(buffer_type, dmr_type, stream_type, pinned_type, translate
 cdef class CompatBuffer:
     """The fields of the cuda.core compat's Buffer (the Python subclass has the rest), with its hot methods.
 
-    `_ptr` address (0 once closed), `_size` bytes, `_mr` resource, `_owner` kept object, `_mem` the ironaccel
+    Every field is None until set.  `_ptr` address (0 once closed), `_size` bytes, `_mr` resource, `_owner` kept object, `_mem` the ironaccel
     memory that frees it (DeviceBuf, PinnedBuf) or None, `_stream` allocation stream, `_free_stream`,
     `_attrs` pointer attributes (cached), `_shared` the allocation graph nodes share.
     """
@@ -176,8 +176,6 @@ def compat_device_allocate(self, size, *, stream=None):
 
 cdef object _cc_event_type = None    # compat Event
 cdef object _cc_event_options = None  # compat EventOptions
-cdef unsigned int _CC_BLOCKING_SYNC = 0x1
-cdef unsigned int _CC_INTERPROCESS = 0x4
 
 
 def set_compat_events(event_type, options_type):
@@ -200,7 +198,7 @@ def compat_create_event(self, options=None):
         flags = CU_EVENT_DISABLE_TIMING
     elif type(options) is _cc_event_options and not options.ipc_enabled:
         flags = (0 if options.timing_enabled else CU_EVENT_DISABLE_TIMING) | (
-            _CC_BLOCKING_SYNC if options.blocking_sync else 0)
+            CU_EVENT_BLOCKING_SYNC if options.blocking_sync else 0)
     else:
         return self._create_event_cold(options)
     e = (<DeviceCore>self)._new_event(<type>_cc_event_type, flags)
@@ -217,7 +215,7 @@ def compat_stream_record(self, event=None, options=None):
     if event is None or type(event) is not _cc_event_type or not isinstance(self, StreamCore):
         return self._record_cold(event, options)
     s, e = <StreamCore>self, <EventCore>event
-    if s._isclosed or e._isclosed or (<unsigned int>event._flags) & _CC_INTERPROCESS:
+    if s._isclosed or e._isclosed or (<unsigned int>event._flags) & CU_EVENT_INTERPROCESS:
         return self._record_cold(event, options)
     _event_record(e._hv, s._hv)
     return event

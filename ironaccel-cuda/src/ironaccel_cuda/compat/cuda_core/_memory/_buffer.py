@@ -86,16 +86,12 @@ class Buffer(_ia.CompatBuffer):
               stream: Any = None) -> Buffer:
         if mr is not None and owner is not None:
             raise ValueError("owner and memory resource cannot be both specified together")
-        b = _new(cls)
+        b = _new(cls)  # every field None until set (_core.CompatBuffer)
         b._ptr = int(ptr)
         b._size = size
         b._mr = mr
         b._owner = owner
-        b._mem = None
         b._stream = stream
-        b._free_stream = None
-        b._attrs = None
-        b._shared = None
         return b
 
     @classmethod

@@ -27,7 +27,6 @@ from ._memory_pool import _MemPool
 
 __all__ = ["DeviceMemoryResource", "DeviceMemoryResourceOptions"]
 
-_new_buffer = _ia.CompatBuffer.__new__
 _MAX_THRESHOLD = 0xFFFFFFFFFFFFFFFF
 
 
@@ -80,25 +79,13 @@ class DeviceMemoryResource(_MemPool):
             s = for_device(s, self._ordinal)
         if self._closed:
             raise RuntimeError("the memory resource is closed")
-        b = _new_buffer(Buffer)
-        if size:
-            try:
-                mem = alloc(size, "uint8", s)
-            except _ia.DriverError as exc:
-                raise from_ironaccel(exc) from None
-            b._ptr = mem.ptr  # type: ignore[assignment]  # an int while the buffer is open
-        else:
-            mem = None
-            b._ptr = 0
-        b._size = size
-        b._mr = self
-        b._owner = None
-        b._mem = mem
-        b._stream = s
-        b._free_stream = None
-        b._attrs = None
-        b._shared = None
-        return b
+        if not size:
+            return Buffer._init(0, size, self, stream=s)
+        try:
+            mem = alloc(size, "uint8", s)
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+        return Buffer._adopt(mem, size, self, s)
 
     @property
     def device_id(self) -> int:

@@ -126,23 +126,13 @@ class _MemPool(IpcResource, MemoryResource):
             raise TypeError("Cannot allocate from a mapped IPC-enabled memory resource")
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"size must be a non-negative int, got {size!r}")
-        mem = None
-        if size:
-            try:
-                mem = self._dpool.allocate(size, "uint8", s)
-            except _ia.DriverError as exc:
-                raise from_ironaccel(exc) from None
-        b = _ia.CompatBuffer.__new__(self._buffer_class)
-        b._ptr = mem.ptr if mem is not None else 0
-        b._size = size
-        b._mr = self
-        b._owner = None
-        b._mem = mem
-        b._stream = s
-        b._free_stream = None
-        b._attrs = None
-        b._shared = None
-        return b
+        if not size:
+            return self._buffer_class._init(0, size, self, stream=s)
+        try:
+            mem = self._dpool.allocate(size, "uint8", s)
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
+        return self._buffer_class._adopt(mem, size, self, s)
 
     def deallocate(self, ptr: Any, size: int, *, stream: Any = None) -> None:
         """Free memory at `ptr` stream-ordered on `stream` (cuMemFreeAsync)."""
