@@ -135,3 +135,70 @@ def test_callbacks_are_held_by_the_graph(cc, device, stream, wait_until):
     del graph
     # the executable graph held them through a CUDA user object too: released by the driver, then here
     wait_until(lambda: python_ref() is None and c_ref() is None)
+
+
+@pytest.mark.skipif(FAKE, reason="the fake driver does not capture host functions into graphs")
+def test_a_captured_callback_is_held_per_node_through_embedded_copies(cc, device, stream, wait_until):
+    """A builder's captured callback belongs to its host node: an embedded copy keeps it after the child builder
+    is gone, the parent's launches run it, and destroying the copy's node releases it."""
+    from ironaccel_cuda.compat.cuda_core.graph import ChildGraphNode, HostCallbackNode
+
+    calls: list[int] = []
+
+    def callback() -> None:
+        calls.append(1)
+
+    ref = weakref.ref(callback)
+    child = device.create_graph_builder().begin_building()
+    child.callback(callback)
+    child.end_building()
+    parent = device.create_graph_builder().begin_building()
+    parent.embed(child)
+    parent.end_building()
+    graph = parent.complete()
+    del callback
+    child.close()
+    del child
+    gc.collect()
+    assert ref() is not None
+    graph.launch(stream)
+    stream.sync()
+    assert calls == [1]
+    graph.close()
+    del graph
+    definition = parent.graph_definition
+    node = next(n for n in definition.nodes() if isinstance(n, ChildGraphNode))
+    copy = next(n for n in node.child_graph.nodes() if isinstance(n, HostCallbackNode))
+    gc.collect()
+    assert ref() is not None  # the parent's copy still holds it
+    copy.destroy()
+    del copy, node
+    wait_until(lambda: ref() is None)
+    parent.close()
+
+
+@pytest.mark.skipif(FAKE, reason="the fake driver does not capture host functions into graphs")
+def test_a_captured_callback_failure_goes_to_the_launching_stream(cc, device, stream, monkeypatch):
+    """Held per node, a captured callback still reports a failure to the stream that launched its graph."""
+    import sys
+
+    from ironaccel_cuda import hostfn
+
+    seen: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+
+    def fails() -> None:
+        raise KeyError("from the callback")
+
+    gb = device.create_graph_builder().begin_building()
+    gb.callback(fails)
+    graph = gb.end_building().complete()
+    other = device.create_stream()
+    graph.launch(other)
+    other.sync()  # cuda.core's sync raises nothing for a callback; the failure is kept for the launching stream
+    errors = hostfn.pending_errors(other)
+    assert len(errors) == 1 and isinstance(errors[0].__cause__, KeyError)
+    assert len(seen) == 1
+    graph.close()
+    gb.close()
+    other.close()

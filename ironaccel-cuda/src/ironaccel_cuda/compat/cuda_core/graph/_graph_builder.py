@@ -85,7 +85,7 @@ class GraphBuilder:
     """Builds a graph by capturing the work issued to its stream."""
 
     __slots__ = ("_stream", "_owns_stream", "_kind", "_state", "_graph", "_parent", "_closed", "_joined", "_shared",
-                 "__weakref__")
+                 "_root", "__weakref__")
     _stream: Any
     _owns_stream: bool
     _kind: int
@@ -95,6 +95,7 @@ class GraphBuilder:
     _closed: bool
     _joined: list[GraphBuilder]
     _shared: bool  # a GraphDefinition view holds the graph: closing drops it instead of destroying it
+    _root: Any  # a primary builder's: what the captured nodes use, per node (a graph_definition's _Root); or None
 
     def __init__(self) -> None:
         raise RuntimeError("GraphBuilder objects cannot be instantiated directly. Please use Device or Stream APIs.")
@@ -112,6 +113,7 @@ class GraphBuilder:
         self._closed = False
         self._joined = []
         self._shared = False
+        self._root = None
         return self
 
     def _check_open(self) -> None:
@@ -206,7 +208,7 @@ class GraphBuilder:
         self._check_open()
         if self._state != _ENDED or self._graph is None or self._kind != _PRIMARY:
             raise RuntimeError("Graph has not finished building.")
-        return _instantiate(self._graph, options)
+        return _instantiate(self._graph, options, self._root)
 
     def debug_dot_print(self, path: str, options: GraphDebugPrintOptions | None = None) -> None:
         """Write the built graph in Graphviz DOT form to `path`."""
@@ -288,7 +290,8 @@ class GraphBuilder:
         while b is not None:
             b._shared = True
             b = b._parent
-        return GraphDefinition._from_graph(self._graph)
+        top = _top(self)
+        return GraphDefinition._from_graph(self._graph, _root_of(self) if top._graph is self._graph else None)
 
     # -- conditionals ------------------------------------------------------------------
 
@@ -390,6 +393,14 @@ class GraphBuilder:
         _set_capture_tail(s, node, deps_info)
         self._graph._keep.extend(child._graph._keep)
         self._graph._host_funcs.extend(child._graph._host_funcs)
+        source = _top(child)._root
+        if source is not None:  # the copies of the child's captured nodes use what those nodes use
+            from ._graph_node import _import_attachments
+
+            root = _root_of(self)
+            embedded = int(call("cuGraphChildGraphNodeGetGraph", node))
+            root.subgraphs[int(node)] = [embedded]
+            _import_attachments(source, int(child._graph._h), root, embedded, int(node), int(graph))
 
     def callback(self, fn: Any, *, user_data: Any = None) -> None:
         """Run `fn` on a host thread when the graph reaches this point: a Python callable taking no arguments, or a
@@ -429,7 +440,7 @@ class GraphBuilder:
             pass
 
 
-def _capture_callback(gb: GraphBuilder, fn: Any, user_data: Any) -> None:
+def _capture_callback(gb: GraphBuilder, fn: Any, user_data: Any, find_node: bool = True) -> None:
     """Capture a host function on `gb`'s stream; the graph being built keeps it (and a copy of its user data)."""
     from ironaccel_cuda import hostfn
 
@@ -455,19 +466,66 @@ def _capture_callback(gb: GraphBuilder, fn: Any, user_data: Any) -> None:
                 data = ctypes.addressof(copied) if copied is not None else 0
                 keep = (fn, copied)
             hostfn.launch_c(s, int(ctypes.cast(fn, ctypes.c_void_p).value or 0), data)
-            graph._keep.append(keep)
+            _hold_captured(gb, keep, graph._keep, find_node)
             return
         if user_data is not None:
             raise ValueError("user_data is only supported with ctypes function pointers")
         if not callable(fn):
             raise TypeError(f"fn must be callable or a ctypes function pointer, got {type(fn).__name__}")
-        graph._host_funcs.append(hostfn.launch_kept(s, fn))
+        _hold_captured(gb, hostfn.launch_kept(s, fn), graph._host_funcs, find_node)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
 
 
-def _instantiate(graph: Any, options: GraphCompleteOptions | None) -> Graph:
-    """An executable Graph of an ironaccel Graph, with cuda.core's completion options."""
+def _hold_captured(gb: GraphBuilder, obj: Any, fallback: list[Any], find_node: bool) -> None:
+    """The host node just captured on `gb`'s stream (the capture's only dependency now) uses `obj`: hold it for
+    that node, through a user object of the capture graph that clones and executables get references to, so
+    destroying the node, or an embedded copy's, releases it (as cuda.core does).  A node that cannot be found
+    leaves `obj` to the whole graph (`fallback`)."""
+    if not find_node:
+        fallback.append(obj)
+        return
+    try:
+        active, graph_h, deps_info, count = _capture_info(gb._stream)
+        if active and count == 1:
+            _root_of(gb).attach(int(graph_h), int(deps_info[0][0]), obj)
+            return
+    except BaseException:
+        fallback.append(obj)  # the node exists: what it runs must stay alive
+        raise
+    fallback.append(obj)
+
+
+def _top(gb: GraphBuilder) -> GraphBuilder:
+    while gb._parent is not None:
+        gb = gb._parent
+    return gb
+
+
+def _root_of(gb: GraphBuilder) -> Any:
+    """The per-node attachments of the nodes captured by `gb`'s builders (its primary's, made on first use)."""
+    top = _top(gb)
+    if top._root is None:
+        from ._graph_definition import _Root
+
+        top._root = _Root(top._graph)
+    return top._root
+
+
+def _report_callbacks(exe: Any, root: Any) -> None:
+    """An executable of a builder's graph holds its captured host functions too, so that each launch reports
+    their failures to the launching stream (their lifetime is the driver's user objects')."""
+    if root is not None:
+        from ironaccel_cuda.hostfn import HostFunc
+
+        funcs = [obj for objs in root.attachments.values() for obj in objs if isinstance(obj, HostFunc)]
+        if funcs:
+            exe._hold([], funcs)
+
+
+def _instantiate(graph: Any, options: GraphCompleteOptions | None, root: Any = None) -> Graph:
+    """An executable Graph of an ironaccel Graph, with cuda.core's completion options (`root`: the per-node
+    attachments of a builder's captured nodes)."""
     flags: dict[str, bool] = {}
     upload = None
     if options is not None:
@@ -478,6 +536,7 @@ def _instantiate(graph: Any, options: GraphCompleteOptions | None) -> Graph:
         exe = graph.instantiate(**flags)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
+    _report_callbacks(exe, root)
     out = Graph._init(exe)
     if upload is not None:
         out.upload(upload)
@@ -555,6 +614,7 @@ class Graph:
             self._exe.update(source._graph)
         except _ia.DriverError as exc:
             raise update_error(exc) from None
+        _report_callbacks(self._exe, source._root)
 
     def __getitem__(self, node: Any) -> Any:
         from ._graph_node import executable_node
@@ -590,10 +650,8 @@ def _instantiate_graph(source: Any, options: GraphCompleteOptions | None = None)
 
 
 def _capture_callback_with_tail_failure_for_testing(gb: GraphBuilder, fn: Any, *, user_data: Any = None) -> None:
-    """cuda.core's test hook: capture the callback, then fail as if its node could not be found afterwards.
-
-    The graph holds the callback whatever happens after its capture (ironaccel keeps captured host functions
-    per graph, not per node), so there is no node to look for; the failure is only raised."""
-    _capture_callback(gb, fn, user_data)
+    """cuda.core's test hook: capture the callback as if its node could not be found afterwards (so the whole
+    graph holds it), then fail."""
+    _capture_callback(gb, fn, user_data, find_node=False)
     fn = None
     raise RuntimeError("forced capture tail discovery failure")

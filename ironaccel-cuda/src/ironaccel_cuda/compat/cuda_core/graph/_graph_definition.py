@@ -178,12 +178,13 @@ class GraphDefinition:
         self._entry_node = None
 
     @classmethod
-    def _from_graph(cls, graph: Any) -> GraphDefinition:
-        """A definition that owns an ironaccel `Graph` (a captured one, say), or views a raw CUgraph of one."""
+    def _from_graph(cls, graph: Any, root: _Root | None = None) -> GraphDefinition:
+        """A definition that owns an ironaccel `Graph` (a captured one, say), or views a raw CUgraph of one;
+        `root`: the attachments its nodes already have (a builder's captured nodes), else none."""
         if not isinstance(graph, _ia.IaGraph):
             raise TypeError(f"expected an ironaccel Graph, got {type(graph).__name__}")
         self = _new(cls)
-        self._setup(int(graph._h), _Root(graph), None)
+        self._setup(int(graph._h), root if root is not None else _Root(graph), None)
         return self
 
     @classmethod
