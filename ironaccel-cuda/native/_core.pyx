@@ -43,6 +43,11 @@ from . import errors as _errors
 
 cdef extern from "pythread.h":
     unsigned long PyThread_get_thread_ident()
+    ctypedef void* PyThread_type_lock
+    PyThread_type_lock PyThread_allocate_lock()
+    void PyThread_free_lock(PyThread_type_lock lock)
+    int PyThread_acquire_lock(PyThread_type_lock lock, int waitflag) nogil
+    void PyThread_release_lock(PyThread_type_lock lock) nogil
 
 cdef extern from "Python.h":
     double PyFloat_AsDouble(object) except? -1.0

@@ -339,3 +339,97 @@ def memcpy_dtoh_sync(host, uintptr_t dp, size_t nbytes, uintptr_t s, int ordinal
         _copy_out(ordinal, None, dp, <char*>view.buf, nbytes, s)
     finally:
         PyBuffer_Release(&view)
+
+
+cdef class HtodRing:
+    """Page-locked slots for small synchronous host-to-device copies (the PyCUDA surface's `memcpy_htod`).
+
+    `copy` puts the bytes into the next slot and queues the DMA from it on `stream`, so it returns as soon as
+    the caller's buffer may be reused (cuMemcpyHtoD's guarantee) without waiting for the DMA.  The slots form
+    two halves with one event each, recorded after a half's last DMA and waited on before that half is filled
+    again.  A lock (taken without the GIL when it is contended) keeps each slot to one copy at a time; the wait
+    for a half's event releases the GIL, so a host function ahead of the DMA can still run.  The owner frees the
+    slots and events after `close()`.
+    """
+
+    cdef char* base
+    cdef size_t _slot
+    cdef int half
+    cdef int next
+    cdef uintptr_t events[2]
+    cdef uintptr_t stream
+    cdef PyThread_type_lock lock
+
+    def __cinit__(self, uintptr_t base, size_t slot_size, int half, uintptr_t event0, uintptr_t event1,
+                  uintptr_t stream):
+        if base == 0 or slot_size == 0 or half < 1:
+            raise _errors.invalid("HtodRing", "needs page-locked slots, a slot size and at least one slot per half")
+        self.lock = PyThread_allocate_lock()
+        if self.lock == NULL:
+            raise MemoryError("HtodRing: no lock")
+        self.base = <char*>base
+        self._slot = slot_size
+        self.half = half
+        self.next = 0
+        self.events[0] = event0
+        self.events[1] = event1
+        self.stream = stream
+
+    def __dealloc__(self):
+        if self.lock != NULL:
+            PyThread_free_lock(self.lock)
+
+    @property
+    def slot_size(self):
+        return self._slot
+
+    def close(self):
+        """No more copies: later ones raise (the owner frees the slots and events)."""
+        if not PyThread_acquire_lock(self.lock, 0):
+            with nogil:
+                PyThread_acquire_lock(self.lock, 1)
+        self.base = NULL
+        PyThread_release_lock(self.lock)
+
+    def copy(self, uintptr_t dp, host, size_t n):
+        """Copy the first `n` bytes of `host` (a contiguous buffer, in memory order) to `dp`; returns once `host`
+        may be reused."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(host, &view, PyBUF_ANY_CONTIGUOUS)
+        try:
+            if <size_t>view.len < n:
+                raise _errors.invalid("cuMemcpyHtoD", f"the host buffer has {view.len} bytes, the copy needs {n}")
+            if n > self._slot:
+                raise _errors.invalid("cuMemcpyHtoD", f"{n} bytes do not fit a {self._slot}-byte slot")
+            if not PyThread_acquire_lock(self.lock, 0):
+                with nogil:
+                    PyThread_acquire_lock(self.lock, 1)
+            try:
+                self._copy(dp, view.buf, n)
+            finally:
+                PyThread_release_lock(self.lock)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef int _copy(self, uintptr_t dp, const void* src, size_t n) except -1:
+        cdef int i = self.next
+        cdef int h = i // self.half
+        cdef int pos = i % self.half
+        cdef char* slot
+        if self.base == NULL:
+            raise _errors.closed("cuMemcpyHtoD", "staging ring")
+        if pos == 0:
+            _event_sync(self.events[h])  # the half's DMAs of its last round have landed
+        slot = self.base + <size_t>i * self._slot
+        memcpy(slot, src, n)
+        try:
+            _htod(<CUdeviceptr>dp, slot, n, self.stream, False)
+            self.next = (i + 1) % (2 * self.half)
+            if pos == self.half - 1:
+                _event_record(self.events[h], self.stream)
+        except BaseException:
+            # the half's event may not cover this round: wait for the stream so no slot is refilled under a DMA
+            with nogil:
+                cuStreamSynchronize(<CUstream>self.stream)
+            raise
+        return 0

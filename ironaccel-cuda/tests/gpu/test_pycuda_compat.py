@@ -288,6 +288,54 @@ def test_small_copies_return_when_the_source_may_be_reused(ctx, drv):
     np.testing.assert_array_equal(drv.from_device(a, (n,), np.float32), np.arange(n, dtype=np.float32))
 
 
+def test_small_copies_from_several_threads_each_get_a_slot_of_their_own(ctx, drv):
+    """The staging ring is shared by the context's threads: each copy lands whole, whatever the interleaving."""
+    threads, per_thread, width = 4, 30, 256
+    a = drv.mem_alloc(threads * per_thread * width * 4)
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            ctx.push()
+            try:
+                for i in range(per_thread):
+                    k = t * per_thread + i
+                    drv.memcpy_htod(int(a) + 4 * width * k, np.full(width, k, np.float32))
+            finally:
+                ctx.pop()
+        except BaseException as exc:  # the main thread asserts
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors
+    drv.Context.synchronize()
+    got = drv.from_device(a, (threads * per_thread, width), np.float32)
+    np.testing.assert_array_equal(got, np.repeat(np.arange(threads * per_thread, dtype=np.float32), width)
+                                  .reshape(threads * per_thread, width))
+
+
+def test_the_staging_ring_checks_its_input(ctx, drv):
+    from ironaccel_cuda import _core
+    from ironaccel_cuda.compat.pycuda import _memory
+
+    st = _memory._staging(ctx)
+    a = drv.mem_alloc(16)
+    with pytest.raises(InvalidArgument, match="the host buffer has 4 bytes, the copy needs 8"):
+        st.ring.copy(int(a), np.zeros(1, np.float32), 8)
+    with pytest.raises(InvalidArgument, match="do not fit"):
+        st.ring.copy(int(a), np.zeros(st.ring.slot_size + 1, np.uint8), st.ring.slot_size + 1)
+    with pytest.raises(InvalidArgument):
+        _core.HtodRing(0, 1024, 4, 0, 0, 0)
+    ring = _core.HtodRing(st.base, 1024, 1, *st.events, 0)
+    ring.close()
+    with pytest.raises(ironaccel.ClosedError):
+        ring.copy(int(a), np.zeros(4, np.uint8), 4)
+
+
 def test_copy_shapes_and_buffers(ctx, drv):
     f_order = np.asfortranarray(rng.standard_normal((33, 7)).astype(np.float64))
     a = drv.mem_alloc(f_order.nbytes)

@@ -29,6 +29,7 @@ mem_free = _core.mem_free
 memcpy_htod = _core.memcpy_htod
 memcpy_dtoh = _core.memcpy_dtoh
 memcpy_dtoh_sync = _core.memcpy_dtoh_sync
+HtodRing = _core.HtodRing
 memcpy_dtod = _core.memcpy_dtod
 memset_d8 = _core.memset_d8
 memset_d16 = _core.memset_d16

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import threading
 from typing import Any
 
 import numpy as np
@@ -272,12 +271,13 @@ _dtoh_sync = _fast.memcpy_dtoh_sync
 class Staging:
     """A context's page-locked slots for small synchronous copies.
 
-    Host-to-device copies take the ring's slots in turn: the bytes are copied
-    into the slot and the DMA from it is queued, so the call returns as soon
-    as the caller's buffer may be reused (cuMemcpyHtoD's guarantee).  The ring
-    has two halves with one event each, recorded after a half's last DMA and
-    waited on before that half is filled again.  (Small device-to-host copies
-    go through the compiled core's bounce buffer: `memcpy_dtoh`.)
+    Host-to-device copies take the ring's slots in turn (`ring`, the compiled
+    core's `HtodRing`): the bytes are copied into the slot and the DMA from it
+    is queued, so the call returns as soon as the caller's buffer may be
+    reused (cuMemcpyHtoD's guarantee).  The ring has two halves with one event
+    each, recorded after a half's last DMA and waited on before that half is
+    filled again.  (Small device-to-host copies go through the compiled core's
+    bounce buffer: `memcpy_dtoh`.)
     """
 
     def __init__(self, ctx: Context):
@@ -286,28 +286,13 @@ class Staging:
         size = count * _BOUNCE_SLOT
         self.base = int(call("cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
         self.size = size
-        raw = memoryview((ctypes.c_uint8 * size).from_address(self.base)).cast("B")
-        self.views = [raw[i * _BOUNCE_SLOT:(i + 1) * _BOUNCE_SLOT] for i in range(count)]
-        self.addrs = [self.base + i * _BOUNCE_SLOT for i in range(count)]
         self.events = [_fast.event_create(CU_EVENT_DISABLE_TIMING) for _ in range(2)]
-        self.next = 0
-        self.lock = threading.Lock()
+        self.ring = _fast.HtodRing(self.base, _BOUNCE_SLOT, _BOUNCE_HALF, self.events[0], self.events[1], _LEGACY)
         _fast.pinned_add(self.base, size)
-
-    def htod(self, dp: Any, src: Any, n: int) -> None:
-        with self.lock:
-            i = self.next
-            self.next = (i + 1) % (2 * _BOUNCE_HALF)
-            half, pos = divmod(i, _BOUNCE_HALF)
-            if pos == 0:
-                _fast.event_sync(self.events[half])
-            self.views[i][:n] = src
-            _fast.memcpy_htod(dp, self.addrs[i], n, _LEGACY)
-            if pos == _BOUNCE_HALF - 1:
-                _fast.event_record(self.events[half], _LEGACY)
 
     def close(self) -> None:
         """Free the slots and events (the context must be current)."""
+        self.ring.close()
         try:
             _fast.stream_sync(_LEGACY)
         finally:
@@ -381,12 +366,29 @@ def _pool_memory(dest: Any) -> bool:
 
 def memcpy_htod(dest: Any, src: Any) -> None:
     """Copy host buffer `src` to device address `dest`; returns once `src` may be reused."""
+    # The common small case first, inline, as in memcpy_dtoh: an ndarray of at most one slot, a valid context
+    # on top of the stack that has its slots already.  The whole path through Python cost 1.5 us per 1 KiB copy
+    # against 0.07 us for the bare queued DMA (CPU box, fake driver, 2026-12-01).
+    stack = _local.stack
+    if stack and src.__class__ is _ndarray:
+        top = stack[-1]
+        n = src.nbytes
+        st = top.staging
+        if st is not None and top._valid and 0 < n <= _BOUNCE_SLOT:
+            try:
+                _ensure(top.handle)
+                st.ring.copy(dest, src, n)
+                return
+            except ia.IronAccelError as exc:
+                raise translate(exc, "cuMemcpyHtoD") from None
+            except (TypeError, ValueError, OverflowError, BufferError):
+                pass  # nothing was queued; the full path below says what is wrong
     ctx = _current("cuMemcpyHtoD")
     n = _nbytes(src, "cuMemcpyHtoD")
     try:
         if n <= _BOUNCE_SLOT:
             if n:
-                _staging(ctx).htod(dest, _bytes_view(src, False, "cuMemcpyHtoD"), n)
+                _staging(ctx).ring.copy(dest, _bytes_view(src, False, "cuMemcpyHtoD"), n)
             return
         if n >= _pipeline_threshold() and _pool_memory(dest):
             _pipelined(ctx, dest, _u8_array(src, False, "cuMemcpyHtoD"), True)
