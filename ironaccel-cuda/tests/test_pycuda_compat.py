@@ -194,9 +194,12 @@ def test_install_resolves_pycuda_to_the_compat():
         from ironaccel_cuda.compat import pycuda as compat
         assert not compat.installed()
         compat.install(); compat.install()
-        import pycuda, pycuda.driver, pycuda._driver, pycuda.tools
+        import pycuda, pycuda.driver, pycuda._driver, pycuda.tools, pycuda.compiler
         assert compat.installed() and pycuda is compat and pycuda.driver is compat.driver
         assert sys.modules["pycuda.tools"] is compat.tools and pycuda.VERSION_TEXT == "2026.1"
+        # each keeps its own spec: a relative import inside a function must not warn __package__ != __spec__.parent
+        aliased = [m for n, m in sys.modules.items() if n == "pycuda" or n.startswith("pycuda.")]
+        assert all(m.__spec__.parent == m.__package__ for m in aliased), [m.__name__ for m in aliased]
         for name in ("pycuda.elementwise", "pycuda.gl", "pycuda.driver.nothing"):
             try:
                 __import__(name)

@@ -21,32 +21,14 @@ import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
+
+from .._alias import AliasLoader
 
 __all__ = ["install", "installed"]
 
 ALIAS = "cuda.core"
 TARGET = __name__.rsplit(".", 1)[0]  # ironaccel_cuda.compat.cuda_core
-
-
-class _AliasLoader(importlib.abc.Loader):
-    def __init__(self, target: str):
-        self.target = target
-        self.spec: importlib.machinery.ModuleSpec | None = None
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        module = importlib.import_module(self.target)
-        self.spec = module.__spec__
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        """The target module is already executed; only its own spec goes back.  The import system has just set
-        the alias's spec on it, and with `__spec__.parent` (cuda.core) differing from `__package__` every relative
-        import inside its functions warned (DeprecationWarning: __package__ != __spec__.parent), which tests that
-        count warnings saw (cuda.core's test_kernel_from_handle_library_mismatch_warning)."""
-        if self.spec is not None:
-            module.__spec__ = self.spec
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
@@ -63,7 +45,7 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
             return None
         if real_spec is None:
             return None
-        return importlib.util.spec_from_loader(fullname, _AliasLoader(real),
+        return importlib.util.spec_from_loader(fullname, AliasLoader(real),
                                                is_package=real_spec.submodule_search_locations is not None)
 
 

@@ -152,8 +152,9 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
-from types import ModuleType
 from typing import Any
+
+from .._alias import AliasLoader
 
 VERSION = (2026, 1)
 VERSION_STATUS = ""
@@ -164,22 +165,6 @@ SUBMODULES = ("driver", "_driver", "compiler", "tools", "autoinit", "autoprimary
 __all__ = ["install", "installed", "VERSION", "VERSION_STATUS", "VERSION_TEXT", "SUBMODULES"]
 
 
-class _Alias(importlib.abc.Loader):
-    """Loads `pycuda.X` as this package's module X (the same module object, not a copy)."""
-
-    def __init__(self, target: str | None, missing: str | None = None):
-        self.target = target
-        self.missing = missing
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        if self.target is None:
-            raise ModuleNotFoundError(self.missing, name=spec.name)
-        return importlib.import_module(self.target)
-
-    def exec_module(self, module: ModuleType) -> None:
-        pass
-
-
 class _Finder(importlib.abc.MetaPathFinder):
     """Answers every `pycuda` / `pycuda.*` import with this package's modules."""
 
@@ -188,10 +173,10 @@ class _Finder(importlib.abc.MetaPathFinder):
             return None
         rest = fullname[len("pycuda."):] if fullname != "pycuda" else ""
         if rest and rest.split(".")[0] not in SUBMODULES:
-            loader = _Alias(None, f"{fullname} is not part of ironaccel's PyCUDA surface (driver level: "
+            loader = AliasLoader(None, f"{fullname} is not part of ironaccel's PyCUDA surface (driver level: "
                                   f"{', '.join('pycuda.' + s for s in SUBMODULES if not s.startswith('_'))})")
         else:
-            loader = _Alias(__name__ + ("." + rest if rest else ""))
+            loader = AliasLoader(__name__ + ("." + rest if rest else ""))
         return importlib.machinery.ModuleSpec(fullname, loader, is_package=not rest)
 
 
