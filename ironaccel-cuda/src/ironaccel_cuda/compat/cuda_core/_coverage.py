@@ -116,8 +116,8 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                                     "debug_dot_print; conditionals (if, if-else, switch, while: bodies captured on "
                                     "their own streams with cuStreamBeginCaptureToGraph), `embed` (a child graph "
                                     "node), `callback` (ironaccel's host functions, or a ctypes pointer with copied "
-                                    "user data; held by the whole graph, not per node); `graph_definition` is a "
-                                    "GraphDefinition view of the captured graph"),
+                                    "user data; held per node, as a GraphDefinition's nodes are, and so by embedded "
+                                    "copies); `graph_definition` is a GraphDefinition view of the captured graph"),
     ("graph.Graph", DIFFERS, "ironaccel's `GraphExec` (launch; update from a builder or a definition, after which "
                              "it holds what the source holds) plus cuGraphUpload; `graph[node]` gives the "
                              "Executable*Node views"),
@@ -129,9 +129,7 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                                        "host callbacks are ironaccel's graph host functions; each node's "
                                        "attachments are held by a CUDA user object of its graph (so clones through "
                                        "the raw handle, executable graphs still running and embedded copies keep "
-                                       "them) and released from the main thread after the driver lets go; a "
-                                       "callback captured by a GraphBuilder is held by the whole graph, not its "
-                                       "node"),
+                                       "them) and released from the main thread after the driver lets go"),
     ("graph.GraphCondition", SAME, "cuGraphConditionalHandleCreate; passed to kernels as its handle"),
     (("graph.GraphNode", "graph.KernelNode", "graph.MemcpyNode", "graph.MemsetNode", "graph.EmptyNode",
       "graph.EventRecordNode", "graph.EventWaitNode", "graph.ChildGraphNode", "graph.AllocNode", "graph.FreeNode",
@@ -204,9 +202,6 @@ TEST_GAPS: tuple[tuple[str, str], ...] = (
      "VirtualBuffer)"),
     ("memory_ipc/test_peer_access.py, the two-GPU cases of test_device, test_memory and graph", "a machine with two "
      "GPUs"),
-    ("graph/test_graph_definition_lifetime.py::test_builder_embedded_clone_releases_attachment_on_node_destroy",
-     "a callback captured by a GraphBuilder is held by the whole captured graph, not per node, so destroying its "
-     "embedded copy does not release it (lead)"),
     ("test_green_context.py: workqueue cases (skip on a CUDA 13.0 driver), ::test_arch_constraints_pre_hopper "
      "(skips on Hopper)", "the environment, as with cuda-core itself"),
     ("memory/test_managed_ops.py::TestManagedBuffer::test_preferred_location_roundtrip_host_numa",
