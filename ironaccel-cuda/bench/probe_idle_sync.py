@@ -1,0 +1,138 @@
+"""What makes an idle stream's synchronize slow in a process: its cost after each kind of driver operation.
+
+    python3 ironaccel-cuda/bench/probe_idle_sync.py [--reverse] [--json OUT]
+
+The benchmarks measure 1.35-1.7 µs for `cuStreamSynchronize` of an idle non-blocking stream, in Python and in
+the C floor's process alike, once other operations have run there; a fresh process measures 0.2-0.4 µs
+(bench/results/h200-2026-12-01-g/experiments.md).  This probe opens device 0 and a non-blocking stream,
+times 7 batches of 5,000 idle syncs (the compiled core's call), then runs one operation after another and
+times them again after each: the first operation after which the figure jumps is the one that puts the process
+in the slow state.  `--reverse` runs the operations in the opposite order (the module load stays before the
+launches), to tell an operation from the time that has passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SOURCE = r'extern "C" __global__ void touch(int* p) { if (p) p[threadIdx.x] = 1; }'
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reverse", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    import cuda.bindings.driver as cu
+
+    import ironaccel_cuda as ia
+    from ironaccel_cuda import _core
+
+    dev = ia.Device(0)
+    dev._bind_here()
+    stream = dev.create_stream()
+    h = stream._h
+    held: dict[str, Any] = {}
+
+    def ok(result: Any) -> Any:
+        err = result[0] if isinstance(result, tuple) else result
+        if int(err) != 0:
+            raise RuntimeError(f"driver error {err}")
+        return result[1] if isinstance(result, tuple) and len(result) > 1 else None
+
+    def measure() -> float:
+        per = []
+        for _ in range(7):
+            t0 = time.perf_counter_ns()
+            for _ in range(5000):
+                _core.stream_sync(h)
+            per.append((time.perf_counter_ns() - t0) / 5000)
+        return statistics.median(per)
+
+    s = cu.CUstream(h)
+
+    def alloc() -> None:
+        ok(cu.cuMemFree(ok(cu.cuMemAlloc(1 << 20))))
+
+    def pool() -> None:
+        ok(cu.cuMemFreeAsync(ok(cu.cuMemAllocAsync(1 << 20, s)), s))
+        _core.stream_sync(h)
+
+    def pinned() -> None:
+        held["pinned"] = ok(cu.cuMemHostAlloc(1 << 20, 0))
+        held["dev"] = ok(cu.cuMemAlloc(1 << 20))
+
+    def pinned_copy() -> None:
+        ok(cu.cuMemcpyHtoDAsync(held["dev"], held["pinned"], 65536, s))
+        _core.stream_sync(h)
+
+    host = np.ones(65536, np.uint8)  # pageable, alive for the whole run
+
+    def pageable_htod() -> None:
+        ok(cu.cuMemcpyHtoD(held["dev"], host.ctypes.data, host.nbytes))
+
+    def pageable_dtoh() -> None:
+        ok(cu.cuMemcpyDtoH(host.ctypes.data, held["dev"], host.nbytes))
+
+    def timing_event() -> None:
+        e = ok(cu.cuEventCreate(0))
+        ok(cu.cuEventRecord(e, s))
+        ok(cu.cuEventSynchronize(e))
+        ok(cu.cuEventDestroy(e))
+
+    def blocking_stream() -> None:
+        held["blocking"] = ok(cu.cuStreamCreate(0))
+
+    def ctx_sync() -> None:
+        ok(cu.cuCtxSynchronize())
+
+    def module() -> None:
+        held["fn"] = dev.load_module(ia.Program(SOURCE).compile()).function("touch")
+
+    def launch_stream() -> None:
+        held["fn"].launch(1, 32, np.uint64(0), stream=stream)
+        _core.stream_sync(h)
+
+    def launch_default() -> None:
+        held["fn"].launch(1, 32, np.uint64(0))
+        ok(cu.cuCtxSynchronize())
+
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("cuMemAlloc + cuMemFree 1 MiB", alloc), ("pool alloc + free on the stream", pool),
+        ("cuMemHostAlloc + cuMemAlloc", pinned), ("pinned -> device copy on the stream", pinned_copy),
+        ("pageable cuMemcpyHtoD", pageable_htod), ("pageable cuMemcpyDtoH", pageable_dtoh),
+        ("event with timing, record + sync", timing_event), ("a blocking stream created", blocking_stream),
+        ("cuCtxSynchronize", ctx_sync), ("compile + load a module", module),
+        ("launch on the stream", launch_stream), ("launch on the default stream", launch_default),
+    ]
+    if args.reverse:
+        steps = steps[:3] + steps[3:9][::-1] + steps[9:]
+    rows: list[dict[str, object]] = [{"after": "nothing (fresh)", "ns": measure()}]
+    for label, fn in steps:
+        try:
+            fn()
+        except Exception as exc:  # report and go on: the other steps still say something
+            rows.append({"after": label, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        rows.append({"after": label, "ns": measure()})
+    time.sleep(2)
+    rows.append({"after": "2 s idle", "ns": measure()})
+    for row in rows:
+        print(f"{row['after']:40s} " + (f"{row['ns']:7.0f} ns" if "ns" in row else str(row["error"])), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"reverse": args.reverse, "rows": rows}, indent=1))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
