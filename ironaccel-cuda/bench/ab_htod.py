@@ -2,12 +2,13 @@
 
     python3 ironaccel-cuda/bench/ab_htod.py [--sizes 1024,16384,65536] [--json OUT]
 
-Both make the call return once the source may be reused, with the DMA queued on the legacy stream:
+Two ways to queue a small copy on the legacy stream and return without waiting for the DMA:
 
 - ``ring``: the compat's path, `_core.HtodRing.copy` (the bytes go into the next page-locked slot, the DMA is
   queued from there; a half's event is waited on before its slots are filled again);
 - ``driver``: ``cuMemcpyHtoDAsync`` straight from the pageable source on the legacy stream
-  (`_core.memcpy_htod`), which the driver returns from once it has copied the source to its own staging memory;
+  (`_core.memcpy_htod`), the driver staging the bytes itself (documented as "might be synchronous"; whether it
+  ever reads the source after returning is what a swap would also have to settle);
 - ``compat``: the whole `memcpy_htod` call (the ring plus the Python around it), for reference.
 
 Each batch ends with a synchronize of the legacy stream, timed, as the PyCUDA benchmark's row does.  Cases are
