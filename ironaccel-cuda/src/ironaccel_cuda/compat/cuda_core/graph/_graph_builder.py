@@ -426,6 +426,7 @@ class GraphBuilder:
             other._release_stream()
         self._joined = []
         graph, self._graph = self._graph, None
+        self._root = None  # what the nodes use stays with their user objects (and with any GraphDefinition view)
         if graph is not None and self._kind == _PRIMARY and not self._shared:
             graph.close()
         if self._kind != _FORKED or self._state != _BUILDING:
