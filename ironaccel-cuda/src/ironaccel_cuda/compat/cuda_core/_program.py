@@ -318,6 +318,7 @@ class Program:
         self._closed = False
         self._linker: Any = None
         self._nvvm: Any = None
+        self._pch: str | None = None  # the last C++ compile's precompiled-header outcome
         if code_type == "ptx":
             from ._linker import Linker
 
@@ -364,8 +365,7 @@ class Program:
         None."""
         from .typing import PCHStatusType
 
-        pch = getattr(self, "_pch", None)  # unset until the first compile
-        return None if pch is None else PCHStatusType(pch)
+        return None if self._pch is None else PCHStatusType(self._pch)
 
     def compile(self, target_type: Any, name_expressions: Any = (), logs: Any = None, *, cache: Any = None
                 ) -> ObjectCode:

@@ -280,12 +280,9 @@ class Staging:
     bounce buffer: `memcpy_dtoh`.)
     """
 
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
-        count = 2 * _BOUNCE_HALF
-        size = count * _BOUNCE_SLOT
+    def __init__(self) -> None:
+        size = 2 * _BOUNCE_HALF * _BOUNCE_SLOT
         self.base = int(call("cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
-        self.size = size
         self.events = [_fast.event_create(CU_EVENT_DISABLE_TIMING) for _ in range(2)]
         self.ring = _fast.HtodRing(self.base, _BOUNCE_SLOT, _BOUNCE_HALF, self.events[0], self.events[1], _LEGACY)
         _fast.pinned_add(self.base, size)
@@ -308,7 +305,7 @@ def _staging(ctx: Context) -> Staging:
         with ctx.lock:
             st = ctx.staging
             if st is None:
-                st = ctx.staging = Staging(ctx)
+                st = ctx.staging = Staging()
     return st
 
 

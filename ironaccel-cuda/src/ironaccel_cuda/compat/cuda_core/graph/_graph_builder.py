@@ -517,9 +517,9 @@ def _report_callbacks(exe: Any, root: Any) -> None:
     """An executable of a builder's graph holds its captured host functions too, so that each launch reports
     their failures to the launching stream (their lifetime is the driver's user objects')."""
     if root is not None:
-        from ironaccel_cuda.hostfn import HostFunc
+        from ._graph_node import _is_host_func
 
-        funcs = [obj for objs in root.attachments.values() for obj in objs if isinstance(obj, HostFunc)]
+        funcs = [obj for objs in root.attachments.values() for obj in objs if _is_host_func(obj)]
         if funcs:
             exe._hold([], funcs)
 
