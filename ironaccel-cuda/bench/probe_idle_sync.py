@@ -30,6 +30,8 @@ SOURCE = r'extern "C" __global__ void touch(int* p) { if (p) p[threadIdx.x] = 1;
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reverse", action="store_true")
+    parser.add_argument("--remedies", action="store_true",
+                        help="what clears the slow state, and what else it slows (see remedies())")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -115,6 +117,9 @@ def main() -> None:
         ("cuCtxSynchronize", ctx_sync), ("compile + load a module", module),
         ("launch on the stream", launch_stream), ("launch on the default stream", launch_default),
     ]
+    if args.remedies:
+        remedies(cu, ok, dev, stream, held, host, measure)
+        return
     if args.reverse:
         steps = steps[:3] + steps[3:9][::-1] + steps[9:]
     rows: list[dict[str, object]] = [{"after": "nothing (fresh)", "ns": measure()}]
@@ -131,6 +136,107 @@ def main() -> None:
         print(f"{row['after']:40s} " + (f"{row['ns']:7.0f} ns" if "ns" in row else str(row["error"])), flush=True)
     if args.json:
         args.json.write_text(json.dumps({"reverse": args.reverse, "rows": rows}, indent=1))
+    sys.stdout.flush()
+
+
+def remedies(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, held: dict[str, Any], host: Any,
+             measure: Callable[[], float]) -> None:
+    """Session 9's first probe run found the slow state follows work left on the legacy stream that nobody has
+    waited for (a pageable cuMemcpyHtoD, a module load), and ends with a wait on the legacy stream
+    (cuMemcpyDtoH, cuCtxSynchronize).  This mode puts the process in that state with each of three operations,
+    then tries one way out per row, and also times other hot calls in the slow and the cleared state."""
+    import ironaccel_cuda as ia
+    from ironaccel_cuda import _core
+
+    h = stream._h
+    ok(cu.cuCtxSynchronize())
+    pinned = ok(cu.cuMemHostAlloc(1 << 16, 0))
+    dst = ok(cu.cuMemAlloc(1 << 20))
+    image = ia.Program(SOURCE).compile()
+    modules: list[Any] = []
+    fn = dev.load_module(image).function("touch")
+    ev = _core.event_create(2)  # CU_EVENT_DISABLE_TIMING
+    blocking = ok(cu.cuStreamCreate(0))
+    hb = int(blocking)
+
+    dirty = {
+        "pageable cuMemcpyHtoD 1 KiB": lambda: ok(cu.cuMemcpyHtoD(dst, host.ctypes.data, 1024)),
+        "pinned cuMemcpyHtoDAsync on stream 0": lambda: ok(cu.cuMemcpyHtoDAsync(dst, pinned, 1024, 0)),
+        "module load": lambda: modules.append(dev.load_module(image)),
+    }
+    ways_out = {
+        "nothing, 20 ms": lambda: time.sleep(0.02),
+        "cuStreamQuery(0)": lambda: _core.stream_query(0),
+        "cuStreamSynchronize(0)": lambda: ok(cu.cuStreamSynchronize(0)),
+        "event on stream 0, cuEventSynchronize": lambda: (_core.event_record(ev, 0), ok(cu.cuEventSynchronize(
+            cu.CUevent(ev)))),
+        "event on stream 0, cuEventQuery": lambda: (_core.event_record(ev, 0), time.sleep(0.001),
+                                                    _core.event_query(ev)),
+        "cuStreamSynchronize(blocking stream)": lambda: ok(cu.cuStreamSynchronize(blocking)),
+        "cuCtxSynchronize": lambda: ok(cu.cuCtxSynchronize()),
+    }
+    rows: list[tuple[str, str, float, float]] = []
+    for dname, make in dirty.items():
+        for wname, way in ways_out.items():
+            make()
+            time.sleep(0.005)  # the work itself is long done
+            before = measure()
+            way()
+            rows.append((dname, wname, before, measure()))
+            ok(cu.cuCtxSynchronize())
+    print("| made slow by | way out tried | idle query before | after |\n|---|---|---:|---:|")
+    for d, w, b, a in rows:
+        print(f"| {d} | {w} | {b:,.0f} ns | {a:,.0f} ns |")
+
+    def per_call(fn_k: Callable[[int], None], k: int = 2000) -> float:
+        per = []
+        for _ in range(7):
+            t0 = time.perf_counter_ns()
+            fn_k(k)
+            per.append((time.perf_counter_ns() - t0) / k)
+        return statistics.median(per)
+
+    def q_nb(k: int) -> None:
+        for _ in range(k):
+            _core.stream_query(h)
+
+    def q_blocking(k: int) -> None:
+        for _ in range(k):
+            _core.stream_query(hb)
+
+    def q_legacy(k: int) -> None:
+        for _ in range(k):
+            _core.stream_query(0)
+
+    def rec_sync(k: int) -> None:
+        for _ in range(k):
+            _core.event_record(ev, h)
+            _core.event_sync(ev)
+
+    def alloc_free(k: int) -> None:
+        for _ in range(k):
+            _core.mem_free_async(_core.mem_alloc_async(256, h), h)
+        _core.stream_sync(h)
+
+    def launches(k: int) -> None:
+        for _ in range(k):
+            fn.launch(1, 32, np.uint64(0), stream=stream)
+        _core.stream_sync(h)
+
+    calls = {"cuStreamQuery, idle non-blocking stream": q_nb, "cuStreamQuery, idle blocking stream": q_blocking,
+             "cuStreamQuery(0), idle": q_legacy, "event record + sync, non-blocking stream": rec_sync,
+             "cuMemAllocAsync + cuMemFreeAsync 256 B": alloc_free, "launch (ironaccel), non-blocking stream":
+             launches}
+    print("\n| call | cleared state | slow state (after a pageable cuMemcpyHtoD) |\n|---|---:|---:|")
+    for name, call in calls.items():
+        ok(cu.cuCtxSynchronize())
+        call(50)
+        clear = per_call(call)
+        ok(cu.cuMemcpyHtoD(dst, host.ctypes.data, 1024))
+        time.sleep(0.005)
+        call(50)
+        slow = per_call(call)
+        print(f"| {name} | {clear:,.0f} ns | {slow:,.0f} ns |")
     sys.stdout.flush()
 
 
