@@ -277,20 +277,25 @@ def test_copies_without_the_pool(ctx, drv, nbytes):
     a.free()
 
 
-def test_small_copies_return_when_the_source_may_be_reused(ctx, drv):
+@pytest.mark.parametrize("width", [1, 8 << 10])  # 4 bytes: the driver's staging; 32 KiB: the ring's slots
+def test_small_copies_return_when_the_source_may_be_reused(ctx, drv, mod, width):
     n = 40  # more copies than the staging ring has slots: every slot is reused twice
-    a = drv.mem_alloc(4 * n)
-    x = np.zeros(1, np.float32)
+    a = drv.mem_alloc(4 * width * n)
+    x = np.zeros(width, np.float32)
+    # A ~5 ms kernel on the legacy stream first: the copies queue behind it, so none has run when its call returns.
+    mod.get_function("spin")(np.int64(10_000_000), block=(1, 1, 1), grid=(1, 1))
     for i in range(n):
-        x[0] = i
-        drv.memcpy_htod(int(a) + 4 * i, x)
-        x[0] = -1  # overwritten at once: the copy must already have taken the value
-    np.testing.assert_array_equal(drv.from_device(a, (n,), np.float32), np.arange(n, dtype=np.float32))
+        x[:] = i
+        drv.memcpy_htod(int(a) + 4 * width * i, x)
+        x[:] = -1  # overwritten at once: the copy must already have taken the value
+    got = drv.from_device(a, (n, width), np.float32)
+    np.testing.assert_array_equal(got, np.repeat(np.arange(n, dtype=np.float32), width).reshape(n, width))
 
 
-def test_small_copies_from_several_threads_each_get_a_slot_of_their_own(ctx, drv):
+@pytest.mark.parametrize("width", [256, 8 << 10])  # 1 KiB: the driver's staging; 32 KiB: the ring's slots
+def test_small_copies_from_several_threads_each_get_a_slot_of_their_own(ctx, drv, width):
     """The staging ring is shared by the context's threads: each copy lands whole, whatever the interleaving."""
-    threads, per_thread, width = 4, 30, 256
+    threads, per_thread = 4, 30
     a = drv.mem_alloc(threads * per_thread * width * 4)
     errors: list[BaseException] = []
 
