@@ -1,6 +1,6 @@
 """What makes an idle stream's synchronize slow in a process: its cost after each kind of driver operation.
 
-    python3 ironaccel-cuda/bench/probe_idle_sync.py [--reverse] [--json OUT]
+    python3 ironaccel-cuda/bench/probe_idle_sync.py [--reverse | --remedies] [--json OUT]
 
 The benchmarks measure 1.35-1.7 µs for `cuStreamSynchronize` of an idle non-blocking stream, in Python and in
 the C floor's process alike, once other operations have run there; a fresh process measures 0.2-0.4 µs
@@ -8,7 +8,9 @@ the C floor's process alike, once other operations have run there; a fresh proce
 times 7 batches of 5,000 idle syncs (the compiled core's call), then runs one operation after another and
 times them again after each: the first operation after which the figure jumps is the one that puts the process
 in the slow state.  `--reverse` runs the operations in the opposite order (the module load stays before the
-launches), to tell an operation from the time that has passed.
+launches), to tell an operation from the time that has passed.  `--remedies` puts the process in that state
+with each of three operations and tries one way out per row (see `remedies`).  Findings (H200, 2026-12-01):
+bench/results/h200-2026-12-01-h/experiments.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ cdef int _htod(CUdeviceptr dp, const void* host, size_t n, uintptr_t s, bint rel
         else:
             err = cuMemcpyHtoDAsync(dp, host, n, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return 0
         _again(err, IA_cuMemcpyHtoDAsync, s, True)
 
@@ -27,7 +26,6 @@ cdef int _dtoh(void* host, CUdeviceptr dp, size_t n, uintptr_t s, bint release_g
         else:
             err = cuMemcpyDtoHAsync(host, dp, n, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return 0
         _again(err, IA_cuMemcpyDtoHAsync, s, True)
 
@@ -242,7 +240,6 @@ cdef int _copy_in_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except 
     if not _settings_read:
         _read_settings()
     if not _disabled:
-        _legacy_touch(s)  # every path below queues on `s`; the bounce path's fence-word wait is not the driver's
         if n <= _bounce_max and not ia_pin_known(<uintptr_t>host, n):
             st = _staging_for(buf)
             if ia_bounce_take(st) == 0:
@@ -293,7 +290,6 @@ cdef int _copy_out(int ordinal, device, CUdeviceptr dp, char* host, size_t n, ui
     if not _settings_read:
         _read_settings()
     if not _disabled:
-        _legacy_touch(s)
         if n <= _bounce_max and not ia_pin_known(<uintptr_t>host, n):
             st = _staging_of(ordinal, device)
             if ia_bounce_take(st) == 0:
@@ -423,7 +419,7 @@ cdef class HtodRing:
         if self.base == NULL:
             raise _errors.closed("cuMemcpyHtoD", "staging ring")
         if pos == 0:
-            _event_wait(self.events[h])  # the half's DMAs of its last round have landed
+            _event_sync(self.events[h])  # the half's DMAs of its last round have landed
         slot = self.base + <size_t>i * self._slot
         memcpy(slot, src, n)
         try:

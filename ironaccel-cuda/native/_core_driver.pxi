@@ -131,58 +131,11 @@ def forget_current():
 cdef bint _trim_pending = False
 
 
-# Work queued on the legacy stream that the driver has not yet seen finish makes every later query or
-# synchronize of any stream of the context cost about 1.3 us more, until something waits on the legacy stream
-# (H200, 2026-12-01, bench/probe_idle_sync.py --remedies: an idle stream's query 0.34-0.41 -> 1.58-1.71 us,
-# event record + sync 0.73-0.80 -> 1.99-2.05 us; a wait on a blocking stream does not end it).  One query of the
-# legacy stream that finds it idle ends that state, so a wait of ours makes that query first while work of ours
-# went to the legacy stream since the last one: `_legacy_seq` counts those submissions, `_legacy_seen` is the
-# count the last idle legacy query (or a wait on the legacy stream or on an event recorded there) covered.
-# Work others queue there (raw driver calls, another library) is not seen; it stays as slow as without this.
-cdef unsigned long long _legacy_seq = 0
-cdef unsigned long long _legacy_seen = 0
-cdef bint _legacy_retire = True
-
-
-cdef inline void _legacy_touch(uintptr_t s) noexcept nogil:
-    """`s` got work: count it when `s` is the legacy stream (NULL, or CU_STREAM_LEGACY = 1)."""
-    global _legacy_seq
-    if s <= 1:
-        _legacy_seq += 1
-
-
-cdef inline void _legacy_settle() noexcept:
-    """Before a wait on another stream or an event: one query of the legacy stream if ours has work there that
-    nobody has seen finish.  Its errors are the next call's to report (they are sticky), so it only looks."""
-    global _legacy_seen
-    cdef unsigned long long seq = _legacy_seq
-    if seq != _legacy_seen and _legacy_retire and cuStreamQuery(NULL) != NOT_READY:
-        _legacy_seen = seq
-
-
-def legacy_touched():
-    """Work went to the legacy stream outside this module (a module load, a raw driver call)."""
-    _legacy_touch(0)
-
-
-def legacy_retire(enabled=None):
-    """Whether waits end the slow state that unwaited legacy-stream work causes (see `_legacy_seq`); `enabled`
-    sets it.  For the A/B benchmark (bench/ab_legacy_retire.py); on by default."""
-    global _legacy_retire
-    if enabled is not None:
-        _legacy_retire = bool(enabled)
-    return _legacy_retire
-
-
+# Tried: one query of the legacy stream before a wait after work of ours went there (unwaited legacy work makes
+# every query ~1.3 us slower).  A/B on the H200, 2026-12-01 (0b8fcf4): 0.82-0.87x after a module load, 1.00 else.
 cdef int _stream_sync(uintptr_t s) except -1:
-    global _trim_pending, _legacy_seen
+    global _trim_pending
     cdef int err
-    cdef unsigned long long seq = _legacy_seq
-    if s > 1:
-        if seq != _legacy_seen:
-            _legacy_settle()
-    else:
-        _legacy_seen = seq  # waiting on the legacy stream itself ends the state
     while True:
         # an idle stream needs no more than a query, which keeps the GIL; 1 stands for "not known to be idle".
         # Tried: no query for the stream our last copy or launch went to (and for events recorded behind it, and
@@ -201,30 +154,20 @@ cdef int _stream_sync(uintptr_t s) except -1:
 
 cdef int _stream_drain(uintptr_t s) except -1:
     """Synchronize a stream known to be busy (work was just queued): no query first, the GIL released."""
-    global _legacy_seen
     cdef int err
-    cdef unsigned long long seq = _legacy_seq
     while True:
         with nogil:
             err = cuStreamSynchronize(<CUstream>s)
         if err == 0:
-            if s <= 1:
-                _legacy_seen = seq
             return 0
         _again(err, IA_cuStreamSynchronize, s, True)
 
 
 cdef int _stream_query(uintptr_t s) except -1:
-    global _legacy_seen
     cdef int err
-    cdef unsigned long long seq = _legacy_seq
-    if s > 1 and seq != _legacy_seen:
-        _legacy_settle()
     while True:
         err = cuStreamQuery(<CUstream>s)
         if err == 0:
-            if s <= 1:
-                _legacy_seen = seq
             return 1
         if err == NOT_READY:
             return 0
@@ -236,7 +179,6 @@ cdef int _stream_wait(uintptr_t s, uintptr_t e) except -1:
     while True:
         err = cuStreamWaitEvent(<CUstream>s, <CUevent>e, 0)
         if err == 0:
-            _legacy_touch(s)
             return 0
         _again(err, IA_cuStreamWaitEvent, s, True)
 
@@ -260,49 +202,16 @@ cdef int _event_destroy(uintptr_t e) except -1:
         _again(err, IA_cuEventDestroy, 0, False)
 
 
-# The last event recorded on the legacy stream and the legacy count it covers: a wait that sees it complete has
-# seen that much of the legacy stream finish (and no extra query is needed before waiting on it).
-cdef uintptr_t _legacy_event = 0
-cdef unsigned long long _legacy_event_seq = 0
-
-
 cdef int _event_record(uintptr_t e, uintptr_t s) except -1:
-    global _legacy_event, _legacy_event_seq
     cdef int err
     while True:
         err = cuEventRecord(<CUevent>e, <CUstream>s)
         if err == 0:
-            if s <= 1:
-                _legacy_touch(s)
-                _legacy_event = e
-                _legacy_event_seq = _legacy_seq
-            elif e == _legacy_event:
-                _legacy_event = 0
             return 0
         _again(err, IA_cuEventRecord, s, True)
 
 
-cdef inline void _legacy_before_event(uintptr_t e) noexcept:
-    if _legacy_seq != _legacy_seen and e != _legacy_event:
-        _legacy_settle()
-
-
-cdef inline void _legacy_after_event(uintptr_t e) noexcept:
-    global _legacy_seen
-    if e == _legacy_event and _legacy_event_seq > _legacy_seen:
-        _legacy_seen = _legacy_event_seq
-
-
 cdef int _event_sync(uintptr_t e) except -1:
-    _legacy_before_event(e)
-    _event_wait(e)
-    _legacy_after_event(e)
-    return 0
-
-
-cdef int _event_wait(uintptr_t e) except -1:
-    """`_event_sync` without the legacy-stream bookkeeping (the staging ring waits on its own events, recorded
-    on the legacy stream behind its DMAs: a query of the legacy stream there would find the next DMAs queued)."""
     global _trim_pending
     cdef int err
     while True:
@@ -320,11 +229,9 @@ cdef int _event_wait(uintptr_t e) except -1:
 
 cdef int _event_query(uintptr_t e) except -1:
     cdef int err
-    _legacy_before_event(e)
     while True:
         err = cuEventQuery(<CUevent>e)
         if err == 0:
-            _legacy_after_event(e)
             return 1
         if err == NOT_READY:
             return 0
@@ -372,7 +279,6 @@ cdef CUdeviceptr _mem_alloc_async(size_t nbytes, uintptr_t s) except? 0:
     while True:
         err = cuMemAllocAsync(&dp, nbytes, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return dp
         _again(err, IA_cuMemAllocAsync, s, True)
 
@@ -383,7 +289,6 @@ cdef CUdeviceptr _mem_alloc_from_pool(size_t nbytes, uintptr_t pool, uintptr_t s
     while True:
         err = cuMemAllocFromPoolAsync(&dp, nbytes, <CUmemoryPool>pool, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return dp
         _again(err, IA_cuMemAllocFromPoolAsync, s, True)
 
@@ -394,7 +299,6 @@ cdef int _mem_free_async(CUdeviceptr dp, uintptr_t s) except -1:
     while True:
         err = cuMemFreeAsync(dp, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             _trim_pending = True
             return 0
         _again(err, IA_cuMemFreeAsync, s, True)
@@ -446,7 +350,6 @@ cdef int _memcpy_dtod(uintptr_t dst, uintptr_t src, size_t nbytes, uintptr_t s) 
     while True:
         err = cuMemcpyDtoDAsync(dst, src, nbytes, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return 0
         _again(err, IA_cuMemcpyDtoDAsync, s, True)
 
@@ -460,7 +363,6 @@ def memset_d8(uintptr_t dp, unsigned char value, size_t count, uintptr_t s):
     while True:
         err = cuMemsetD8Async(dp, value, count, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return
         _again(err, IA_cuMemsetD8Async, s, True)
 
@@ -470,7 +372,6 @@ def memset_d16(uintptr_t dp, unsigned short value, size_t count, uintptr_t s):
     while True:
         err = cuMemsetD16Async(dp, value, count, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return
         _again(err, IA_cuMemsetD16Async, s, True)
 
@@ -480,7 +381,6 @@ def memset_d32(uintptr_t dp, unsigned int value, size_t count, uintptr_t s):
     while True:
         err = cuMemsetD32Async(dp, value, count, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return
         _again(err, IA_cuMemsetD32Async, s, True)
 
@@ -490,7 +390,6 @@ def graph_launch(uintptr_t exe, uintptr_t s):
     while True:
         err = cuGraphLaunch(<CUgraphExec>exe, <CUstream>s)
         if err == 0:
-            _legacy_touch(s)
             return
         _again(err, IA_cuGraphLaunch, s, True)
 

@@ -344,7 +344,6 @@ cdef int _launch_ex(CUfunction f, LaunchConfig cfg, unsigned int* g, unsigned in
     c.numAttrs = cfg.nattrs
     err = cuLaunchKernelEx(&c, f, params, NULL)
     if err == 0:
-        _legacy_touch(sh)
         return 0
     _again(err, IA_cuLaunchKernelEx, sh, True)  # returns only when a retry may succeed (bound, context)
     return 1
@@ -462,7 +461,6 @@ cdef class FunctionCore:
             err = cuLaunchKernel(<CUfunction>self._hv, g[0], g[1], g[2], bl[0], bl[1], bl[2], smem, <CUstream>sh,
                                  params, NULL)
             if err == 0:
-                _legacy_touch(sh)
                 return 0
             _again(err, IA_cuLaunchKernel, sh, True)  # then pack again: Python ran, the block may be stale
 
@@ -540,7 +538,6 @@ cdef class PreparedLaunch:
             err = cuLaunchKernel(<CUfunction>self.fn._hv, self.g[0], self.g[1], self.g[2], self.bl[0], self.bl[1],
                                  self.bl[2], self.smem, <CUstream>self.sh, self.params, NULL)
             if err == 0:
-                _legacy_touch(self.sh)
                 return
             _again(err, IA_cuLaunchKernel, self.sh, True)
 
@@ -601,7 +598,6 @@ def launch(uintptr_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsig
     while True:
         err = cuLaunchKernel(<CUfunction>f, gx, gy, gz, bx, by, bz, smem, <CUstream>s, <void**>params, NULL)
         if err == 0:
-            _legacy_touch(s)
             return
         _again(err, IA_cuLaunchKernel, s, True)
 

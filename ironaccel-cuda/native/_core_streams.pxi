@@ -173,7 +173,6 @@ def launch_host_func(uintptr_t s, entry):
     while True:
         err = cuLaunchHostFunc(<CUstream>s, _host_once, <void*>entry)
         if err == 0:
-            _legacy_touch(s)
             return True
         try:
             _again(err, IA_cuLaunchHostFunc, s, True)

@@ -80,7 +80,6 @@ def load_module(device: Device, code: Any, context: Any = None) -> Module:
     else:
         with context._current(op):
             h = call(op, image)
-    _core.legacy_touched()  # a process's first load queues work of the driver's own on the legacy stream
     return Module._make(h, device, name_map, kind, context, params)
 
 

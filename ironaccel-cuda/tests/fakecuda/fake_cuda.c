@@ -15,8 +15,7 @@
  * It validates handles and pointer ranges and returns the driver's error codes,
  * so the Python layer's argument conversions, result tuples and error mapping
  * run for real.  Not a simulator: no timing, no concurrency between streams.
- * fake_cuda_counters() exposes allocation counters for leak / double-free checks, and (6) how many times
- * the legacy stream was queried.
+ * fake_cuda_counters() exposes allocation counters for leak / double-free checks.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -58,7 +57,7 @@ static int ndev(void) {
 struct alloc { char *base; size_t size; int dev; int live; int host; fake_cuda_free_fn on_free; void *arg; int external; };
 static struct alloc *allocs = NULL;
 static size_t nallocs = 0, capallocs = 0;
-static long long counters[7]; /* allocs, frees, bad_frees, live, host_allocs, host_frees, legacy_queries */
+static long long counters[6]; /* allocs, frees, bad_frees, live, host_allocs, host_frees */
 static size_t used[MAX_DEV];
 
 static struct alloc *find_alloc(const char *p, size_t n, int host) {
@@ -85,7 +84,7 @@ static char *new_alloc(size_t size, int dev, int host) {
     return p;
 }
 
-long long fake_cuda_counters(int i) { return (i >= 0 && i < 7) ? counters[i] : -1; }
+long long fake_cuda_counters(int i) { return (i >= 0 && i < 6) ? counters[i] : -1; }
 size_t fake_cuda_used(int dev) { return dev >= 0 && dev < MAX_DEV ? used[dev] : 0; }
 
 /* ---- objects ---- */
@@ -271,7 +270,7 @@ CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int prio) 
 }
 CUresult cuStreamDestroy_v2(CUstream h) { ENTER(); STREAM(s, h); if (s >= legacy_streams && s < legacy_streams + MAX_DEV) LEAVE(CUDA_ERROR_INVALID_HANDLE); s->magic = 0xdead; LEAVE(CUDA_SUCCESS); }
 CUresult cuStreamSynchronize(CUstream h) { ENTER(); NEED_CTX(); STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
-CUresult cuStreamQuery(CUstream h) { ENTER(); NEED_CTX(); if (h == NULL || h == CU_STREAM_LEGACY) counters[6]++; STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
+CUresult cuStreamQuery(CUstream h) { ENTER(); NEED_CTX(); STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
 CUresult cuStreamGetCtx(CUstream h, CUcontext *c) { ENTER(); STREAM(s, h); *c = (CUcontext)&ctxs[s->dev]; LEAVE(CUDA_SUCCESS); }
 CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *c, CUgreenCtx *g) { ENTER(); STREAM(s, h); *c = (CUcontext)&ctxs[s->dev]; if (g) *g = NULL; LEAVE(CUDA_SUCCESS); }
 static struct event *get_event(CUevent h) { struct event *e = (struct event *)h; return (e && e->magic == MAGIC_EVENT) ? e : NULL; }

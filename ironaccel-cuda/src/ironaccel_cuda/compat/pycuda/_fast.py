@@ -22,7 +22,6 @@ event_destroy = _core.event_destroy
 event_record = _core.event_record
 event_sync = _core.event_sync
 event_query = _core.event_query
-legacy_touched = _core.legacy_touched
 mem_alloc_async = _core.mem_alloc_async
 mem_free_async = _core.mem_free_async
 mem_alloc = _core.mem_alloc

@@ -119,7 +119,6 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
         raise bad_input("cuModuleLoadDataEx", exc) from None
     if image[:4] not in (b"\x7fELF", b"\x50\xed\x55\xba") and not image.endswith(b"\0"):
         image += b"\0"  # PTX is read as a C string
-    _fast.legacy_touched()  # a process's first load queues work of the driver's own on the legacy stream
     if not options and message_handler is None:
         return Module._make(call("cuModuleLoadData", image), ctx)
     from cuda.bindings import driver
