@@ -34,8 +34,15 @@ def main() -> None:
     parser.add_argument("--reverse", action="store_true")
     parser.add_argument("--remedies", action="store_true",
                         help="what clears the slow state, and what else it slows (see remedies())")
+    parser.add_argument("--first-load", action="store_true",
+                        help="which call ends the slow state a process's first module load leaves (a fresh "
+                             "process per way out)")
+    parser.add_argument("--first-load-child", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.first_load:
+        first_load()
+        return
 
     import cuda.bindings.driver as cu
 
@@ -122,6 +129,42 @@ def main() -> None:
     if args.remedies:
         remedies(cu, ok, dev, stream, held, host, measure)
         return
+    if args.first_load_child:
+        before = measure()
+        module = dev.load_module(ia.Program(SOURCE).compile())  # this process's first load
+        time.sleep(0.005)
+        loaded = measure()
+        fn = module.function("touch")  # cuModuleGetFunction: with lazy loading, the code goes to the device now
+        time.sleep(0.005)
+        got = measure()
+        way = args.first_load_child
+        if way == "cuStreamQuery(0)":
+            _core.stream_query(0)
+        elif way == "cuStreamSynchronize(0)":
+            ok(cu.cuStreamSynchronize(0))
+        elif way == "cuCtxSynchronize":
+            ok(cu.cuCtxSynchronize())
+        elif way == "launch on stream 0 + cuStreamSynchronize(0)":
+            fn.launch(1, 32, np.uint64(0), stream=dev.legacy_stream)
+            ok(cu.cuStreamSynchronize(0))
+        elif way == "event on the stream + cuEventSynchronize":
+            e = ok(cu.cuEventCreate(2))
+            ok(cu.cuEventRecord(e, s))
+            ok(cu.cuEventSynchronize(e))
+        elif way == "cuStreamSynchronize(stream)":
+            ok(cu.cuStreamSynchronize(s))
+        elif way == "cuFuncLoad":
+            ok(cu.cuFuncLoad(cu.CUfunction(int(fn._h))))
+        elif way == "event on a new non-blocking stream + cuEventSynchronize":
+            s2 = ok(cu.cuStreamCreate(1))
+            e = ok(cu.cuEventCreate(2))
+            ok(cu.cuEventRecord(e, s2))
+            ok(cu.cuEventSynchronize(e))
+        elif way == "a second module load":
+            held["m2"] = dev.load_module(ia.Program(SOURCE).compile())
+        time.sleep(0.005)
+        print(json.dumps({"before": before, "loaded": loaded, "function": got, "after": measure()}))
+        return
     if args.reverse:
         steps = steps[:3] + steps[3:9][::-1] + steps[9:]
     rows: list[dict[str, object]] = [{"after": "nothing (fresh)", "ns": measure()}]
@@ -139,6 +182,31 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"reverse": args.reverse, "rows": rows}, indent=1))
     sys.stdout.flush()
+
+
+FIRST_LOAD_WAYS = ("nothing", "cuStreamQuery(0)", "cuStreamSynchronize(0)", "cuStreamSynchronize(stream)",
+                   "event on the stream + cuEventSynchronize", "event on a new non-blocking stream + "
+                   "cuEventSynchronize", "cuFuncLoad", "a second module load",
+                   "launch on stream 0 + cuStreamSynchronize(0)", "cuCtxSynchronize")
+
+
+def first_load() -> None:
+    """Session 9's A/B found that a process's first module load leaves the slow state, and that a query of the
+    legacy stream does not end it (in the probe's own run, a launch and cuCtxSynchronize did).  One fresh process
+    per way out: idle query before the load, after it, and after the way out."""
+    import subprocess
+
+    print("| way out tried after the first load | before the load | after it | after cuModuleGetFunction | "
+          "after the way out |\n|---|---:|---:|---:|---:|")
+    for way in FIRST_LOAD_WAYS:
+        out = subprocess.run([sys.executable, __file__, "--first-load-child", way], capture_output=True, text=True,
+                             timeout=60)
+        try:
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"| {way} | {r['before']:,.0f} ns | {r['loaded']:,.0f} ns | {r['function']:,.0f} ns | "
+                  f"{r['after']:,.0f} ns |", flush=True)
+        except (IndexError, ValueError):
+            print(f"| {way} | failed: {out.stderr.strip()[-300:]} | | |", flush=True)
 
 
 def remedies(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, held: dict[str, Any], host: Any,
