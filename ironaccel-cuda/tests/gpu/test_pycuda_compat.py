@@ -277,11 +277,12 @@ def test_copies_without_the_pool(ctx, drv, nbytes):
     a.free()
 
 
-@pytest.mark.parametrize("width", [1, 8 << 10])  # 4 bytes: the driver's staging; 32 KiB: the ring's slots
-def test_small_copies_return_when_the_source_may_be_reused(ctx, drv, mod, width):
+@pytest.mark.parametrize("width", [1, 8 << 10])  # 4 bytes and 32 KiB
+@pytest.mark.parametrize("page_locked", [False, True])  # an async copy from page-locked memory reads it later
+def test_small_copies_return_when_the_source_may_be_reused(ctx, drv, mod, width, page_locked):
     n = 40  # more copies than the staging ring has slots: every slot is reused twice
     a = drv.mem_alloc(4 * width * n)
-    x = np.zeros(width, np.float32)
+    x = drv.pagelocked_empty(width, np.float32) if page_locked else np.zeros(width, np.float32)
     # A ~5 ms kernel on the legacy stream first: the copies queue behind it, so none has run when its call returns.
     mod.get_function("spin")(np.int64(10_000_000), block=(1, 1, 1), grid=(1, 1))
     for i in range(n):
@@ -292,7 +293,7 @@ def test_small_copies_return_when_the_source_may_be_reused(ctx, drv, mod, width)
     np.testing.assert_array_equal(got, np.repeat(np.arange(n, dtype=np.float32), width).reshape(n, width))
 
 
-@pytest.mark.parametrize("width", [256, 8 << 10])  # 1 KiB: the driver's staging; 32 KiB: the ring's slots
+@pytest.mark.parametrize("width", [256, 8 << 10])  # 1 KiB and 32 KiB
 def test_small_copies_from_several_threads_each_get_a_slot_of_their_own(ctx, drv, width):
     """The staging ring is shared by the context's threads: each copy lands whole, whatever the interleaving."""
     threads, per_thread = 4, 30

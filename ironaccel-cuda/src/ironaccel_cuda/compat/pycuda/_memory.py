@@ -264,22 +264,15 @@ def _u8_array(obj: Any, writable: bool, routine: str) -> np.ndarray:
 
 _BOUNCE_HALF = 4  # slots per half of the ring
 _BOUNCE_SLOT = 64 << 10
-# Up to this size memcpy_htod queues cuMemcpyHtoDAsync straight from the pageable source on the legacy stream:
-# the driver copies the bytes into its own staging memory before it returns (ab_htod.py's reuse check: 256
-# copies behind a busy GPU, each source overwritten at once, all landed whole), and did so faster than the ring
-# (H200, 2026-12-01, ab_htod.py, ring / driver time: 1.28x at 1 KiB, 1.08x at 16 KiB, 0.82x at 64 KiB).
-_DIRECT_HTOD = 16 << 10
 _ensure = _fast.ensure
-_htod = _fast.memcpy_htod
 _dtoh_sync = _fast.memcpy_dtoh_sync
 
 
 class Staging:
     """A context's page-locked slots for small synchronous copies.
 
-    Host-to-device copies of more than `_DIRECT_HTOD` bytes (and at most a
-    slot) take the ring's slots in turn (`ring`, the compiled core's
-    `HtodRing`): the bytes are copied into the slot and the DMA from it
+    Host-to-device copies take the ring's slots in turn (`ring`, the compiled
+    core's `HtodRing`): the bytes are copied into the slot and the DMA from it
     is queued, so the call returns as soon as the caller's buffer may be
     reused (cuMemcpyHtoD's guarantee).  The ring has two halves with one event
     each, recorded after a half's last DMA and waited on before that half is
@@ -378,13 +371,12 @@ def memcpy_htod(dest: Any, src: Any) -> None:
         top = stack[-1]
         n = src.nbytes
         st = top.staging
-        if top._valid and 0 < n <= _BOUNCE_SLOT and (n <= _DIRECT_HTOD or st is not None):
+        if st is not None and top._valid and 0 < n <= _BOUNCE_SLOT:
             try:
                 _ensure(top.handle)
-                if n <= _DIRECT_HTOD:
-                    _htod(dest, src, n, _LEGACY)
-                else:
-                    st.ring.copy(dest, src, n)
+                # Tried: cuMemcpyHtoDAsync straight from the source up to 16 KiB (9d450a1): 1.28x the ring's speed at
+                # 1 KiB (ab_htod.py, H200), but from page-locked memory it returns before the DMA reads: needs a check.
+                st.ring.copy(dest, src, n)
                 return
             except ia.IronAccelError as exc:
                 raise translate(exc, "cuMemcpyHtoD") from None
@@ -393,12 +385,9 @@ def memcpy_htod(dest: Any, src: Any) -> None:
     ctx = _current("cuMemcpyHtoD")
     n = _nbytes(src, "cuMemcpyHtoD")
     try:
-        if n <= _DIRECT_HTOD:
-            if n:
-                _fast.memcpy_htod(dest, _bytes_view(src, False, "cuMemcpyHtoD"), n, _LEGACY)
-            return
         if n <= _BOUNCE_SLOT:
-            _staging(ctx).ring.copy(dest, _bytes_view(src, False, "cuMemcpyHtoD"), n)
+            if n:
+                _staging(ctx).ring.copy(dest, _bytes_view(src, False, "cuMemcpyHtoD"), n)
             return
         if n >= _pipeline_threshold() and _pool_memory(dest):
             _pipelined(ctx, dest, _u8_array(src, False, "cuMemcpyHtoD"), True)
