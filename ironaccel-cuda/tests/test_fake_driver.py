@@ -46,6 +46,9 @@ def _env(fake_lib: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
     env.pop("IRONACCEL_REQUIRE", None)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(fake_lib), env.get("LD_LIBRARY_PATH")) if p)
     env["IRONACCEL_CUDA_FAKE"] = "1"
+    # An async copy from page-locked memory reads its source as late as a real DMA may (fake_cuda.c): a call that
+    # returns before the copy has surely run and lets its caller reuse the source fails here, not only on a GPU.
+    env["FAKE_CUDA_DEFER_PINNED_DMA"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"  # a crash, in the suite or a child it spawns, prints where it happened
     env["IRONACCEL_CUDA_CACHE_DIR"] = str(tmp_path / "cache")
     env.update(extra)

@@ -2,7 +2,8 @@
  *
  * It implements, with the real cuda.h prototypes, the part of the driver API
  * that ironaccel_cuda calls, over host memory: "device" pointers are malloc'd
- * host memory, every stream is synchronous, and a few kernels are built in
+ * host memory, every stream is synchronous (with FAKE_CUDA_DEFER_PINNED_DMA, which test_fake_driver.py sets,
+ * a copy from page-locked memory runs at the next driver call instead), and a few kernels are built in
  * (found by symbol name inside whatever image is loaded):
  *
  *   scale_offset(const float* x, float* y, float a, float b, unsigned n)   y = a*x + b
@@ -122,7 +123,17 @@ static struct stream *get_stream(CUstream h, CUresult *err) {
     return s;
 }
 
-#define ENTER() pthread_mutex_lock(&lock); if (!initialised) { pthread_mutex_unlock(&lock); return CUDA_ERROR_NOT_INITIALIZED; } \
+/* FAKE_CUDA_DEFER_PINNED_DMA=1: a cuMemcpyHtoDAsync from cuMemHostAlloc'd memory reads its source only at the
+   next driver call of fake_cuda.c (or fake_cuda_check), as late as a real DMA may, so code that reuses a
+   page-locked source before the copy has surely run reads back the later bytes.  Pageable sources are copied at
+   once, as the driver stages them. */
+static struct { void *dst; const void *src; size_t n; } pending[256];
+static int npending = 0;
+static void flush_pending(void) {
+    for (int i = 0; i < npending; i++) memcpy(pending[i].dst, pending[i].src, pending[i].n);
+    npending = 0;
+}
+#define ENTER() pthread_mutex_lock(&lock); if (npending) flush_pending(); if (!initialised) { pthread_mutex_unlock(&lock); return CUDA_ERROR_NOT_INITIALIZED; } \
     if (sticky) { CUresult e_ = sticky; pthread_mutex_unlock(&lock); return e_; }
 #define LEAVE(x) do { CUresult r_ = (x); pthread_mutex_unlock(&lock); return r_; } while (0)
 #define STREAM(var, h) CUresult e_##var = CUDA_SUCCESS; struct stream *var = get_stream(h, &e_##var); if (!var) LEAVE(e_##var)
@@ -326,6 +337,13 @@ CUresult cuMemFreeAsync(CUdeviceptr p, CUstream h) { ENTER(); NEED_CTX(); STREAM
 #define NOT_CAPTURING(s) if ((s)->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, CUstream sh) {
     ENTER(); NEED_CTX(); STREAM(s, sh); NOT_CAPTURING(s); DRANGE(d, n); if (!h) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    static int defer = -1;
+    if (defer < 0) defer = getenv("FAKE_CUDA_DEFER_PINNED_DMA") != NULL;
+    if (defer && find_alloc((const char *)h, n, 1)) {
+        if (npending == (int)(sizeof pending / sizeof pending[0])) flush_pending();
+        pending[npending].dst = (void *)(uintptr_t)d; pending[npending].src = h; pending[npending].n = n; npending++;
+        LEAVE(CUDA_SUCCESS);
+    }
     memcpy((void *)(uintptr_t)d, h, n); LEAVE(CUDA_SUCCESS);
 }
 CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, CUstream sh) {
@@ -554,7 +572,8 @@ void fake_cuda_add_symbols(const struct fake_cuda_symbol *table, size_t n) {
     if (nextra_tables < MAX_EXTRA_TABLES) { extra_tables[nextra_tables].table = table; extra_tables[nextra_tables].n = n; nextra_tables++; }
 }
 CUresult fake_cuda_check(void) {
-    pthread_mutex_lock(&lock); CUresult r = !initialised ? CUDA_ERROR_NOT_INITIALIZED : sticky; pthread_mutex_unlock(&lock); return r;
+    pthread_mutex_lock(&lock); if (npending) flush_pending();
+    CUresult r = !initialised ? CUDA_ERROR_NOT_INITIALIZED : sticky; pthread_mutex_unlock(&lock); return r;
 }
 int fake_cuda_current_device(void) { return cur_dev(); }
 int fake_cuda_device_count(void) { return ndev(); }
