@@ -127,7 +127,7 @@ def main() -> None:
         ("launch on the stream", launch_stream), ("launch on the default stream", launch_default),
     ]
     if args.remedies:
-        remedies(cu, ok, dev, stream, held, host, measure)
+        remedies(cu, ok, dev, stream, host, measure)
         return
     if args.first_load_child:
         before = measure()
@@ -162,6 +162,8 @@ def main() -> None:
             ok(cu.cuEventSynchronize(e))
         elif way == "a second module load":
             held["m2"] = dev.load_module(ia.Program(SOURCE).compile())
+        elif way != "nothing":
+            raise SystemExit(f"no such way out: {way!r} (FIRST_LOAD_WAYS and this list must agree)")
         time.sleep(0.005)
         print(json.dumps({"before": before, "loaded": loaded, "function": got, "after": measure()}))
         return
@@ -209,7 +211,7 @@ def first_load() -> None:
             print(f"| {way} | failed: {out.stderr.strip()[-300:]} | | |", flush=True)
 
 
-def remedies(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, held: dict[str, Any], host: Any,
+def remedies(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, host: Any,
              measure: Callable[[], float]) -> None:
     """Session 9's first probe run found the slow state follows work left on the legacy stream that nobody has
     waited for (a pageable cuMemcpyHtoD, a module load), and ends with a wait on the legacy stream

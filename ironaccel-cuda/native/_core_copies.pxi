@@ -341,6 +341,13 @@ def memcpy_dtoh_sync(host, uintptr_t dp, size_t nbytes, uintptr_t s, int ordinal
         PyBuffer_Release(&view)
 
 
+cdef inline void _take(PyThread_type_lock lock) noexcept:
+    """Acquire `lock`, releasing the GIL only when it is contended."""
+    if not PyThread_acquire_lock(lock, 0):
+        with nogil:
+            PyThread_acquire_lock(lock, 1)
+
+
 cdef class HtodRing:
     """Page-locked slots for small synchronous host-to-device copies (the PyCUDA surface's `memcpy_htod`).
 
@@ -385,9 +392,7 @@ cdef class HtodRing:
 
     def close(self):
         """No more copies: later ones raise (the owner frees the slots and events)."""
-        if not PyThread_acquire_lock(self.lock, 0):
-            with nogil:
-                PyThread_acquire_lock(self.lock, 1)
+        _take(self.lock)
         self.base = NULL
         PyThread_release_lock(self.lock)
 
@@ -401,9 +406,7 @@ cdef class HtodRing:
                 raise _errors.invalid("cuMemcpyHtoD", f"the host buffer has {view.len} bytes, the copy needs {n}")
             if n > self._slot:
                 raise _errors.invalid("cuMemcpyHtoD", f"{n} bytes do not fit a {self._slot}-byte slot")
-            if not PyThread_acquire_lock(self.lock, 0):
-                with nogil:
-                    PyThread_acquire_lock(self.lock, 1)
+            _take(self.lock)
             try:
                 self._copy(dp, view.buf, n)
             finally:
