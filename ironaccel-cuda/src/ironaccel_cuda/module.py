@@ -70,6 +70,45 @@ def param_types(code: Any, image: bytes, kind: str) -> dict[str, tuple[str, ...]
     return {}
 
 
+def settle_lazy_load(ctx: Any) -> None:
+    """End the slow state getting a kernel leaves the driver in, without waiting for any of the user's work.
+
+    With lazy loading (CUDA's default), getting a kernel moves its code to the device, and from then on every
+    stream query and wait in the process costs about 1.1 µs more (H200, driver 580: an idle stream's query 0.17
+    -> 1.32 µs), until the driver sees an event of an idle stream complete.  The user's next launch and its sync
+    do not end it; cuCtxSynchronize would, but waits for everything (bench/probe_idle_sync.py --first-load,
+    results/h200-2026-12-02/experiments.md).  So: an event on a private stream of `ctx`, waited for at once,
+    with this thread's capture mode relaxed so that a capture in progress is not invalidated.  It only restores
+    speed, so a failure here is ignored.
+    """
+    d = driver()
+    try:
+        if d.cuCtxPushCurrent(ctx)[0]:
+            return
+    except RuntimeError:  # cuda.bindings: an entry point this driver lacks
+        return
+    try:
+        err, mode = d.cuThreadExchangeStreamCaptureMode(d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
+        if err:
+            return  # unrelaxed, the wait could invalidate a capture in progress on this thread
+        try:
+            err, s = d.cuStreamCreate(1)  # CU_STREAM_NON_BLOCKING
+            if not err:
+                err, e = d.cuEventCreate(2)  # CU_EVENT_DISABLE_TIMING
+                if not err:
+                    if not d.cuEventRecord(e, s)[0]:
+                        d.cuEventSynchronize(e)
+                    d.cuEventDestroy(e)
+                d.cuStreamDestroy(s)
+        finally:
+            d.cuThreadExchangeStreamCaptureMode(mode)
+    except RuntimeError:
+        pass
+    finally:
+        d.cuCtxPopCurrent()
+        _core.forget_current()
+
+
 def load_module(device: Device, code: Any, context: Any = None) -> Module:
     op = "cuModuleLoadData"
     image, name_map, kind = loadable_image(code, op)
@@ -132,6 +171,7 @@ class Module:
             known = f"; name expressions: {sorted(self.name_map)}" if self.name_map else ""
             raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol.decode()!r}) in this module{known}")
         default = self.context.default_stream if self.context is not None else None
+        settle_lazy_load(self.context._ctx if self.context is not None else self.device._state.ctx)
         fn = Function._make(h, self, name, default=default, types=self.param_types.get(symbol.decode()))
         self._functions[name] = fn
         return fn

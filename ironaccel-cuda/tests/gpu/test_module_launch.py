@@ -339,3 +339,47 @@ def test_a_float_for_an_integer_parameter_is_refused(dev):
     with pytest.raises(InvalidArgument, match="argument 1 is a float"):
         fn2.launch(1, 8, out, 8.0, 3.0)
     out.close()
+
+
+def _thread_capture_mode() -> int:
+    from ironaccel_cuda._driver import call, driver
+
+    mode = call("cuThreadExchangeStreamCaptureMode", driver().CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+    call("cuThreadExchangeStreamCaptureMode", mode)
+    return int(mode)
+
+
+def test_getting_a_kernel_during_a_global_capture_keeps_the_capture(dev, kernel_code):
+    """function() waits on a private stream's event (module.settle_lazy_load).  During a global-mode capture on
+    this thread that wait would be refused and would invalidate the capture, unless this thread's mode is relaxed
+    around it and put back after."""
+    mod = dev.load_module(kernel_code)
+    s = dev.create_stream()
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    dx, dy = dev.alloc(n, "float32"), dev.alloc(n, "float32")
+    dx.copy_from(x)
+    mode = _thread_capture_mode()
+    s.begin_capture("global")
+    dy.memset(0, stream=s)
+    fn = mod.function("saxpy")
+    fn.launch(1, n, 2.0, dx, dy, n, stream=s)
+    assert _thread_capture_mode() == mode
+    graph = s.end_capture()
+    exe = graph.instantiate()
+    exe.launch(s)
+    s.synchronize()
+    np.testing.assert_allclose(dy.copy_to_host(), 2 * x)
+    for obj in (exe, graph, dx, dy, s, mod):
+        obj.close()
+
+
+def test_settling_a_lazy_load_never_raises_and_keeps_the_current_context(dev):
+    from ironaccel_cuda._driver import call, driver
+    from ironaccel_cuda.module import settle_lazy_load
+
+    dev.bind()
+    before = int(call("cuCtxGetCurrent"))
+    settle_lazy_load(driver().CUcontext(0))  # no context: the push fails, nothing else is tried
+    settle_lazy_load(dev._state.ctx)
+    assert int(call("cuCtxGetCurrent")) == before

@@ -26,6 +26,7 @@ from ironaccel_cuda.memory import DeviceBuf, PinnedBuf, adopt
 from ironaccel_cuda.module import Function as IaFunction
 from ironaccel_cuda.module import LaunchConfig as IaLaunchConfig
 from ironaccel_cuda.module import Module as IaModule
+from ironaccel_cuda.module import settle_lazy_load
 from ironaccel_cuda.program import ObjectCode as IaObjectCode
 from ironaccel_cuda.program import Program as IaProgram
 from ironaccel_cuda.stream import Stream as IaStream
@@ -36,8 +37,8 @@ __all__ = [
     "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf", "Unsupported", "adopt",
     "bind", "bind_address", "call", "compat_create_event", "compat_device_allocate", "compat_dmr_allocate",
     "compat_stream_record", "current_context", "device_count", "dlpack", "driver", "ensure", "event_create",
-    "memcpy_dtod", "memcpy_dtoh", "memcpy_htod", "new_event", "set_compat_buffer", "set_compat_events", "state_for",
-    "try_call",
+    "memcpy_dtod", "memcpy_dtoh", "memcpy_htod", "new_event", "set_compat_buffer", "set_compat_events",
+    "settle_lazy_load", "state_for", "try_call",
 ]
 
 CLOSED = _core.CLOSED

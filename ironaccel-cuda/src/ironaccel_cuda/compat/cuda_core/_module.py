@@ -430,6 +430,7 @@ class Kernel:
         dev = Device()
         _ia.ensure(dev._state.ctx)
         func = call("cuKernelGetFunction", driver.CUkernel(handle))
+        _ia.settle_lazy_load(dev._state.ctx)
         module = _ia.IaModule._make(_ia.CLOSED, dev, {}, "foreign")
         fn = _ia.IaFunction._make(func, module, f"kernel@{handle:#x}")
         return Kernel._from_function(fn, mod, fn.name)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ironaccel import errors as ia
+from ironaccel_cuda.module import settle_lazy_load
 
 from . import _fast
 from ._context import Context, _current, _local, call, cleanup, enum_value, run_in
@@ -55,10 +56,11 @@ _void = np.void
 class Module:
     """pycuda.driver.Module: code loaded into the context that was current."""
 
-    __slots__ = ("handle", "_h", "_ctx", "__weakref__")
+    __slots__ = ("handle", "_h", "_ctx", "_settled", "__weakref__")
     handle: int
     _h: Any
     _ctx: Context
+    _settled: set[str]
 
     def __init__(self) -> None:
         raise bad_type("Module", "load modules with module_from_buffer() / module_from_file() or SourceModule")
@@ -69,11 +71,15 @@ class Module:
         m._h = h
         m.handle = int(h)
         m._ctx = ctx
+        m._settled = set()  # kernel names whose lazy load was settled (see settle_lazy_load)
         return m
 
     def get_function(self, name: str) -> Function:
         _in_context(self._ctx, "cuModuleGetFunction")
         h = call("cuModuleGetFunction", self._h, _name(name, "cuModuleGetFunction"))
+        if name not in self._settled:
+            self._settled.add(name)
+            settle_lazy_load(self._ctx._h)
         return Function._make(h, self, name)
 
     def get_global(self, name: str) -> tuple[int, int]:
