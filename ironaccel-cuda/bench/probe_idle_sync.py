@@ -160,6 +160,14 @@ def main() -> None:
             e = ok(cu.cuEventCreate(2))
             ok(cu.cuEventRecord(e, s2))
             ok(cu.cuEventSynchronize(e))
+        elif way == "launch on the stream + cuStreamSynchronize(stream)":
+            fn.launch(1, 32, np.uint64(0), stream=stream)
+            ok(cu.cuStreamSynchronize(s))
+        elif way == "launch on the stream + event on it + cuEventSynchronize":
+            fn.launch(1, 32, np.uint64(0), stream=stream)
+            e = ok(cu.cuEventCreate(2))
+            ok(cu.cuEventRecord(e, s))
+            ok(cu.cuEventSynchronize(e))
         elif way == "a second module load":
             held["m2"] = dev.load_module(ia.Program(SOURCE).compile())
         elif way != "nothing":
@@ -189,7 +197,8 @@ def main() -> None:
 FIRST_LOAD_WAYS = ("nothing", "cuStreamQuery(0)", "cuStreamSynchronize(0)", "cuStreamSynchronize(stream)",
                    "event on the stream + cuEventSynchronize", "event on a new non-blocking stream + "
                    "cuEventSynchronize", "cuFuncLoad", "a second module load",
-                   "launch on stream 0 + cuStreamSynchronize(0)", "cuCtxSynchronize")
+                   "launch on stream 0 + cuStreamSynchronize(0)", "launch on the stream + cuStreamSynchronize(stream)",
+                   "launch on the stream + event on it + cuEventSynchronize", "cuCtxSynchronize")
 
 
 def first_load() -> None:
@@ -200,15 +209,19 @@ def first_load() -> None:
 
     print("| way out tried after the first load | before the load | after it | after cuModuleGetFunction | "
           "after the way out |\n|---|---:|---:|---:|---:|")
-    for way in FIRST_LOAD_WAYS:
+    import os
+
+    runs = [(way, way, {}) for way in FIRST_LOAD_WAYS]
+    runs.append(("nothing, with CUDA_MODULE_LOADING=EAGER", "nothing", {"CUDA_MODULE_LOADING": "EAGER"}))
+    for label, way, env in runs:
         out = subprocess.run([sys.executable, __file__, "--first-load-child", way], capture_output=True, text=True,
-                             timeout=60)
+                             timeout=60, env={**os.environ, **env})
         try:
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"| {way} | {r['before']:,.0f} ns | {r['loaded']:,.0f} ns | {r['function']:,.0f} ns | "
+            print(f"| {label} | {r['before']:,.0f} ns | {r['loaded']:,.0f} ns | {r['function']:,.0f} ns | "
                   f"{r['after']:,.0f} ns |", flush=True)
         except (IndexError, ValueError):
-            print(f"| {way} | failed: {out.stderr.strip()[-300:]} | | |", flush=True)
+            print(f"| {label} | failed: {out.stderr.strip()[-300:]} | | |", flush=True)
 
 
 def remedies(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, host: Any,
