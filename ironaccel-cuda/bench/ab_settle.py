@@ -5,7 +5,7 @@ settle and without it (H200 runs: bench/results/h200-2026-12-02/experiments.md).
 
 Each run is a fresh process (the state is the process's): it gets one kernel by one public way (ironaccel's
 `Module.function`, the cuda.core surface's `ObjectCode.get_kernel`, the PyCUDA surface's `get_function`; a
-Library's kernel, which does not settle, is timed after its get and after its first launch), then times on an
+Library's `function`, timed after its get and after its first launch), then times on an
 idle non-blocking stream of the same context: its query, an event record + sync, a 64 KiB page-locked -> device
 copy + sync, and a launch + sync.  "off" replaces the settle with nothing.  Runs alternate on / off, rounds times.
 """
@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-SOURCE = r'extern "C" __global__ void touch(int* p) { if (p) p[threadIdx.x] = 1; }'
+SOURCE = (r'extern "C" __global__ void touch(int* p) { if (p) p[threadIdx.x] = 1; }'
+          r'extern "C" __global__ void touch2(int* p) { if (p) p[threadIdx.x] = 2; }')
 CASES = ("Module.function", "cuda.core surface get_kernel", "PyCUDA surface get_function", "Library.function")
 
 
@@ -39,7 +40,10 @@ def child(case: str, settle: bool) -> dict[str, float]:
         def nothing(ctx: Any) -> None:
             return None
 
+        from ironaccel_cuda import library
+
         module.settle_lazy_load = _ia.settle_lazy_load = pycuda_module.settle_lazy_load = nothing  # type: ignore
+        library.settle_lazy_load = nothing  # type: ignore
     dev = ia.Device(0)
     dev._bind_here()
     stream = dev.create_stream()
@@ -78,6 +82,10 @@ def child(case: str, settle: bool) -> dict[str, float]:
         m = dev.load_module(code)
         t0 = time.perf_counter_ns()
         fn = m.function("touch")
+        out["get_ns"] = time.perf_counter_ns() - t0
+        t0 = time.perf_counter_ns()
+        m.function("touch2")
+        out["get2_ns"] = time.perf_counter_ns() - t0
     elif case == "cuda.core surface get_kernel":
         from ironaccel_cuda.compat import cuda_core as cc
 
@@ -87,6 +95,10 @@ def child(case: str, settle: bool) -> dict[str, float]:
         obj.code  # noqa: B018 -- compiled now, outside the timed get
         t0 = time.perf_counter_ns()
         fn = obj.get_kernel("touch")._fn
+        out["get_ns"] = time.perf_counter_ns() - t0
+        t0 = time.perf_counter_ns()
+        obj.get_kernel("touch2")
+        out["get2_ns"] = time.perf_counter_ns() - t0
     elif case == "PyCUDA surface get_function":
         import ironaccel_cuda.compat.pycuda.autoprimaryctx
         from ironaccel_cuda.compat.pycuda.compiler import SourceModule
@@ -95,6 +107,10 @@ def child(case: str, settle: bool) -> dict[str, float]:
         t0 = time.perf_counter_ns()
         pf = sm.get_function("touch")
         fn = None
+        out["get_ns"] = time.perf_counter_ns() - t0
+        t0 = time.perf_counter_ns()
+        sm.get_function("touch2")
+        out["get2_ns"] = time.perf_counter_ns() - t0
     elif case == "Library.function":
         lib = ia.Library(ia.Program(SOURCE).compile())
         t0 = time.perf_counter_ns()
@@ -104,10 +120,10 @@ def child(case: str, settle: bool) -> dict[str, float]:
         out["query_after_get_ns"] = per_call(query, 5000)
         fn.launch(1, 32, np.uint64(0), stream=stream)
         _core.stream_sync(h)
-        t0 = time.perf_counter_ns()  # the launch below is the timed "get" of this case: its first launch
     else:
         raise SystemExit(f"no such case {case!r}")
     out.setdefault("get_ns", time.perf_counter_ns() - t0)
+    out.setdefault("get2_ns", 0.0)
     time.sleep(0.005)
     out["query_ns"] = per_call(query, 5000)
     out["event_record_sync_ns"] = per_call(event, 2000)
@@ -123,6 +139,19 @@ def child(case: str, settle: bool) -> dict[str, float]:
                 pf(np.intp(0), block=(32, 1, 1), grid=(1, 1))
             _core.stream_sync(0)
     out["launch_sync_ns"] = per_call(launch, 500)
+    out["graph_100_sync_ns"] = 0.0
+    if fn is not None:  # session 10's compat run: graph replay 80 -> 115 us on every Python side after the settle
+        stream.begin_capture()
+        for _ in range(100):
+            fn.launch(1, 32, np.uint64(0), stream=stream)
+        exe = stream.end_capture().instantiate()
+
+        def replay(k: int) -> None:
+            for _ in range(k):
+                exe.launch(stream)
+                _core.stream_sync(h)
+        replay(20)
+        out["graph_100_sync_ns"] = per_call(replay, 100)
     return out
 
 
@@ -145,14 +174,15 @@ def main() -> None:
                     runs.setdefault((case, side), []).append(json.loads(p.stdout.strip().splitlines()[-1]))
                 except (IndexError, ValueError):
                     print(f"{case} {side}: failed: {p.stderr.strip()[-400:]}", flush=True)
-    keys = ("get_ns", "query_ns", "event_record_sync_ns", "copy_64k_sync_ns", "launch_sync_ns")
+    keys = ("get_ns", "get2_ns", "query_ns", "event_record_sync_ns", "copy_64k_sync_ns", "launch_sync_ns",
+            "graph_100_sync_ns")
     print(f"| case | settle | {' | '.join(keys)} | runs |\n|---|---|" + "---:|" * (len(keys) + 1))
     for (case, side), rs in sorted(runs.items()):
         med = {k: statistics.median(r[k] for r in rs) for k in keys}
         print(f"| {case} | {side} | " + " | ".join(f"{med[k]:,.0f}" for k in keys) + f" | {len(rs)} |")
         if case == "Library.function":
             print(f"|  | (idle query after the get, before the first launch: "
-                  f"{statistics.median(r['query_after_get_ns'] for r in rs):,.0f} ns) | | | | | | |")
+                  f"{statistics.median(r['query_after_get_ns'] for r in rs):,.0f} ns) |" + " |" * len(keys))
     if args.json:
         args.json.write_text(json.dumps({f"{c} / {s}": rs for (c, s), rs in runs.items()}, indent=1))
 

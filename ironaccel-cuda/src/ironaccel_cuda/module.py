@@ -70,40 +70,65 @@ def param_types(code: Any, image: bytes, kind: str) -> dict[str, tuple[str, ...]
     return {}
 
 
+_settle_lock = threading.Lock()
+_settle_pairs: dict[int, tuple[Any, Any]] = {}  # primary context -> its private (stream, event), kept for the process
+
+
 def settle_lazy_load(ctx: Any) -> None:
     """End the slow state getting a kernel leaves the driver in, without waiting for any of the user's work.
 
     With lazy loading (CUDA's default), getting a kernel moves its code to the device, and from then on every
-    stream query and wait in the process costs about 1.1 µs more (H200, driver 580: an idle stream's query 0.17
-    -> 1.32 µs), until the driver sees an event of an idle stream complete.  The user's next launch and its sync
-    do not end it; cuCtxSynchronize would, but waits for everything (bench/probe_idle_sync.py --first-load,
-    results/h200-2026-12-02/experiments.md).  So: an event on a private stream of `ctx`, waited for at once,
-    with this thread's capture mode relaxed so that a capture in progress is not invalidated.  It only restores
-    speed, so a failure here is ignored.
+    stream query and wait in the process costs about 1.2 µs more (H200, driver 580: an idle stream's query 0.40
+    -> 1.6 µs), until the driver sees an event of an idle stream complete.  The user's next launch and its sync
+    do not end it; cuCtxSynchronize would, but waits for everything (bench/probe_idle_sync.py --first-load and
+    bench/ab_settle.py, results/h200-2026-12-02/experiments.md).  So: an event on a private stream of `ctx`,
+    waited for at once, with this thread's capture mode relaxed so that a capture in progress is not
+    invalidated.  A primary context keeps its stream and event for the process, as it keeps its default stream
+    (making and destroying them cost about 80 µs a kernel); another context's are made each time.  It only
+    restores speed, so a failure here is ignored.
     """
     d = driver()
     try:
-        if d.cuCtxPushCurrent(ctx)[0]:
-            return
+        err, mode = d.cuThreadExchangeStreamCaptureMode(d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
     except RuntimeError:  # cuda.bindings: an entry point this driver lacks
         return
+    if err:
+        return  # unrelaxed, the wait could invalidate a capture in progress on this thread
     try:
-        err, mode = d.cuThreadExchangeStreamCaptureMode(d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
-        if err:
-            return  # unrelaxed, the wait could invalidate a capture in progress on this thread
-        try:
-            err, s = d.cuStreamCreate(1)  # CU_STREAM_NON_BLOCKING
-            if not err:
-                err, e = d.cuEventCreate(2)  # CU_EVENT_DISABLE_TIMING
-                if not err:
-                    if not d.cuEventRecord(e, s)[0]:
-                        d.cuEventSynchronize(e)
-                    d.cuEventDestroy(e)
-                d.cuStreamDestroy(s)
-        finally:
-            d.cuThreadExchangeStreamCaptureMode(mode)
+        pair = _settle_pairs.get(int(ctx))
+        if pair is None:
+            with _settle_lock:
+                pair = _settle_pairs.get(int(ctx)) or _settle_in(d, ctx)
+        if pair is not None and not d.cuEventRecord(pair[1], pair[0])[0]:
+            d.cuEventSynchronize(pair[1])
     except RuntimeError:
         pass
+    finally:
+        d.cuThreadExchangeStreamCaptureMode(mode)
+
+
+def _settle_in(d: Any, ctx: Any) -> tuple[Any, Any] | None:
+    """Settle once in `ctx` with a new stream and event; a primary context's pair is kept (None: nothing kept)."""
+    from .device import _states
+
+    if d.cuCtxPushCurrent(ctx)[0]:
+        return None
+    try:
+        err, s = d.cuStreamCreate(1)  # CU_STREAM_NON_BLOCKING
+        if err:
+            return None
+        err, e = d.cuEventCreate(2)  # CU_EVENT_DISABLE_TIMING
+        if err:
+            d.cuStreamDestroy(s)
+            return None
+        if any(int(st.ctx) == int(ctx) for st in list(_states.values())):
+            _settle_pairs[int(ctx)] = (s, e)
+            return s, e
+        if not d.cuEventRecord(e, s)[0]:
+            d.cuEventSynchronize(e)
+        d.cuEventDestroy(e)
+        d.cuStreamDestroy(s)
+        return None
     finally:
         d.cuCtxPopCurrent()
         _core.forget_current()
