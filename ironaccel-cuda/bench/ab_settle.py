@@ -5,7 +5,7 @@ settle and without it (H200 runs: bench/results/h200-2026-12-02/experiments.md).
 
 Each run is a fresh process (the state is the process's): it gets one kernel by one public way (ironaccel's
 `Module.function`, the cuda.core surface's `ObjectCode.get_kernel`, the PyCUDA surface's `get_function`; a
-Library's `function`, timed after its get and after its first launch), then times on an
+Library's `function`, which does not settle, timed after its get and after its first launch), then times on an
 idle non-blocking stream of the same context: its query, an event record + sync, a 64 KiB page-locked -> device
 copy + sync, and a launch + sync.  "off" replaces the settle with nothing.  Runs alternate on / off, rounds times.
 """
@@ -40,10 +40,7 @@ def child(case: str, settle: bool) -> dict[str, float]:
         def nothing(ctx: Any) -> None:
             return None
 
-        from ironaccel_cuda import library
-
         module.settle_lazy_load = _ia.settle_lazy_load = pycuda_module.settle_lazy_load = nothing  # type: ignore
-        library.settle_lazy_load = nothing  # type: ignore
     dev = ia.Device(0)
     dev._bind_here()
     stream = dev.create_stream()

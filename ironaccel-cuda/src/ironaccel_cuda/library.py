@@ -17,10 +17,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ._driver import call, driver, try_call
+from ._driver import call, try_call
 from .device import open_device
 from .errors import closed, driver_error, invalid
-from .module import Function, _symbol, close_contents, global_view, loadable_image, param_types, settle_lazy_load
+from .module import Function, _symbol, close_contents, global_view, loadable_image, param_types
 
 if TYPE_CHECKING:
     from .device import Device
@@ -65,7 +65,10 @@ class Library:
             if err:
                 known = f"; name expressions: {sorted(self.name_map)}" if self.name_map else ""
                 raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol.decode()!r}) in this library{known}")
-            _load_in_primary(kernel, dev._state.ctx)
+            # Tried: loading the kernel into the primary context here (cuKernelGetFunction) and settling that load
+            # (module.settle_lazy_load).  The first launch still left waits slow (idle query 0.43 -> 1.73 us,
+            # bench/ab_settle.py, H200 2026-12-02), and launches on green-context streams then ran on the whole
+            # device (test_green_contexts_run_on_disjoint_sms failed).  A library kernel is left to load at launch.
             fn = Function._make(int(kernel), self, name, kernel=kernel, device=dev,
                                 types=self.param_types.get(symbol.decode()))
             self._functions[key] = fn
@@ -118,22 +121,3 @@ class Library:
 
     def __repr__(self) -> str:
         return f"<Library {self.kind}{' closed' if self._h is None else ''}>"
-
-
-def _load_in_primary(kernel: Any, ctx: Any) -> None:
-    """Load a library kernel into the device's primary context now (cuKernelGetFunction) and settle that lazy
-    load (module.settle_lazy_load); left to the first launch, the load would leave every later query and wait of
-    the process slower.  A green context loads it at its own first launch.  Failures are ignored: the launch
-    reports them."""
-    d = driver()
-    try:
-        if d.cuCtxPushCurrent(ctx)[0]:
-            return
-        try:
-            err = d.cuKernelGetFunction(kernel)[0]
-        finally:
-            d.cuCtxPopCurrent()
-    except RuntimeError:  # cuda.bindings: an entry point this driver lacks
-        return
-    if not err:
-        settle_lazy_load(ctx)
