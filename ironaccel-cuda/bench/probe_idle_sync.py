@@ -10,7 +10,7 @@ times them again after each: the first operation after which the figure jumps is
 in the slow state.  `--reverse` runs the operations in the opposite order (the module load stays before the
 launches), to tell an operation from the time that has passed.  `--remedies` puts the process in that state
 with each of three operations and tries one way out per row (see `remedies`).  Findings (H200, 2026-12-01):
-bench/results/h200-2026-12-01-h/experiments.md.
+bench/results/h200-2026-12-01-h/experiments.md and bench/results/h200-2026-12-02/experiments.md.
 """
 
 from __future__ import annotations
