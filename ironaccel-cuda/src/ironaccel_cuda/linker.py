@@ -296,14 +296,14 @@ def _log(nv: ModuleType, handle: Any, error: bool) -> str:
 
 def _nvjitlink_identity() -> str:
     """The loaded libnvJitLink file (path, size, mtime), from /proc/self/maps; "unidentified" elsewhere."""
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rsplit(None, 1)[-1]
-                if path.rsplit("/", 1)[-1].startswith("libnvJitLink.so"):
-                    real = os.path.realpath(path)
-                    st = os.stat(real)
-                    return f"{real}|{st.st_size}|{st.st_mtime_ns}"
-    except OSError:
-        pass
+    from ironaccel.probing import loaded_library
+
+    path = loaded_library("libnvJitLink.so")
+    if path is not None:
+        try:
+            real = os.path.realpath(path)
+            st = os.stat(real)
+            return f"{real}|{st.st_size}|{st.st_mtime_ns}"
+        except OSError:
+            pass
     return "unidentified"
