@@ -374,6 +374,40 @@ def test_getting_a_kernel_during_a_global_capture_keeps_the_capture(dev, kernel_
         obj.close()
 
 
+def test_each_kernel_got_is_settled_once_on_the_primary_contexts_kept_stream(dev, kernel_code, monkeypatch):
+    """Module.function waits once per new kernel on an event of a private stream; the primary context makes that
+    stream and event once (module.settle_lazy_load), and a cached Function is not settled again."""
+    from ironaccel_cuda import module as module_mod
+
+    real = module_mod.driver()
+    seen: list[str] = []
+
+    class Recording:
+        def __getattr__(self, name):
+            attr = getattr(real, name)
+            if not name.startswith("cu"):
+                return attr
+
+            def call(*args):
+                seen.append(name)
+                return attr(*args)
+            return call
+
+    mod = dev.load_module(kernel_code)
+    mod.function("saxpy")  # the context's stream and event exist from here on (or from an earlier test)
+    monkeypatch.setattr(module_mod, "driver", lambda: Recording())
+    seen.clear()
+    mod.function("scale_offset")
+    assert seen.count("cuEventRecord") == 1 and seen.count("cuEventSynchronize") == 1, seen
+    assert "cuStreamCreate" not in seen and "cuStreamDestroy" not in seen, seen
+    assert seen.count("cuThreadExchangeStreamCaptureMode") == 2, seen
+    seen.clear()
+    mod.function("scale_offset")
+    mod.function("saxpy")
+    assert seen == []
+    mod.close()
+
+
 def test_settling_a_lazy_load_never_raises_and_keeps_the_current_context(dev):
     from ironaccel_cuda._driver import call, driver
     from ironaccel_cuda.module import settle_lazy_load
