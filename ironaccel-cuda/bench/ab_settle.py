@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from probe_idle_sync import per_call  # this folder is on sys.path: the script is run by its path
+
 SOURCE = (r'extern "C" __global__ void touch(int* p) { if (p) p[threadIdx.x] = 1; }'
           r'extern "C" __global__ void touch2(int* p) { if (p) p[threadIdx.x] = 2; }')
 CASES = ("Module.function", "cuda.core surface get_kernel", "PyCUDA surface get_function", "Library.function")
@@ -49,14 +51,6 @@ def child(case: str, settle: bool) -> dict[str, float]:
     err, dst = cu.cuMemAlloc(1 << 16)
     err2, pinned = cu.cuMemHostAlloc(1 << 16, 0)
     assert not err and not err2
-
-    def per_call(body: Any, k: int) -> float:
-        per = []
-        for _ in range(7):
-            t0 = time.perf_counter_ns()
-            body(k)
-            per.append((time.perf_counter_ns() - t0) / k)
-        return statistics.median(per)
 
     def query(k: int) -> None:
         for _ in range(k):

@@ -29,6 +29,16 @@ import numpy as np
 SOURCE = r'extern "C" __global__ void touch(int* p) { if (p) p[threadIdx.x] = 1; }'
 
 
+def per_call(fn_k: Callable[[int], None], k: int = 2000) -> float:
+    """Median over 7 batches of the time per call of `fn_k(k)`, which makes k calls."""
+    per = []
+    for _ in range(7):
+        t0 = time.perf_counter_ns()
+        fn_k(k)
+        per.append((time.perf_counter_ns() - t0) / k)
+    return statistics.median(per)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reverse", action="store_true")
@@ -272,14 +282,6 @@ def remedies(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, host: Any
     print("| made slow by | way out tried | idle query before | after |\n|---|---|---:|---:|")
     for d, w, b, a in rows:
         print(f"| {d} | {w} | {b:,.0f} ns | {a:,.0f} ns |")
-
-    def per_call(fn_k: Callable[[int], None], k: int = 2000) -> float:
-        per = []
-        for _ in range(7):
-            t0 = time.perf_counter_ns()
-            fn_k(k)
-            per.append((time.perf_counter_ns() - t0) / k)
-        return statistics.median(per)
 
     def q_nb(k: int) -> None:
         for _ in range(k):
