@@ -68,7 +68,8 @@ class Library:
             # Tried: loading the kernel into the primary context here (cuKernelGetFunction) and settling that load
             # (module.settle_lazy_load).  The first launch still left waits slow (idle query 0.43 -> 1.73 us,
             # bench/ab_settle.py, H200 2026-12-02), and launches on green-context streams then ran on the whole
-            # device (test_green_contexts_run_on_disjoint_sms failed).  A library kernel is left to load at launch.
+            # device (test_green_contexts_run_on_disjoint_sms failed).  So it loads at its first launch, and that
+            # load is settled after it (Function._first_launched).
             fn = Function._make(int(kernel), self, name, kernel=kernel, device=dev,
                                 types=self.param_types.get(symbol.decode()))
             self._functions[key] = fn
