@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -110,12 +111,27 @@ def memory_workload(dev, kernels):
     s.close()
 
 
+def settled_free_memory(dev, timeout_s=5.0):
+    """The device's free memory once it stops moving: the figure is the device's, so a process of an earlier
+    test (test_ipc's children) whose context is still being torn down moves it.  A full-suite run on the H200
+    saw free memory 122 MiB off inside this test's window twice (2026-12-02), the file alone never."""
+    last = dev.memory_info()[0]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = dev.memory_info()[0]
+        if abs(now - last) < 1 << 20:
+            return now
+        last = now
+    return last
+
+
 def test_no_device_memory_leak(dev, kernels):
     workload(dev, kernels)  # warm-up: module loads, first-use allocations
     gc.collect()
     dev.synchronize()
     used_before = dev.pool_usage()[0]
-    free_before = dev.memory_info()[0]
+    free_before = settled_free_memory(dev)
     exports_before = _dlpack.live_exports()
     for _ in range(3):
         workload(dev, kernels)
@@ -125,4 +141,4 @@ def test_no_device_memory_leak(dev, kernels):
     assert _dlpack.live_exports() == exports_before
     assert host_ranges.find(0, 0) is None and not host_ranges._info  # managed and host-pool memory all freed
     assert cu.ipc._imports.count() == 0
-    assert abs(dev.memory_info()[0] - free_before) <= 64 << 20
+    assert free_before - settled_free_memory(dev) <= 64 << 20  # a leak lowers it; another process may raise it
