@@ -20,7 +20,7 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NATIVE = "native"
-C_SOURCES = [f"{NATIVE}/{name}" for name in ("driver.c", "pinned.c", "staging.c", "hostmem.c", "owners.c")]
+C_SOURCES = [f"{NATIVE}/{name}" for name in ("driver.c", "pinned.c", "staging.c", "fence.c", "hostmem.c", "owners.c")]
 C_FLAGS = ["-O2", "-std=c11", "-fPIC", "-pthread", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror"]
 NATIVE_LIB = "ironaccel_cuda_native"
 

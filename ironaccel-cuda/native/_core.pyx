@@ -145,6 +145,14 @@ cdef extern from "staging.h" nogil:
     void ia_bounce_give(ia_staging* st)
     int ia_fence_wait(ia_staging* st, CUstream stream, long spin_ns, const char** op)
 
+cdef extern from "fence.h" nogil:
+    int IA_FENCE_PAGE
+    int ia_fence_ready()
+    void ia_fence_add_page(char* page)
+    int ia_fence_pages()
+    void ia_fence_counts(unsigned long long* fenced, unsigned long long* missed)
+    int ia_fence_stream(CUstream stream, long spin_ns)
+
 cdef extern from *:
     int __builtin_clzll(unsigned long long) nogil
 
@@ -157,6 +165,7 @@ cdef int NOT_READY = 600
 cdef int INVALID_CONTEXT = 201
 cdef int INVALID_VALUE = 1
 cdef int OUT_OF_MEMORY = 2
+cdef int NOT_SUPPORTED = 801
 cdef unsigned int CU_EVENT_BLOCKING_SYNC = 0x1
 cdef unsigned int CU_EVENT_DISABLE_TIMING = 0x2
 cdef unsigned int CU_EVENT_INTERPROCESS = 0x4

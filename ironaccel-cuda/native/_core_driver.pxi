@@ -131,6 +131,94 @@ def forget_current():
 cdef bint _trim_pending = False
 
 
+# -- fenced waits (fence.h): a busy stream's wait ends on a word the GPU writes after its work ----------------
+# 0: no page yet, 1: on, -1: off (IRONACCEL_CUDA_FENCE_SPIN_US=0, no stream memops, no device mapping).
+cdef int _fence_state = 0
+cdef object _fence_lock = threading.Lock()
+
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void** memptr, size_t alignment, size_t size)
+
+
+cdef int _fence_page(uintptr_t s) except -1:
+    """Cold: give this thread a fence word, adding a page if none is free (1), or turn fenced waits off (0).
+
+    A page is the process's own memory, registered portable and device-mapped in the primary context of the
+    stream's device and kept for the life of the process, like the staging buffers: every context of the
+    process can then write it, and reading it never touches freed memory.
+    """
+    global _fence_state, ia_tls_ctx
+    cdef void* page = NULL
+    cdef CUcontext ctx = NULL
+    if not _settings_read:
+        _read_settings()
+    if _fence_spin_ns <= 0:
+        _fence_state = -1
+        return 0
+    with _fence_lock:
+        if ia_fence_ready():
+            return 1
+        if cuStreamGetCtx(<CUstream>s, &ctx) != 0:
+            return 0  # the wait reports what is wrong with the stream
+        from ._driver import call, driver
+        from .device import Device
+
+        d = driver()
+        try:
+            call("cuCtxPushCurrent", d.CUcontext(<uintptr_t>ctx))
+            try:
+                ordinal = int(call("cuCtxGetDevice"))
+            finally:
+                call("cuCtxPopCurrent")
+            if posix_memalign(&page, IA_FENCE_PAGE, IA_FENCE_PAGE) != 0:
+                raise MemoryError("fence page")
+            memset(page, 0, IA_FENCE_PAGE)
+            call("cuCtxPushCurrent", Device(ordinal)._state.ctx)
+            try:
+                call("cuMemHostRegister", <uintptr_t>page, IA_FENCE_PAGE, 3)  # CU_MEMHOSTREGISTER_PORTABLE | _DEVICEMAP
+                if int(call("cuMemHostGetDevicePointer", <uintptr_t>page, 0)) != <uintptr_t>page:
+                    call("cuMemHostUnregister", <uintptr_t>page)
+                    raise ValueError("the device address of a registered page is not its host address")
+            finally:
+                call("cuCtxPopCurrent")
+                ia_tls_ctx = 0
+        except Exception:
+            free(page)  # never registered: nothing else holds it
+            _fence_state = -1
+            return 0
+        ia_fence_add_page(<char*>page)
+        _fence_state = 1
+        return ia_fence_ready()
+
+
+cdef inline int _fenced(uintptr_t s) except -1:
+    """1 when this thread's fence word showed that the work queued on `s` so far is done, 0 when the caller
+    must wait with cuStreamSynchronize (off, not seen within IRONACCEL_CUDA_FENCE_SPIN_US, the write failed, or
+    a pool trim is due, which only a real synchronize does)."""
+    global _fence_state
+    cdef int r
+    if _fence_state < 0 or _trim_pending:
+        return 0
+    if not ia_fence_ready() and not _fence_page(s):
+        return 0
+    with nogil:
+        r = ia_fence_stream(<CUstream>s, _fence_spin_ns)
+    if r == 0:
+        return 1
+    if r == NOT_SUPPORTED or r == IA_MISSING:
+        _fence_state = -1  # no stream memops here: synchronize from now on
+    return 0
+
+
+def fence_info():
+    """Fenced waits (fence.h): whether they are on, pages registered, waits the word ended ("fenced") and waits
+    it did not end in time ("missed", then cuStreamSynchronize did)."""
+    cdef unsigned long long fenced = 0, missed = 0
+    ia_fence_counts(&fenced, &missed)
+    return {"state": {0: "unused", 1: "on", -1: "off"}[_fence_state], "pages": ia_fence_pages(),
+            "fenced": fenced, "missed": missed}
+
+
 # Tried: one query of the legacy stream before a wait after work of ours went there (unwaited legacy work makes
 # every query ~1.3 us slower).  A/B on the H200, 2026-12-01 (0b8fcf4): 0.82-0.87x after a module load, 1.00 else.
 cdef int _stream_sync(uintptr_t s) except -1:
@@ -142,6 +230,8 @@ cdef int _stream_sync(uintptr_t s) except -1:
         # timing events).  A/B on the H200, 2026-12-01: 1.000-1.006x; the query overlaps the wait.
         err = 1 if _trim_pending else cuStreamQuery(<CUstream>s)
         if err == 0:
+            return 0
+        if err == NOT_READY and _fenced(s):  # busy (so not capturing either): wait on the fence word
             return 0
         if err != IA_UNBOUND and err != IA_DISABLED:
             with nogil:
@@ -156,6 +246,8 @@ cdef int _stream_drain(uintptr_t s) except -1:
     """Synchronize a stream known to be busy (work was just queued): no query first, the GIL released."""
     cdef int err
     while True:
+        if _fenced(s):
+            return 0
         with nogil:
             err = cuStreamSynchronize(<CUstream>s)
         if err == 0:

@@ -19,7 +19,6 @@ cdef extern from "Python.h":
 cdef unsigned int CU_USER_OBJECT_NO_DESTRUCTOR_SYNC = 1
 cdef unsigned int CU_GRAPH_USER_OBJECT_MOVE = 1
 cdef bint _owners_closing = False  # set at exit: a release after it is never dropped (the process ends)
-cdef int NOT_SUPPORTED = 801
 
 
 cdef long _drop_released() noexcept:

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "staging.h"
 
+#include "fence.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -12,11 +14,6 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define IA_RELAX() _mm_pause()
-#elif defined(__aarch64__)
-#define IA_RELAX() __asm__ __volatile__("yield")
-#else
-#define IA_RELAX() sched_yield()
 #endif
 
 #define IA_NOT_READY 600 /* CUDA_ERROR_NOT_READY */
@@ -336,26 +333,15 @@ int ia_bounce_take(ia_staging *st) {
 
 void ia_bounce_give(ia_staging *st) { atomic_store(&st->bounce_busy, 0); }
 
-static long long mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 int ia_fence_wait(ia_staging *st, CUstream stream, long spin_ns, const char **op) {
     if (st->fence_dev && spin_ns > 0) {
         unsigned want = ++st->fence_seq;
         /* The default flags put a memory barrier before the write: the copy's bytes are visible first. */
         int w = ia_cu.cuStreamWriteValue32(stream, st->fence_dev, want, 0);
         if (w == 0) {
-            long long until = mono_ns() + spin_ns;
-            for (int spins = 0;; spins++) {
-                if (__atomic_load_n(st->fence, __ATOMIC_ACQUIRE) == want) {
-                    st->fenced++;
-                    return 0;
-                }
-                if ((spins & 63) == 63 && mono_ns() > until) break;
-                IA_RELAX();
+            if (ia_fence_spin(st->fence, want, spin_ns)) {
+                st->fenced++;
+                return 0;
             }
         } else if (w == IA_CUDA_ERROR_NOT_SUPPORTED || w == IA_MISSING) {
             st->fence_dev = 0; /* this device or driver has no stream memops: synchronize from now on */

@@ -19,7 +19,7 @@ import cbuild
 
 DIST = Path(__file__).resolve().parent.parent
 NATIVE = DIST / "native"
-C_SOURCES = [NATIVE / n for n in ("driver.c", "pinned.c", "staging.c", "hostmem.c")]
+C_SOURCES = [NATIVE / n for n in ("driver.c", "pinned.c", "staging.c", "fence.c", "hostmem.c")]
 STRICT = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"]
 
 

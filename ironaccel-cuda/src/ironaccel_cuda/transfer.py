@@ -28,9 +28,10 @@ Environment (read at the first large copy; `bench/sweep_transfer.py` measures th
   device), 2 into the host array (device to host), 3 both, 0 none (default 1).
 * ``IRONACCEL_CUDA_PIPELINE_MIN``: smallest synchronous pageable copy that is staged (default 256 KiB).
 * ``IRONACCEL_CUDA_BOUNCE_MAX``: largest pageable copy sent through the bounce buffer (default 64 KiB).
-* ``IRONACCEL_CUDA_FENCE_SPIN_US``: how long a bounce copy spins on its fence word for the copy to land
-  before it asks cuStreamSynchronize to wait (default 50; 0: always cuStreamSynchronize).  A small copy's
-  round trip is 5-8 us on the H200, so 50 us covers it while a copy queued behind long work stops spinning.
+* ``IRONACCEL_CUDA_FENCE_SPIN_US``: how long a wait spins on a fence word (a bounce copy's, or a busy
+  stream's synchronize: native/fence.h) before it asks cuStreamSynchronize to wait (default 50; 0: always
+  cuStreamSynchronize).  A small copy's round trip is 5-8 us on the H200, so 50 us covers it while a wait
+  behind long work stops spinning.
 """
 
 from __future__ import annotations

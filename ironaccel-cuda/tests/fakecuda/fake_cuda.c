@@ -281,7 +281,13 @@ CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int prio) 
 }
 CUresult cuStreamDestroy_v2(CUstream h) { ENTER(); STREAM(s, h); if (s >= legacy_streams && s < legacy_streams + MAX_DEV) LEAVE(CUDA_ERROR_INVALID_HANDLE); s->magic = 0xdead; LEAVE(CUDA_SUCCESS); }
 CUresult cuStreamSynchronize(CUstream h) { ENTER(); NEED_CTX(); STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
-CUresult cuStreamQuery(CUstream h) { ENTER(); NEED_CTX(); STREAM(s, h); if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); LEAVE(CUDA_SUCCESS); }
+/* FAKE_CUDA_BUSY_QUERIES (read at each call): every stream answers a query "not ready", as a real one does
+   while work runs, so that the waits' busy paths (the fence word, fence.h) run here too. */
+CUresult cuStreamQuery(CUstream h) {
+    ENTER(); NEED_CTX(); STREAM(s, h);
+    if (s->capturing) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    LEAVE(getenv("FAKE_CUDA_BUSY_QUERIES") ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
+}
 CUresult cuStreamGetCtx(CUstream h, CUcontext *c) { ENTER(); STREAM(s, h); *c = (CUcontext)&ctxs[s->dev]; LEAVE(CUDA_SUCCESS); }
 CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *c, CUgreenCtx *g) { ENTER(); STREAM(s, h); *c = (CUcontext)&ctxs[s->dev]; if (g) *g = NULL; LEAVE(CUDA_SUCCESS); }
 static struct event *get_event(CUevent h) { struct event *e = (struct event *)h; return (e && e->magic == MAGIC_EVENT) ? e : NULL; }

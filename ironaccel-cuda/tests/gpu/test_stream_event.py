@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from conftest import FAKE
 
 import ironaccel_cuda as cu
 from ironaccel import ClosedError, InvalidArgument
+from ironaccel_cuda import _core
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -159,3 +162,88 @@ def test_wrong_types(dev):
         e.record("not a stream")
     e.close()
     s.close()
+
+
+def _fill_copy_wait(dev, stream, kernels, rounds):
+    """Fill a 64 KiB device buffer with i, sometimes run a short kernel, copy it into page-locked memory and wait,
+    for i in 1..rounds: after each wait every byte must be there.  Returns the first wrong round, or None."""
+    n = 16 << 10
+    host = dev.alloc_pinned(n, "uint32")
+    buf = dev.alloc(n, "uint32", stream=stream)
+    spin = kernels.function("spin") if kernels is not None else None
+    try:
+        for i in range(1, rounds + 1):
+            buf.memset(i, stream=stream)
+            if spin is not None and i % 3 == 0:
+                spin.launch(1, 1, 20_000, stream=stream)  # ~10 us of the GPU's time before the copy
+            buf.copy_to_host(host.array, stream=stream)
+            stream.synchronize()
+            if host.array[0] != i or host.array[-1] != i or (i % 25 == 0 and not (host.array == i).all()):
+                return i
+        return None
+    finally:
+        buf.close()
+        host.close()
+
+
+def test_a_busy_streams_wait_ends_on_the_fence_word_after_every_byte(dev, kernels, monkeypatch):
+    """Stream.synchronize of a busy stream queues a write of this thread's fence word behind the work and spins on
+    it (native/fence.h); when it returns, the work's bytes must all be in host memory."""
+    if FAKE:
+        monkeypatch.setenv("FAKE_CUDA_BUSY_QUERIES", "1")  # a fake stream is never busy otherwise
+    s = dev.create_stream()
+    before = _core.fence_info()
+    assert _fill_copy_wait(dev, s, kernels, 300) is None
+    after = _core.fence_info()
+    assert after["state"] == "on" and after["pages"] >= 1, after
+    assert after["fenced"] - before["fenced"] >= 200, (before, after)  # nearly every wait ended on the word
+    s.close()
+
+
+def test_fenced_waits_of_several_threads_see_their_own_streams_work(dev, kernels, monkeypatch):
+    """Each thread has its own fence word: four threads waiting at once on their own streams each see all of their
+    own work, and threads that come and go hand their words on instead of taking new pages."""
+    if FAKE:
+        monkeypatch.setenv("FAKE_CUDA_BUSY_QUERIES", "1")
+    wrong: list[object] = []
+
+    def worker():
+        s = dev.create_stream()
+        try:
+            wrong.append(_fill_copy_wait(dev, s, kernels, 150))
+        except Exception as exc:  # reported below
+            wrong.append(exc)
+        finally:
+            s.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [None] * 4, wrong
+    pages = _core.fence_info()["pages"]
+    for _ in range(80):  # more threads than a page has words, one after another
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    assert wrong == [None] * 84, wrong[4:]
+    assert _core.fence_info()["pages"] == pages
+
+
+@pytest.mark.skipif(FAKE, reason="the fake driver has one context per device and no SM partitions")
+def test_fenced_waits_on_streams_of_other_contexts(dev, kernels):
+    """The fence words are registered portable in the primary context: streams of an explicit context made later
+    and of a green context write them too."""
+    dev.create_stream().synchronize()  # a page exists before the contexts below are made
+    ctx = dev.create_context()
+    green, _ = dev.split_sms(16, groups=2)
+    try:
+        for s in (ctx.create_stream(), green.create_stream()):
+            before = _core.fence_info()["fenced"]
+            assert _fill_copy_wait(dev, s, None, 60) is None
+            assert _core.fence_info()["fenced"] - before >= 40
+            s.close()
+    finally:
+        ctx.close()
+        green.close()

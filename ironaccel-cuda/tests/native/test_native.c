@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include "driver.h"
+#include "fence.h"
 #include "hostmem.h"
 #include "pinned.h"
 #include "staging.h"
@@ -189,6 +192,54 @@ static void test_pipeline(void) {
     }
 }
 
+/* ---- fence.c: the fence words of busy streams' waits ---- */
+static int write_mode; /* 0: the pretend GPU writes the word at once, 1: never, 2: the memop is unsupported */
+static CUresult fake_write_value(CUstream s, CUdeviceptr addr, unsigned int value, unsigned int flags) {
+    (void)s; (void)flags;
+    if (write_mode == 2) return 801;
+    if (write_mode == 0) __atomic_store_n((unsigned int *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static void *take_a_word(void *ok) {
+    *(int *)ok = ia_fence_ready();
+    return NULL;
+}
+
+static void test_fence(void) {
+    void *addrs[IA_N_ENTRY_POINTS] = {0};
+    addrs[IA_cuStreamWriteValue32] = (void *)fake_write_value;
+    ia_table_install(addrs);
+    CHECK(ia_fence_ready() == 0 && ia_fence_pages() == 0); /* no page yet */
+    char *page = aligned_alloc(IA_FENCE_PAGE, IA_FENCE_PAGE);
+    ia_fence_add_page(page);
+    CHECK(ia_fence_ready() == 1 && ia_fence_pages() == 1);
+    unsigned long long fenced, missed;
+    write_mode = 0;
+    CHECK(ia_fence_stream(NULL, 1000000) == 0 && ia_fence_stream(NULL, 1000000) == 0);
+    write_mode = 1; /* the write never lands: the spin gives up after spin_ns */
+    CHECK(ia_fence_stream(NULL, 200000) == 1);
+    write_mode = 2;
+    CHECK(ia_fence_stream(NULL, 1000000) == 801);
+    write_mode = 0; /* a later write that lands ends a later wait, whatever came before */
+    CHECK(ia_fence_stream(NULL, 1000000) == 0);
+    ia_fence_counts(&fenced, &missed);
+    CHECK(fenced == 3 && missed == 1);
+    unsigned int word = 5;
+    CHECK(ia_fence_spin(&word, 5, 0) == 1 && ia_fence_spin(&word, 4, 0) == 1 && ia_fence_spin(&word, 6, 1000) == 0);
+    word = 0xFFFFFFFFu;
+    CHECK(ia_fence_spin(&word, 0xFFFFFFFEu, 0) == 1 && ia_fence_spin(&word, 0, 1000) == 0); /* wrapping order */
+    /* a thread's word goes back when it exits: more threads than the page has words, one after another */
+    for (int i = 0; i < 3 * IA_FENCE_PAGE / IA_FENCE_STRIDE; i++) {
+        int ok = 0;
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, take_a_word, &ok) == 0 && pthread_join(t, NULL) == 0);
+        if (!ok) { CHECK(ok); break; }
+    }
+    CHECK(ia_fence_pages() == 1);
+    install_fake();
+}
+
 int main(void) {
     test_table();
     test_pinned();
@@ -196,6 +247,7 @@ int main(void) {
     test_copy();
     test_chunks();
     test_pipeline();
+    test_fence();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
