@@ -5,10 +5,10 @@ settle and without it (H200 runs: bench/results/h200-2026-12-02/experiments.md).
 
 Each run is a fresh process (the state is the process's): it gets one kernel by one public way (ironaccel's
 `Module.function`, the cuda.core surface's `ObjectCode.get_kernel`, the PyCUDA surface's `get_function`; a
-Library's `function`, which settles after its first launch, timed after its get and after that launch), then
-times on an idle non-blocking stream of the same context: its query, an event record + sync, a 64 KiB
-page-locked -> device copy + sync, and a launch + sync.  "off" replaces the settle with nothing.  Runs alternate
-on / off, rounds times.
+Library's `function`, which does not settle (bench/probe_library_load.py says why), timed after its get and
+after its first launch), then times on an idle non-blocking stream of the same context: its query, an event
+record + sync, a 64 KiB page-locked -> device copy + sync, and a launch + sync.  "off" replaces the settle with
+nothing.  Runs alternate on / off, rounds times.
 """
 
 from __future__ import annotations

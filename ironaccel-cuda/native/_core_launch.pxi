@@ -353,7 +353,7 @@ cdef class FunctionCore:
     """Function's hot method (launch).
 
     Cold helpers of the subclass: `_prepare(args) -> ArgPacker`, `_bad_stream(s)`,
-    `_launch_error(s, exc, grid, block, smem)`, `_allow_non_portable_clusters()`, `_first_launched(sh)`.
+    `_launch_error(s, exc, grid, block, smem)`, `_allow_non_portable_clusters()`.
     """
 
     cdef uintptr_t _hv
@@ -367,10 +367,6 @@ cdef class FunctionCore:
     cdef _Plan _last
     cdef dict _plans
     cdef bint _non_portable_ok
-    # A library kernel (CUkernel) loads into a context at its first launch, which leaves every later wait of the
-    # process slow until settled (module.settle_lazy_load): set by Function._make for those; the first launch
-    # that succeeds clears it and calls the subclass's `_first_launched(stream handle)`.
-    cdef public bint _settle_pending
 
     def __cinit__(self):
         self._isclosed = True
@@ -460,17 +456,13 @@ cdef class FunctionCore:
                 params = p.params if p.nargs else NULL
             if config is not None:
                 if _launch_ex(<CUfunction>self._hv, config, g, bl, smem, sh, params) == 0:
-                    break
+                    return 0
                 continue
             err = cuLaunchKernel(<CUfunction>self._hv, g[0], g[1], g[2], bl[0], bl[1], bl[2], smem, <CUstream>sh,
                                  params, NULL)
             if err == 0:
-                break
+                return 0
             _again(err, IA_cuLaunchKernel, sh, True)  # then pack again: Python ran, the block may be stale
-        if self._settle_pending:
-            self._settle_pending = False
-            self._first_launched(sh)
-        return 0
 
     cdef void** _pack_in_python(self, tuple args) except NULL:
         try:
@@ -541,16 +533,13 @@ cdef class PreparedLaunch:
             if self.config is not None:
                 if _launch_ex(<CUfunction>self.fn._hv, self.config, self.g, self.bl, self.smem, self.sh,
                               self.params) == 0:
-                    break
+                    return
                 continue
             err = cuLaunchKernel(<CUfunction>self.fn._hv, self.g[0], self.g[1], self.g[2], self.bl[0], self.bl[1],
                                  self.bl[2], self.smem, <CUstream>self.sh, self.params, NULL)
             if err == 0:
-                break
+                return
             _again(err, IA_cuLaunchKernel, self.sh, True)
-        if self.fn._settle_pending:
-            self.fn._settle_pending = False
-            self.fn._first_launched(self.sh)
 
     def set_args(self, *args):
         """Pack new argument values (the same types, in the same order) for the next calls."""

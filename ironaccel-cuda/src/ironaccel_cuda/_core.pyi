@@ -150,7 +150,6 @@ class FunctionCore:
     _reachable: set[int]
     name: str
     _tls: Any
-    _settle_pending: bool
     def launch(self, grid: int | Sequence[int], block: int | Sequence[int], *args: Any, stream: Any = None,
                shared_mem: int = 0, config: LaunchConfig | None = None) -> None: ...
     def _pack_failure(self, args: tuple[Any, ...]) -> Exception: ...

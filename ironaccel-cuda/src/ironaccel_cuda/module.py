@@ -378,25 +378,9 @@ class Function(_core.FunctionCore):
         f._reachable = st.reachable
         f._layout = False  # not queried yet; None: the driver cannot report it
         f._kernel = kernel  # the CUkernel of a library function (h is the same handle), else None
-        f._settle_pending = kernel is not None  # it loads at its first launch: settled after that (_first_launched)
         f._types = types  # the PTX types of its parameters, when known (packing checks floats against them)
         f._tls = threading.local()
         return f
-
-    def _first_launched(self, sh: int) -> None:
-        """After a library kernel's first launch, which loaded it into the stream's context: settle that load.
-
-        Settling at `Library.function()` instead, by loading the kernel into the primary context there, did not
-        help (the first launch still left waits slow) and made green-context launches run on the whole device
-        (see library.py).  This runs once per kernel, after the launch was queued, and never raises.
-        """
-        d = driver()
-        try:
-            err, ctx = d.cuStreamGetCtx(d.CUstream(sh))
-            if not err:
-                settle_lazy_load(ctx)
-        except (RuntimeError, TypeError, ValueError):  # cuda.bindings: a missing entry point, a bad handle
-            pass
 
     # -- attributes ---------------------------------------------------------
 

@@ -159,50 +159,6 @@ def test_library_serves_every_device(dev, kernel_code):
         lib.function("saxpy", dev)
 
 
-def test_a_library_kernels_first_launch_is_settled_once(dev, kernel_code, monkeypatch):
-    """A library kernel loads at its first launch (lazy loading), which leaves the process's waits slow until an
-    event of an idle stream is waited for: the first launch that succeeds does that once, in the stream's
-    context (module.settle_lazy_load); later launches, plain or prepared, make no driver call of it."""
-    from ironaccel_cuda import module as module_mod
-
-    real = module_mod.driver()
-    seen: list[str] = []
-
-    class Recording:
-        def __getattr__(self, name):
-            attr = getattr(real, name)
-            if not name.startswith("cu"):
-                return attr
-
-            def call(*args):
-                seen.append(name)
-                return attr(*args)
-            return call
-
-    lib = cu.Library(kernel_code)
-    fn = lib.function("saxpy", dev)
-    x, y, z = (dev.alloc(32, "float32") for _ in range(3))
-    x.copy_from(np.ones(32, np.float32))
-    y.memset(0)
-    monkeypatch.setattr(module_mod, "driver", lambda: Recording())
-    with pytest.raises(InvalidArgument):
-        fn.launch(1, 32, 2.0, x)  # a launch that fails does not count as the first
-    assert seen == []
-    fn.launch(1, 32, 2.0, x, y, 32)
-    assert seen[0] == "cuStreamGetCtx" and seen.count("cuEventSynchronize") == 1, seen
-    seen.clear()
-    fn.launch(1, 32, 2.0, x, y, 32)
-    fn.prepare(1, 32, 2.0, x, y, 32)()
-    assert seen == []
-    lib.function("scale_offset", dev).prepare(1, 32, x, z, 2.0, 1.0, 32)()  # a new kernel's first launch, prepared
-    assert seen.count("cuEventSynchronize") == 1, seen
-    np.testing.assert_allclose(y.copy_to_host(), 6.0)
-    np.testing.assert_allclose(z.copy_to_host(), 3.0)
-    for b in (x, y, z):
-        b.close()
-    lib.close()
-
-
 @pytest.mark.skipif(FAKE, reason="the fake driver gives every name a global block (fake_pycuda.c)")
 def test_missing_global_is_typed(kernels):
     with pytest.raises(InvalidArgument) as info:
