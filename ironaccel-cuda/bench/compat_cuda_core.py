@@ -231,9 +231,10 @@ def _run(args: argparse.Namespace, sampling: SamplingConfig, workdir: Path) -> i
     lines = [f"cuda.core compat benchmark, {time.strftime('%Y-%m-%d %H:%M', time.gmtime(started))} UTC, "
              f"{device['name']} (sm_{device['arch']}); target: cuda.core / compat >= {TARGET} (whole 95% interval)",
              "",
-             "The C floor is the same driver calls from C (bench/floor.c, no Python): cuda.core / floor is the most "
-             "any Python wrapper could be faster than cuda.core on that row; where it is below the target, the "
-             "target cannot be met.",
+             "The C floor is the row's driver calls from C (bench/floor.c, no Python), a busy stream's wait made "
+             "as ironaccel makes it (a fence word, native/fence.h), the fastest known: cuda.core / floor is the "
+             "most any Python wrapper could be faster than cuda.core on that row; where it is below the target, "
+             "the target cannot be met.",
              "",
              "| row | compat | cuda.core | ironaccel | C floor | cuda.core / compat [95% CI] | compat vs ironaccel "
              "| cuda.core / floor | target |",
