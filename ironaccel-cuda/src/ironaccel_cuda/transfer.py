@@ -29,9 +29,10 @@ Environment (read at the first large copy; `bench/sweep_transfer.py` measures th
 * ``IRONACCEL_CUDA_PIPELINE_MIN``: smallest synchronous pageable copy that is staged (default 256 KiB).
 * ``IRONACCEL_CUDA_BOUNCE_MAX``: largest pageable copy sent through the bounce buffer (default 64 KiB).
 * ``IRONACCEL_CUDA_FENCE_SPIN_US``: how long a wait spins on a fence word (a bounce copy's, or a busy
-  stream's synchronize: native/fence.h) before it asks cuStreamSynchronize to wait (default 50; 0: always
-  cuStreamSynchronize).  A small copy's round trip is 5-8 us on the H200, so 50 us covers it while a wait
-  behind long work stops spinning.
+  stream's synchronize: native/fence.h) before it asks cuStreamSynchronize to wait (default 200; 0: always
+  cuStreamSynchronize).  A wait the word ends gains ~1 us; one that outlasts the spin pays the write, ~0.4 us
+  (bench/ab_fence.py, H200 2026-12-02: a 57 us graph replay 0.99x with 50 us).  200 us covers copies to a
+  few MiB and short graphs; cuStreamSynchronize spins too under the default scheduling.
 """
 
 from __future__ import annotations
@@ -85,6 +86,6 @@ def settings() -> dict[str, int]:
             "nt": _env_int("IRONACCEL_CUDA_COPY_NT", 1, 0, 3),
             "pipeline_min": _env_int("IRONACCEL_CUDA_PIPELINE_MIN", 256 << 10, 1, 1 << 40),
             "bounce_max": _env_int("IRONACCEL_CUDA_BOUNCE_MAX", 64 << 10, 0, 1 << 24),
-            "fence_spin_us": _env_int("IRONACCEL_CUDA_FENCE_SPIN_US", 50, 0, 100_000),
+            "fence_spin_us": _env_int("IRONACCEL_CUDA_FENCE_SPIN_US", 200, 0, 100_000),
         }
     return _settings
