@@ -17,7 +17,9 @@ from ironaccel_cuda.driver_pool import device_attribute
 pytestmark = pytest.mark.backend("cuda")
 
 
-def workload(dev, kernels):
+def workload(dev, kernels, marks=None):
+    """`marks`: a list to append (stage, device free memory) to at each stage's end, for the failure message."""
+    mark = (lambda stage: marks.append((stage, dev.memory_info()[0]))) if marks is not None else (lambda stage: None)
     s = dev.create_stream()
     pool = dev.create_pool(s)
     x = np.arange(1 << 16, dtype=np.float32)
@@ -34,6 +36,7 @@ def workload(dev, kernels):
         s.synchronize()
         a.close()
         b.close()
+    mark("copies, pool, launches, dlpack")
     leaked = [dev.alloc(1 << 20) for _ in range(5)]  # dropped without close: GC frees them
     del leaked
     t = threading.Thread(target=lambda: [pool.alloc(4096).close() for _ in range(100)])
@@ -49,16 +52,18 @@ def workload(dev, kernels):
     exe.close()
     c.close()
     graph_stream.close()
+    mark("collected buffers, a thread's pool use, a graph")
     pinned = dev.alloc_pinned(1 << 20)
     pinned.close()
     with cu.pinned(x, dev):
         pass
     pool.close()
     s.close()
-    memory_workload(dev, kernels)
+    mark("pinned, pool and stream closed")
+    memory_workload(dev, kernels, mark)
 
 
-def memory_workload(dev, kernels):
+def memory_workload(dev, kernels, mark=lambda stage: None):
     """Every allocation path of driver_pool, allocator, vmm, managed, pitched, ipc and the pinned flags."""
     s = dev.create_stream()
     x = np.arange(1 << 14, dtype=np.float32)
@@ -76,6 +81,7 @@ def memory_workload(dev, kernels):
         pool.deallocate(a, s)
         del b  # collected
         pool.close()
+        mark(f"driver pool ({pool.kind}{', ipc' if pool.ipc else ''})")
     for alloc in (cu.DirectAllocator(dev), cu.VirtualAllocator(dev), cu.ManagedAllocator(dev)):
         c = alloc.allocate(x.size, "float32", stream=s)
         c.copy_from(x, stream=s)
@@ -88,6 +94,7 @@ def memory_workload(dev, kernels):
         s.synchronize()
         alloc.deallocate(c)
         assert alloc.outstanding() == 0
+        mark(type(alloc).__name__)
     vb = dev.reserve(64 << 20)
     vb.resize(8 << 20)
     vb.view("float32").memset(0)
@@ -95,6 +102,7 @@ def memory_workload(dev, kernels):
     vb.resize(4 << 20)
     vb.close()
     dev.reserve(8 << 20).resize(4 << 20)  # dropped without close: GC frees it
+    mark("virtual memory")
     pitched = dev.alloc_pitched((3, 17, 33), "float32")
     pitched.copy_from(np.ones((3, 17, 33), np.float32), stream=s)
     pitched.copy_to_host(stream=s)
@@ -109,6 +117,7 @@ def memory_workload(dev, kernels):
     cu.ipc.export(event)
     event.close()
     s.close()
+    mark("pitched, mapped, IPC event")
 
 
 def settled_free_memory(dev, timeout_s=5.0):
@@ -133,12 +142,15 @@ def test_no_device_memory_leak(dev, kernels):
     used_before = dev.pool_usage()[0]
     free_before = settled_free_memory(dev)
     exports_before = _dlpack.live_exports()
+    marks: list[tuple[str, int]] = []
     for _ in range(3):
-        workload(dev, kernels)
+        workload(dev, kernels, marks)
     gc.collect()
     dev.synchronize()
     assert dev.pool_usage()[0] == used_before
     assert _dlpack.live_exports() == exports_before
     assert host_ranges.find(0, 0) is None and not host_ranges._info  # managed and host-pool memory all freed
     assert cu.ipc._imports.count() == 0
-    assert free_before - settled_free_memory(dev) <= 64 << 20  # a leak lowers it; another process may raise it
+    fell = free_before - settled_free_memory(dev)
+    steps = [f"{stage}: {(free_before - free) >> 20} MiB" for stage, free in marks]
+    assert fell <= 64 << 20, f"free memory fell {fell >> 20} MiB; below the start after each stage: {steps}"
