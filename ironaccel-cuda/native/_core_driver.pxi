@@ -134,6 +134,11 @@ cdef bint _trim_pending = False
 # -- fenced waits (fence.h): a busy stream's wait ends on a word the GPU writes after its work ----------------
 # 0: no page yet, 1: on, -1: off (IRONACCEL_CUDA_FENCE_SPIN_US=0, no stream memops, no device mapping).
 cdef int _fence_state = 0
+# Set when a host function is queued (launch_host_func, note_host_func), cleared by the next real synchronize:
+# the wait after one takes cuStreamSynchronize.  A fence write queued behind a host function runs only after the
+# driver's callback thread has signalled it, a GPU round trip more: the host callback row of the main benchmark
+# went 35.2 -> 43.9 us with fenced waits (H200, 2026-12-02).
+cdef bint _host_fn_queued = False
 cdef object _fence_lock = threading.Lock()
 
 cdef extern from "<stdlib.h>" nogil:
@@ -197,7 +202,7 @@ cdef inline int _fenced(uintptr_t s) except -1:
     a pool trim is due, which only a real synchronize does)."""
     global _fence_state
     cdef int r
-    if _fence_state < 0 or _trim_pending:
+    if _fence_state < 0 or _trim_pending or _host_fn_queued:
         return 0
     if not ia_fence_ready() and not _fence_page(s):
         return 0
@@ -208,6 +213,12 @@ cdef inline int _fenced(uintptr_t s) except -1:
     if r == NOT_SUPPORTED or r == IA_MISSING:
         _fence_state = -1  # no stream memops here: synchronize from now on
     return 0
+
+
+def note_host_func():
+    """A host function was queued by a path outside the compiled core (hostfn.launch_c): see _host_fn_queued."""
+    global _host_fn_queued
+    _host_fn_queued = True
 
 
 def fence_info():
@@ -222,7 +233,7 @@ def fence_info():
 # Tried: one query of the legacy stream before a wait after work of ours went there (unwaited legacy work makes
 # every query ~1.3 us slower).  A/B on the H200, 2026-12-01 (0b8fcf4): 0.82-0.87x after a module load, 1.00 else.
 cdef int _stream_sync(uintptr_t s) except -1:
-    global _trim_pending
+    global _trim_pending, _host_fn_queued
     cdef int err
     while True:
         # an idle stream needs no more than a query, which keeps the GIL; 1 stands for "not known to be idle".
@@ -237,7 +248,7 @@ cdef int _stream_sync(uintptr_t s) except -1:
             with nogil:
                 err = cuStreamSynchronize(<CUstream>s)
             if err == 0:
-                _trim_pending = False
+                _trim_pending = _host_fn_queued = False
                 return 0
         _again(err, IA_cuStreamSynchronize, s, True)
 

@@ -160,6 +160,7 @@ def launch_host_func(uintptr_t s, entry):
     Returns False (and launches nothing) when `s` is capturing: a captured host function can run many times,
     so hostfn.py keeps it with its graph instead.
     """
+    global _host_fn_queued
     cdef CUstreamCaptureStatus status = 0
     cdef int err
     while True:
@@ -173,6 +174,7 @@ def launch_host_func(uintptr_t s, entry):
     while True:
         err = cuLaunchHostFunc(<CUstream>s, _host_once, <void*>entry)
         if err == 0:
+            _host_fn_queued = True  # the next wait takes cuStreamSynchronize (see _core_driver.pxi)
             return True
         try:
             _again(err, IA_cuLaunchHostFunc, s, True)

@@ -167,6 +167,7 @@ def launch_c(stream: Any, fn_address: int, user_data: int) -> None:
     err = cu_launch(int(stream._h), fn_address, user_data or None)
     if err:
         raise driver_error(err, op)
+    _core.note_host_func()
 
 
 def launch_kept(stream: Any, fn: Callable[[], Any]) -> HostFunc:
