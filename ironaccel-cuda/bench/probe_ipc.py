@@ -1,0 +1,90 @@
+"""Why does an IPC import + close cost more through ironaccel than through raw cuda.bindings?
+
+    python3 ironaccel-cuda/bench/probe_ipc.py [--rounds 5] [-n 200]
+
+The main benchmark's IPC row (export + import + close of a 1 MiB pool buffer, the importer another process)
+measured ironaccel at 170-208 us against raw cuda.bindings' 113 us (H200, 2026-12-02).  Python adds ~15 us
+there (the whole open + close is 18.6 us against the fake driver), so the rest is the driver's.  One visible
+difference: ironaccel frees an imported pointer on the device's default stream, which is a blocking stream
+(CU_STREAM_DEFAULT), where the raw side uses a non-blocking one.  The importer here times, interleaved per round,
+cuMemPoolImportPointer + cuMemFreeAsync + cuStreamSynchronize on a non-blocking stream, a blocking stream and
+the legacy stream, and ironaccel's `desc.open(dev).close()`; medians of the rounds, per import + close.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import multiprocessing
+import statistics
+import time
+
+
+def importer(conn, rounds: int, n: int) -> None:
+    import cuda.bindings.driver as cu
+
+    import ironaccel_cuda as ia
+
+    pool_desc, desc = conn.recv()
+    dev = ia.Device(0)
+    pool = pool_desc.open(dev)  # noqa: F841  (held: every import below reuses it)
+    handle = ia.ipc._imports.acquire(pool_desc, dev)
+    data = cu.CUmemPoolPtrExportData()
+    ctypes.memmove(data.getPtr(), desc.handle, 64)
+    streams = {"non-blocking stream": cu.cuStreamCreate(1)[1], "blocking stream": cu.cuStreamCreate(0)[1],
+               "legacy stream": cu.CUstream(0)}
+
+    def raw(stream):
+        def run() -> None:
+            for _ in range(n):
+                err, ptr = cu.cuMemPoolImportPointer(handle, data)
+                assert not err, err
+                assert not cu.cuMemFreeAsync(ptr, stream)[0]
+                assert not cu.cuStreamSynchronize(stream)[0]
+        return run
+
+    def through_ironaccel() -> None:
+        for _ in range(n):
+            desc.open(dev).close()
+
+    ways = {**{f"raw, {name}": raw(s) for name, s in streams.items()}, "ironaccel desc.open(dev).close()":
+            through_ironaccel}
+    times: dict[str, list[float]] = {k: [] for k in ways}
+    for r in range(rounds):
+        names = list(ways)
+        names = names[r % len(names):] + names[: r % len(names)]
+        for name in names:
+            t0 = time.perf_counter_ns()
+            ways[name]()
+            times[name].append((time.perf_counter_ns() - t0) / n)
+    conn.send({k: statistics.median(v) for k, v in times.items()})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("-n", type=int, default=200)
+    args = parser.parse_args()
+    import ironaccel_cuda as ia
+
+    dev = ia.Device(0)
+    pool = dev.create_driver_pool(ipc=True)
+    s = dev.create_stream()
+    buf = pool.allocate(1 << 20, "uint8", stream=s)
+    s.synchronize()
+    ctx = multiprocessing.get_context("spawn")
+    here, there = ctx.Pipe()
+    p = ctx.Process(target=importer, args=(there, args.rounds, args.n))
+    p.start()
+    here.send((ia.ipc.export(pool), ia.ipc.export(buf)))
+    got = here.recv() if here.poll(240) else {"error": "no answer"}
+    p.join(30)
+    print("| importer's way, per import + close of a 1 MiB pool buffer | median |\n|---|---:|")
+    for name, ns in got.items():
+        print(f"| {name} | {ns / 1000:,.1f} us |" if isinstance(ns, float) else f"| {name} | {ns} |")
+    buf.close()
+    pool.close()
+
+
+if __name__ == "__main__":
+    main()
