@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import numpy as np
@@ -253,24 +254,30 @@ def test_the_wait_after_a_host_function_is_the_drivers(dev, kernels, monkeypatch
     """A fence write queued behind a host function runs only once the driver's callback thread has signalled it,
     a round trip more than cuStreamSynchronize (the main benchmark's host callback row, 35 -> 44 us): the busy
     wait after one is not fenced, the busy wait after that is again.  A short kernel before each keeps the
-    stream busy when the wait starts."""
+    stream busy when the wait starts, and the collector is off (a collected buffer's free makes the next wait a
+    real synchronize, where the pool trims)."""
     if FAKE:
         monkeypatch.setenv("FAKE_CUDA_BUSY_QUERIES", "1")
     s = dev.create_stream()
     spin = kernels.function("spin")
     buf = dev.alloc(1024, "uint32", stream=s)
     ran = []
-    buf.memset(1, stream=s)
-    s.synchronize()  # any pending pool trim is done: the next waits may be fenced
-    before = _core.fence_info()["fenced"]
-    spin.launch(1, 1, 20_000, stream=s)
-    s.launch_host_func(lambda: ran.append(1))
-    s.synchronize()
-    assert ran == [1] and _core.fence_info()["fenced"] == before
-    spin.launch(1, 1, 20_000, stream=s)
-    buf.memset(2, stream=s)
-    s.synchronize()
-    assert _core.fence_info()["fenced"] == before + 1
+    gc.collect()  # a buffer another test left to the collector, freed mid-test, would make the next wait a real one
+    gc.disable()
+    try:
+        buf.memset(1, stream=s)
+        s.synchronize()  # any pending pool trim is done: the next waits may be fenced
+        before = _core.fence_info()["fenced"]
+        spin.launch(1, 1, 20_000, stream=s)
+        s.launch_host_func(lambda: ran.append(1))
+        s.synchronize()
+        assert ran == [1] and _core.fence_info()["fenced"] == before
+        spin.launch(1, 1, 20_000, stream=s)
+        buf.memset(2, stream=s)
+        s.synchronize()
+        assert _core.fence_info()["fenced"] == before + 1
+    finally:
+        gc.enable()
     assert (buf.copy_to_host() == 2).all()
     buf.close()
     s.close()
