@@ -31,6 +31,12 @@ Events: `ipc.create_event(dev)` makes an interprocess event (timing off),
 `ipc.export(event)` an `IpcEvent`, `.open()` an `Event` in the other process;
 record in one process, `stream.wait(event)` or `event.synchronize()` in the other.
 
+A pool buffer's descriptor carries its pool's file descriptor, so each one sent costs a file descriptor's
+passage (about 0.3 ms through a pipe).  To send many buffers of one pool to a process, send the pool
+(`ipc.export(pool)`) once, open it there (`IpcPool.open()`), then send `desc.without_pool()`: 64 bytes
+and the pool's key, which opens only where that pool is open (cuda.core's model:
+`Buffer.from_ipc_descriptor(mr, desc)`).
+
 Descriptors pickle.  File descriptors travel the way `multiprocessing` moves
 them (`reduction.DupFd`: passed to a spawned child, or through the
 exporter's resource sharer for queues, pipes and plain `pickle`, which then
@@ -240,6 +246,18 @@ class _Imports:
         pool._closer = _Release(self, desc.key)
         return pool
 
+    def acquire_open(self, key: str, device: Device, op: str) -> Any:
+        """The handle of pool `key`, already imported here (a `without_pool()` descriptor's open), counted."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                raise InvalidState("cuda", op, detail="this descriptor was sent without its pool, which is not open "
+                                   "in this process: send ipc.export(pool) and open it here first (IpcPool.open())")
+            if entry[1].ordinal != device.ordinal:
+                raise invalid(op, f"the pool is open here on cuda:{entry[1].ordinal}, not cuda:{device.ordinal}")
+            entry[2] += 1
+            return entry[0]
+
     def release(self, key: str) -> None:
         with self._lock:
             entry = self._entries.get(key)
@@ -293,7 +311,8 @@ class IpcBuffer:
 
     `kind` is "pool" or "legacy" (see the module docstring); `handle` is the
     64-byte export data; `offset` the buffer's place in the exported
-    allocation; `size`/`dtype` its elements.
+    allocation; `size`/`dtype` its elements; `pool` the pool's descriptor, or
+    None in a `without_pool()` copy, which names its pool by `pool_key`.
     """
 
     kind: str
@@ -304,16 +323,30 @@ class IpcBuffer:
     offset: int
     handle: bytes = field(repr=False)
     pool: IpcPool | None = None
+    pool_key: str = ""
 
     @property
     def nbytes(self) -> int:
         return self.size * _dtypes.spec(self.dtype, "IpcBuffer")[2]
+
+    def without_pool(self) -> IpcBuffer:
+        """This pool buffer's descriptor without its pool's file descriptor: cheap to send again and again.
+
+        It opens only in a process where its pool is open (`IpcPool.open()`, or a buffer of it that is).
+        """
+        if self.kind != "pool":
+            raise invalid("IpcBuffer.without_pool", f"a {self.kind} descriptor has no pool")
+        if self.pool is None:
+            return self
+        return IpcBuffer(self.kind, self.device_uuid, self.pid, self.size, self.dtype, self.offset, self.handle,
+                         None, self.pool.key)
 
     def open(self, device: Device | None = None) -> DeviceBuf:
         """Map the buffer in this process: a DeviceBuf on the device with this descriptor's UUID."""
         op = "cuMemPoolImportPointer" if self.kind == "pool" else "cuIpcOpenMemHandle"
         if self.kind not in ("pool", "legacy") or len(self.handle) != HANDLE_SIZE or (
             self.kind == "pool" and not isinstance(self.pool, IpcPool)
+            and not (self.pool is None and isinstance(self.pool_key, str) and self.pool_key)
         ):
             raise invalid(op, "not a descriptor made by ipc.export")
         _other_process(self.pid, op)
@@ -326,28 +359,32 @@ class IpcBuffer:
     def _open_pool(self, dev: Device, dt: Any, op: str) -> DeviceBuf:
         from .memory import adopt
 
-        assert self.pool is not None
-        if self.pool._fd is None:
-            raise closed(op, "pool descriptor")
-        handle = _imports.acquire(self.pool, dev)
-        export = (self.pool.key, bytes(self.handle))
+        if self.pool is None:
+            key = self.pool_key
+            handle = _imports.acquire_open(key, dev, op)
+        else:
+            if self.pool._fd is None:
+                raise closed(op, "pool descriptor")
+            key = self.pool.key
+            handle = _imports.acquire(self.pool, dev)
+        export = (key, bytes(self.handle))
         with _mapped_lock:
             base = _by_export.get(export)
             if base is not None:  # mapped here already: share that mapping
-                _mapped[(self.pool.key, base)] += 1
+                _mapped[(key, base)] += 1
         if base is None:
             try:
                 data = _filled(driver().CUmemPoolPtrExportData, self.handle)
                 base = int(call(op, handle, data))
             except BaseException:
-                _imports.release(self.pool.key)
+                _imports.release(key)
                 raise
             with _mapped_lock:
-                _mapped[(self.pool.key, base)] = _mapped.get((self.pool.key, base), 0) + 1
+                _mapped[(key, base)] = _mapped.get((key, base), 0) + 1
                 _by_export[export] = base
         home = dev.default_stream
         return adopt(base + self.offset, self.size, dt, dev, stream=home,
-                     release=_PoolUnmap(base, home, self.pool.key, export))
+                     release=_PoolUnmap(base, home, key, export))
 
     def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
         from .memory import adopt

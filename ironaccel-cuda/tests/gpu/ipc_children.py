@@ -150,3 +150,27 @@ def open_expecting(desc: Any, conn: Any) -> None:
         conn.send(("ok", "opened", None))
 
     _guard(conn, body)
+
+
+def open_without_pool(pool_desc: Any, descs: Any, conn: Any) -> None:
+    """Try a without_pool() descriptor before its pool is open here (the typed error), then open the pool and
+    every descriptor; report the error's type and each buffer's first element."""
+
+    def body() -> None:
+        from ironaccel import InvalidState
+
+        try:
+            descs[0].open().close()
+            error = "opened"
+        except InvalidState:
+            error = "InvalidState"
+        pool = pool_desc.open()
+        values = []
+        for d in descs:
+            buf = d.open()
+            values.append(float(buf.copy_to_host()[0]))
+            buf.close()
+        pool.close()
+        conn.send(("ok", error, values))
+
+    _guard(conn, body)

@@ -77,6 +77,25 @@ def test_child_maps_parent_pool_buffer_and_writes(dev, ipc_pool):
     assert ipc_pool.usage().used == 0
 
 
+def test_descriptors_without_their_pool_open_where_the_pool_is_open(dev, ipc_pool):
+    """`desc.without_pool()` drops the pool's file descriptor (each one sent costs its passage): it names the pool
+    by key and opens only where that pool is open, with a typed error before."""
+    bufs = [ipc_pool.allocate(256, "float32") for _ in range(3)]
+    for i, b in enumerate(bufs):
+        b.memset(float(i + 1))
+    dev.synchronize()
+    full = cu.ipc.export(bufs[0])
+    light = [cu.ipc.export(b).without_pool() for b in bufs]
+    assert all(d.pool is None and d.pool_key == full.pool.key for d in light)
+    assert light[0].without_pool() is light[0] and pickle.loads(pickle.dumps(light[0])) == light[0]
+    proc, conn = start(ipc_children.open_without_pool, cu.ipc.export(ipc_pool), light)
+    _, error, values = answer(proc, conn)
+    finish(proc)
+    assert error == "InvalidState" and values == [1.0, 2.0, 3.0]
+    for b in bufs:
+        b.close()
+
+
 def test_view_of_a_pool_buffer_is_exported_at_its_offset(dev, ipc_pool):
     buf = ipc_pool.allocate(4096, "float32")
     buf.copy_from(np.arange(4096, dtype=np.float32))
