@@ -64,8 +64,13 @@ def precompile_bytecode(side: str) -> None:
 
 
 def _short(exc: BaseException) -> str:
+    """The error in at most ~600 characters: its head and its last line (a child's traceback ends with the
+    exception itself, which a cut at the head alone lost: the IPC importer's error of 2026-12-02)."""
     text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) < 400 else text[:400] + "..."
+    if len(text) < 600:
+        return text
+    last = text.rstrip().splitlines()[-1][:300]
+    return f"{text[:300]} ... {last}"
 
 
 class Runner:

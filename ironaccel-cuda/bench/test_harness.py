@@ -475,6 +475,15 @@ def floor_binary(tmp_path_factory) -> Path:
     return folder / "floor"
 
 
+def test_probe_wait_compiles_with_warnings_as_errors(tmp_path):
+    """probe_wait.c runs only on the GPU machine (built there with nvcc); here it must at least compile."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None or not (CUDA_INCLUDE / "cuda.h").is_file():
+        pytest.skip("needs a C compiler and cuda.h (CUDA toolkit headers)")
+    subprocess.run([gcc, "-c", "-O2", "-Wall", "-Werror", f"-I{CUDA_INCLUDE}", str(BENCH / "probe_wait.c"), "-o",
+                    str(tmp_path / "probe_wait.o")], check=True)
+
+
 def test_floor_json_mode_prints_every_operation(floor_binary):
     done = subprocess.run([str(floor_binary), str(floor_binary.parent / "k.cubin"), "--json"], capture_output=True,
                           text=True, timeout=120, check=True)

@@ -1,6 +1,7 @@
 /* A pretend libcuda for testing floor.c on a machine without a GPU (test_harness.py builds it).
  *
- * Device memory is host memory, copies are memcpy, streams and events do nothing, and a "launch"
+ * Device memory is host memory, copies are memcpy, streams and events do nothing (a query says "not
+ * ready" every other time, and a stream memop's write lands at once), and a "launch"
  * of bench_k4 / bench_k16 does what the real kernels do: write the sum of the int arguments to
  * the output pointer. Stream capture records launches; a graph launch replays them.
  * Only the entry points floor.c uses are here.
@@ -42,6 +43,23 @@ CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
     return CUDA_SUCCESS;
 }
 CUresult cuStreamSynchronize(CUstream stream) { return stream ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+/* Every other query says "not ready", so floor.c's wait_stream takes its fence-word path too. */
+CUresult cuStreamQuery(CUstream stream) {
+    static int queries;
+    if (!stream) return CUDA_ERROR_INVALID_HANDLE;
+    return queries++ % 2 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+/* Work runs when queued, so the write lands at once; device-mapped host memory has its host address. */
+CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+    if (!stream || !addr || flags) return CUDA_ERROR_INVALID_VALUE;
+    __atomic_store_n((cuuint32_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned int flags) {
+    if (!dptr || !p || flags) return CUDA_ERROR_INVALID_VALUE;
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     *module = (CUmodule)(uintptr_t)0x3000;
     return image ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
