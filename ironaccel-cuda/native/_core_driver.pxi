@@ -155,6 +155,7 @@ cdef int _fence_page(uintptr_t s) except -1:
     global _fence_state, ia_tls_ctx
     cdef void* page = NULL
     cdef CUcontext ctx = NULL
+    cdef bint registered = False
     if not _settings_read:
         _read_settings()
     if _fence_spin_ns <= 0:
@@ -181,14 +182,19 @@ cdef int _fence_page(uintptr_t s) except -1:
             call("cuCtxPushCurrent", Device(ordinal)._state.ctx)
             try:
                 call("cuMemHostRegister", <uintptr_t>page, IA_FENCE_PAGE, 3)  # CU_MEMHOSTREGISTER_PORTABLE | _DEVICEMAP
+                registered = True
                 if int(call("cuMemHostGetDevicePointer", <uintptr_t>page, 0)) != <uintptr_t>page:
-                    call("cuMemHostUnregister", <uintptr_t>page)
                     raise ValueError("the device address of a registered page is not its host address")
+            except Exception:
+                if registered and call("cuMemHostUnregister", <uintptr_t>page) is None:
+                    registered = False
+                raise
             finally:
                 call("cuCtxPopCurrent")
                 ia_tls_ctx = 0
         except Exception:
-            free(page)  # never registered: nothing else holds it
+            if not registered:
+                free(page)  # nothing else holds it (a page still registered is left, not freed under the driver)
             _fence_state = -1
             return 0
         ia_fence_add_page(<char*>page)
@@ -198,12 +204,12 @@ cdef int _fence_page(uintptr_t s) except -1:
 
 cdef inline int _fenced(uintptr_t s) except -1:
     """1 when this thread's fence word showed that the work queued on `s` so far is done, 0 when the caller
-    must wait with cuStreamSynchronize (off, not seen within IRONACCEL_CUDA_FENCE_SPIN_US, the write failed, or
-    a pool trim is due, which only a real synchronize does)."""
+    must wait with cuStreamSynchronize (off, not seen within IRONACCEL_CUDA_FENCE_SPIN_US, the write failed, a
+    pool trim is due, which only a real synchronize does, or a host function was queued since the last one)."""
     global _fence_state
     cdef int r
-    if _fence_state < 0 or _trim_pending or _host_fn_queued:
-        return 0
+    if _fence_state < 0 or _trim_pending or _host_fn_queued or _disabled:  # _disabled: a forked child, whose
+        return 0  # fence lock another thread may have held at the fork
     if not ia_fence_ready() and not _fence_page(s):
         return 0
     with nogil:
@@ -254,7 +260,8 @@ cdef int _stream_sync(uintptr_t s) except -1:
 
 
 cdef int _stream_drain(uintptr_t s) except -1:
-    """Synchronize a stream known to be busy (work was just queued): no query first, the GIL released."""
+    """Synchronize a stream known to be busy (work was just queued): no query first; the fence word (`_fenced`),
+    else cuStreamSynchronize, the GIL released either way."""
     cdef int err
     while True:
         if _fenced(s):
