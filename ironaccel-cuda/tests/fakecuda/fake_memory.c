@@ -730,6 +730,7 @@ CHECKED(cuMemHostGetDevicePointer, fm_cuMemHostGetDevicePointer);
    memory only: the one use, the compiled core's fence word). */
 static CUresult fm_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
     GUARD(); NEED_CTX();
+    if (getenv("FAKE_CUDA_NO_STREAM_MEMOPS")) return CUDA_ERROR_NOT_SUPPORTED; /* a device without them */
     if (fake_cuda_stream_device(s) < 0) return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~1u || (addr & 3)) return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr dp = 0;

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -281,3 +284,29 @@ def test_the_wait_after_a_host_function_is_the_drivers(dev, kernels, monkeypatch
     assert (buf.copy_to_host() == 2).all()
     buf.close()
     s.close()
+
+
+_FALLBACK = """
+import ironaccel_cuda as cu
+from ironaccel_cuda import _core
+dev = cu.Device(0)
+s = dev.create_stream()
+b = dev.alloc(16, "uint32", stream=s)
+for i in range(1, 4):
+    b.memset(i, stream=s)
+    s.synchronize()
+print(_core.fence_info()["state"], int(b.copy_to_host()[0]))
+"""
+
+
+@pytest.mark.skipif(not FAKE, reason="the fake driver's knobs make streams busy and take stream memops away")
+@pytest.mark.parametrize("env", [{"FAKE_CUDA_NO_STREAM_MEMOPS": "1"}, {"IRONACCEL_CUDA_FENCE_SPIN_US": "0"}],
+                         ids=["no stream memops", "spin 0"])
+def test_waits_fall_back_to_the_driver_when_there_is_no_fence(env):
+    """Without stream memops (the write fails) or with the spin set to 0, fenced waits turn off for the process and
+    every wait is cuStreamSynchronize: the waits still succeed and see the work (in a fresh process: the state is
+    the process's)."""
+    run_env = {**os.environ, "FAKE_CUDA_BUSY_QUERIES": "1", **env}
+    out = subprocess.run([sys.executable, "-c", _FALLBACK], env=run_env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["off", "3"], out.stdout
