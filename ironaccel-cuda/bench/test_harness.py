@@ -601,3 +601,15 @@ def test_memory_rows_run_against_the_fake_driver(tmp_path):
                           text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("ok ") == 12, done.stdout
+
+
+def test_written_out_calls_the_target_with_every_argument_n_times():
+    from sides.base import written_out
+
+    seen = []
+    run = written_out(lambda *a, **k: seen.append((a, k)), (1, "two", 3.0), stream="s")
+    run(3)
+    assert seen == [((1, "two", 3.0), {"stream": "s"})] * 3
+    run_plain = written_out(lambda *a: seen.append(a), ())
+    run_plain(1)
+    assert seen[-1] == ()

@@ -128,6 +128,26 @@ class BenchContext:
     workdir: Path
 
 
+def written_out(target: Callable[..., Any], args: tuple[Any, ...], **kw: Any) -> Callable[[int], None]:
+    """`run(n)`: n calls of `target(*args, **kw)` with every argument written out at the call site, the way code
+    with a fixed argument list calls a launch (`fn.launch(grid, block, out, a, b, c, stream=s)`).  Unpacking a
+    stored tuple there costs CPython allocations of its own: against the fake libcuda, ironaccel's launch took
+    471 ns as `launch(g, b, *args, stream=s)` and 193 ns written out, cuda.core-style `f(s, c, k, *args)` 111 ns
+    more than written out (2026-12-02).  The launch rows of every side that takes arguments one by one use this.
+    """
+    names = [f"a{i}" for i in range(len(args))]
+    keys = list(kw)
+    call = ", ".join(names + [f"{k}={k}" for k in keys])
+    source = (f"def make(target, {', '.join(names + keys)}):\n"
+              f"    def run(n):\n"
+              f"        for _ in range(n):\n"
+              f"            target({call})\n"
+              f"    return run\n")
+    scope: dict[str, Any] = {}
+    exec(source, scope)  # the source is built here from an argument count and keyword names only
+    return scope["make"](target, *args, **kw)
+
+
 def expect_kernel_result(got: int, nargs: int, side: str) -> None:
     want = kernel_expected(nargs)
     if int(got) != want:

@@ -31,6 +31,7 @@ from sides.base import (
     kernel_name,
     set_default_pool_threshold,
     unique_source,
+    written_out,
 )
 
 
@@ -158,24 +159,17 @@ class CudaCoreSide(Side):
     def launch(self, nargs: int) -> Case:
         launch, stream, config = self.core.launch, self.stream, self.config
         kernel, args = self.kernels[nargs], self.args[nargs]
-
-        def run(n: int) -> None:
-            for _ in range(n):
-                launch(stream, config, kernel, *args)
-
+        run = written_out(launch, (stream, config, kernel, *args))
         return Case(run, settle=stream.sync, check=self.kernel_check(run, nargs),
-                    note="launch(stream, config, kernel, *args)")
+                    note="launch(stream, config, kernel, out, a, b, ...), arguments written out")
 
     def launch_cluster(self, cluster: int) -> Case:
         launch, stream, kernel, args = self.core.launch, self.stream, self.kernels[4], self.args[4]
         config = self.core.LaunchConfig(grid=CLUSTER_GRID, cluster=cluster, block=BLOCK)
-
-        def run(n: int) -> None:
-            for _ in range(n):
-                launch(stream, config, kernel, *args)
-
+        run = written_out(launch, (stream, config, kernel, *args))
         return Case(run, settle=stream.sync, check=self.kernel_check(run),
-                    note="launch(stream, LaunchConfig(grid, cluster=k, block), kernel, *args)")
+                    note="launch(stream, LaunchConfig(grid, cluster=k, block), kernel, out, a, b, c), arguments "
+                         "written out")
 
     def eager_launches(self, count: int) -> Case:
         launch, stream, config = self.core.launch, self.stream, self.config

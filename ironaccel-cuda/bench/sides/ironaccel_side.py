@@ -51,6 +51,7 @@ from sides.base import (
     kernel_ints,
     kernel_name,
     unique_source,
+    written_out,
 )
 
 # Where ironaccel_cuda keeps its NVRTC disk cache (ironaccel_cuda.cache.ENV_CACHE_DIR).
@@ -276,14 +277,9 @@ class IronaccelSide(Side):
     # launches
     def launch(self, nargs: int) -> Case:
         fn, args, stream = self.functions[nargs], self.args[nargs], self.stream
-
-        def run(n: int) -> None:
-            launch = fn.launch
-            for _ in range(n):
-                launch(GRID, BLOCK, *args, stream=stream)
-
+        run = written_out(fn.launch, (GRID, BLOCK, *args), stream=stream)
         return Case(run, settle=stream.synchronize, check=self.kernel_check(run, nargs),
-                    note="Function.launch(grid, block, *args, stream=s)")
+                    note="Function.launch(grid, block, out, a, b, ..., stream=s), arguments written out")
 
     def launch_prepared(self, nargs: int) -> Case:
         prepared = self.functions[nargs].prepare(GRID, BLOCK, *self.args[nargs], stream=self.stream)
@@ -299,14 +295,10 @@ class IronaccelSide(Side):
     def launch_cluster(self, cluster: int) -> Case:
         fn, args, stream = self.functions[4], self.args[4], self.stream
         config = self.ia.LaunchConfig(cluster=cluster)
-
-        def run(n: int) -> None:
-            launch = fn.launch
-            for _ in range(n):
-                launch(CLUSTER_GRID, BLOCK, *args, stream=stream, config=config)
-
+        run = written_out(fn.launch, (CLUSTER_GRID, BLOCK, *args), stream=stream, config=config)
         return Case(run, settle=stream.synchronize, check=self.kernel_check(run),
-                    note="Function.launch(grid, block, *args, stream=s, config=LaunchConfig(cluster=k))")
+                    note="Function.launch(grid, block, out, a, b, c, stream=s, config=LaunchConfig(cluster=k)), "
+                         "arguments written out")
 
     def copy_to_new(self, nbytes: int) -> Case:
         host = self.ctx.host
