@@ -290,7 +290,8 @@ class CudaCoreSide(Side):
             mr.close()
 
         return Case(run, close=close, note="Buffer.ipc_descriptor; in the importer "
-                    "Buffer.from_ipc_descriptor(mr, desc).close() (the memory resource imported once)")
+                    "Buffer.from_ipc_descriptor(mr, desc, stream=s).close() + s.sync() (the memory resource imported "
+                    "once)")
 
     def grow_in_place(self, nbytes: int, steps: int) -> Case:
         vmr = getattr(self.core, "VirtualMemoryResource", None)
@@ -342,12 +343,17 @@ def ipc_importer(conn) -> None:
         dev = core.Device(ordinal)
         dev.set_current()
         mr = core.DeviceMemoryResource.from_allocation_handle(dev, handle)
+        stream = dev.create_stream()
         clock = time.perf_counter_ns
 
+        # cuda.core 1.2 wants the stream its imported buffers are freed on (a required keyword-only `stream` in
+        # 1.2.2; the H200 runs of 2026-12-02 lost this cell in this call, the message cut before its reason).  The
+        # sync makes the free complete here, as the raw side's cuStreamSynchronize and ironaccel's close() do.
         def run(desc, n):
             start = clock()
             for _ in range(n):
-                core.Buffer.from_ipc_descriptor(mr, desc).close()
+                core.Buffer.from_ipc_descriptor(mr, desc, stream=stream).close()
+                stream.sync()
             return clock() - start
 
         return run
