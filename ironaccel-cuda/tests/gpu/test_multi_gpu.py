@@ -77,3 +77,31 @@ def kernel_code():
     if not ironaccel.probe("cuda").available:
         pytest.skip("backend cuda unavailable")
     return cu.Program(SOURCE).compile()
+
+
+def test_fenced_waits_on_both_devices_from_one_thread(two, monkeypatch):
+    """One thread's fence word lives in a page registered portable in one device's primary context (native/fence.h);
+    it must serve streams of the other device too.  Waits alternate between the devices, each seeing every byte
+    of its own work, and end on the word.  (Not yet run on two GPUs: no such machine was lent by 2026-12-02.)"""
+    from conftest import FAKE
+
+    from ironaccel_cuda import _core
+
+    if FAKE:
+        monkeypatch.setenv("FAKE_CUDA_BUSY_QUERIES", "1")  # a fake stream is never busy otherwise
+    n = 16 << 10
+    streams = [d.create_stream() for d in two]
+    bufs = [d.alloc(n, "uint32", stream=s) for d, s in zip(two, streams)]
+    hosts = [d.alloc_pinned(n, "uint32") for d in two]
+    before = _core.fence_info()["fenced"]
+    for i in range(1, 101):
+        for k in (1, 0) if i % 2 else (0, 1):
+            value = 2 * i + k
+            bufs[k].memset(value, stream=streams[k])
+            bufs[k].copy_to_host(hosts[k].array, stream=streams[k])
+            streams[k].synchronize()
+            assert hosts[k].array[0] == value and hosts[k].array[-1] == value, (i, k)
+    assert (hosts[1].array == 201).all() and (hosts[0].array == 200).all()
+    assert _core.fence_info()["fenced"] - before >= 150
+    for x in (*bufs, *hosts, *streams):
+        x.close()
