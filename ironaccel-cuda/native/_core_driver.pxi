@@ -134,10 +134,10 @@ cdef bint _trim_pending = False
 # -- fenced waits (fence.h): a busy stream's wait ends on a word the GPU writes after its work ----------------
 # 0: no page yet, 1: on, -1: off (IRONACCEL_CUDA_FENCE_SPIN_US=0, no stream memops, no device mapping).
 cdef int _fence_state = 0
-# Set when a host function is queued (launch_host_func, note_host_func), cleared by the next real synchronize:
-# the wait after one takes cuStreamSynchronize.  A fence write queued behind a host function runs only after the
-# driver's callback thread has signalled it, a GPU round trip more: the host callback row of the main benchmark
-# went 35.2 -> 43.9 us with fenced waits (H200, 2026-12-02).
+# Set when a host function is queued (launch_host_func, note_host_func), cleared by the next cuStreamSynchronize
+# that succeeds (_stream_sync, _stream_drain): the wait after one takes cuStreamSynchronize.  A fence write queued
+# behind a host function runs only after the driver's callback thread has signalled it, a GPU round trip more:
+# the host callback row of the main benchmark went 35.2 -> 43.9 us with fenced waits (H200, 2026-12-02).
 cdef bint _host_fn_queued = False
 cdef object _fence_lock = threading.Lock()
 
@@ -262,6 +262,7 @@ cdef int _stream_sync(uintptr_t s) except -1:
 cdef int _stream_drain(uintptr_t s) except -1:
     """Synchronize a stream known to be busy (work was just queued): no query first; the fence word (`_fenced`),
     else cuStreamSynchronize, the GIL released either way."""
+    global _host_fn_queued
     cdef int err
     while True:
         if _fenced(s):
@@ -269,6 +270,7 @@ cdef int _stream_drain(uintptr_t s) except -1:
         with nogil:
             err = cuStreamSynchronize(<CUstream>s)
         if err == 0:
+            _host_fn_queued = False  # as _stream_sync's real synchronize does (a pool trim stays due there)
             return 0
         _again(err, IA_cuStreamSynchronize, s, True)
 
