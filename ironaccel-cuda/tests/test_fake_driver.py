@@ -93,6 +93,12 @@ def test_transfer_suite_with_a_tight_staging_pipeline(fake_lib, tmp_path):
     _passed(_pytest([str(HERE / "gpu" / "test_transfer.py")], env))
 
 
+def test_fenced_waits_without_stream_memops(fake_lib, tmp_path):
+    """Where cuStreamWriteValue32 fails, fenced waits turn off and every wait is cuStreamSynchronize."""
+    env = _env(fake_lib, tmp_path, FAKE_CUDA_NO_STREAM_MEMOPS="1")
+    _passed(_pytest([str(HERE / "gpu" / "test_stream_event.py"), "-k", "fall_back"], env))
+
+
 def test_driver_without_a_device(fake_lib, tmp_path):
     code = (
         "import ironaccel, ironaccel_cuda\n"
