@@ -264,9 +264,9 @@ class DriverPool(_Tracked):
         h = call(op, props)
         pool = cls._make(h, device, owned=True, kind=kind, ipc=ipc, max_size=max_size)
         if ipc:
-            from .ipc import _ipc_pools
+            from .ipc import register_pool
 
-            _ipc_pools.add(pool)
+            register_pool(pool)
         try:
             if host:  # a host pool is the CPU's until a device is given access
                 call("cuMemPoolSetAccess", h, [_access_desc(drv, device.ordinal, 3)], 1)
@@ -345,6 +345,9 @@ class DriverPool(_Tracked):
     def _owner_of(self, ptr: int) -> tuple[int, int] | None:
         """(base, bytes) of this pool's outstanding allocation holding address `ptr`, if any."""
         with self._lock:
+            nbytes = self._live.get(ptr)
+            if nbytes is not None:  # the whole allocation: the usual case
+                return ptr, nbytes
             for base, nbytes in self._live.items():
                 if base <= ptr < base + nbytes:
                     return base, nbytes
