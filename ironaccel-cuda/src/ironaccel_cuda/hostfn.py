@@ -240,10 +240,17 @@ def retarget(entries: Any, stream: Any) -> None:
 
 def watch(stream: Any) -> None:
     """From now on, `stream.synchronize()` / `query()` raise host-function failures (a Stream subclass)."""
-    from .stream import Stream, _WatchedStream
+    global _plain, _watched
+    if _plain is None:  # stream.py imports this module: its classes are found at the first launch
+        from .stream import Stream, _WatchedStream
 
-    if stream.__class__ is Stream:
-        stream.__class__ = _WatchedStream
+        _plain, _watched = Stream, _WatchedStream
+    if stream.__class__ is _plain:
+        stream.__class__ = _watched
+
+
+_plain: Any = None
+_watched: Any = None
 
 
 def pending_errors(stream: Any) -> list[HostFuncError]:
