@@ -342,11 +342,12 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], re
 
 
 def _waits() -> dict[str, int]:
-    """How the compat's small device-to-host copies waited so far: on the fence word or through the driver."""
+    """How this process's busy waits ended so far (the compat's small copies among them): on the fence word, or
+    past its spin through the driver (`_core.fence_info`; waits that never tried the word are in neither)."""
     from ironaccel_cuda import _core
 
-    info = _core.staging_info()
-    return {k: int(info[k]) for k in ("fenced", "synced")}
+    info = _core.fence_info()
+    return {k: int(info[k]) for k in ("fenced", "missed")}
 
 
 def _line(row: dict[str, Any]) -> str:

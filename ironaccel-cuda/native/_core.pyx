@@ -130,10 +130,6 @@ cdef extern from "staging.h" nogil:
         CUevent events[256]
         char* bounce
         size_t bounce_size
-        unsigned int* fence
-        CUdeviceptr fence_dev
-        unsigned long long fenced
-        unsigned long long synced
     int ia_pool_start(int nthreads)
     int ia_pool_threads()
     void ia_pipe_lock()
@@ -143,7 +139,6 @@ cdef extern from "staging.h" nogil:
     int ia_pipe_dtoh(ia_staging* st, char* dst, CUdeviceptr src, size_t nbytes, CUstream stream, const char** op)
     int ia_bounce_take(ia_staging* st)
     void ia_bounce_give(ia_staging* st)
-    int ia_fence_wait(ia_staging* st, CUstream stream, long spin_ns, const char** op)
 
 cdef extern from "fence.h" nogil:
     int IA_FENCE_PAGE

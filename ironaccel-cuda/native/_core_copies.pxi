@@ -102,18 +102,11 @@ cdef long long _n_pipeline = 0, _n_bounce = 0, _n_direct = 0
 
 
 def staging_info():
-    """How pageable copies are staged (see `transfer`), how many synchronous copies took each path, and how
-    many bounce copies' waits the fence word ended ("fenced") or cuStreamSynchronize did ("synced")."""
+    """How pageable copies are staged (see `transfer`) and how many synchronous copies took each path (how the
+    waits ended: `fence_info`)."""
     from . import transfer
 
-    cdef unsigned long long fenced = 0, synced = 0
-    cdef int i
-    for i in range(64):
-        if _staging[i] != NULL:
-            fenced += _staging[i].fenced
-            synced += _staging[i].synced
-    return {**transfer.settings(), "pipeline": _n_pipeline, "bounce": _n_bounce, "direct": _n_direct,
-            "fenced": fenced, "synced": synced}
+    return {**transfer.settings(), "pipeline": _n_pipeline, "bounce": _n_bounce, "direct": _n_direct}
 
 
 cdef ia_staging* _staging_for(DeviceBuf buf) except NULL:
@@ -155,20 +148,13 @@ cdef ia_staging* _staging_of(int ordinal, device) except NULL:
         try:
             st.slots = <char*><uintptr_t>int(call("cuMemHostAlloc", nslots * chunk, CU_MEMHOSTALLOC_PORTABLE))
             st.bounce = <char*><uintptr_t>int(call("cuMemHostAlloc", bounce, CU_MEMHOSTALLOC_PORTABLE))
-            st.fence = <unsigned int*><uintptr_t>int(call("cuMemHostAlloc", 64, CU_MEMHOSTALLOC_PORTABLE
-                                                          | CU_MEMHOSTALLOC_DEVICEMAP))
-            st.fence[0] = 0
-            try:  # no device mapping (or no stream memops, found at the first wait): bounce copies synchronize
-                st.fence_dev = int(call("cuMemHostGetDevicePointer", <uintptr_t>st.fence, 0))
-            except IronAccelError:
-                st.fence_dev = 0
             for i in range(nslots):
                 st.events[i] = <CUevent>_event_create(CU_EVENT_DISABLE_TIMING)
         except BaseException:
             for i in range(nslots):
                 if st.events[i] != NULL:
                     cuEventDestroy(st.events[i])
-            for ptr in (<uintptr_t>st.slots, <uintptr_t>st.bounce, <uintptr_t>st.fence):
+            for ptr in (<uintptr_t>st.slots, <uintptr_t>st.bounce):
                 if ptr:
                     call("cuMemFreeHost", ptr)
             free(st)
@@ -212,7 +198,6 @@ def _free_staging():
                     cuEventDestroy(st.events[k])
             call("cuMemFreeHost", <uintptr_t>st.slots)
             call("cuMemFreeHost", <uintptr_t>st.bounce)
-            call("cuMemFreeHost", <uintptr_t>st.fence)
         except Exception:
             pass  # the driver may already be unloading: nothing to report at exit
         free(st)
@@ -246,15 +231,10 @@ cdef int _copy_in_sync(DeviceBuf buf, char* host, size_t n, uintptr_t s) except 
                 memcpy(st.bounce, host, n)
                 err = cuMemcpyHtoDAsync(buf._addr, st.bounce, n, <CUstream>s)
                 if err == 0:
-                    with nogil:
-                        err = ia_fence_wait(st, <CUstream>s, _fence_spin_ns, &op)
-                        if err == 0:
-                            ia_bounce_give(st)
-                    if err:  # keep the bounce buffer until the copy has surely landed
-                        try:
-                            _stream_drain(s)
-                        finally:
-                            ia_bounce_give(st)
+                    try:  # the bounce buffer is kept until the copy has surely landed
+                        _stream_drain(s)
+                    finally:
+                        ia_bounce_give(st)
                     _n_bounce += 1
                     return 0
                 ia_bounce_give(st)  # not queued: the direct path below reports (or recovers from) the error
@@ -295,17 +275,11 @@ cdef int _copy_out(int ordinal, device, CUdeviceptr dp, char* host, size_t n, ui
             if ia_bounce_take(st) == 0:
                 err = cuMemcpyDtoHAsync(st.bounce, dp, n, <CUstream>s)
                 if err == 0:
-                    with nogil:
-                        err = ia_fence_wait(st, <CUstream>s, _fence_spin_ns, &op)
-                        if err == 0:
-                            memcpy(host, st.bounce, n)
-                            ia_bounce_give(st)
-                    if err:
-                        try:
-                            _stream_drain(s)
-                            memcpy(host, st.bounce, n)
-                        finally:
-                            ia_bounce_give(st)
+                    try:
+                        _stream_drain(s)
+                        memcpy(host, st.bounce, n)
+                    finally:
+                        ia_bounce_give(st)
                     _n_bounce += 1
                     return 0
                 ia_bounce_give(st)

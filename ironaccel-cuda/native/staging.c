@@ -333,24 +333,3 @@ int ia_bounce_take(ia_staging *st) {
 
 void ia_bounce_give(ia_staging *st) { atomic_store(&st->bounce_busy, 0); }
 
-int ia_fence_wait(ia_staging *st, CUstream stream, long spin_ns, const char **op) {
-    if (st->fence_dev && spin_ns > 0) {
-        unsigned want = ++st->fence_seq;
-        /* The default flags put a memory barrier before the write: the copy's bytes are visible first. */
-        int w = ia_cu.cuStreamWriteValue32(stream, st->fence_dev, want, 0);
-        if (w == 0) {
-            if (ia_fence_spin(st->fence, want, spin_ns)) {
-                st->fenced++;
-                return 0;
-            }
-        } else if (w == IA_CUDA_ERROR_NOT_SUPPORTED || w == IA_MISSING) {
-            st->fence_dev = 0; /* this device or driver has no stream memops: synchronize from now on */
-        }
-    }
-    /* Not written in time (work queued before the copy, a faulted stream), the memop failed, or no fence word:
-       the driver waits, and says what went wrong. */
-    st->synced++;
-    int err = ia_cu.cuStreamSynchronize(stream);
-    if (err) *op = "cuStreamSynchronize";
-    return err;
-}

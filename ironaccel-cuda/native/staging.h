@@ -28,13 +28,7 @@ typedef struct {
     CUevent events[IA_MAX_SLOTS];
     char *bounce;           /* page-locked bounce buffer for small copies */
     size_t bounce_size;
-    atomic_int bounce_busy;
-    /* The fence word of the bounce copies: a page-locked, device-mapped word that a stream memop sets after
-       the copy (see ia_fence_wait); fence_dev is 0 where there is none.  Used only by the bounce's holder. */
-    volatile unsigned int *fence;
-    CUdeviceptr fence_dev;
-    unsigned int fence_seq;
-    unsigned long long fenced, synced; /* waits the fence word ended / cuStreamSynchronize ended */
+    atomic_int bounce_busy; /* its holder waits for the copy as every busy stream's wait does (fence.h) */
 } ia_staging;
 
 /* Start the workers once (later calls return the count started first). */
@@ -55,14 +49,6 @@ int ia_pipe_dtoh(ia_staging *st, char *dst, CUdeviceptr src, size_t nbytes, CUst
 /* Take the bounce buffer (0) or learn that another thread has it (-1); give it back after the copy. */
 int ia_bounce_take(ia_staging *st);
 void ia_bounce_give(ia_staging *st);
-
-/* Wait until everything queued on `stream` so far has run (call holding the bounce buffer, without the GIL).
-   A cuStreamWriteValue32 after that work sets the fence word to a fresh value, and this thread spins on the
-   word for up to `spin_ns`: the GPU's write reaches the waiting thread about 1 us sooner than
-   cuStreamSynchronize's wake-up (H200: 1 KiB device-to-host copy and wait 6.6 us against 7.6 us).  Past the
-   spin, where the memop fails, or with no fence word, it is cuStreamSynchronize, which also reports any
-   error of the work.  Returns 0 or a CUresult, with *op the failed call. */
-int ia_fence_wait(ia_staging *st, CUstream stream, long spin_ns, const char **op);
 
 /* memcpy, with non-temporal stores for large copies when `nt` (x86-64). */
 void ia_copy(char *dst, const char *src, size_t len, int nt);
