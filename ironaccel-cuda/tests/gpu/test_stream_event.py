@@ -289,6 +289,39 @@ def test_the_wait_after_a_host_function_is_the_drivers(dev, kernels, monkeypatch
     s.close()
 
 
+def test_a_copy_after_a_free_ends_on_the_fence_and_leaves_the_trim_to_synchronize(dev, kernels, monkeypatch):
+    """A stream-ordered free makes a pool trim due, which only a real synchronize does: Stream.synchronize then
+    takes cuStreamSynchronize, but a synchronous copy's own wait still ends on the fence word (the trim stays due
+    for the next Stream.synchronize)."""
+    if FAKE:
+        monkeypatch.setenv("FAKE_CUDA_BUSY_QUERIES", "1")
+    s = dev.create_stream()
+    spin = kernels.function("spin")
+    buf = dev.alloc(1024, "uint8", stream=s)
+    out = np.zeros(1024, np.uint8)
+    gc.collect()
+    gc.disable()  # a collected buffer's free mid-test would make a trim due where this test expects none
+    try:
+        buf.memset(1, stream=s)
+        s.synchronize()
+        dev.alloc(256, stream=s).close()  # cuMemFreeAsync: a trim is due
+        before = _core.fence_info()["fenced"]
+        buf.memset(3, stream=s)
+        buf.copy_to_host(out)  # the bounce copy's wait, behind the fill
+        assert (out == 3).all() and _core.fence_info()["fenced"] == before + 1, _core.fence_info()
+        spin.launch(1, 1, 200_000, stream=s)
+        busy = not s.query()
+        s.synchronize()  # the due trim: cuStreamSynchronize
+        assert busy and _core.fence_info()["fenced"] == before + 1, (busy, _core.fence_info(), before)
+        spin.launch(1, 1, 200_000, stream=s)
+        s.synchronize()  # nothing due any more: fenced again
+        assert _core.fence_info()["fenced"] == before + 2, (_core.fence_info(), before)
+    finally:
+        gc.enable()
+    buf.close()
+    s.close()
+
+
 _FALLBACK = """
 import os
 import ironaccel_cuda as cu
