@@ -11,7 +11,9 @@ cuMemPoolImportPointer + cuMemFreeAsync + cuStreamSynchronize on a non-blocking 
 the legacy stream, and ironaccel's `desc.open(dev).close()` (with its pool and `without_pool()`); medians of the
 rounds, per import + close.  The exporter's side is timed too (session 12: the row stayed at 169 us against raw's
 89 us with `without_pool()`, while the importer alone is 91 us against 78): ironaccel's `ipc.export(buf)` and
-`.without_pool()` against cuMemPoolExportPointer + the 64 bytes read out.
+`.without_pool()` against cuMemPoolExportPointer + the 64 bytes read out.  And the pool's cap: the same row ran
+cuda.core (whose side makes its pool with max_size=64 MiB) at 108 us against raw's 163 us (pools without a cap),
+so the importer also times pools created with `--max-size` (default 64 MiB) beside uncapped ones.
 """
 
 from __future__ import annotations
@@ -28,16 +30,18 @@ def importer(conn, rounds: int, n: int) -> None:
 
     import ironaccel_cuda as ia
 
-    pool_desc, desc = conn.recv()
+    (pool_desc, desc), (capped_pool_desc, capped_desc) = conn.recv()
     dev = ia.Device(0)
-    pool = pool_desc.open(dev)  # noqa: F841  (held: every import below reuses it)
-    handle = ia.ipc._imports.acquire(pool_desc, dev)
-    data = cu.CUmemPoolPtrExportData()
-    ctypes.memmove(data.getPtr(), desc.handle, 64)
+    held = [pool_desc.open(dev), capped_pool_desc.open(dev)]  # noqa: F841  (every import below reuses them)
     streams = {"non-blocking stream": cu.cuStreamCreate(1)[1], "blocking stream": cu.cuStreamCreate(0)[1],
-               "legacy stream": cu.CUstream(0)}
+               "legacy stream": cu.CUstream(0),
+               "the Device's default stream (where ironaccel frees)": cu.CUstream(int(dev.default_stream._h))}
 
-    def raw(stream):
+    def raw(stream, pd=pool_desc, d=desc):
+        handle = ia.ipc._imports.acquire(pd, dev)
+        data = cu.CUmemPoolPtrExportData()
+        ctypes.memmove(data.getPtr(), d.handle, 64)
+
         def run() -> None:
             for _ in range(n):
                 err, ptr = cu.cuMemPoolImportPointer(handle, data)
@@ -54,7 +58,10 @@ def importer(conn, rounds: int, n: int) -> None:
 
     ways = {**{f"raw, {name}": raw(s) for name, s in streams.items()},
             "ironaccel desc.open(dev).close()": through_ironaccel(desc),
-            "ironaccel desc.without_pool().open(dev).close()": through_ironaccel(desc.without_pool())}
+            "ironaccel desc.without_pool().open(dev).close()": through_ironaccel(desc.without_pool()),
+            "raw, non-blocking stream, capped pool": raw(streams["non-blocking stream"], capped_pool_desc, capped_desc),
+            "ironaccel desc.without_pool().open(dev).close(), capped pool":
+                through_ironaccel(capped_desc.without_pool())}
     conn.send(interleaved(ways, rounds, n))
 
 
@@ -100,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("-n", type=int, default=200)
+    parser.add_argument("--max-size", type=int, default=64 << 20, help="the capped pool's max_size (bytes)")
     args = parser.parse_args()
     import ironaccel_cuda as ia
 
@@ -107,12 +115,14 @@ def main() -> None:
     pool = dev.create_driver_pool(ipc=True)
     s = dev.create_stream()
     buf = pool.allocate(1 << 20, "uint8", stream=s)
+    capped = dev.create_driver_pool(ipc=True, max_size=args.max_size)
+    capped_buf = capped.allocate(1 << 20, "uint8", stream=s)
     s.synchronize()
     ctx = multiprocessing.get_context("spawn")
     here, there = ctx.Pipe()
     p = ctx.Process(target=importer, args=(there, args.rounds, args.n))
     p.start()
-    here.send((ia.ipc.export(pool), ia.ipc.export(buf)))
+    here.send(((ia.ipc.export(pool), ia.ipc.export(buf)), (ia.ipc.export(capped), ia.ipc.export(capped_buf))))
     got = here.recv() if here.poll(240) else {"error": "no answer"}
     p.join(30)
     print("| importer's way, per import + close of a 1 MiB pool buffer | median |\n|---|---:|")
@@ -121,8 +131,10 @@ def main() -> None:
     print("\n| exporter's way, per export of the buffer | median |\n|---|---:|")
     for name, ns in interleaved(exporter_ways(ia, buf, args.n), args.rounds, args.n).items():
         print(f"| {name} | {ns / 1000:,.2f} us |")
-    buf.close()
+    for b in (buf, capped_buf):
+        b.close()
     pool.close()
+    capped.close()
 
 
 if __name__ == "__main__":

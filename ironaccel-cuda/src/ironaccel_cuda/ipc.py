@@ -125,11 +125,12 @@ def _filled(cls: Any, data: bytes) -> Any:
 
 def _device_for(device_uuid: str, device: Any, op: str) -> Device:
     """The local device with `device_uuid`; `device`, when given, must be it."""
+    if device is not None and device.__class__ is _device_class and device.uuid == device_uuid and not device.closed:
+        return device  # the common case (checked in full below), without an import per call
     from .device import Device, device_count
 
+    _set_device_class(Device)
     if device is not None:
-        if device.__class__ is Device and device.uuid == device_uuid and not device.closed:
-            return device  # the common case, checked in full below
         if not isinstance(device, Device):
             raise invalid(op, f"device must be a Device, got {type(device).__name__}")
         device._check_open(op)
@@ -141,6 +142,14 @@ def _device_for(device_uuid: str, device: Any, op: str) -> Device:
         if candidate.uuid == device_uuid:
             return candidate
     raise invalid(op, f"no CUDA device in this process has UUID {device_uuid} (check CUDA_VISIBLE_DEVICES)")
+
+
+_device_class: Any = None
+
+
+def _set_device_class(cls: Any) -> None:
+    global _device_class
+    _device_class = cls
 
 
 def _other_process(pid: int, op: str) -> None:
@@ -373,12 +382,14 @@ class IpcBuffer:
             raise invalid(op, "not a descriptor made by ipc.export")
         _other_process(self.pid, op)
         dev = _device_for(self.device_uuid, device, op)
-        dt, _, itemsize = _dtypes.spec(self.dtype, op)
+        dt, npdt, itemsize = _dtypes.spec(self.dtype, op)
         if self.kind == "pool":
-            return self._open_pool(dev, dt, op)
+            return self._open_pool(dev, dt, npdt, op)
         return self._open_legacy(dev, dt, itemsize, op)
 
-    def _open_pool(self, dev: Device, dt: Any, op: str) -> DeviceBuf:
+    def _open_pool(self, dev: Device, dt: Any, npdt: Any, op: str) -> DeviceBuf:
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size <= 0:
+            raise invalid(op, f"not a descriptor made by ipc.export (size {self.size!r})")
         if self.pool is None:
             key = self.pool_key
             handle = _imports.acquire_open(key, dev, op)
@@ -403,8 +414,10 @@ class IpcBuffer:
                 _mapped[(key, base)] = _mapped.get((key, base), 0) + 1
                 _by_export[export] = base
         home = dev.default_stream
-        return _adopt()(base + self.offset, self.size, dt, dev, stream=home,
-                        release=_PoolUnmap(base, home, key, export))
+        # memory.adopt's checks hold here (a mapped address; the size, checked above): the buffer is made directly,
+        # since Python's share of an open + close was ~17 us of 127 on the H200 (bench/probe_ipc.py, 2026-12-02).
+        return _core.DeviceBuf._wrap(base + self.offset, self.size, dt, npdt, dev, home, _core.RELEASE_IMPORTED,
+                                     base=(None, _PoolUnmap(base, home, key, export)))
 
     def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
         dev._bind_here()
@@ -442,19 +455,24 @@ _mapped_lock = threading.Lock()
 
 
 class _PoolUnmap:
+    """An imported pool pointer's release (the compiled core calls `release()` once the buffer ends)."""
+
     __slots__ = ("base", "stream", "key", "export")
 
-    def __init__(self, base: int, stream: Any, key: str, export: tuple[str, bytes]):
+    def __init__(self, base: int, stream: Any, key: str, export: tuple[str, bytes] | None):
         self.base, self.stream, self.key, self.export = base, stream, key, export
 
-    def __call__(self) -> None:
+    def release(self) -> None:
+        export, self.export = self.export, None
+        if export is None:  # released already (a close racing a collection)
+            return
         with _mapped_lock:
             left = _mapped.get((self.key, self.base), 1) - 1
             if left:
                 _mapped[(self.key, self.base)] = left
             else:
                 _mapped.pop((self.key, self.base), None)
-                _by_export.pop(self.export, None)
+                _by_export.pop(export, None)
         if not left and not _driver.forked:  # the last mapping of this pointer in this process
             _core.mem_free_async(int(self.base), self.stream._h)
             _core.stream_sync(self.stream._h)
