@@ -50,6 +50,23 @@ def importer(conn, rounds: int, n: int) -> None:
                 assert not cu.cuStreamSynchronize(stream)[0]
         return run
 
+    from ironaccel_cuda import _core
+
+    def raw_import_core_free(pd=pool_desc, d=desc):
+        """The driver's import, then ironaccel's compiled free + synchronize on the Device's default stream."""
+        handle = ia.ipc._imports.acquire(pd, dev)
+        data = cu.CUmemPoolPtrExportData()
+        ctypes.memmove(data.getPtr(), d.handle, 64)
+        h = int(dev.default_stream._h)
+
+        def run() -> None:
+            for _ in range(n):
+                err, ptr = cu.cuMemPoolImportPointer(handle, data)
+                assert not err, err
+                _core.mem_free_async(int(ptr), h)
+                _core.stream_sync(h)
+        return run
+
     def through_ironaccel(d):
         def run() -> None:
             for _ in range(n):
@@ -59,6 +76,7 @@ def importer(conn, rounds: int, n: int) -> None:
     ways = {**{f"raw, {name}": raw(s) for name, s in streams.items()},
             "ironaccel desc.open(dev).close()": through_ironaccel(desc),
             "ironaccel desc.without_pool().open(dev).close()": through_ironaccel(desc.without_pool()),
+            "raw import, then _core.mem_free_async + _core.stream_sync (default stream)": raw_import_core_free(),
             "raw, non-blocking stream, capped pool": raw(streams["non-blocking stream"], capped_pool_desc, capped_desc),
             "ironaccel desc.without_pool().open(dev).close(), capped pool":
                 through_ironaccel(capped_desc.without_pool())}
