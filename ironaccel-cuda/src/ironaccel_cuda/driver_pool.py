@@ -171,6 +171,7 @@ class DriverPool(_Tracked):
     _owned: bool
     _closed: bool
     _exported: Any  # the pool's shareable handle (ipc.IpcPool), made on first export
+    _export_data: dict[int, bytes]  # base -> its cuMemPoolExportPointer data, kept while the allocation lives
     _closer: Any  # what close() does instead of cuMemPoolDestroy (an imported pool's release)
     _frees_queued: bool  # a buffer was freed (stream-ordered) since the pool was made
 
@@ -191,6 +192,7 @@ class DriverPool(_Tracked):
         pool._closed = False
         _Tracked.__init__(pool)
         pool._exported = None
+        pool._export_data = {}
         pool._closer = None
         pool._frees_queued = False
         return pool
@@ -328,6 +330,11 @@ class DriverPool(_Tracked):
             deallocate(self, buf, stream, "DriverPool.deallocate", owned=self._owns(buf))
         else:
             deallocate(self, buf, stream, "DriverPool.deallocate")
+
+    def _drop(self, ptr: int) -> None:
+        with self._lock:
+            self._live.pop(ptr, None)
+            self._export_data.pop(ptr, None)  # a later allocation at this address exports its own data
 
     def _release(self, ptr: int, stream: Stream) -> None:
         self._drop(ptr)

@@ -96,6 +96,40 @@ def test_descriptors_without_their_pool_open_where_the_pool_is_open(dev, ipc_poo
         b.close()
 
 
+def test_an_allocations_export_data_is_made_once_while_it_lives(dev, ipc_pool, monkeypatch):
+    """cuMemPoolExportPointer runs once per allocation (its data is fixed for the allocation's life): every later
+    export of it or of a view reuses the bytes; a freed allocation's bytes are dropped, so a later allocation
+    (at the same address or not) exports its own, and its descriptor still opens in a child."""
+    from ironaccel_cuda import ipc
+
+    calls = []
+    real = ipc.call
+
+    def counting(op, *args):
+        if op == "cuMemPoolExportPointer":
+            calls.append(op)
+        return real(op, *args)
+
+    monkeypatch.setattr(ipc, "call", counting)
+    buf = ipc_pool.allocate(1024, "float32")
+    first = cu.ipc.export(buf)
+    assert cu.ipc.export(buf).handle == first.handle and cu.ipc.export(buf[10:20]).handle == first.handle
+    assert len(calls) == 1
+    buf.close()
+    assert ipc_pool._export_data == {}
+    again = ipc_pool.allocate(1024, "float32")
+    again.memset(4.0)
+    dev.synchronize()
+    desc = cu.ipc.export(again)
+    assert len(calls) == 2
+    proc, conn = start(ipc_children.check_and_write, desc, 4.0, 5.0)
+    _, value, *_ = answer(proc, conn)
+    finish(proc)
+    assert value == 4.0
+    np.testing.assert_array_equal(again.copy_to_host(), np.full(1024, 5.0, np.float32))
+    again.close()
+
+
 def test_view_of_a_pool_buffer_is_exported_at_its_offset(dev, ipc_pool):
     buf = ipc_pool.allocate(4096, "float32")
     buf.copy_from(np.arange(4096, dtype=np.float32))
