@@ -110,6 +110,8 @@ def register_pool(pool: DriverPool) -> None:
     with _ipc_pools_lock:
         _ipc_pools[:] = [r for r in _ipc_pools if r() is not None]
         _ipc_pools.append(weakref.ref(pool))
+
+
 _fd_slots = threading.local()  # the fds of one ipc.send / ipc.recv
 
 
