@@ -17,7 +17,6 @@
 #endif
 
 #define IA_NOT_READY 600 /* CUDA_ERROR_NOT_READY */
-#define IA_CUDA_ERROR_NOT_SUPPORTED 801
 
 /* The workers sleep on `seq` itself (a futex on Linux), so a new job wakes them all at once: with a condition
    variable each woken thread must take the mutex in turn, which chains the wake-ups.  A job is `open` from

@@ -81,11 +81,11 @@ from typing import TYPE_CHECKING, Any, cast
 from . import _core, _driver
 from . import dtypes as _dtypes
 from ._driver import call, driver, try_call
-from .allocator import is_devicebuf, release_after
+from .allocator import release_after
+from .device import Device, device_count
 from .errors import InvalidState, closed, driver_error, invalid
 
 if TYPE_CHECKING:
-    from .device import Device
     from .driver_pool import DriverPool
     from .event import Event
 
@@ -127,11 +127,8 @@ def _filled(cls: Any, data: bytes) -> Any:
 
 def _device_for(device_uuid: str, device: Any, op: str) -> Device:
     """The local device with `device_uuid`; `device`, when given, must be it."""
-    if device is not None and device.__class__ is _device_class and device.uuid == device_uuid and not device.closed:
-        return device  # the common case (checked in full below), without an import per call
-    from .device import Device, device_count
-
-    _set_device_class(Device)
+    if device is not None and device.__class__ is Device and device.uuid == device_uuid and not device.closed:
+        return device  # the common case, checked in full below
     if device is not None:
         if not isinstance(device, Device):
             raise invalid(op, f"device must be a Device, got {type(device).__name__}")
@@ -144,14 +141,6 @@ def _device_for(device_uuid: str, device: Any, op: str) -> Device:
         if candidate.uuid == device_uuid:
             return candidate
     raise invalid(op, f"no CUDA device in this process has UUID {device_uuid} (check CUDA_VISIBLE_DEVICES)")
-
-
-_device_class: Any = None
-
-
-def _set_device_class(cls: Any) -> None:
-    global _device_class
-    _device_class = cls
 
 
 def _other_process(pid: int, op: str) -> None:
@@ -422,6 +411,8 @@ class IpcBuffer:
                                      base=(None, _PoolUnmap(base, home, key, export)))
 
     def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
+        from .memory import adopt
+
         dev._bind_here()
         base = int(call(op, _filled(driver().CUipcMemHandle, self.handle), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
         err, got = try_call("cuMemGetAddressRange", base)
@@ -430,21 +421,7 @@ class IpcBuffer:
             raise invalid(op, f"the mapped allocation has {int(got[1])} bytes; the descriptor asks for "
                           f"{self.offset + self.size * itemsize}")
         home = dev.default_stream
-        return _adopt()(base + self.offset, self.size, dt, dev, stream=home,
-                        release=_LegacyUnmap(dev, base, home))
-
-
-def _adopt() -> Any:
-    """memory.adopt (memory imports this module's users, so it is found at the first open, not at import)."""
-    global _adopt_fn
-    if _adopt_fn is None:
-        from .memory import adopt
-
-        _adopt_fn = adopt
-    return _adopt_fn
-
-
-_adopt_fn: Any = None
+        return adopt(base + self.offset, self.size, dt, dev, stream=home, release=_LegacyUnmap(dev, base, home))
 
 
 # (pool key, base) -> how many DeviceBufs of this process map that imported pointer, and (pool key, export data)
@@ -590,7 +567,7 @@ def _export_event(event: Event) -> IpcEvent:
 
 def export(obj: Any) -> Any:
     """A picklable descriptor of a DeviceBuf (IpcBuffer), a DriverPool (IpcPool) or an IPC Event (IpcEvent)."""
-    if obj.__class__ is _core.DeviceBuf or is_devicebuf(obj):
+    if isinstance(obj, _core.DeviceBuf):
         return _export_buffer(obj)
     from .driver_pool import DriverPool
     from .event import Event

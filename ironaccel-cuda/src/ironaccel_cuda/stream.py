@@ -200,7 +200,7 @@ class _WatchedStream(Stream):
     def synchronize(self) -> None:
         """Wait until all work queued on this stream has finished; raise a failed host function's error."""
         Stream.synchronize(self)
-        if _hostfn._pending:  # Tried: `from .hostfn import raise_pending` here, ~1 us a call against the fake
+        if _hostfn._pending:  # a module reference: a function-level import here cost ~1 us a call (fake driver)
             _hostfn.raise_pending(self)
 
     def query(self) -> bool:

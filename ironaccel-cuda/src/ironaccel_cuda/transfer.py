@@ -28,11 +28,12 @@ Environment (read at the first large copy; `bench/sweep_transfer.py` measures th
   device), 2 into the host array (device to host), 3 both, 0 none (default 1).
 * ``IRONACCEL_CUDA_PIPELINE_MIN``: smallest synchronous pageable copy that is staged (default 256 KiB).
 * ``IRONACCEL_CUDA_BOUNCE_MAX``: largest pageable copy sent through the bounce buffer (default 64 KiB).
-* ``IRONACCEL_CUDA_FENCE_SPIN_US``: how long a wait spins on a fence word (a bounce copy's, or a busy
-  stream's synchronize: native/fence.h) before it asks cuStreamSynchronize to wait (default 200; 0: always
-  cuStreamSynchronize).  A wait the word ends gains ~1 us; one that outlasts the spin pays the write, ~0.4 us
-  (bench/ab_fence.py, H200 2026-12-02: a 57 us graph replay 0.99x with 50 us).  200 us covers copies to a
-  few MiB and short graphs; cuStreamSynchronize spins too under the default scheduling.
+* ``IRONACCEL_CUDA_FENCE_SPIN_US``: how long a wait (a busy stream's synchronize, a copy's own wait, the
+  bounce copies' included) spins on this thread's fence word (native/fence.h) before it asks
+  cuStreamSynchronize to wait (default 200; 0: always cuStreamSynchronize).  A wait the word ends gains
+  ~1 us; one that outlasts the spin pays the write, ~0.4 us (bench/ab_fence.py, H200 2026-12-02: a 57 us
+  graph replay 0.99x with 50 us).  200 us covers copies to a few MiB and short graphs; cuStreamSynchronize
+  spins too under the default scheduling.
 """
 
 from __future__ import annotations
