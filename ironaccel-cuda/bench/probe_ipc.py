@@ -37,34 +37,26 @@ def importer(conn, rounds: int, n: int) -> None:
                "legacy stream": cu.CUstream(0),
                "the Device's default stream (where ironaccel frees)": cu.CUstream(int(dev.default_stream._h))}
 
-    def raw(stream, pd=pool_desc, d=desc):
-        handle = ia.ipc._imports.acquire(pd, dev)
-        data = cu.CUmemPoolPtrExportData()
-        ctypes.memmove(data.getPtr(), d.handle, 64)
-
-        def run() -> None:
-            for _ in range(n):
-                err, ptr = cu.cuMemPoolImportPointer(handle, data)
-                assert not err, err
-                assert not cu.cuMemFreeAsync(ptr, stream)[0]
-                assert not cu.cuStreamSynchronize(stream)[0]
-        return run
-
     from ironaccel_cuda import _core
 
-    def raw_import_core_free(pd=pool_desc, d=desc):
-        """The driver's import, then ironaccel's compiled free + synchronize on the Device's default stream."""
+    def raw(stream, pd=pool_desc, d=desc, compiled_free=False):
+        """The driver's import, then cuMemFreeAsync + cuStreamSynchronize on `stream`, through cuda.bindings or
+        (`compiled_free`) ironaccel's compiled `_core.mem_free_async` + `_core.stream_sync`."""
         handle = ia.ipc._imports.acquire(pd, dev)
         data = cu.CUmemPoolPtrExportData()
         ctypes.memmove(data.getPtr(), d.handle, 64)
-        h = int(dev.default_stream._h)
+        h = int(stream)
 
         def run() -> None:
             for _ in range(n):
                 err, ptr = cu.cuMemPoolImportPointer(handle, data)
                 assert not err, err
-                _core.mem_free_async(int(ptr), h)
-                _core.stream_sync(h)
+                if compiled_free:
+                    _core.mem_free_async(int(ptr), h)
+                    _core.stream_sync(h)
+                else:
+                    assert not cu.cuMemFreeAsync(ptr, stream)[0]
+                    assert not cu.cuStreamSynchronize(stream)[0]
         return run
 
     def through_ironaccel(d):
@@ -76,7 +68,8 @@ def importer(conn, rounds: int, n: int) -> None:
     ways = {**{f"raw, {name}": raw(s) for name, s in streams.items()},
             "ironaccel desc.open(dev).close()": through_ironaccel(desc),
             "ironaccel desc.without_pool().open(dev).close()": through_ironaccel(desc.without_pool()),
-            "raw import, then _core.mem_free_async + _core.stream_sync (default stream)": raw_import_core_free(),
+            "raw import, then _core.mem_free_async + _core.stream_sync (default stream)":
+                raw(streams["the Device's default stream (where ironaccel frees)"], compiled_free=True),
             "raw, non-blocking stream, capped pool": raw(streams["non-blocking stream"], capped_pool_desc, capped_desc),
             "ironaccel desc.without_pool().open(dev).close(), capped pool":
                 through_ironaccel(capped_desc.without_pool())}
