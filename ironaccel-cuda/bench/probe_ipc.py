@@ -42,12 +42,13 @@ def importer(conn, rounds: int, n: int) -> None:
     def raw(stream, pd=pool_desc, d=desc, compiled_free=False):
         """The driver's import, then cuMemFreeAsync + cuStreamSynchronize on `stream`, through cuda.bindings or
         (`compiled_free`) ironaccel's compiled `_core.mem_free_async` + `_core.stream_sync`."""
-        handle = ia.ipc._imports.acquire(pd, dev)
+        opened = pd.open(dev)  # one more count of the pool `held` has open: its handle for the raw calls
+        handle = opened._h
         data = cu.CUmemPoolPtrExportData()
         ctypes.memmove(data.getPtr(), d.handle, 64)
         h = int(stream)
 
-        def run() -> None:
+        def run(opened=opened) -> None:
             for _ in range(n):
                 err, ptr = cu.cuMemPoolImportPointer(handle, data)
                 assert not err, err

@@ -68,6 +68,8 @@ cdef extern from "driver.h" nogil:
     ctypedef void* CUmemoryPool
     ctypedef int CUstreamCaptureStatus
     ctypedef void (*CUhostFn)(void* userData) noexcept nogil
+    ctypedef struct CUmemPoolPtrExportData:
+        unsigned char reserved[64]
     ctypedef struct ia_dim3:
         unsigned int x
         unsigned int y

@@ -447,6 +447,25 @@ def mem_alloc_from_pool(size_t nbytes, uintptr_t pool, uintptr_t s):
     return PyLong_FromUnsignedLongLong(_mem_alloc_from_pool(nbytes, pool, s))
 
 
+def pool_import_pointer(uintptr_t pool, bytes data):
+    """cuMemPoolImportPointer: this process's address of the allocation that `data` (the 64 bytes of the
+    exporter's cuMemPoolExportPointer) names in imported pool `pool`.  The IPC importer's call, compiled: through
+    cuda.bindings it builds a CUmemPoolPtrExportData object per import."""
+    cdef CUdeviceptr dp = 0
+    cdef int err
+    cdef CUmemPoolPtrExportData* share
+    if len(data) != sizeof(CUmemPoolPtrExportData):
+        raise _errors.invalid("cuMemPoolImportPointer",
+                              f"the export data is {len(data)} bytes, not {sizeof(CUmemPoolPtrExportData)}")
+    share = <CUmemPoolPtrExportData*><const char*>data  # the driver only reads it
+    while True:
+        with nogil:
+            err = cuMemPoolImportPointer(&dp, <CUmemoryPool>pool, share)
+        if err == 0:
+            return PyLong_FromUnsignedLongLong(dp)
+        _again(err, IA_cuMemPoolImportPointer, 0, False)
+
+
 def mem_free_async(uintptr_t dp, uintptr_t s):
     _mem_free_async(dp, s)
 

@@ -28,6 +28,9 @@ typedef struct CUmemPoolHandle_st *IA_SHIM(CUmemoryPool);
 typedef int IA_SHIM(CUstreamCaptureStatus);  /* an enum in cuda.h: 0 none, 1 active, 2 invalidated */
 typedef void (*IA_SHIM(CUhostFn))(void *userData);
 
+/* cuMemPoolExportPointer's 64 opaque bytes, which cuMemPoolImportPointer takes back. */
+typedef struct { unsigned char reserved[64]; } IA_SHIM(CUmemPoolPtrExportData);
+
 /* cuLaunchKernelEx: CUlaunchAttribute is an id padded to 8 bytes and a 64-byte value union. */
 typedef struct { unsigned int x, y, z; } IA_SHIM(ia_dim3);
 

@@ -32,6 +32,8 @@
     X(cuMemAllocFromPoolAsync, 11020, CALL, (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, \
                                              CUstream hStream)) \
     X(cuMemFreeAsync, 11020, RELEASE, (CUdeviceptr dptr, CUstream hStream)) \
+    X(cuMemPoolImportPointer, 11020, CALL, (CUdeviceptr *ptr_out, CUmemoryPool pool, \
+                                            CUmemPoolPtrExportData *shareData)) \
     X(cuMemAlloc, 3020, CALL, (CUdeviceptr *dptr, size_t bytesize)) \
     X(cuMemFree, 3020, RELEASE, (CUdeviceptr dptr)) \
     X(cuMemHostGetFlags, 2030, CALL, (unsigned int *pFlags, void *p)) \

@@ -308,12 +308,19 @@ class _DeviceState:
         h = call("cuStreamCreateWithPriority", CU_STREAM_DEFAULT, 0)
         self.default_stream = Stream._make(h, self.device, owned=True, permanent=True)
         self._descriptor: DeviceDescriptor | None = None
+        self._uuid: str | None = None
 
     @property
     def descriptor(self) -> DeviceDescriptor:
         if self._descriptor is None:
             self._descriptor = describe(self.ordinal)
         return self._descriptor
+
+    @property
+    def uuid(self) -> str:
+        if self._uuid is None:  # kept: an IPC open compares it every time
+            self._uuid = str(self.descriptor.extras["uuid"])
+        return self._uuid
 
 
 _states: dict[int, _DeviceState] = {}
@@ -374,7 +381,7 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     @property
     def uuid(self) -> str:
-        return str(self.descriptor.extras["uuid"])
+        return self._state.uuid
 
     @property
     def pci_bus_id(self) -> str:

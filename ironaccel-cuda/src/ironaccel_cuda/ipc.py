@@ -112,6 +112,16 @@ def register_pool(pool: DriverPool) -> None:
         _ipc_pools.append(weakref.ref(pool))
 
 
+_pid = os.getpid()  # this process's, kept current across forks: every open compares it
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
 _fd_slots = threading.local()  # the fds of one ipc.send / ipc.recv
 
 
@@ -127,7 +137,7 @@ def _filled(cls: Any, data: bytes) -> Any:
 
 def _device_for(device_uuid: str, device: Any, op: str) -> Device:
     """The local device with `device_uuid`; `device`, when given, must be it."""
-    if device is not None and device.__class__ is Device and device.uuid == device_uuid and not device.closed:
+    if device is not None and device.__class__ is Device and device._state.uuid == device_uuid and not device.closed:
         return device  # the common case, checked in full below
     if device is not None:
         if not isinstance(device, Device):
@@ -144,7 +154,7 @@ def _device_for(device_uuid: str, device: Any, op: str) -> Device:
 
 
 def _other_process(pid: int, op: str) -> None:
-    if pid == os.getpid():
+    if pid == _pid:
         raise invalid(op, "this process exported the descriptor; open it in another process (here, use the "
                       "buffer itself)")
 
@@ -198,7 +208,7 @@ class IpcPool:
             raise closed(op, "pool descriptor")
         _other_process(self.pid, op)
         dev = _device_for(self.device_uuid, device, op)
-        return _imports.acquire(self, dev, user=True)
+        return _imports.open_pool(self, dev)
 
     def close(self) -> None:
         """Close this descriptor's file descriptor.  Idempotent; imported pools and buffers stay."""
@@ -234,57 +244,129 @@ def _rebuild_pool(carried: Any, device_uuid: str, pid: int, key: str) -> IpcPool
 
 
 class _Imports:
-    """The pools this process imported, by key, counted by their open buffers and pools."""
+    """This process's IPC imports, under one lock: pools by key, counted by their open pools and buffers, and
+    pool pointers by export data, counted by the DeviceBufs that map them.
+
+    A pointer is imported once per process and shared (H200, 2026-12-01: a second cuMemPoolImportPointer of one
+    pointer returns the same address from a device pool, and one cuMemFreeAsync unmaps both; from a pinned host
+    pool it fails with CUDA_ERROR_ALREADY_MAPPED).  Its last unmap frees it under the lock, so an import racing
+    it cannot get the address back from the driver just before the free takes it away.  A release that a
+    collection starts inside this thread's own section (any allocation there may collect an imported buffer or
+    pool) is queued and done as the section ends, instead of deadlocking on the lock.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[str, list[Any]] = {}  # key -> [handle, device, refs]
+        self._holder = 0  # the thread in the section
+        self._queued: list[tuple[str, int, bytes | None, int]] = []  # releases collections started in it
+        self._entries: dict[str, list[Any]] = {}  # key -> [handle, device, refs, int(handle)]
+        self._bases: dict[tuple[str, bytes], int] = {}  # (pool key, export data) -> base here
+        self._maps: dict[tuple[str, int], int] = {}  # (pool key, base) -> DeviceBufs that map it
 
-    def acquire(self, desc: IpcPool, device: Device, *, user: bool = False) -> Any:
+    def _enter(self) -> None:
+        self._lock.acquire()
+        self._holder = threading.get_ident()
+
+    def _leave(self) -> None:
+        queued = self._queued
+        while queued:
+            try:
+                self._release(*queued.pop())
+            except Exception:
+                pass  # a collection's release: nothing can be raised to anyone
+        self._holder = 0
+        self._lock.release()
+
+    def _pool(self, desc: IpcPool | None, key: str, device: Device, op: str) -> list[Any]:
+        """Pool `key`'s entry, counted once more; imported from `desc` if not open here.  In the section."""
+        entry = self._entries.get(key)
+        if entry is None:
+            if desc is None:
+                raise InvalidState("cuda", op, detail="this descriptor was sent without its pool, which is not open "
+                                   "in this process: send ipc.export(pool) and open it here first (IpcPool.open())")
+            device._bind_here()
+            h = call("cuMemPoolImportFromShareableHandle", desc._fd,
+                     driver().CUmemAllocationHandleType(POSIX_FD), 0)
+            entry = self._entries[key] = [h, device, 0, int(h)]
+        elif entry[1].ordinal != device.ordinal:
+            raise invalid(op, f"the pool is open here on cuda:{entry[1].ordinal}, not cuda:{device.ordinal}")
+        entry[2] += 1
+        return entry
+
+    def _release(self, key: str, base: int, data: bytes | None, stream: int) -> None:
+        """One DeviceBuf of `base` less (`data` None: an open pool's count only): the last frees the pointer here,
+        on `stream`, synchronized; then one count of pool `key` less, the last destroying it.  In the section."""
+        try:
+            if data is not None:
+                mk = (key, base)
+                left = self._maps.get(mk, 1) - 1
+                if left:
+                    self._maps[mk] = left
+                else:
+                    self._maps.pop(mk, None)
+                    self._bases.pop((key, data), None)
+                    if not _driver.forked:
+                        _core.mem_free_async(base, stream)
+                        _core.stream_sync(stream)
+        finally:
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry[2] -= 1
+                if entry[2] <= 0:
+                    del self._entries[key]
+                    if not _driver.forked:
+                        call("cuMemPoolDestroy", entry[0])
+
+    def open_pool(self, desc: IpcPool, device: Device) -> DriverPool:
+        """IpcPool.open(): an imported DriverPool that holds one count of the import."""
         from .driver_pool import DriverPool
 
-        with self._lock:
-            entry = self._entries.get(desc.key)
-            if entry is None:
-                device._bind_here()
-                h = call("cuMemPoolImportFromShareableHandle", desc._fd,
-                         driver().CUmemAllocationHandleType(POSIX_FD), 0)
-                entry = self._entries[desc.key] = [h, device, 0]
-            entry[2] += 1
-            handle = entry[0]
-        if not user:
-            return handle
+        self._enter()
+        try:
+            handle = self._pool(desc, desc.key, device, "cuMemPoolImportFromShareableHandle")[0]
+        finally:
+            self._leave()
         pool = DriverPool._make(handle, device, owned=True, ipc=True, imported=True)
         pool._closer = _Release(self, desc.key)
         return pool
 
-    def acquire_open(self, key: str, device: Device, op: str) -> Any:
-        """The handle of pool `key`, already imported here (a `without_pool()` descriptor's open), counted."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                raise InvalidState("cuda", op, detail="this descriptor was sent without its pool, which is not open "
-                                   "in this process: send ipc.export(pool) and open it here first (IpcPool.open())")
-            if entry[1].ordinal != device.ordinal:
-                raise invalid(op, f"the pool is open here on cuda:{entry[1].ordinal}, not cuda:{device.ordinal}")
-            entry[2] += 1
-            return entry[0]
+    def map(self, desc: IpcPool | None, key: str, device: Device, data: bytes, op: str) -> int:
+        """The base of the pointer `data` names in pool `key` (imported now, or shared), counted once more."""
+        export = (key, data)
+        self._enter()
+        try:
+            entry = self._pool(desc, key, device, op)
+            base = self._bases.get(export)
+            if base is None:
+                try:
+                    base = _core.pool_import_pointer(entry[3], data)
+                except BaseException:
+                    self._release(key, 0, None, 0)
+                    raise
+                self._bases[export] = base
+            mk = (key, base)
+            self._maps[mk] = self._maps.get(mk, 0) + 1
+            return base
+        finally:
+            self._leave()
 
-    def release(self, key: str) -> None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return
-            entry[2] -= 1
-            if entry[2] > 0:
-                return
-            del self._entries[key]
-        if not _driver.forked:
-            call("cuMemPoolDestroy", entry[0])
+    def release(self, key: str, base: int = 0, data: bytes | None = None, stream: int = 0) -> None:
+        """A mapped DeviceBuf's end (`data` given) or an imported DriverPool's close: see `_release`."""
+        if self._holder == threading.get_ident():  # a collection inside this thread's section: done as it ends
+            self._queued.append((key, base, data, stream))
+            return
+        self._enter()
+        try:
+            self._release(key, base, data, stream)
+        finally:
+            self._leave()
 
     def count(self) -> int:
-        with self._lock:
+        self._enter()
+        try:
             return len(self._entries)
+        finally:
+            self._leave()
 
 
 class _Release:
@@ -381,34 +463,20 @@ class IpcBuffer:
     def _open_pool(self, dev: Device, dt: Any, npdt: Any, op: str) -> DeviceBuf:
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size <= 0:
             raise invalid(op, f"not a descriptor made by ipc.export (size {self.size!r})")
-        if self.pool is None:
+        pool = self.pool
+        if pool is None:
             key = self.pool_key
-            handle = _imports.acquire_open(key, dev, op)
         else:
-            if self.pool._fd is None:
+            if pool._fd is None:
                 raise closed(op, "pool descriptor")
-            key = self.pool.key
-            handle = _imports.acquire(self.pool, dev)
-        export = (key, bytes(self.handle))
-        with _mapped_lock:
-            base = _by_export.get(export)
-            if base is not None:  # mapped here already: share that mapping
-                _mapped[(key, base)] += 1
-        if base is None:
-            try:
-                data = _filled(driver().CUmemPoolPtrExportData, self.handle)
-                base = int(call(op, handle, data))
-            except BaseException:
-                _imports.release(key)
-                raise
-            with _mapped_lock:
-                _mapped[(key, base)] = _mapped.get((key, base), 0) + 1
-                _by_export[export] = base
+            key = pool.key
+        data = self.handle if self.handle.__class__ is bytes else bytes(self.handle)
+        base = _imports.map(pool, key, dev, data, op)
         home = dev.default_stream
         # memory.adopt's checks hold here (a mapped address; the size, checked above): the buffer is made directly,
         # since Python's share of an open + close was ~17 us of 127 on the H200 (bench/probe_ipc.py, 2026-12-02).
         return _core.DeviceBuf._wrap(base + self.offset, self.size, dt, npdt, dev, home, _core.RELEASE_IMPORTED,
-                                     base=(None, _PoolUnmap(base, home, key, export)))
+                                     base=(None, _PoolUnmap(base, home._h, key, data)))
 
     def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
         from .memory import adopt
@@ -424,38 +492,18 @@ class IpcBuffer:
         return adopt(base + self.offset, self.size, dt, dev, stream=home, release=_LegacyUnmap(dev, base, home))
 
 
-# (pool key, base) -> how many DeviceBufs of this process map that imported pointer, and (pool key, export data)
-# -> its base: a pointer is imported once per process and shared (H200, 2026-12-01: a second
-# cuMemPoolImportPointer of one pointer returns the same address from a device pool, and one cuMemFreeAsync
-# unmaps both; from a pinned host pool it fails with CUDA_ERROR_ALREADY_MAPPED).
-_mapped: dict[tuple[str, int], int] = {}
-_by_export: dict[tuple[str, bytes], int] = {}
-_mapped_lock = threading.Lock()
-
-
 class _PoolUnmap:
     """An imported pool pointer's release (the compiled core calls `release()` once the buffer ends)."""
 
-    __slots__ = ("base", "stream", "key", "export")
+    __slots__ = ("base", "stream", "key", "data")
 
-    def __init__(self, base: int, stream: Any, key: str, export: tuple[str, bytes] | None):
-        self.base, self.stream, self.key, self.export = base, stream, key, export
+    def __init__(self, base: int, stream: int, key: str, data: bytes | None):
+        self.base, self.stream, self.key, self.data = base, stream, key, data
 
     def release(self) -> None:
-        export, self.export = self.export, None
-        if export is None:  # released already (a close racing a collection)
-            return
-        with _mapped_lock:
-            left = _mapped.get((self.key, self.base), 1) - 1
-            if left:
-                _mapped[(self.key, self.base)] = left
-            else:
-                _mapped.pop((self.key, self.base), None)
-                _by_export.pop(export, None)
-        if not left and not _driver.forked:  # the last mapping of this pointer in this process
-            _core.mem_free_async(int(self.base), self.stream._h)
-            _core.stream_sync(self.stream._h)
-        _imports.release(self.key)
+        data, self.data = self.data, None
+        if data is not None:  # not released already (a close racing a collection)
+            _imports.release(self.key, self.base, data, self.stream)
 
 
 class _LegacyUnmap:

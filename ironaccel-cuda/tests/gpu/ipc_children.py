@@ -174,3 +174,29 @@ def open_without_pool(pool_desc: Any, descs: Any, conn: Any) -> None:
         conn.send(("ok", error, values))
 
     _guard(conn, body)
+
+
+def release_inside_the_section(desc: Any, conn: Any) -> None:
+    """Close one of two mappings of `desc` while this thread is inside the import bookkeeping's section, as a
+    collection there would: the release waits for the section's end instead of deadlocking on its lock.  Report
+    the mapping count and the queue inside, the count after, what the other mapping reads, and the pools left."""
+
+    def body() -> None:
+        from ironaccel_cuda import ipc
+
+        imports = ipc._imports
+        first, second = desc.open(), desc.open()
+        key = desc.pool.key
+        base = imports._bases[(key, desc.handle)]
+        imports._enter()
+        try:
+            first.close()  # queued: this thread is in the section
+            inside = (imports._maps[(key, base)], len(imports._queued))
+        finally:
+            imports._leave()
+        after = imports._maps[(key, base)]
+        value = float(second.copy_to_host()[0])
+        second.close()
+        conn.send(("ok", inside, after, value, (key, base) in imports._maps, imports.count()))
+
+    _guard(conn, body)

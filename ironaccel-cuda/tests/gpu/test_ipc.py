@@ -96,6 +96,19 @@ def test_descriptors_without_their_pool_open_where_the_pool_is_open(dev, ipc_poo
         b.close()
 
 
+def test_a_release_inside_the_import_section_waits_for_its_end(dev, ipc_pool):
+    """A buffer collected while its thread holds the import bookkeeping's lock (any allocation there can collect
+    one) is released when that section ends, not deadlocked on the lock; the other mapping of it stays."""
+    buf = ipc_pool.allocate(64, "float32")
+    buf.memset(3.0)
+    dev.synchronize()
+    proc, conn = start(ipc_children.release_inside_the_section, cu.ipc.export(buf))
+    _, inside, after, value, mapped, pools = answer(proc, conn)
+    finish(proc)
+    assert inside == (2, 1) and after == 1 and value == 3.0 and not mapped and pools == 0
+    buf.close()
+
+
 def test_an_allocations_export_data_is_made_once_while_it_lives(dev, ipc_pool, monkeypatch):
     """cuMemPoolExportPointer runs once per allocation (its data is fixed for the allocation's life): every later
     export of it or of a view reuses the bytes; a freed allocation's bytes are dropped, so a later allocation

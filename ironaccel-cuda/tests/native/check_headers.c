@@ -32,6 +32,7 @@ SAME(ia_shim_CUhostFn, CUhostFn);
 #define SAME_FIELD(ours, theirs, field) \
     _Static_assert(offsetof(ours, field) == offsetof(theirs, field), #field " offset"); \
     _Static_assert(sizeof(((ours *)0)->field) == sizeof(((theirs *)0)->field), #field " size")
+_Static_assert(sizeof(ia_shim_CUmemPoolPtrExportData) == sizeof(CUmemPoolPtrExportData), "export data size");
 _Static_assert(sizeof(ia_shim_CUlaunchConfig) == sizeof(CUlaunchConfig), "CUlaunchConfig size");
 SAME_FIELD(ia_shim_CUlaunchConfig, CUlaunchConfig, gridDimX);
 SAME_FIELD(ia_shim_CUlaunchConfig, CUlaunchConfig, blockDimZ);

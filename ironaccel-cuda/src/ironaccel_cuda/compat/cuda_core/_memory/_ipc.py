@@ -260,7 +260,7 @@ def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
     dev = mr._device
     try:
         if state.mapped:
-            mem = _ipc.IpcBuffer("pool", dev.uuid, 0, size, "uint8", 0, payload, state.source).open(dev)
+            mem = _ipc.IpcBuffer._make("pool", dev.uuid, 0, size, "uint8", 0, payload, state.source).open(dev)
         else:  # the exporter itself: as cuda.core, ask the driver (it refuses its own pointers)
             data = _filled(driver.CUmemPoolPtrExportData, payload)
             ptr = int(_ia.call("cuMemPoolImportPointer", state.pool._h, data))
