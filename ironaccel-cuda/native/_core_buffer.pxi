@@ -118,7 +118,7 @@ cdef class DeviceBuf:
     cdef public int _ordinal
     cdef public object _npdt
     cdef public object _stream
-    cdef public object _tag
+    cdef public object _ipc  # this buffer's IPC descriptor, made on its first ipc.export (pool memory only)
     cdef public object _base
     cdef public object _views
     cdef object __weakref__
@@ -141,7 +141,7 @@ cdef class DeviceBuf:
         return self.ptr is None
 
     @classmethod
-    def _wrap(cls, dp, size, dtype, npdt, device, stream, release, tag=0, base=None):
+    def _wrap(cls, dp, size, dtype, npdt, device, stream, release, base=None):
         """A buffer over `dp`; `release` is None (a view) or one of the RELEASE_* values."""
         cdef DeviceBuf b = DeviceBuf.__new__(DeviceBuf)
         addr = int(dp)
@@ -155,7 +155,6 @@ cdef class DeviceBuf:
         b._ordinal = device.ordinal
         b._npdt = npdt
         b._stream = stream
-        b._tag = tag
         b._base = base
         if release is None:
             b._kind = K_NONE

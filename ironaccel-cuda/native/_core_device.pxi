@@ -126,6 +126,5 @@ cdef class DeviceCore:
         b._stream = ss
         b._kind = kind
         b._ctx = self._ctx
-        b._tag = 0
         return b
 

@@ -244,7 +244,6 @@ cdef class PoolCore:
         buf._stream = self.stream
         buf._kind = K_POOL
         buf._pool = self
-        buf._tag = 0
         return buf
 
     cdef int _take_slow(self, TCache* tc, int b, DeviceBuf buf) except -1:

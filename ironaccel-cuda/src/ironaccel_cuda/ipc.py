@@ -442,8 +442,16 @@ class IpcBuffer:
             raise invalid("IpcBuffer.without_pool", f"a {self.kind} descriptor has no pool")
         if self.pool is None:
             return self
-        return IpcBuffer._make(self.kind, self.device_uuid, self.pid, self.size, self.dtype, self.offset,
-                               self.handle, None, self.pool.key)
+        bare = self.__dict__.get("_bare")
+        if bare is None:  # made once: export() hands out the same descriptor while its buffer is open
+            bare = self.__dict__["_bare"] = IpcBuffer._make(self.kind, self.device_uuid, self.pid, self.size,
+                                                            self.dtype, self.offset, self.handle, None, self.pool.key)
+        return bare
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_bare", None)  # a cache, not part of the descriptor
+        return state
 
     def open(self, device: Device | None = None) -> DeviceBuf:
         """Map the buffer in this process: a DeviceBuf on the device with this descriptor's UUID."""
@@ -525,9 +533,9 @@ def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
     ptr = buf.ptr
     for ref in tuple(_ipc_pools):
         pool = ref()
-        if pool is None or pool.closed or pool.device.ordinal != dev.ordinal:
+        if pool is None or pool.device.ordinal != dev.ordinal:
             continue
-        owner = pool._owner_of(ptr)
+        owner = pool._owner_of(ptr)  # a closed pool's outstanding buffers too: _export_pool says it is closed
         if owner is None:
             continue
         base, nbytes = owner
@@ -542,8 +550,10 @@ def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
             with pool._lock:
                 if base in pool._live:  # not freed meanwhile
                     pool._export_data[base] = raw
-        return IpcBuffer._make("pool", desc.device_uuid, desc.pid, buf.size, buf.dtype.value, ptr - base, raw,
+        made = IpcBuffer._make("pool", desc.device_uuid, desc.pid, buf.size, buf.dtype.value, ptr - base, raw,
                                desc)
+        buf._ipc = made  # export() hands it out again while the buffer is open, so the allocation lives
+        return made
     attr = driver().CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
     err, pool_handle = try_call("cuPointerGetAttribute", attr, ptr)
     if not err and pool_handle and int(pool_handle):
@@ -616,6 +626,9 @@ def _export_event(event: Event) -> IpcEvent:
 def export(obj: Any) -> Any:
     """A picklable descriptor of a DeviceBuf (IpcBuffer), a DriverPool (IpcPool) or an IPC Event (IpcEvent)."""
     if isinstance(obj, _core.DeviceBuf):
+        made = obj._ipc  # a pool buffer's, kept from its first export (an open buffer's allocation is live)
+        if made is not None and obj.ptr is not None and made.pool._fd is not None:  # and its pool is open
+            return made
         return _export_buffer(obj)
     from .driver_pool import DriverPool
     from .event import Event

@@ -96,6 +96,27 @@ def test_descriptors_without_their_pool_open_where_the_pool_is_open(dev, ipc_poo
         b.close()
 
 
+def test_a_buffer_exports_one_descriptor_while_it_and_its_pool_are_open(dev):
+    """export() keeps a pool buffer's descriptor and without_pool() its pool-less copy (neither pickles the
+    cache); a view has its own; once the pool is closed (its file descriptor with it) or the buffer is, export
+    says which is closed."""
+    pool = dev.create_driver_pool(ipc=True)
+    buf = pool.allocate(256, "float32")
+    desc = cu.ipc.export(buf)
+    bare = desc.without_pool()
+    assert cu.ipc.export(buf) is desc and desc.without_pool() is bare and bare.pool is None
+    assert "_bare" not in desc.__getstate__() and pickle.loads(pickle.dumps(bare)) == bare
+    view = cu.ipc.export(buf[8:16])
+    assert view is not desc and view.offset == 32 and view.size == 8 and view.handle == desc.handle
+    assert cu.ipc.export(buf[8:16]) == view
+    pool.close()  # the buffer stays valid until it is closed
+    with pytest.raises(ClosedError, match="driver pool"):
+        cu.ipc.export(buf)
+    buf.close()
+    with pytest.raises(ClosedError, match="buffer"):
+        cu.ipc.export(buf)
+
+
 def test_a_release_inside_the_import_section_waits_for_its_end(dev, ipc_pool):
     """A buffer collected while its thread holds the import bookkeeping's lock (any allocation there can collect
     one) is released when that section ends, not deadlocked on the lock; the other mapping of it stays."""
