@@ -489,9 +489,9 @@ class IronaccelSide(Side):
             buf.close()
             pool.close()
 
-        return Case(run, check=check, close=close, note="ipc.export(buf).without_pool() (an allocation's export data "
-                    "is made once, as cuda.core's Buffer.ipc_descriptor keeps it); in the importer desc.open().close() "
-                    "(its pool opened once: IpcPool.open())")
+        return Case(run, check=check, close=close, note="ipc.export(buf).without_pool() (the descriptor is made once "
+                    "and kept on the buffer, as cuda.core's Buffer.ipc_descriptor keeps its own); in the importer "
+                    "desc.open().close() (its pool opened once: IpcPool.open())")
 
     def grow_in_place(self, nbytes: int, steps: int) -> Case:
         vb = self.dev.reserve((steps + 1) * nbytes)
