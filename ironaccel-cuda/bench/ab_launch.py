@@ -29,6 +29,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import paths  # noqa: E402
+
+paths.ensure_import_paths()  # harness.py is in the repository's bench/
+
 from harness import bootstrap_median  # noqa: E402
 from sides.base import KERNEL_SOURCE, kernel_ints, kernel_name  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""Import paths: the bench folder itself, and the repository's own sources when not installed.
+"""Import paths: the bench folder itself, the repository's shared bench/ (harness.py, the method of every
+backend's benchmark), and the repository's own sources when not installed.
 
 On the GPU machine the working tree arrives without `pip install`; ironaccel_cuda and ironaccel
 are then imported from ironaccel-cuda/src and ironaccel-core/src beside this folder.
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
+SHARED_BENCH_DIR = BENCH_DIR.parents[1] / "bench"
 REPO_SOURCES = {
     "ironaccel_cuda": BENCH_DIR.parent / "src",
     "ironaccel": BENCH_DIR.parent.parent / "ironaccel-core" / "src",
@@ -19,11 +21,13 @@ REPO_SOURCES = {
 
 
 def ensure_import_paths() -> list[str]:
-    """Make bench modules and (if not installed) the repo's packages importable; return what was added."""
+    """Make bench modules, the shared ones and (if not installed) the repo's packages importable; return the
+    folders that belong on a child's PYTHONPATH."""
     added: list[str] = []
-    if str(BENCH_DIR) not in sys.path:
-        sys.path.insert(0, str(BENCH_DIR))
-    added.append(str(BENCH_DIR))
+    for folder in (BENCH_DIR, SHARED_BENCH_DIR):  # no module name is in both (bench/test_versus.py checks)
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        added.append(str(folder))
     for module, source in REPO_SOURCES.items():
         if importlib.util.find_spec(module) is None and source.is_dir():
             sys.path.append(str(source))

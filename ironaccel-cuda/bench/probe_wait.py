@@ -25,6 +25,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import paths  # noqa: E402
+
+paths.ensure_import_paths()  # harness.py is in the repository's bench/
+
 from harness import bootstrap_median  # noqa: E402
 from report import format_ns  # noqa: E402
 

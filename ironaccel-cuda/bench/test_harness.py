@@ -20,6 +20,10 @@ import pytest
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
+import paths  # noqa: E402
+
+paths.ensure_import_paths()  # harness.py is in the repository's bench/
+
 import ops  # noqa: E402
 import report  # noqa: E402
 import targets  # noqa: E402

@@ -1,4 +1,7 @@
-"""Paired sampling and its statistics: the method of the benchmark, free of any GPU code.
+"""Paired sampling and its statistics: the method of every backend's benchmark, free of any GPU code.
+
+It lives in the repository's bench/ (no distribution ships it): ironaccel-cuda/bench finds it through
+paths.ensure_import_paths(), the other backends' benches through their own path (see versus.py).
 
 A `Case` runs `n` operations per call. Cases compared with one another are sampled in rounds:
 each round times one batch of every case, back to back, in an order that changes from round to
