@@ -5,7 +5,7 @@
     python3 .ci/backends.py names [KEY]     backend names, only those with KEY = true (ci, h200, typed)
     python3 .ci/backends.py pip             pip arguments installing every distribution editable, with its extras
     python3 .ci/backends.py wheels          pip arguments installing every distribution's wheel from dist/, extras too
-    python3 .ci/backends.py tests           every test path, for one pytest run
+    python3 .ci/backends.py tests           every test path, for one pytest run ([repo] tests last)
     python3 .ci/backends.py typed           the src folders mypy checks
     python3 .ci/backends.py tox             tox.ini, generated (python3 .ci/backends.py tox > tox.ini)
     python3 .ci/backends.py check           every list kept elsewhere agrees with backends.toml; else exit 1
@@ -76,6 +76,11 @@ def load(path: Path = MANIFEST) -> list[Dist]:
     return dists
 
 
+def repo_tests(path: Path = MANIFEST) -> list[str]:
+    """Test paths of no distribution ([repo] tests, relative to the repository): the shared bench/."""
+    return list(tomllib.loads(path.read_text()).get("repo", {}).get("tests", []))
+
+
 def backends(dists: list[Dist]) -> list[Dist]:
     return [d for d in dists if d.name != "core"]
 
@@ -84,8 +89,9 @@ def required(dists: list[Dist], key: str) -> str:
     return ",".join(d.name for d in backends(dists) if getattr(d, key))
 
 
-def tox_ini(dists: list[Dist]) -> str:
-    """tox.ini: one env per backend (core plus that backend), all, core alone, lint and type."""
+def tox_ini(dists: list[Dist], extra_tests: list[str]) -> str:
+    """tox.ini: one env per backend (core plus that backend), all (with `extra_tests`, the [repo] tests), core
+    alone, lint and type."""
     names = [d.name for d in backends(dists)]
     typed = " ".join(f"{d.dir}/src" for d in dists if d.typed)
     out = [
@@ -114,7 +120,7 @@ def tox_ini(dists: list[Dist]) -> str:
             out += _require(d.name)
         out.append(f"commands = python -m pytest -q -rs ironaccel-core/tests/test_not_installed.py "
                    f"{' '.join(d.test_paths)} {{posargs}}")
-    paths = [p for d in dists for p in d.test_paths]
+    paths = [p for d in dists for p in d.test_paths] + extra_tests
     out += ["", "[testenv:all]", "deps =", "    pytest", *(f"    -e {d.spec}" for d in dists),
             *_require(required(dists, "ci")),
             "commands = python -m pytest -q -rs " + " \\\n    ".join(_wrap(paths)) + " {posargs}",
@@ -148,8 +154,10 @@ def check(dists: list[Dist], root: Path = ROOT) -> list[str]:
     on_disk = sorted(p.name for p in root.glob("ironaccel-*") if (p / "pyproject.toml").is_file())
     if on_disk != sorted(d.dir for d in dists):
         problems.append(f"backends.toml lists {sorted(d.dir for d in dists)}, the repository has {on_disk}")
+    extra = repo_tests(root / "backends.toml")
+    problems.extend(f"backends.toml's [repo] test {t} does not exist" for t in extra if not (root / t).exists())
     tox = root / "tox.ini"
-    if not tox.is_file() or tox.read_text() != tox_ini(dists):
+    if not tox.is_file() or tox.read_text() != tox_ini(dists, extra):
         problems.append("tox.ini is not what backends.toml generates: run `python3 .ci/backends.py tox > tox.ini`")
     isort = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]["isort"]
     if isort.get("known-first-party") != [d.package for d in dists]:
@@ -252,11 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "wheels":
         print(" ".join(_wheel(d) for d in dists))
     elif args.command == "tests":
-        print(" ".join(p for d in dists for p in d.test_paths))
+        print(" ".join([p for d in dists for p in d.test_paths] + repo_tests()))
     elif args.command == "typed":
         print(args.sep.join(f"{d.dir}/src" for d in dists if d.typed))
     elif args.command == "tox":
-        sys.stdout.write(tox_ini(dists))
+        sys.stdout.write(tox_ini(dists, repo_tests()))
     else:
         problems = check(dists)
         for problem in problems:

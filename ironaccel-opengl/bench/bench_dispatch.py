@@ -2,59 +2,32 @@
 
     python ironaccel-opengl/bench/bench_dispatch.py [--pairs N] [--json out.json]
 
-Cases, on a small buffer (4 KiB) and on 64 MiB of float32:
-  round_trip  upload x, allocate y, dispatch y = a*x + b, download y, free both (fresh buffers each time)
-  repeated    the same buffers and program each time, new params each time: dispatch + download
-and burst50: 50 dispatches on the small buffers, then one download.
-
-Direct use is what a moderngl programmer writes: ctx.buffer(x), ctx.buffer(reserve=...), the params
-uniform buffer written and bound, bind_to_storage_buffer, run, memory_barrier, read_into.  Each case
-runs interleaved A/B pairs (order alternating) on two contexts of the same EGL device; the figure is
-the median per-pair ratio ironaccel/direct.  Targets: round trip within 1.15x, repeated no slower.
+The cases (bench/dispatch_cases.py): round_trip, repeated and burst50 on 4 KiB, round_trip and repeated
+on 64 MiB of float32.  Direct use is what a moderngl programmer writes: ctx.buffer(x),
+ctx.buffer(reserve=...), the params uniform buffer written and bound, bind_to_storage_buffer, run,
+memory_barrier, read_into, on a second context of the same EGL device.  Both sides are checked once, then
+sampled together in rounds (bench/harness.py: batches of ~2 ms, the order alternating); each case reports
+ironaccel / direct time with its bootstrap 95% interval against its target (bench/versus.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from dispatch_cases import ComputeSide, F, grid, run_cases, scale
+from versus import publish, report
+
 GLSL = (Path(__file__).resolve().parents[1] / "tests" / "kernels" / "scale_offset.comp").read_text()
-SMALL, LARGE = 1024, 16 << 20  # float32 elements: 4 KiB and 64 MiB
-F = np.float32
-
-
-def grid(n: int) -> tuple[int, int]:
-    """Workgroups of 64 for n elements, as rows of at most 4096 (the kernel continues the index per row)."""
-    groups = (n + 63) // 64
-    return (groups, 1) if groups <= 4096 else (4096, (groups + 4095) // 4096)
-
-
-def pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], count: int) -> dict[str, float]:
-    """Interleaved A/B timing: medians of each side and the median per-pair ratio a/b."""
-    run_a()
-    run_b()  # warm up
-    ta, tb, ratios = [], [], []
-    for i in range(count):
-        took = {}
-        for name, fn in (("a", run_a), ("b", run_b)) if i % 2 == 0 else (("b", run_b), ("a", run_a)):
-            start = time.perf_counter()
-            fn()
-            took[name] = time.perf_counter() - start
-        ta.append(took["a"])
-        tb.append(took["b"])
-        ratios.append(took["a"] / took["b"])
-    return {"ironaccel_ms": statistics.median(ta) * 1e3, "direct_ms": statistics.median(tb) * 1e3,
-            "ratio": statistics.median(ratios), "pairs": count}
 
 
 class Direct:
@@ -66,7 +39,7 @@ class Direct:
         self.uniform = self.ctx.buffer(reserve=16)
         self.barrier = moderngl.SHADER_STORAGE_BARRIER_BIT | moderngl.BUFFER_UPDATE_BARRIER_BIT
 
-    def run(self, xb: Any, yb: Any, n: int, a: float, b: float) -> None:
+    def dispatch(self, xb: Any, yb: Any, n: int, a: float, b: float) -> None:
         params = np.array([a, b, 0, 0], F)
         params.view(np.uint32)[2] = n
         self.uniform.write(params)
@@ -79,70 +52,36 @@ class Direct:
     def round_trip(self, x: np.ndarray) -> np.ndarray:
         with self.ctx:
             xb, yb = self.ctx.buffer(x), self.ctx.buffer(reserve=x.nbytes)
-            self.run(xb, yb, x.size, 2.0, 1.0)
+            self.dispatch(xb, yb, x.size, 2.0, 1.0)
             y = np.empty_like(x)
             yb.read_into(y)
             xb.release()
             yb.release()
             return y
 
+    def persistent(self, x: np.ndarray) -> tuple[Callable[[int], np.ndarray], Callable[[], None]]:
+        n, out = x.size, np.empty(x.size, F)
+        with self.ctx:
+            xb, yb = self.ctx.buffer(x), self.ctx.buffer(reserve=x.nbytes)
 
-class Ours:
-    """The same work through ironaccel's ComputeDevice."""
+        def run(dispatches: int) -> np.ndarray:
+            with self.ctx:
+                for k in range(dispatches):
+                    self.dispatch(xb, yb, n, scale(k), 1.0)
+                yb.read_into(out)
+                return out
 
-    def __init__(self, dev: Any):
-        self.dev = dev
-        self.pipe = dev.pipeline(GLSL, buffers=2, params=3)
+        def close() -> None:
+            with self.ctx:
+                xb.release()
+                yb.release()
 
-    def round_trip(self, x: np.ndarray) -> np.ndarray:
-        xs, ys = self.dev.upload(x), self.dev.alloc(x.size)
-        self.dev.dispatch(self.pipe, [xs, ys], grid(x.size), (F(2), F(1), np.uint32(x.size)))
-        y = self.dev.download(ys)
-        xs.close()
-        ys.close()
-        return y
-
-
-def bench_round_trip(ours: Ours, direct: Direct, x: np.ndarray, count: int) -> dict[str, float]:
-    expect = F(2) * x + F(1)
-    np.testing.assert_allclose(ours.round_trip(x), expect, rtol=1e-6)
-    np.testing.assert_allclose(direct.round_trip(x), expect, rtol=1e-6)
-    return pairs(lambda: ours.round_trip(x), lambda: direct.round_trip(x), count)
-
-
-def bench_repeated(ours: Ours, direct: Direct, x: np.ndarray, count: int, dispatches: int = 1) -> dict[str, float]:
-    """`dispatches` dispatches with changing params on persistent buffers, then one download."""
-    n, dev = x.size, ours.dev
-    xs, ys, out = dev.upload(x), dev.alloc(n), np.empty(n, F)
-    with direct.ctx:
-        dx, dy = direct.ctx.buffer(x), direct.ctx.buffer(reserve=x.nbytes)
-    raw_out = np.empty(n, F)
-
-    def ia() -> np.ndarray:
-        for k in range(dispatches):
-            dev.dispatch(ours.pipe, [xs, ys], grid(n), (F(k % 7), F(1), np.uint32(n)))
-        return dev.download(ys, out)
-
-    def raw() -> np.ndarray:
-        with direct.ctx:
-            for k in range(dispatches):
-                direct.run(dx, dy, n, float(k % 7), 1.0)
-            dy.read_into(raw_out)
-            return raw_out
-
-    np.testing.assert_array_equal(ia(), raw())
-    result = pairs(ia, raw, count)
-    xs.close()
-    ys.close()
-    with direct.ctx:
-        dx.release()
-        dy.release()
-    return result
+        return run, close
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pairs", type=int, default=41, help="A/B pairs per small case (64 MiB cases: a fifth)")
+    parser.add_argument("--pairs", type=int, default=41, help="rounds per 4 KiB case (64 MiB cases: a fifth, >= 5)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
@@ -153,28 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     import ironaccel
 
     dev = ironaccel.open("opengl")
-    ours, direct = Ours(dev), Direct(moderngl)
-    rng = np.random.default_rng(0)
-    small = rng.standard_normal(SMALL).astype(F)
-    large = rng.standard_normal(LARGE).astype(F)
-    few = max(5, args.pairs // 5)
-    cases = {
-        "round_trip_4KiB": bench_round_trip(ours, direct, small, args.pairs),
-        "repeated_4KiB": bench_repeated(ours, direct, small, args.pairs),
-        "burst50_4KiB": bench_repeated(ours, direct, small, args.pairs, dispatches=50),
-        "round_trip_64MiB": bench_round_trip(ours, direct, large, few),
-        "repeated_64MiB": bench_repeated(ours, direct, large, few),
-    }
-    dev.close()
-    results = {"backend": "opengl", "device": dev.descriptor.name, "gl_version": dev.descriptor.extras["gl_version"],
-               "binding": f"moderngl {moderngl.__version__}", "cases": cases}
-    print(f"opengl on {results['device']} ({results['gl_version']}, {results['binding']}), "
-          "medians of interleaved A/B pairs")
-    print(f"{'case':<20}{'ironaccel ms':>14}{'direct ms':>12}{'ratio':>8}{'pairs':>7}")
-    for case, r in cases.items():
-        print(f"{case:<20}{r['ironaccel_ms']:>14.3f}{r['direct_ms']:>12.3f}{r['ratio']:>8.3f}{r['pairs']:>7}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    try:
+        cases = run_cases(ComputeSide(dev, GLSL), Direct(moderngl), args.pairs)
+    finally:
+        dev.close()
+    facts = {"gl_version": dev.descriptor.extras["gl_version"]}
+    publish(report("opengl", dev.descriptor.name, f"moderngl {moderngl.__version__}", facts, cases), args.json)
     return 0
 
 

@@ -5,7 +5,9 @@
         python ironaccel-vulkan/bench/bench_dispatch.py --json out.json  # the H200
 
 The work is y = a * x + b (tests/kernels/scale_offset.spv) for a small buffer and for 64 MiB, in two
-scenarios, each as interleaved A/B pairs (the order flips every pair) with the median ratio reported:
+scenarios, each checked once on both sides, then sampled together in rounds (bench/harness.py: batches of
+~2 ms, the order alternating) and reported as ironaccel / direct time with its bootstrap 95% interval
+(bench/versus.py):
 
 * round trip: upload x into a new buffer, allocate y, dispatch, download y, free both.  The direct
   version creates and frees its buffers, memory, descriptor set and command buffer every time, as
@@ -16,24 +18,27 @@ scenarios, each as interleaved A/B pairs (the order flips every pair) with the m
 
 Both move data the same way on a device: mapped host-visible memory where device-local memory is
 host-visible (lavapipe, integrated GPUs), else device-local buffers with staged copies, one submit
-per step (copy in, dispatch, copy out) and one wait.  Targets: ironaccel within 1.15x of direct in
-every case, and repeated dispatch no slower than direct.
+per step (copy in, dispatch, copy out) and one wait.  Targets (ironaccel / direct): round trip within
+1.15x, repeated dispatch no slower (<= 1.0).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from harness import Case
+from versus import compare, publish, repeat, report
 
 HERE = Path(__file__).resolve().parent
 SPV = (HERE.parent / "tests" / "kernels" / "scale_offset.spv").read_bytes()
@@ -298,17 +303,20 @@ class Direct:
 
 # -- measurement ----------------------------------------------------------------------------------------------
 
+TARGETS = {"round_trip": 1.15, "repeated": 1.0}
 
-def pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], count: int) -> tuple[list[float], list[float]]:
-    """Interleaved timings of a and b; the order flips every pair."""
-    ta, tb = [], []
-    for i in range(count):
-        order = ((run_a, ta), (run_b, tb)) if i % 2 == 0 else ((run_b, tb), (run_a, ta))
-        for fn, out in order:
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-    return ta, tb
+
+def size_label(nbytes: int) -> str:
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{unit}"
+    return f"{nbytes}B"
+
+
+def case(op: Callable[[np.ndarray], np.ndarray], x: np.ndarray, want: np.ndarray) -> Case:
+    """One side of a scenario: `op(x)` timed in batches, checked once against y = A * x + B."""
+    return Case(run=repeat(lambda: op(x)),
+                check=lambda: np.testing.assert_allclose(op(x), want, rtol=1e-6, atol=1e-6))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,8 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--small-bytes", type=int, default=4096)
     parser.add_argument("--large-bytes", type=int, default=64 << 20)
-    parser.add_argument("--pairs-small", type=int, default=400)
-    parser.add_argument("--pairs-large", type=int, default=20)
+    parser.add_argument("--pairs-small", type=int, default=400, help="rounds per small case")
+    parser.add_argument("--pairs-large", type=int, default=20, help="rounds per large case")
     parser.add_argument("--memory", choices=("auto", "mapped", "staged"), default="auto",
                         help="ironaccel's memory mode; the direct version follows it")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -333,34 +341,18 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     rows = []
     try:
-        for label, nbytes, count in (("small", args.small_bytes, args.pairs_small),
-                                     ("64MiB" if args.large_bytes == 64 << 20 else f"{args.large_bytes}B",
-                                      args.large_bytes, args.pairs_large)):
+        for nbytes, rounds in ((args.small_bytes, args.pairs_small), (args.large_bytes, args.pairs_large)):
             x = rng.standard_normal(nbytes // 4, dtype=np.float32)
             want = A * x + B
-            for scenario in ("round_trip", "repeated"):
-                fa, fb = getattr(ia, scenario), getattr(direct, scenario)
-                for fn in (fa, fb):  # warm up, and check both compute the right thing
-                    np.testing.assert_allclose(fn(x), want, rtol=1e-6, atol=1e-6)
-                    fn(x)
-                ta, tb = pairs(lambda fa=fa, x=x: fa(x), lambda fb=fb, x=x: fb(x), count)
-                ratio = statistics.median(a / b for a, b in zip(ta, tb))
-                target = 1.0 if scenario == "repeated" else 1.15
-                rows.append({
-                    "size": label, "bytes": nbytes, "scenario": scenario, "pairs": count,
-                    "ironaccel_us": statistics.median(ta) * 1e6, "direct_us": statistics.median(tb) * 1e6,
-                    "median_ratio": ratio, "target": target, "meets_target": ratio <= target,
-                })
-                r = rows[-1]
-                print(f"{label:>6} {scenario:<10} ironaccel {r['ironaccel_us']:10.1f} us   direct "
-                      f"{r['direct_us']:10.1f} us   median ratio {ratio:5.3f}  (target <= {target}: "
-                      f"{'ok' if r['meets_target'] else 'MISSED'})", flush=True)
+            for scenario, target in TARGETS.items():
+                rows.append(compare(f"{scenario}_{size_label(nbytes)}", case(getattr(ia, scenario), x, want),
+                                    case(getattr(direct, scenario), x, want), rounds=rounds, target=target))
     finally:
         ia.close()
         direct.close()
-    if args.json:
-        args.json.write_text(json.dumps({"device": ia.dev.descriptor.to_dict(), "memory": ia.dev.memory_mode,
-                                         "python": sys.version.split()[0], "results": rows}, indent=2))
+    facts = {"driver": d.extras["driver_info"] or d.extras["driver_version"], "memory": ia.dev.memory_mode,
+             "descriptor": d.to_dict()}
+    publish(report("vulkan", d.name, f"pyvulkan {version('vulkan')}", facts, rows), args.json)
     return 0
 
 
