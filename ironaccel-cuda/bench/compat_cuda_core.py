@@ -134,6 +134,7 @@ IRONACCEL_EQUIVALENT = {  # the row in ironaccel's own API, where the main bench
     "graph/100": ("graph_replay", {"count": 100}),
     **{f"copy/{k}/{n}": ("copy", {"direction": k, "nbytes": n, "pinned": True}) for k in ("h2d", "d2h")
        for n in COPY_SIZES},
+    **{f"copy/d2d/{n}": ("copy_d2d", {"nbytes": n}) for n in COPY_SIZES},
 }
 
 

@@ -10,7 +10,7 @@
  *                         JSON object of nanoseconds per operation.
  *
  * Every driver call is checked; a failure prints {"error":..,"code":..,"name":..} and exits 2.
- * OP: sync, event_cycle, event_reuse, alloc, h2d, h2d_pinned, d2h, d2h_pinned, launch4, launch16,
+ * OP: sync, event_cycle, event_reuse, alloc, h2d, h2d_pinned, d2h, d2h_pinned, d2d, launch4, launch16,
  *     eager, graph; and PyCUDA's calls (bench_pycuda_compat.py): event_timed, mem_alloc, htod_sync,
  *     dtoh_sync.  Launch-type ops synchronize after the clock stops, so queued work never
  *     leaks into the next batch; copies synchronize inside the clock (the copy must land).
@@ -54,7 +54,7 @@ static void *params4[4], *params16[16];
 
 static unsigned char *host_src, *host_dst, *pinned;
 static size_t host_cap, pinned_cap;
-static CUdeviceptr dbuf;
+static CUdeviceptr dbuf, dbuf2; /* dbuf2: the d2d op's destination */
 static size_t dbuf_cap;
 
 static volatile unsigned int *fence_word;
@@ -124,7 +124,9 @@ static void ensure_capacity(size_t nbytes) {
     }
     if (nbytes > dbuf_cap) {
         if (dbuf) CK(cuMemFree(dbuf));
+        if (dbuf2) CK(cuMemFree(dbuf2));
         CK(cuMemAlloc(&dbuf, nbytes));
+        CK(cuMemAlloc(&dbuf2, nbytes));
         dbuf_cap = nbytes;
     }
 }
@@ -232,6 +234,15 @@ static int64_t run_op(const char *op, long arg, long n) {
         }
         return now_ns() - t0;
     }
+    if (!strcmp(op, "d2d")) {
+        ensure_capacity(nbytes);
+        t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            CK(cuMemcpyDtoDAsync(dbuf2, dbuf, nbytes, stream));
+            wait_stream();
+        }
+        return now_ns() - t0;
+    }
     if (!strcmp(op, "launch4") || !strcmp(op, "launch16")) {
         CUfunction f = op[6] == '4' ? k4 : k16;
         void **params = op[6] == '4' ? params4 : params16;
@@ -271,7 +282,7 @@ static int read_out(void) {
 /* Kernels write the sum of their int arguments; copies round-trip random bytes exactly. */
 static const char *check_all(void) {
     static const char *problems[] = {"bench_k4 result", "bench_k16 result", "graph result", "pageable copy",
-                                     "pinned copy"};
+                                     "pinned copy", "device-to-device copy"};
     CK(cuMemsetD32(out, 0, 1));
     launch(k4, params4);
     if (read_out() != 1 + 2 + 3) return problems[0];
@@ -297,6 +308,10 @@ static const char *check_all(void) {
         int bad = memcmp(expect, pinned, n);
         free(expect);
         if (bad) return problems[4];
+        CK(cuMemsetD32(dbuf2, 0, n / 4)); /* dbuf holds the pinned bytes now */
+        run_op("d2d", (long)n, 1);
+        CK(cuMemcpyDtoH(host_dst, dbuf2, n));
+        if (memcmp(pinned, host_dst, n)) return problems[5];
     }
     return NULL;
 }
@@ -410,6 +425,8 @@ static int json_sweep(void) {
         {"d2h/pageable/67108864", "d2h", 67108864},
         {"h2d/pinned/67108864", "h2d_pinned", 67108864},
         {"d2h/pinned/67108864", "d2h_pinned", 67108864},
+        {"d2d/65536", "d2d", 65536},
+        {"d2d/1048576", "d2d", 1048576},
     };
     const char *problem = check_all();
     if (problem) {

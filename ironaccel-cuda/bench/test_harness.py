@@ -492,7 +492,8 @@ def test_floor_json_mode_prints_every_operation(floor_binary):
     done = subprocess.run([str(floor_binary), str(floor_binary.parent / "k.cubin"), "--json"], capture_output=True,
                           text=True, timeout=120, check=True)
     figures = json.loads(done.stdout)
-    assert {"stream_sync", "event_cycle", "launch/4", "launch/16", "graph/100", "h2d/pageable/67108864"} <= set(figures)
+    assert {"stream_sync", "event_cycle", "launch/4", "launch/16", "graph/100", "h2d/pageable/67108864",
+            "d2d/65536"} <= set(figures)
     assert all(value > 0 for value in figures.values())
 
 
@@ -507,6 +508,8 @@ def test_floor_side_serves_timed_batches(floor_binary, tmp_path):
             if case.check:
                 case.check()
             assert case.run(10) > 0
+        d2d = side.copy_d2d(1 << 20)  # the compat benchmark's d2d rows (compat_cuda_core.py)
+        assert d2d.run(10) > 0
         for op, arg in (("event_timed", 0), ("mem_alloc", 65536), ("htod_sync", 1024), ("dtoh_sync", 1 << 20)):
             assert side.process.request(op, arg, 10)["ns"] > 0  # PyCUDA's calls (bench_pycuda_compat.py)
         with pytest.raises(Unsupported):

@@ -156,6 +156,9 @@ class FloorSide(Side):
     def copy(self, direction: str, nbytes: int, pinned: bool) -> Case:
         return self._case(f"{direction}_pinned" if pinned else direction, nbytes)
 
+    def copy_d2d(self, nbytes: int) -> Case:
+        return self._case("d2d", nbytes)
+
     def launch(self, nargs: int) -> Case:
         if nargs not in (4, 16):
             raise Unsupported(f"floor has no {nargs}-argument kernel")

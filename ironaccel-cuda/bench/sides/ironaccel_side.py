@@ -274,6 +274,31 @@ class IronaccelSide(Side):
 
         return Case(run_d2h, check=check_d2h, close=close, note="DeviceBuf.copy_to_host(out=array) (synchronous)")
 
+    def copy_d2d(self, nbytes: int) -> Case:
+        """dst.copy_from(src, stream=s); s.synchronize(): the compat benchmark's d2d row in ironaccel's own API."""
+        host, stream = self.ctx.host, self.stream
+        src = self.dev.alloc(nbytes, "uint8", stream=stream)
+        dst = self.dev.alloc(nbytes, "uint8", stream=stream)
+
+        def run(n: int) -> None:
+            put, sync = dst.copy_from, stream.synchronize
+            for _ in range(n):
+                put(src, stream=stream)
+                sync()
+
+        def check() -> None:
+            src.copy_from(np.ascontiguousarray(host.src[:nbytes]))
+            dst.copy_from(np.zeros(nbytes, np.uint8))
+            run(1)
+            host.expect_equal(dst.copy_to_host(), nbytes, "ironaccel d2d")
+
+        def close() -> None:
+            stream.synchronize()
+            src.close()
+            dst.close()
+
+        return Case(run, check=check, close=close, note="DeviceBuf.copy_from(DeviceBuf, stream=s) + Stream.synchronize")
+
     # launches
     def launch(self, nargs: int) -> Case:
         fn, args, stream = self.functions[nargs], self.args[nargs], self.stream

@@ -107,6 +107,11 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream stream
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
 }
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream) {
+    (void)stream;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
 CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoHAsync(dst, src, n, NULL); }
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) { return cuMemcpyHtoDAsync(dst, src, n, NULL); }
 CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
