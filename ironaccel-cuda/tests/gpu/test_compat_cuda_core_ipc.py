@@ -116,6 +116,30 @@ def test_descriptors_claiming_too_much_are_refused(cc, device, ipc_mr):
     buf.close()
 
 
+def test_a_buffer_asks_the_driver_for_its_export_data_once(cc, device, ipc_mr, monkeypatch):
+    """buf.ipc_descriptor uses the export data ironaccel keeps for the allocation (cuda.core keeps it on the
+    Buffer): cuMemPoolExportPointer is called once however often it is asked, and not for a closed buffer."""
+    import ironaccel_cuda.ipc as ia_ipc
+    from ironaccel_cuda.compat.cuda_core import _ia
+
+    asked = []
+    for module in (ia_ipc, _ia):
+        real = module.call
+        monkeypatch.setattr(module, "call", lambda name, *a, _real=real, **k: (asked.append(name), _real(name, *a,
+                                                                                                    **k))[1])
+    buf = ipc_mr.allocate(NBYTES, stream=device.default_stream)
+    first, second = buf.ipc_descriptor, buf.get_ipc_descriptor()
+    assert asked.count("cuMemPoolExportPointer") == 1
+    assert first.__reduce__()[1] == second.__reduce__()[1] and first.size == NBYTES
+    other = ipc_mr.allocate(NBYTES, stream=device.default_stream)
+    assert other.ipc_descriptor.__reduce__()[1][0] != first.__reduce__()[1][0]
+    assert asked.count("cuMemPoolExportPointer") == 2
+    buf.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        _ = buf.ipc_descriptor
+    other.close()
+
+
 def test_plainly_pickled_buffer_needs_its_resource_registered(cc, device, ipc_mr):
     buf = ipc_mr.allocate(NBYTES, stream=device.default_stream)
     pickled = pickle.dumps(buf)  # the resource travels as its UUID only
