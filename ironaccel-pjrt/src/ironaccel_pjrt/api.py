@@ -15,6 +15,7 @@ import ctypes
 import math
 import os
 import threading
+import time
 from collections.abc import Mapping
 from ctypes import c_void_p
 from typing import Any
@@ -196,11 +197,17 @@ class PluginApi:
             if error:
                 raise self.take_error("PJRT_Event_Destroy", error)
 
-    def await_event(self, op: str, event: int | None) -> None:
-        """Block on `event` (GIL released), destroy it, raise its error as a failure of `op`."""
+    def await_event(self, op: str, event: int | None, spin: float = 0.0) -> None:
+        """Block on `event` (GIL released), destroy it, raise its error as a failure of `op`.
+
+        With `spin` > 0, PJRT_Event_IsReady is polled for up to `spin` seconds first, and the blocking
+        PJRT_Event_Await comes after (at once, on a ready event, for its error).  See `Client.spin`.
+        """
         if not event:
             return
         try:
+            if spin > 0.0:
+                self._spin(op, event, spin)
             args = self.scratch("PJRT_Event_Await")
             args.event = event
             error = self._event_await(ctypes.addressof(args))
@@ -208,6 +215,22 @@ class PluginApi:
                 raise self.take_error(op, error)
         finally:
             self.destroy_event(event)
+
+    def _spin(self, op: str, event: int, seconds: float) -> None:
+        """Poll `event` until it is ready or `seconds` have passed (the caller awaits it after)."""
+        is_ready = self._functions.get("PJRT_Event_IsReady") or self.function("PJRT_Event_IsReady")
+        args = self.scratch("PJRT_Event_IsReady")
+        args.event = event
+        args.is_ready = False
+        address = ctypes.addressof(args)
+        clock = time.perf_counter
+        deadline = clock() + seconds
+        while True:
+            error = is_ready(address)
+            if error:
+                raise self.take_error(op, error)
+            if args.is_ready or clock() >= deadline:
+                return
 
     # -- plugin-level calls --------------------------------------------------------
 

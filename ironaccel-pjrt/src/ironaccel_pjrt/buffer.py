@@ -142,7 +142,7 @@ class Buffer:
         else:
             args.host_layout = None
             api.call(op, args)
-        api.await_event(op, args.event)
+        api.await_event(op, args.event, client.spin)
         return out
 
     def block_until_ready(self) -> Buffer:
@@ -152,7 +152,7 @@ class Buffer:
         args = api.scratch(op)
         args.buffer = self.handle(op)
         api.call(op, args)
-        api.await_event(op, args.event)
+        api.await_event(op, args.event, self.client.spin)
         return self
 
     def is_ready(self) -> bool:

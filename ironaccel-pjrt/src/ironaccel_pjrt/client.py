@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import math
 import os
 import threading
 import weakref
@@ -39,13 +40,51 @@ from .executable import Executable, normalise_program
 from .options import CompileOptions
 from .signature import main_signature
 
-__all__ = ["Client", "DeviceInfo", "MemorySpace", "default_options", "check_options", "OPTION_TYPES", "ENV_OPTIONS"]
+__all__ = ["Client", "DeviceInfo", "MemorySpace", "default_options", "check_options", "spin_seconds", "OPTION_TYPES",
+           "ENV_OPTIONS", "ENV_SPIN"]
 
 #: Extra client-create options, ``name=value`` pairs separated by ``;``, applied to every plugin, e.g.
 #: ``IRONACCEL_PJRT_OPTIONS="preallocate=true"``.  A value is read as the type its option has in
 #: `OPTION_TYPES` (a list as ``0,1``); for other options as int, float, true/false, else a string.
 ENV_OPTIONS = "IRONACCEL_PJRT_OPTIONS"
 CACHE_SIZE = 64
+
+#: How long (microseconds) a wait for a buffer polls its event before blocking, e.g.
+#: ``IRONACCEL_PJRT_SPIN_US=0`` to always block at once.  Default: `CPU_SPIN_US` on a CPU client with two
+#: or more usable cores, 0 on any other.
+ENV_SPIN = "IRONACCEL_PJRT_SPIN_US"
+#: The XLA CPU client runs a computation of 1000 flops or more on its worker pool.  A worker that has
+#: been idle for more than ~15 us sleeps, and a caller blocked in PJRT_Event_Await sleeps too: a small
+#: program then takes two thread wake-ups, 60-100 us on a 2-core VM, where polling saves the second
+#: (bench_execute.py, round_trip; ironaccel-pjrt/bench/README.md).  200 us covers the slow case with room.
+CPU_SPIN_US = 200.0
+
+
+def spin_seconds(platform_name: str, api: PluginApi | None = None) -> float:
+    """The poll-before-block time of a client of `platform_name`, in seconds (see `ENV_SPIN`)."""
+    text = os.environ.get(ENV_SPIN, "").strip()
+    if text:
+        try:
+            micros = float(text)
+        except ValueError:
+            micros = math.nan
+        if not math.isfinite(micros) or micros < 0:
+            raise InvalidArgument(BACKEND, "PJRT_Client_Create", detail=(
+                f"{ENV_SPIN}={text!r}: give microseconds, a finite number >= 0"))
+    elif platform_name.lower() == "cpu" and _usable_cores() >= 2:
+        micros = CPU_SPIN_US
+    else:
+        micros = 0.0
+    if micros and api is not None and not api.has("PJRT_Event_IsReady"):
+        return 0.0
+    return micros * 1e-6
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 #: Every open client, closed at interpreter exit before the plugins' own teardown (as JAX does).
@@ -243,6 +282,8 @@ class Client:
         #: CPU buffers live in host memory, dense row-major: to_host copies them with one memmove from
         #: PJRT_Buffer_UnsafePointer instead of the plugin's asynchronous copy (7 us against 55-100 us).
         self.host_memcpy = self.platform_name.lower() == "cpu" and api.has("PJRT_Buffer_UnsafePointer")
+        #: Seconds a wait for a buffer polls PJRT_Event_IsReady before it blocks in PJRT_Event_Await.
+        self.spin = spin_seconds(self.platform_name, api)
         self._memory_kinds: dict[int, str] = {}
         self.devices: tuple[DeviceInfo, ...] = self._read_devices()
 
@@ -472,7 +513,9 @@ class Client:
         api.call(op, args)
         buffer = args.buffer
         try:
-            api.await_event(op, args.done_with_host_buffer)
+            # kImmutableOnlyDuringCall: the plugin may not hold on to `data` once the call has returned, so
+            # done_with_host_buffer has nothing left to say; it is destroyed unawaited (2-3 us per upload).
+            api.destroy_event(args.done_with_host_buffer)
         except Exception:
             destroy = api.args("PJRT_Buffer_Destroy", buffer=buffer)
             api.call("PJRT_Buffer_Destroy", destroy)
