@@ -9,8 +9,20 @@ plugin's StableHLO is older than JAX's).  Three operations are timed:
 
 * ``execute``    inputs already on the device; launch, wait for the output, free it;
 * ``round_trip`` three host arrays in, launch, the result back to a numpy array;
+* ``round_trip_copies`` the same, with JAX made to copy as ironaccel does (numpy
+  copies in, ``np.array`` out): on a CPU device JAX aliases host memory both ways
+  (``device_put`` and ``np.asarray`` are zero-copy), ironaccel copies;
 * ``dispatch``   launch only (no wait); the outputs are waited for after each
   batch, untimed, so one side's queued work never runs into the other's batch.
+
+On the CPU plugin the round trip is bound by the XLA CPU runtime, not by the
+copies (4 KiB each, under 1 us): a program of 1000 flops or more runs on the
+client's worker pool, whose workers sleep after ~15 us without work, and the
+launch after that costs 60-100 us of thread wake-ups on a 2-core VM -- JAX's CPU
+client the same (bench_idle_gap.py shows both).  ironaccel's three uploads take
+longer than that window, JAX's one C++ call does not; ironaccel's CPU client
+polls a buffer's event before it blocks (IRONACCEL_PJRT_SPIN_US), which saves
+one of the two wake-ups.  See README.md here.
 
 Each side's result is checked once against numpy, then both are sampled
 together in rounds (bench/harness.py: batches of ~2 ms, the order alternating);
@@ -124,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     def jx_round_trip() -> np.ndarray:
         return np.asarray(jitted(a, b, c))
 
+    def jx_round_trip_copies() -> np.ndarray:
+        return np.array(jitted(a.copy(), b.copy(), c.copy()))
+
     ia_pending: list[object] = []
     jx_pending: list[object] = []
 
@@ -146,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 rounds=opts.pairs, target=TARGET),
         compare("round_trip", case(ia_round_trip, ia_round_trip, expected),
                 case(jx_round_trip, jx_round_trip, expected), rounds=opts.pairs, target=TARGET),
+        compare("round_trip_copies", case(ia_round_trip, ia_round_trip, expected),
+                case(jx_round_trip_copies, jx_round_trip_copies, expected), rounds=opts.pairs, target=TARGET),
         # the dispatch's check is the execute's: the same executable on the same arguments
         compare("dispatch", case(ia_dispatch, ia_result, expected, drain(ia_pending)),
                 case(jx_dispatch, jx_result, expected, drain(jx_pending)), rounds=opts.pairs, target=TARGET),
@@ -158,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         "jax_device": str(jax_device),
         "program": program,
         "n": n,
+        "ironaccel_spin_us": round(client.spin * 1e6, 1),
+        "jax_cpu_round_trip": ("zero-copy in and out (round_trip_copies: JAX copies too)"
+                               if jax.default_backend() == "cpu" else "copies"),
     }
     publish(report("pjrt", device.kind, f"JAX {jax.__version__}", facts, cases), opts.json)
     client.close()
