@@ -162,7 +162,7 @@ def test_errors_and_buffers_do_not_leak(client: Client) -> None:
             (out,) = exe.execute([good, good, good])
             out.to_host()
 
-    tracked = len(client._objects)
+    tracked = len(client._buffers)
     churn(50)  # warm up allocator pools
     gc.collect()
     before = _rss()
@@ -170,7 +170,7 @@ def test_errors_and_buffers_do_not_leak(client: Client) -> None:
     gc.collect()
     grown = _rss() - before
     assert grown < 24 << 20, f"RSS grew by {grown / 2**20:.1f} MiB over 400 rounds"
-    assert len(client._objects) <= tracked + 1  # outputs were destroyed when dropped
+    assert len(client._buffers) <= tracked + 1  # outputs were destroyed when dropped
 
 
 def test_deleted_executable(client: Client) -> None:

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 from ironaccel.errors import InvalidArgument
+from ironaccel_pjrt import capi
 from ironaccel_pjrt import client as client_module
 from ironaccel_pjrt.client import CPU_SPIN_US, ENV_SPIN, Client, spin_seconds
 
 pytestmark = pytest.mark.backend("pjrt")
 
 UPLOAD = "PJRT_Client_BufferFromHostBuffer"
+UPLOAD_ARGS = capi.STRUCTS["PJRT_Client_BufferFromHostBuffer_Args"]
+EVENT_DESTROY_ARGS = capi.STRUCTS["PJRT_Event_Destroy_Args"]
 
 MUL_ADD = """
 func.func public @main(%a: tensor<1024xf32>, %b: tensor<1024xf32>, %c: tensor<1024xf32>) -> tensor<1024xf32> {
@@ -43,11 +46,11 @@ def test_every_upload_event_is_destroyed(client: Client, monkeypatch: pytest.Mon
 
     def counting_upload(address: int) -> int:
         error = upload(address)
-        made.append(api.scratch(UPLOAD).done_with_host_buffer or 0)
+        made.append(UPLOAD_ARGS.from_address(address).done_with_host_buffer or 0)
         return error
 
     def counting_destroy(address: int) -> int:
-        destroyed.append(api.scratch("PJRT_Event_Destroy").event or 0)
+        destroyed.append(EVENT_DESTROY_ARGS.from_address(address).event or 0)
         return destroy(address)
 
     monkeypatch.setitem(api._functions, UPLOAD, counting_upload)

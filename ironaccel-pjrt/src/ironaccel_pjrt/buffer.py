@@ -29,6 +29,8 @@ __all__ = ["Buffer"]
 
 
 _LAYOUTS: dict[int, tuple[Any, Any]] = {}
+_DESTROY = capi.STRUCTS["PJRT_Buffer_Destroy_Args"]
+_DESTROY_SIZE = _DESTROY.STRUCT_SIZE
 
 
 def _row_major_layout(ndim: int) -> int:
@@ -59,7 +61,7 @@ class Buffer:
         self.dtype = dtype
         self._np_dtype = np_dtype if np_dtype is not None else dtype.numpy
         self._handle: int | None = handle
-        client._track(self)
+        client._buffers.add(handle)
 
     # -- properties -----------------------------------------------------------
 
@@ -80,12 +82,12 @@ class Buffer:
 
     @property
     def closed(self) -> bool:
-        return self._handle is None
+        return self._handle is None or self.client._handle is None
 
     def handle(self, op: str) -> int:
         """The live PJRT_Buffer*, or ClosedError naming `op`."""
         handle = self._handle
-        if handle is None:
+        if handle is None or self.client._handle is None:
             what = "client" if self.client.closed else "buffer"
             raise ClosedError(BACKEND, op, what)
         return handle
@@ -121,8 +123,13 @@ class Buffer:
             pointer = api.scratch("PJRT_Buffer_UnsafePointer")
             pointer.buffer = handle
             api.call("PJRT_Buffer_UnsafePointer", pointer)
-            if out.nbytes:
-                ctypes.memmove(out.ctypes.data, pointer.buffer_pointer, out.nbytes)
+            nbytes = out.nbytes
+            if nbytes:
+                try:  # 0.3 us against 0.8 us for out.ctypes.data
+                    address = ctypes.addressof(ctypes.c_char.from_buffer(out))  # type: ignore[arg-type]
+                except (TypeError, ValueError, BufferError):  # a dtype numpy exports no buffer of (bfloat16)
+                    address = out.ctypes.data
+                ctypes.memmove(address, pointer.buffer_pointer, nbytes)
             return out
         args = api.scratch(op)
         args.src = handle
@@ -148,11 +155,17 @@ class Buffer:
     def block_until_ready(self) -> Buffer:
         """Wait for the computation or transfer that produces this buffer; raise its error if it failed."""
         op = "PJRT_Buffer_ReadyEvent"
-        api = self.client.api
+        client = self.client
+        handle = self._handle
+        if handle is None or client._handle is None:
+            handle = self.handle(op)  # raises
+        api = client.api
         args = api.scratch(op)
-        args.buffer = self.handle(op)
-        api.call(op, args)
-        api.await_event(op, args.event, self.client.spin)
+        args.buffer = handle
+        error = (api._functions.get(op) or api.function(op))(ctypes.addressof(args))
+        if error:
+            raise api.take_error(op, error)
+        api.await_event(op, args.event, client.spin)
         return self
 
     def is_ready(self) -> bool:
@@ -206,18 +219,18 @@ class Buffer:
     def delete(self) -> None:
         """Destroy the buffer and free its device memory; a second call is a no-op."""
         handle, self._handle = self._handle, None
-        if handle is not None and not self.client.closed:
-            self.client._untrack(self)
-            api = self.client.api
-            # A fresh struct, not the thread's scratch one: delete also runs from __del__, which the
-            # garbage collector may call in the middle of another delete on this thread.
-            api.call("PJRT_Buffer_Destroy", api.args("PJRT_Buffer_Destroy", buffer=handle))
+        if handle is None:
+            return
+        client = self.client
+        try:
+            client._buffers.remove(handle)  # whoever takes the handle out destroys it (close does too)
+        except KeyError:
+            return  # destroyed with its client
+        # A fresh struct, not the thread's scratch one: delete also runs from __del__, which the
+        # garbage collector may call in the middle of another delete on this thread.
+        client.api.call("PJRT_Buffer_Destroy", _DESTROY(_DESTROY_SIZE, None, handle))
 
     close = delete
-
-    def _invalidate(self) -> None:
-        """Called by a closing client: the handle dies with the client."""
-        self._handle = None
 
     def __del__(self) -> None:
         try:

@@ -79,6 +79,11 @@ class Executable:
         self._one = api.args("PJRT_LoadedExecutable_Execute", options=ctypes.addressof(self._options),
                              argument_lists=ctypes.addressof(self._row_list), num_devices=1,
                              output_lists=ctypes.addressof(self._out_list))
+        self._one_address = ctypes.addressof(self._one)
+        #: (shape, DType, numpy dtype) per output, for the Buffers a launch returns.
+        self._outputs = list(zip(self.output_shapes, self.output_dtypes, self._np_dtypes))
+        #: The one device of a single-device, non-portable executable: `execute(args)` launches there at once.
+        self._single: DeviceInfo | None = self.devices[0] if len(self.devices) == 1 else None
 
     # -- metadata ---------------------------------------------------------------
 
@@ -180,6 +185,8 @@ class Executable:
         `device` is needed only for a portable executable (`CompileOptions(portable=True)`),
         which runs on whichever device it is given.
         """
+        if device is None and self._single is not None:
+            return self._launch_one(args, self._single, None)
         op = "PJRT_LoadedExecutable_Execute"
         if device is not None:
             if not self.options.portable:
@@ -204,21 +211,27 @@ class Executable:
         handles = self._argument_handles(args, op)
         n = len(handles)
         with self._launch_lock:
-            if n > len(self._row):
-                self._row = (c_void_p * n)()
-                self._row_list[0] = ctypes.addressof(self._row)
-            self._row[:n] = handles  # type: ignore[assignment]
+            row = self._row
+            if n > len(row):
+                row = self._row = (c_void_p * n)()
+                self._row_list[0] = ctypes.addressof(row)
+            i = 0
+            for h in handles:
+                row[i] = h
+                i += 1
             one = self._one
             one.executable = handle
             one.num_args = n
             one.execute_device = execute_device
-            error = self._execute_fn(ctypes.addressof(one))
+            error = self._execute_fn(self._one_address)
             outs = self._out[: self.num_outputs]
         if error:
             raise self.client.api.take_error(op, error)
-        client, shapes, dtypes, np_dtypes = self.client, self.output_shapes, self.output_dtypes, self._np_dtypes
-        return [Buffer(client, cast(int, out), device, shapes[j], dtypes[j], np_dtypes[j])
-                for j, out in enumerate(outs)]
+        client, outputs = self.client, self._outputs
+        if len(outs) == 1:
+            shape, dtype, np_dtype = outputs[0]
+            return [Buffer(client, cast(int, outs[0]), device, shape, dtype, np_dtype)]
+        return [Buffer(client, cast(int, out), device, *output) for out, output in zip(outs, outputs)]
 
     def execute_sharded(self, arg_lists: Sequence[Sequence[Buffer]]) -> list[list[Buffer]]:
         """Run on every device of the executable: `arg_lists[i]` feeds `devices[i]`; outputs per device."""
