@@ -1,5 +1,5 @@
 """The hot paths' shortcuts: upload args kept per (dtype, shape, device, memory) and thread, buffers
-tracked by handle, the single-device launch."""
+tracked by handle, dropped small buffers destroyed after the next launch."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from ironaccel.errors import ClosedError
 from ironaccel.types import DType
 from ironaccel_pjrt import capi
+from ironaccel_pjrt.buffer import DROPPED_BYTES, DROPPED_MAX, destroy_dropped
 from ironaccel_pjrt.client import UPLOAD_SLOTS, Client
 
 pytestmark = pytest.mark.backend("pjrt")
@@ -108,15 +109,7 @@ def test_uploads_from_threads_keep_their_own_args(client: Client) -> None:
 
 def test_close_destroys_each_live_buffer_once(fresh_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     client = fresh_client
-    api = client.api
-    destroy = api.function(DESTROY)
-    destroyed: list[int] = []
-
-    def counting_destroy(address: int) -> int:
-        destroyed.append(DESTROY_ARGS.from_address(address).buffer)
-        return destroy(address)
-
-    monkeypatch.setitem(api._functions, DESTROY, counting_destroy)
+    destroyed = _count_destroys(client, monkeypatch)
     exe = client.compile(MUL_ADD_4)
     bufs = [client.buffer_from_host(np.full(4, i, np.float32)) for i in range(5)]
     (out,) = exe.execute(bufs[:3])
@@ -136,7 +129,7 @@ def test_close_destroys_each_live_buffer_once(fresh_client: Client, monkeypatch:
     assert len(destroyed) == 6
 
 
-def test_dropped_buffers_are_destroyed(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def _count_destroys(client: Client, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     api = client.api
     destroy = api.function(DESTROY)
     destroyed: list[int] = []
@@ -146,14 +139,38 @@ def test_dropped_buffers_are_destroyed(client: Client, monkeypatch: pytest.Monke
         return destroy(address)
 
     monkeypatch.setitem(api._functions, DESTROY, counting_destroy)
+    return destroyed
+
+
+def test_dropped_small_buffers_go_at_the_next_launch(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = client.compile(MUL_ADD_4)
-    before = set(client._buffers)
-    made = []
+    destroy_dropped(client)
+    destroyed = _count_destroys(client, monkeypatch)
     for i in range(10):
         bufs = [client.buffer_from_host(np.full(4, i, np.float32)) for _ in range(3)]
-        (out,) = exe.execute(bufs)
-        made += [b._handle for b in bufs] + [out._handle]
+        (out,) = exe.execute(bufs)  # destroys the previous round's four, after the Execute call
+        assert len(destroyed) == 4 * i
         np.testing.assert_array_equal(out.to_host(), np.full(4, i * i + i, np.float32))
+        pending = [b._handle for b in bufs] + [out._handle]
         del bufs, out
-    assert set(made) <= set(destroyed)
-    assert set(client._buffers) <= before
+        assert sorted(client._dropped) == sorted(pending) and not set(pending) & client._buffers
+    one = client.buffer_from_host(np.ones(4, np.float32))
+    (out,) = exe.execute([one, one, one])
+    assert len(destroyed) == 40 and not client._dropped
+    out.delete()  # delete() destroys at once
+    one.delete()
+    assert len(destroyed) == 42 and not client._dropped
+
+
+def test_dropped_buffers_are_bounded(fresh_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = fresh_client
+    destroyed = _count_destroys(client, monkeypatch)
+    big = client.buffer_from_host(np.zeros(DROPPED_BYTES // 4 + 1, np.float32))
+    del big  # past DROPPED_BYTES: destroyed at once
+    assert len(destroyed) == 1 and not client._dropped
+    for i in range(3 * DROPPED_MAX):
+        client.buffer_from_host(np.full(4, i, np.float32))  # dropped at once
+        assert len(client._dropped) <= DROPPED_MAX
+    assert len(destroyed) + len(client._dropped) == 1 + 3 * DROPPED_MAX
+    client.close()  # destroys what is still waiting
+    assert len(destroyed) == 1 + 3 * DROPPED_MAX and not client._dropped

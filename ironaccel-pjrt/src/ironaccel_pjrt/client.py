@@ -32,7 +32,7 @@ from ironaccel.errors import ClosedError, DriverError, InvalidArgument, NotAvail
 
 from . import capi
 from .api import BACKEND, NamedValueArray, PluginApi, _string, load_api, named_values
-from .buffer import Buffer
+from .buffer import Buffer, destroy_dropped
 from .cuda_libraries import preload_nvidia_libraries
 from .discovery import PluginLocation
 from .dtypes import to_pjrt
@@ -279,6 +279,8 @@ class Client:
         #: out of this set (`Buffer.delete` or `close`), so once and only once.  A plain set of ints: adding
         #: and discarding cost 0.05 us, a WeakSet of the Buffer objects 0.3 us (per buffer made and freed).
         self._buffers: set[int] = set()
+        #: Handles of small buffers dropped without delete(), destroyed after the next launch (Buffer.__del__).
+        self._dropped: list[int] = []
         self._cache: OrderedDict[tuple[Any, ...], Executable] = OrderedDict()
         #: Per thread: `slots`, the upload args structs by (dtype, shape, device, memory); see buffer_from_host.
         self._uploads = threading.local()
@@ -366,6 +368,7 @@ class Client:
                     obj.delete()
                 except Exception:
                     obj._invalidate()
+            destroy_dropped(self)
             buffers, api = self._buffers, self.api
             while buffers:
                 try:
@@ -518,7 +521,7 @@ class Client:
             slot = self._uploads.slots[key]
         except (AttributeError, KeyError):
             slot = self._upload_slot(key)
-        args, address, dtype, by_buffer = slot
+        args, address, dtype, by_buffer, event_args, event_address = slot
         if by_buffer and flags.writeable:
             try:  # 0.3 us against 0.8 us for array.ctypes.data (which builds a numpy _ctypes object per call)
                 args.data = ctypes.addressof(ctypes.c_char.from_buffer(array))  # type: ignore[arg-type]
@@ -537,14 +540,14 @@ class Client:
             # done_with_host_buffer has nothing left to say; it is destroyed unawaited (2-3 us per upload).
             # (kImmutableZeroCopy, tried 2026-12-02: the C call is 0.1 us faster for float32[1024] on the
             # CPU plugin, and the array would have to live until the event; not worth its lifetime rules.)
-            try:
-                api.destroy_event(event)
-            except Exception:
+            event_args.event = event
+            error = api._event_destroy(event_address)
+            if error:
                 api.call("PJRT_Buffer_Destroy", api.args("PJRT_Buffer_Destroy", buffer=buffer))
-                raise
+                raise api.take_error("PJRT_Event_Destroy", error)
         return Buffer(self, buffer, target, key[1], dtype, key[0])
 
-    def _upload_slot(self, key: tuple[Any, ...]) -> tuple[Any, int, Any, bool]:
+    def _upload_slot(self, key: tuple[Any, ...]) -> tuple[Any, int, Any, bool, Any, int]:
         """Build (and keep, for this thread) the upload args struct for `key` = (dtype, shape, device, memory)."""
         op = UPLOAD
         np_dtype, shape, target, memory = key
@@ -572,7 +575,8 @@ class Client:
                 ctypes.c_char.from_buffer(np.empty(1, np_dtype))  # type: ignore[arg-type]
             except (TypeError, ValueError, BufferError):
                 by_buffer = False
-        slot = (args, ctypes.addressof(args), dtype, by_buffer)
+        event_args = self.api.args("PJRT_Event_Destroy")  # for its done_with_host_buffer
+        slot = (args, ctypes.addressof(args), dtype, by_buffer, event_args, ctypes.addressof(event_args))
         local = self._uploads
         slots = getattr(local, "slots", None)
         if slots is None or len(slots) >= UPLOAD_SLOTS:

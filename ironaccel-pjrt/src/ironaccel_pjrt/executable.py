@@ -20,7 +20,7 @@ from ironaccel.errors import ClosedError, DriverError, InvalidArgument, Unsuppor
 from ironaccel.types import DType
 
 from .api import BACKEND, _string
-from .buffer import Buffer
+from .buffer import Buffer, destroy_dropped
 from .dtypes import from_pjrt
 from .signature import Parameter
 
@@ -228,6 +228,8 @@ class Executable:
         if error:
             raise self.client.api.take_error(op, error)
         client, outputs = self.client, self._outputs
+        if client._dropped:
+            destroy_dropped(client)  # while the computation runs
         if len(outs) == 1:
             shape, dtype, np_dtype = outputs[0]
             return [Buffer(client, cast(int, outs[0]), device, shape, dtype, np_dtype)]
