@@ -70,6 +70,14 @@ cdef extern from "driver.h" nogil:
     ctypedef void (*CUhostFn)(void* userData) noexcept nogil
     ctypedef struct CUmemPoolPtrExportData:
         unsigned char reserved[64]
+    ctypedef struct CUmemLocation:
+        int type
+        int id
+    ctypedef struct CUmemcpyAttributes:
+        int srcAccessOrder
+        CUmemLocation srcLocHint
+        CUmemLocation dstLocHint
+        unsigned int flags
     ctypedef struct ia_dim3:
         unsigned int x
         unsigned int y

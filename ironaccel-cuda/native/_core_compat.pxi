@@ -219,3 +219,69 @@ def compat_stream_record(self, event=None, options=None):
         return self._record_cold(event, options)
     _event_record(e._hv, s._hv)
     return event
+
+
+# -- batched copies' operands (ironaccel_cuda.batched; here, after DeviceBuf and CompatBuffer) -------------------
+
+def batch_operands(items, addrs, sizes, str what):
+    """Fill `addrs` and `sizes` (uint64 numpy arrays of `len(items)`) with each item's address and byte
+    size: a DeviceBuf, the cuda.core compat's Buffer, any object with `ptr` and `nbytes` (PinnedBuf), or an int
+    address (size unknown).  True when every item had a size.  A closed buffer or anything else is an
+    InvalidArgument naming `what[i]`.  (The same loop in Python cost ~0.8 us a copy more, fake driver, 2026-12-02.)
+    """
+    cdef Py_ssize_t n = len(items)
+    cdef Py_buffer va, vz
+    PyObject_GetBuffer(addrs, &va, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+    try:
+        PyObject_GetBuffer(sizes, &vz, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        try:
+            if va.len != n * 8 or vz.len != n * 8:
+                raise _errors.invalid("cuMemcpyBatchAsync", f"{what}: the address and size arrays must have {n} "
+                                      f"64-bit entries")
+            return _fill_operands(items, n, <unsigned long long*>va.buf, <unsigned long long*>vz.buf, what)
+        finally:
+            PyBuffer_Release(&vz)
+    finally:
+        PyBuffer_Release(&va)
+
+
+cdef bint _fill_operands(items, Py_ssize_t n, unsigned long long* a, unsigned long long* z, str what) except -1:
+    cdef Py_ssize_t i
+    cdef bint known = True
+    cdef unsigned long long p
+    for i in range(n):
+        item = items[i]
+        t = type(item)
+        if t is DeviceBuf:
+            if (<DeviceBuf>item).ptr is None:
+                raise _errors.invalid("cuMemcpyBatchAsync", f"{what}[{i}] is a closed buffer")
+            a[i] = (<DeviceBuf>item)._addr
+            z[i] = (<DeviceBuf>item)._nbytes
+            continue
+        if isinstance(item, CompatBuffer):
+            p = PyLong_AsUnsignedLongLong((<CompatBuffer>item)._ptr)
+            if p == 0:
+                raise _errors.invalid("cuMemcpyBatchAsync", f"{what}[{i}] is a closed buffer")
+            a[i] = p
+            z[i] = PyLong_AsUnsignedLongLong((<CompatBuffer>item)._size)
+            continue
+        if (t is int or isinstance(item, int)) and not isinstance(item, bool):
+            if item <= 0 or item >= (1 << 64):
+                raise _errors.invalid("cuMemcpyBatchAsync", f"{what}[{i}] is not an address: {item}")
+            a[i] = PyLong_AsUnsignedLongLong(item)
+            z[i] = 0
+            known = False
+            continue
+        ptr = getattr(item, "ptr", None)
+        size = getattr(item, "nbytes", None)
+        if isinstance(item, np.integer) and not isinstance(item, np.bool_):
+            ptr, size, known = int(item), 0, False
+            if ptr <= 0 or ptr >= (1 << 64):
+                raise _errors.invalid("cuMemcpyBatchAsync", f"{what}[{i}] is not an address: {ptr}")
+        elif ptr is None or size is None:
+            kind = "a closed buffer" if hasattr(item, "ptr") else type(item).__name__
+            raise _errors.invalid("cuMemcpyBatchAsync", f"{what}[{i}] must be an open ironaccel buffer or an "
+                                  f"address, got {kind}")
+        a[i] = PyLong_AsUnsignedLongLong(int(ptr))
+        z[i] = PyLong_AsUnsignedLongLong(int(size))
+    return known

@@ -31,6 +31,16 @@ typedef void (*IA_SHIM(CUhostFn))(void *userData);
 /* cuMemPoolExportPointer's 64 opaque bytes, which cuMemPoolImportPointer takes back. */
 typedef struct { unsigned char reserved[64]; } IA_SHIM(CUmemPoolPtrExportData);
 
+/* cuMemcpyBatchAsync's per-run copy attributes: a source access order, two location hints (CUmemLocation: a
+ * type and an id) and flags. */
+typedef struct { int type; int id; } IA_SHIM(CUmemLocation);
+typedef struct {
+    int srcAccessOrder;
+    IA_SHIM(CUmemLocation) srcLocHint;
+    IA_SHIM(CUmemLocation) dstLocHint;
+    unsigned int flags;
+} IA_SHIM(CUmemcpyAttributes);
+
 /* cuLaunchKernelEx: CUlaunchAttribute is an id padded to 8 bytes and a 64-byte value union. */
 typedef struct { unsigned int x, y, z; } IA_SHIM(ia_dim3);
 

@@ -4,7 +4,8 @@
  *
  * name  the cuda.h symbol, also the name errors report (`op`);
  * abi   the ABI version of the prototype: the suffix of cudaTypedefs.h's PFN_<name>_v<abi>, and the version
- *       asked of cuGetProcAddress, which returns exactly that ABI;
+ *       asked of cuGetProcAddress, which returns exactly that ABI (a driver older than `abi` is not asked: it
+ *       would return its own older prototype, so the entry point stays unbound and calling it is Unsupported);
  * kind  CALL, or RELEASE for calls that give something back: in a forked child a release does nothing and
  *       succeeds, every other call fails (see driver.c);
  * (parameters)  the prototype's parameter list, with cuda.h's type names (cuda_shim.h or cuda.h).
@@ -40,6 +41,9 @@
     X(cuMemcpyHtoDAsync, 3020, CALL, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, \
                                       CUstream hStream)) \
     X(cuMemcpyDtoHAsync, 3020, CALL, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)) \
+    X(cuMemcpyBatchAsync, 13000, CALL, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, \
+                                        CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, \
+                                        CUstream hStream)) \
     X(cuMemcpyDtoDAsync, 3020, CALL, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, \
                                       CUstream hStream)) \
     X(cuMemsetD8Async, 3020, CALL, (CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)) \

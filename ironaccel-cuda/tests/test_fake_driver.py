@@ -123,3 +123,22 @@ def test_driver_without_a_device(fake_lib, tmp_path):
     assert "found no CUDA-capable device" in lines[1]
     assert lines[2] == "NotAvailable 100"
     assert lines[3] == "hot NotAvailable 100"  # binding the driver runs cuInit, which says why
+
+
+def test_an_entry_point_newer_than_the_driver_stays_unbound(fake_lib, tmp_path):
+    """A 12.8 driver asked for cuMemcpyBatchAsync's 13.0 ABI would hand back its own prototype (one argument
+    more): the compiled core does not ask, and the call is Unsupported naming it; older entry points still bind."""
+    code = (
+        "import numpy as np, ironaccel, ironaccel_cuda as cu\n"
+        "dev = cu.Device(0)\n"
+        "a, b = dev.alloc(64, 'uint8'), dev.alloc(64, 'uint8')\n"
+        "b.copy_from(np.arange(64, dtype=np.uint8)); a.copy_from(b); print(int(a.copy_to_host()[63]))\n"
+        "try:\n"
+        "    cu.copy_batch([a], [b], stream=dev.create_stream())\n"
+        "except ironaccel.Unsupported as exc:\n"
+        "    print(type(exc).__name__, exc.op)\n"
+    )
+    env = _env(fake_lib, tmp_path, FAKE_CUDA_DRIVER_VERSION="12080")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["63", "Unsupported cuMemcpyBatchAsync"]

@@ -55,6 +55,8 @@ _EXPORTS = {
     "attach": "managed",
     "managed_info": "managed",
     "host_array": "managed",
+    "copy_batch": "batched",
+    "CopyAttributes": "batched",
     "PitchedBuf": "pitched",
     "ipc": "ipc",
     "Graph": "graph",

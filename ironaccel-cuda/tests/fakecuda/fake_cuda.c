@@ -185,7 +185,12 @@ CUresult cuInit(unsigned int flags) {
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
-CUresult cuDriverGetVersion(int *v) { if (!v) return CUDA_ERROR_INVALID_VALUE; *v = 13000; return CUDA_SUCCESS; }
+/* FAKE_CUDA_DRIVER_VERSION plays an older driver (the compiled core leaves newer entry points unbound). */
+CUresult cuDriverGetVersion(int *v) {
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    const char *e = getenv("FAKE_CUDA_DRIVER_VERSION");
+    *v = e && *e ? atoi(e) : 13000; return CUDA_SUCCESS;
+}
 
 static const struct { CUresult code; const char *name, *text; } ERRS[] = {
     {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},

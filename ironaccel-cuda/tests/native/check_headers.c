@@ -33,6 +33,14 @@ SAME(ia_shim_CUhostFn, CUhostFn);
     _Static_assert(offsetof(ours, field) == offsetof(theirs, field), #field " offset"); \
     _Static_assert(sizeof(((ours *)0)->field) == sizeof(((theirs *)0)->field), #field " size")
 _Static_assert(sizeof(ia_shim_CUmemPoolPtrExportData) == sizeof(CUmemPoolPtrExportData), "export data size");
+_Static_assert(sizeof(ia_shim_CUmemLocation) == sizeof(CUmemLocation), "CUmemLocation size");
+SAME_FIELD(ia_shim_CUmemLocation, CUmemLocation, type);
+SAME_FIELD(ia_shim_CUmemLocation, CUmemLocation, id);
+_Static_assert(sizeof(ia_shim_CUmemcpyAttributes) == sizeof(CUmemcpyAttributes), "CUmemcpyAttributes size");
+SAME_FIELD(ia_shim_CUmemcpyAttributes, CUmemcpyAttributes, srcAccessOrder);
+SAME_FIELD(ia_shim_CUmemcpyAttributes, CUmemcpyAttributes, srcLocHint);
+SAME_FIELD(ia_shim_CUmemcpyAttributes, CUmemcpyAttributes, dstLocHint);
+SAME_FIELD(ia_shim_CUmemcpyAttributes, CUmemcpyAttributes, flags);
 _Static_assert(sizeof(ia_shim_CUlaunchConfig) == sizeof(CUlaunchConfig), "CUlaunchConfig size");
 SAME_FIELD(ia_shim_CUlaunchConfig, CUlaunchConfig, gridDimX);
 SAME_FIELD(ia_shim_CUlaunchConfig, CUlaunchConfig, blockDimZ);
