@@ -162,7 +162,7 @@ def test_the_readme_carries_the_coverage_map():
 def test_missing_functions_and_methods_raise_unsupported():
     from ironaccel_cuda.compat import cuda_core as cc
 
-    for fn in (cc.utils.copy_batch, cc.system.get_nvml_version):
+    for fn in (cc.checkpoint.Process, cc.system.get_nvml_version):
         with pytest.raises(Unsupported, match="needs"):
             fn()
     with pytest.raises(Unsupported, match="yet: it needs"):

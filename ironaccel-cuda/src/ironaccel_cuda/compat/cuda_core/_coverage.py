@@ -40,7 +40,10 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                         "`from_ipc_descriptor` and pickling through ironaccel's `ipc.IpcBuffer` (a process imports "
                         "a pointer once and unmaps it after its last Buffer; closing an imported Buffer without a "
                         "stream waits for the device first); a graph node that uses a Buffer shares its memory "
-                        "(`close()` then drops only the Buffer's claim)"),
+                        "(`close()` then drops only the Buffer's claim); `copy_to`/`copy_from` with `options` "
+                        "make one copy of a batch (cuMemcpyBatchAsync), so every option is honored on a CUDA 13.0 "
+                        "driver, where cuda.core (which asks 13.2's cuMemcpyWithAttributesAsync) drops them or "
+                        "raises RuntimeError for DURING_API_CALL"),
     ("MemoryResource", SAME, "abstract base (allocate, deallocate, is_device_accessible, is_host_accessible, "
                              "device_id; is_managed defaults to False)"),
     ("DeviceMemoryResource", DIFFERS, "without options on the device's current pool through ironaccel's "
@@ -144,7 +147,7 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
     # -- cuda.core.utils -----------------------------------------------------------------------
     ("utils.StridedMemoryView", DIFFERS, "from DLPack (ironaccel's importer), CUDA Array Interface, NumPy array "
                                          "interface or a Buffer; `view(dtype=)`, DLPack export; `copy_from`/`copy_to`: "
-                                         "missing (" + n.COPY_BATCH + "); `as_tensor_map`, `view(layout=)`: missing "
+                                         "missing (" + n.STRIDED_COPY + "); `as_tensor_map`, `view(layout=)`: missing "
                                          "(" + n.TENSOR_MAP + ")"),
     ("utils.args_viewable_as_strided_memory", SAME, "the decorator and its view proxies"),
     ("utils.ProgramCacheResource", SAME, "abstract mapping of key to compiled bytes"),
@@ -153,9 +156,10 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                                               "layout; not shared with cuda.core's files)"),
     ("utils.make_program_cache_key", DIFFERS, "its own digest (code, options as NVRTC writes them, target, NVRTC "
                                               "version); refuses the same inputs cuda.core refuses"),
-    ("utils.copy_batch", MISSING, n.COPY_BATCH),
-    (("utils.CopyOptions", "utils.MemcpySrcAccessOrder", "utils.MemcpyOverlapMode"), MISSING,
-     "data types only; " + n.COPY_BATCH),
+    ("utils.copy_batch", SAME, "one cuMemcpyBatchAsync through ironaccel's `copy_batch` (runs of equal options "
+                               "passed once); the same TypeErrors and ValueErrors; an empty batch does nothing"),
+    (("utils.CopyOptions", "utils.MemcpySrcAccessOrder", "utils.MemcpyOverlapMode"), SAME,
+     "frozen options, strings normalised to the enums at construction; Device / Host location hints"),
     (("utils.prefetch_batch", "utils.discard_batch", "utils.discard_prefetch_batch"), SAME,
      "cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync, cuMemDiscardAndPrefetchBatchAsync"),
     # -- other modules -------------------------------------------------------------------------

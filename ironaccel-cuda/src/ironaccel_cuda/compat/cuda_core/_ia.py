@@ -14,6 +14,7 @@ from typing import Any
 
 from ironaccel_cuda import _core, _driver
 from ironaccel_cuda import _dlpack as dlpack
+from ironaccel_cuda.batched import CopyAttributes, copy_batch
 from ironaccel_cuda.context import GreenContext as IaGreenContext
 from ironaccel_cuda.device import Device as IaDevice
 from ironaccel_cuda.device import _state_for, device_count
@@ -32,13 +33,13 @@ from ironaccel_cuda.program import Program as IaProgram
 from ironaccel_cuda.stream import Stream as IaStream
 
 __all__ = [
-    "CLOSED", "ClosedError", "CompatBuffer", "CompileError", "DeviceBuf", "DriverError", "IaDevice", "IaEvent",
-    "IaFunction", "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule", "IaObjectCode",
-    "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf", "Unsupported", "adopt",
-    "bind", "bind_address", "call", "compat_create_event", "compat_device_allocate", "compat_dmr_allocate",
-    "compat_stream_record", "current_context", "device_count", "dlpack", "driver", "ensure", "event_create",
-    "memcpy_dtod", "memcpy_dtoh", "memcpy_htod", "new_event", "set_compat_buffer", "set_compat_events",
-    "settle_lazy_load", "state_for", "try_call",
+    "CLOSED", "ClosedError", "CompatBuffer", "CompileError", "CopyAttributes", "DeviceBuf", "DriverError",
+    "IaDevice", "IaEvent", "IaFunction", "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule",
+    "IaObjectCode", "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf",
+    "Unsupported", "adopt", "bind", "bind_address", "call", "compat_create_event", "compat_device_allocate",
+    "compat_dmr_allocate", "compat_stream_record", "copy_batch", "current_context", "device_count", "dlpack",
+    "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh", "memcpy_htod", "new_event",
+    "set_compat_buffer", "set_compat_events", "settle_lazy_load", "state_for", "try_call",
 ]
 
 CLOSED = _core.CLOSED

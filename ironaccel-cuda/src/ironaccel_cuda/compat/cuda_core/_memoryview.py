@@ -156,10 +156,10 @@ class StridedMemoryView:
                                        self.readonly, self)
 
     def copy_from(self, other: Any, stream: Any, allocator: Any = None, blocking: bool | None = None) -> None:
-        raise missing_error("StridedMemoryView.copy_from", _needs.COPY_BATCH)
+        raise missing_error("StridedMemoryView.copy_from", _needs.STRIDED_COPY)
 
     def copy_to(self, other: Any, stream: Any = None, allocator: Any = None, blocking: bool | None = None) -> None:
-        raise missing_error("StridedMemoryView.copy_to", _needs.COPY_BATCH)
+        raise missing_error("StridedMemoryView.copy_to", _needs.STRIDED_COPY)
 
     def as_tensor_map(self, *args: Any, **kwargs: Any) -> Any:
         raise missing_error("StridedMemoryView.as_tensor_map", _needs.TENSOR_MAP)

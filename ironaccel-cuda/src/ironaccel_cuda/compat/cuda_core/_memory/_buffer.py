@@ -231,6 +231,7 @@ class Buffer(_ia.CompatBuffer):
     # -- copies and fills -----------------------------------------------------------
 
     def _copy_to_cold(self, dst: Buffer | None, stream: Any, options: Any) -> Buffer:
+        _check_copy_options(options, stream)
         s = _stream_accept(stream)
         if dst is None:
             if self._mr is None:
@@ -241,17 +242,18 @@ class Buffer(_ia.CompatBuffer):
         if dst._size != self._size:
             raise ValueError(f"buffer sizes mismatch between src and dst (sizes are: src={self._size}, "
                              f"dst={dst._size})")
-        _copy(dst, self, s)
+        _copy_with(dst, self, s, options)
         return dst
 
     def _copy_from_cold(self, src: Buffer, stream: Any, options: Any) -> None:
+        _check_copy_options(options, stream)
         s = _stream_accept(stream)
         if not isinstance(src, Buffer):
             raise TypeError(f"src must be a Buffer, got {type(src).__name__}")
         if src._size != self._size:
             raise ValueError(f"buffer sizes mismatch between src and dst (sizes are: src={src._size}, "
                              f"dst={self._size})")
-        _copy(self, src, s)
+        _copy_with(self, src, s, options)
 
     def fill(self, value: Any, *, stream: Any = None) -> None:
         """Fill with a byte (int 0-255) or repeat a 1-, 2- or 4-byte pattern (bytes or a numpy scalar)."""
@@ -408,6 +410,39 @@ def claims(objects: Any) -> list[Any]:
 
 def _stream_accept(stream: Any) -> Any:
     return Stream_accept(stream)
+
+
+def _check_copy_options(options: Any, stream: Any) -> None:
+    """cuda.core's checks of `copy_to`/`copy_from`'s options: a CopyOptions, not with LEGACY_DEFAULT_STREAM nor
+    a capturing stream (a graph cannot hold copy attributes)."""
+    if options is None:
+        return
+    from ..graph._graph_builder import GraphBuilder
+    from ._copy_ops import CopyOptions
+
+    if not isinstance(options, CopyOptions):
+        raise TypeError(f"options must be a CopyOptions or None, got {type(options).__name__}")
+    if isinstance(stream, GraphBuilder):
+        raise TypeError("options cannot be used while capturing a graph (a graph node cannot carry copy "
+                        "attributes): pass options=None or use graph.GraphNode.memcpy")
+    s = _stream_accept(stream)
+    if int(s.handle) in (0, 1):
+        raise TypeError("options are not accepted with LEGACY_DEFAULT_STREAM: use PER_THREAD_DEFAULT_STREAM")
+    if s.is_capturing:
+        raise TypeError("options cannot be used on a capturing stream (a graph node cannot carry copy "
+                        "attributes): pass options=None or use graph.GraphNode.memcpy")
+
+
+def _copy_with(dst: Buffer, src: Buffer, s: Any, options: Any) -> None:
+    """dst <- src on `s`: a plain copy, or with `options` one copy of a batch (cuMemcpyBatchAsync), which honors
+    every option on a CUDA 13.0 driver (cuda.core asks 13.2's cuMemcpyWithAttributesAsync and, before it, drops
+    them or raises for DURING_API_CALL)."""
+    if options is None or src._size == 0:
+        _copy(dst, src, s)
+        return
+    from ._copy_ops import copy_batch
+
+    copy_batch(s, [src], [dst], options=options)
 
 
 def _order_free(mem: Any, stream: Any, home: Any) -> None:
