@@ -123,16 +123,20 @@ class Buffer:
         client = self.client
         api = client.api
         if client.host_memcpy:
-            self.block_until_ready()
-            pointer = api.scratch("PJRT_Buffer_UnsafePointer")
-            pointer.buffer = handle
-            api.call("PJRT_Buffer_UnsafePointer", pointer)
+            # Everything that does not need the data is done before the wait: what follows the computation's
+            # end, up to the next launch, is what the XLA CPU pool's idle workers are waiting through.
             nbytes = out.nbytes
+            address = 0
             if nbytes:
                 try:  # 0.3 us against 0.8 us for out.ctypes.data
                     address = ctypes.addressof(ctypes.c_char.from_buffer(out))  # type: ignore[arg-type]
                 except (TypeError, ValueError, BufferError):  # a dtype numpy exports no buffer of (bfloat16)
                     address = out.ctypes.data
+            self._wait(handle)
+            if nbytes:
+                pointer = api.scratch("PJRT_Buffer_UnsafePointer")
+                pointer.buffer = handle
+                api.call("PJRT_Buffer_UnsafePointer", pointer)
                 ctypes.memmove(address, pointer.buffer_pointer, nbytes)
             return out
         args = api.scratch(op)
@@ -158,11 +162,16 @@ class Buffer:
 
     def block_until_ready(self) -> Buffer:
         """Wait for the computation or transfer that produces this buffer; raise its error if it failed."""
+        handle = self._handle
+        if handle is None or self.client._handle is None:
+            handle = self.handle("PJRT_Buffer_ReadyEvent")  # raises
+        self._wait(handle)
+        return self
+
+    def _wait(self, handle: int) -> None:
+        """PJRT_Buffer_ReadyEvent of `handle`, awaited (see `PluginApi.await_event`)."""
         op = "PJRT_Buffer_ReadyEvent"
         client = self.client
-        handle = self._handle
-        if handle is None or client._handle is None:
-            handle = self.handle(op)  # raises
         api = client.api
         args = api.scratch(op)
         args.buffer = handle
@@ -170,7 +179,6 @@ class Buffer:
         if error:
             raise api.take_error(op, error)
         api.await_event(op, args.event, client.spin)
-        return self
 
     def is_ready(self) -> bool:
         """True when the buffer's contents are computed (or failed)."""
@@ -268,13 +276,15 @@ class Buffer:
 def destroy_dropped(client: Client) -> None:
     """Destroy the buffers `Buffer.__del__` left to `client` (each once: whoever pops a handle destroys it)."""
     dropped = client._dropped
-    call = client.api.call
+    api = client.api
+    destroy = api._functions.get("PJRT_Buffer_Destroy") or api.function("PJRT_Buffer_Destroy")
+    args = _DESTROY(_DESTROY_SIZE, None, None)  # this call's own: a finalizer may run one inside another
+    address = ctypes.addressof(args)
     while dropped:
         try:
-            handle = dropped.pop()
+            args.buffer = dropped.pop()
         except IndexError:  # another thread took the last one
             return
-        try:
-            call("PJRT_Buffer_Destroy", _DESTROY(_DESTROY_SIZE, None, handle))
-        except Exception:
-            pass  # as from __del__: the PJRT_Error is read and destroyed, the buffer is gone
+        error = destroy(address)
+        if error:
+            api.take_error("PJRT_Buffer_Destroy", error)  # read and destroyed; as from __del__, not raised

@@ -368,14 +368,16 @@ class Client:
                     obj.delete()
                 except Exception:
                     obj._invalidate()
-            destroy_dropped(self)
-            buffers, api = self._buffers, self.api
-            while buffers:
-                try:
-                    api.call("PJRT_Buffer_Destroy", api.args("PJRT_Buffer_Destroy", buffer=buffers.pop()))
-                except Exception:
-                    pass
-            handle, self._handle = self._handle, None
+            buffers, dropped, api = self._buffers, self._dropped, self.api
+            while buffers or dropped:  # a finalizer run in here may move a handle from one to the other
+                destroy_dropped(self)
+                while buffers:
+                    try:
+                        api.call("PJRT_Buffer_Destroy", api.args("PJRT_Buffer_Destroy", buffer=buffers.pop()))
+                    except Exception:
+                        pass
+            handle = self._handle
+            self._handle = None
             self.api.call("PJRT_Client_Destroy", self.api.args("PJRT_Client_Destroy", client=handle))
 
     def __del__(self) -> None:
@@ -530,6 +532,7 @@ class Client:
         else:
             args.data = array.ctypes.data
         api = self.api
+        # (Tried: the C function kept in the slot instead of this lookup: 0.03-0.05 us a call, within the noise.)
         error = (api._functions.get(op) or api.function(op))(address)
         if error:
             raise api.take_error(op, error)
