@@ -5,6 +5,8 @@ and fills in its vendor calls:
 
     _create_buffer(nbytes, dtype, data)  -> vendor buffer (data: flat uint8 to fill it with, or None)
     _free_buffer(handle)                 free it once the work that uses it has finished
+    _recycle(handle)                     optional: keep a closed buffer's vendor object for reuse (True), no
+                                         vendor call; the default keeps none
     _write(handle, data)                 copy flat uint8 `data` into the start, ordered after earlier work
     _read(handle, out)                   copy the first out.size bytes into flat uint8 `out`, after earlier work
     _prepare(code, entry)                -> (code the compiler takes, a hashable key for the program cache);
@@ -34,6 +36,7 @@ attribute tests only, since they are paid on every dispatch.
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -45,13 +48,14 @@ from ..errors import ClosedError, InvalidArgument, InvalidState
 from ..types import DeviceDescriptor, DType
 from . import process
 from .checks import (
+    _PACKERS,
     buffer_list,
     check_out,
     count,
     element_count,
     element_type,
     entry_name,
-    host_array,
+    host_buffer,
     numpy_dtype,
     pack_params,
     workgroups,
@@ -63,9 +67,14 @@ from .shaders import check_bindings, source_text
 __all__ = ["ComputeDeviceBase", "flat_bytes"]
 
 
+_U8 = np.dtype(np.uint8)
+
+
 def flat_bytes(array: np.ndarray) -> np.ndarray:
-    """A flat uint8 view of a C-contiguous array."""
-    return (array if array.ndim == 1 else array.reshape(-1)).view(np.uint8)
+    """A flat uint8 view of a C-contiguous array (the array itself where it is one)."""
+    if array.ndim == 1:
+        return array if array.dtype is _U8 else array.view(_U8)
+    return array.reshape(-1).view(_U8)
 
 
 class ComputeDeviceBase:
@@ -108,6 +117,8 @@ class ComputeDeviceBase:
         self._owner_thread = threading.get_ident() if thread_bound is not None else None
         self._make_current = thread_bound
         self._closed = False
+        #: params go through the kit's packing rule (its packers are used inline), not a backend's own `_pack`
+        self._kit_pack = type(self)._pack is ComputeDeviceBase._pack
 
     # -- vendor calls (see the module docstring) --------------------------------------------------------
 
@@ -119,6 +130,11 @@ class ComputeDeviceBase:
 
     def _write(self, handle: Any, data: np.ndarray) -> None:
         raise NotImplementedError
+
+    def _recycle(self, handle: Any) -> bool:
+        """A buffer was closed on a thread that may use the device: True where the backend keeps its vendor object
+        for a later `_create_buffer` without a vendor call (no context is made current for it); False frees it."""
+        return False
 
     def _read(self, handle: Any, out: np.ndarray) -> None:
         raise NotImplementedError
@@ -174,39 +190,44 @@ class ComputeDeviceBase:
         """A new buffer holding a copy of a C-contiguous array, its elements taken in C order (flattened)."""
         with self._lock:
             self._enter("upload")
-            data = host_array(self.backend, array, "upload")
-            dt = element_type(self.backend, data.dtype, "upload")
-            size = data.size
-            if not 0 < data.nbytes <= self.max_buffer_bytes:
-                element_count(self.backend, size, dt, self.max_buffer_bytes, "upload", self.buffer_limit_name)
-            return self.buffer_type(self, self._create_buffer(data.nbytes, dt, flat_bytes(data)), dt, size)
+            data, dt = host_buffer(self.backend, array, "upload")
+            nbytes = data.nbytes
+            if not 0 < nbytes <= self.max_buffer_bytes:
+                element_count(self.backend, data.size, dt, self.max_buffer_bytes, "upload", self.buffer_limit_name)
+            flat = data if data.ndim == 1 and data.dtype is _U8 else flat_bytes(data)
+            return self.buffer_type(self, self._create_buffer(nbytes, dt, flat), dt, data.size)
 
     def write(self, buffer: BufferHandle, array: Any) -> None:
         """Copy a C-contiguous array's bytes into the start of `buffer`, ordered after earlier work."""
         with self._lock:
             self._enter("write")
-            handle = self._own(buffer, "write")
-            data = host_array(self.backend, array, "write")
-            if data.nbytes > buffer.nbytes:
-                raise InvalidArgument(self.backend, "write",
-                                      detail=f"{data.nbytes} bytes into a buffer of {buffer.nbytes}")
-            if data.nbytes:
+            handle = buffer.handle if type(buffer) is self.buffer_type and buffer._device is self else None
+            if handle is None:
+                handle = self._own(buffer, "write")
+            data = host_buffer(self.backend, array, "write")[0]
+            nbytes = data.nbytes
+            if nbytes > buffer.nbytes:
+                raise InvalidArgument(self.backend, "write", detail=f"{nbytes} bytes into a buffer of {buffer.nbytes}")
+            if nbytes:
                 self._write(handle, flat_bytes(data))
 
     def download(self, buffer: BufferHandle, out: Any = None) -> np.ndarray:
         """The buffer's contents as a new 1-D array, or its first out.nbytes raw bytes into `out`."""
         with self._lock:
             self._enter("download")
-            handle = self._own(buffer, "download")
+            handle = buffer.handle if type(buffer) is self.buffer_type and buffer._device is self else None
+            if handle is None:
+                handle = self._own(buffer, "download")
             if out is None:
                 try:
                     out = np.empty(buffer.size, numpy_dtype(buffer.dtype))
                 except TypeError as exc:  # bfloat16 without ml_dtypes
                     raise InvalidArgument(self.backend, "download", detail=f"{exc}; or pass out=") from None
-            else:
+            elif type(out) is not np.ndarray or not (flags := out.flags).c_contiguous or not flags.writeable \
+                    or out.nbytes > buffer.nbytes or out.dtype.hasobject:
                 check_out(self.backend, out, buffer.nbytes)
             if out.nbytes:
-                self._read(handle, flat_bytes(out))
+                self._read(handle, out.view(_U8) if out.ndim == 1 else flat_bytes(out))
             return out
 
     def pipeline(self, code: Any, entry: str = "main", *, buffers: int, params: int = 0,
@@ -232,16 +253,40 @@ class ComputeDeviceBase:
         """Queue `pipeline` over `groups` workgroups; returns at once with a Submission."""
         with self._lock:
             self._enter("dispatch")
-            program = self._program_of(pipeline)
-            dims = workgroups(self.backend, groups, self._group_limits, "dispatch", self.group_limit_name)
-            buffers = buffer_list(self.backend, buffers, program.buffers)
+            program = pipeline.program if type(pipeline) is self.pipeline_type and pipeline._device is self else None
+            if program is None:
+                program = self._program_of(pipeline)
+            # Each check's common case inline (exact types, in range); anything else takes the kit's functions,
+            # which accept the other forms and raise in their order.
+            limits = self._group_limits
+            if type(groups) is tuple and len(groups) == 2 and type(gx := groups[0]) is int \
+                    and type(gy := groups[1]) is int and 0 < gx <= limits[0] and 0 < gy <= limits[1]:
+                dims = (gx, gy, 1)
+            else:
+                dims = workgroups(self.backend, groups, limits, "dispatch", self.group_limit_name)
+            if type(buffers) is not list and type(buffers) is not tuple or len(buffers) != program.buffers:
+                buffers = buffer_list(self.backend, buffers, program.buffers)
+            # Live buffers of this device, of the element types the shader declares, none bound twice.
             kind = self.buffer_type
             handles = []
-            for buf in buffers:
-                handle = buf.handle if type(buf) is kind and buf._device is self else None
-                handles.append(self._own(buf, "dispatch") if handle is None else handle)
-            check_bindings(self.backend, program.interface, buffers)
-            packed = self._pack(program, params)
+            for buf, want in zip(buffers, program.interface.elements):
+                if type(buf) is not kind or buf._device is not self or buf.handle is None \
+                        or (want is not None and buf.dtype is not want):
+                    handles = self._handles(program, buffers)
+                    break
+                handles.append(buf.handle)
+            else:
+                n = len(handles)
+                if n != len(buffers):  # an interface that does not list every binding
+                    handles = self._handles(program, buffers)
+                elif n > 1 and (buffers[0] is buffers[1] if n == 2 else len(set(map(id, buffers))) < n):
+                    check_bindings(self.backend, program.interface, buffers)  # read-only aliasing passes
+            packer = _PACKERS.get(tuple(map(type, params))) if self._kit_pack and type(params) is tuple \
+                and len(params) == program.params else None
+            try:
+                packed = packer(*params) if packer is not None else self._pack(program, params)
+            except (struct.error, OverflowError):  # an int past the int32 range, or a value that fits no code
+                packed = self._pack(program, params)
             return self.submission_type(self, self._launch(program, handles, dims, packed))
 
     def synchronize(self) -> None:
@@ -315,6 +360,13 @@ class ComputeDeviceBase:
         what = "a buffer of another device" if isinstance(buffer, BufferHandle) else type(buffer).__name__
         raise InvalidArgument(self.backend, op, detail=f"expected a buffer of this device, got {what}")
 
+    def _handles(self, program: Program, buffers: Sequence[Any]) -> list[Any]:
+        """The vendor objects of a dispatch's buffers, every rule checked: ownership, then element types and
+        aliasing."""
+        handles = [self._own(buf, "dispatch") for buf in buffers]
+        check_bindings(self.backend, program.interface, buffers)
+        return handles
+
     def _program_of(self, pipeline: Any) -> Program:
         if type(pipeline) is self.pipeline_type and pipeline._device is self:
             program = pipeline.program
@@ -330,10 +382,12 @@ class ComputeDeviceBase:
             if self._closed or self._generation != process._forks:
                 return
             if self._owner_thread is None:
-                self._free_buffer(handle)
+                if not self._recycle(handle):
+                    self._free_buffer(handle)
             elif threading.get_ident() == self._owner_thread:
-                self._make_current()  # type: ignore[misc]
-                self._free_buffer(handle)
+                if not self._recycle(handle):
+                    self._make_current()  # type: ignore[misc]
+                    self._free_buffer(handle)
             else:
                 self._garbage.append(handle)
 

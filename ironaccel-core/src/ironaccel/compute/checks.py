@@ -20,7 +20,7 @@ from ..types import DType
 
 __all__ = [
     "workgroups", "workgroup_size", "pack_params", "element_type", "numpy_dtype", "host_array", "check_out",
-    "count", "element_count", "entry_name", "buffer_list", "timeout_seconds",
+    "count", "element_count", "entry_name", "buffer_list", "timeout_seconds", "host_buffer",
 ]
 
 
@@ -75,21 +75,30 @@ def pack_params(backend: str, params: Any, expected: int, op: str = "dispatch") 
         raise InvalidArgument(backend, op, detail=f"the pipeline takes {expected} params, got {len(params)}")
     types = tuple(map(type, params))
     packer = _PACKERS.get(types)
-    if packer is None:
-        codes = []
-        for index, (kind, value) in enumerate(zip(types, params)):
-            code = _CODES.get(kind)
-            if code is None:
-                if kind is not int:
-                    raise InvalidArgument(backend, op, detail=f"param {index} is {kind.__name__}; params are 32-bit "
-                                          "scalars (np.float32, np.int32, np.uint32, float, int)")
-                code = "i" if value < 2**31 else "I"
-            codes.append(code)
-        packer = struct.Struct("<" + "".join(codes)).pack
-        if int not in types:  # an int's code depends on its value, so those signatures are not cached
-            _PACKERS[types] = packer
+    if packer is not None:
+        try:
+            return packer(*params)
+        except (struct.error, OverflowError):
+            pass  # an int past the int32 range (its code is then uint32), or a value that fits no code: below
+    return _pack_by_value(backend, params, types, op)
+
+
+def _pack_by_value(backend: str, params: Any, types: tuple[type, ...], op: str) -> bytes:
+    """The packing rule in full: each int's code chosen by its value.  A signature's packer is cached with "i"
+    for its ints, the code of every int below 2**31; one that does not fit comes back here."""
+    codes = []
+    for index, (kind, value) in enumerate(zip(types, params)):
+        code = _CODES.get(kind)
+        if code is None:
+            if kind is not int:
+                raise InvalidArgument(backend, op, detail=f"param {index} is {kind.__name__}; params are 32-bit "
+                                      "scalars (np.float32, np.int32, np.uint32, float, int)")
+            code = "i" if value < 2**31 else "I"
+        codes.append(code)
+    if types not in _PACKERS:
+        _PACKERS[types] = struct.Struct("<" + "".join(_CODES.get(kind, "i") for kind in types)).pack
     try:
-        return packer(*params)
+        return struct.pack("<" + "".join(codes), *params)
     except (struct.error, OverflowError) as exc:
         raise InvalidArgument(backend, op, detail=f"params {tuple(params)!r} do not fit 32 bits: {exc}") from None
 
@@ -141,12 +150,28 @@ def entry_name(backend: str, entry: Any, op: str = "pipeline") -> str:
     return entry
 
 
+#: What `element_type` has resolved: names, numpy dtypes and types, DTypes (bounded; refusals are not kept).
+_ELEMENT_TYPES: dict[Any, DType] = {}
+
+
 def element_type(backend: str, value: Any, op: str) -> DType:
     """`DType.of(value)`, with InvalidArgument naming the op instead of TypeError."""
     try:
-        return DType.of(value)
+        found = _ELEMENT_TYPES.get(value)
+    except TypeError:  # unhashable: DType.of says what it is
+        found = None
+    if found is not None:
+        return found
+    try:
+        found = DType.of(value)
     except TypeError as exc:
         raise InvalidArgument(backend, op, detail=str(exc)) from None
+    if len(_ELEMENT_TYPES) < 256:
+        try:
+            _ELEMENT_TYPES[value] = found
+        except TypeError:
+            pass
+    return found
 
 
 _NUMPY: dict[DType, np.dtype] = {}
@@ -173,6 +198,23 @@ def host_array(backend: str, array: Any, op: str) -> np.ndarray:
     if not data.dtype.isnative:
         raise InvalidArgument(backend, op, detail=f"the array's byte order is not native ({data.dtype})")
     return data
+
+
+#: numpy dtypes already seen by `host_buffer`: native, not of objects, and a DType (hashing a dtype is cheap).
+_HOST_DTYPES: dict[np.dtype, DType] = {}
+
+
+def host_buffer(backend: str, array: Any, op: str) -> tuple[np.ndarray, DType]:
+    """`host_array(array)` and its DType, with a fast path for a C-contiguous ndarray of a dtype seen before."""
+    if type(array) is np.ndarray:
+        dt = _HOST_DTYPES.get(array.dtype)
+        if dt is not None and array.flags.c_contiguous:
+            return array, dt
+    data = host_array(backend, array, op)
+    dt = element_type(backend, data.dtype, op)
+    if len(_HOST_DTYPES) < 64:
+        _HOST_DTYPES[data.dtype] = dt
+    return data, dt
 
 
 def check_out(backend: str, out: Any, nbytes: int, op: str = "download") -> None:

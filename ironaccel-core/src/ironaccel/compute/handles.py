@@ -53,6 +53,11 @@ def wait_for(backend: str, op: str, block: Callable[[float | None], bool], timeo
             raise Timeout(backend, op, float(timeout), what)
 
 
+#: Bytes per element by the DType's id: a DType is an Enum, whose hash is a Python-level call (DType.itemsize
+#: looks it up by that hash), and a buffer is made on every upload and alloc.
+_ITEMSIZE: dict[int, int] = {id(d): d.itemsize for d in DType}
+
+
 class BufferHandle:
     """Device memory of one ComputeDevice: 1-D, `size` elements of `dtype`, `nbytes` bytes."""
 
@@ -63,7 +68,7 @@ class BufferHandle:
         self.handle: Any = handle  # the vendor object; None once closed
         self.dtype = dtype
         self.size = size
-        self.nbytes = size * dtype.itemsize
+        self.nbytes = size * _ITEMSIZE[id(dtype)]
 
     @property
     def device(self) -> ComputeDeviceBase:
