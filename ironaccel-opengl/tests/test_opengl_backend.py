@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,55 @@ class TestCompute:
         for bad in [(np.float64(1), F(0), np.uint32(1)), (F(1), F(0), "3"), (F(1), F(0), 2**33)]:
             with pytest.raises(InvalidArgument):
                 device.dispatch(pipeline, [bx, by], 10, bad)
+
+    def test_an_int_param_past_int32_after_its_signature_was_cached(self, device, pipeline):
+        x = np.linspace(-1, 1, 640, dtype=F)
+        bx, by = device.upload(x), device.alloc(x.size)
+        device.dispatch(pipeline, [bx, by], 10, (2.0, 0.0, 640))  # (float, float, int) cached with int32 for n
+        device.dispatch(pipeline, [bx, by], 10, (1.0, 1.0, 2**31 + 5))  # past int32: packed as the uint32 it is
+        np.testing.assert_array_equal(device.download(by), x + F(1))
+
+    def test_closed_small_buffers_are_reused_without_gl_calls(self, device, pipeline, monkeypatch):
+        import moderngl
+
+        from ironaccel_opengl.device import SPARE_BUFFERS, SPARE_MAX_BYTES
+
+        x = np.arange(256, dtype=F)
+
+        def round_trip() -> np.ndarray:
+            bx, by = device.upload(x), device.alloc(x.size)
+            device.dispatch(pipeline, [bx, by], 4, (2.0, 1.0, 256))
+            y = device.download(by)
+            bx.close()
+            by.close()
+            return y
+
+        round_trip()
+        calls: list[str] = []
+
+        def counting(cls: Any, name: str) -> None:
+            original = getattr(cls, name)
+
+            def count(*args: Any, **kwargs: Any) -> Any:
+                calls.append(name)
+                return original(*args, **kwargs)
+
+            monkeypatch.setattr(cls, name, count)
+
+        counting(moderngl.Context, "buffer")
+        for name in ("write", "release", "bind_to_storage_buffer"):
+            counting(moderngl.Buffer, name)
+        for _ in range(3):
+            np.testing.assert_array_equal(round_trip(), 2 * x + 1)
+        # Each round trip writes x into the buffer the last one closed; none is made, deleted or bound again.
+        assert calls == ["write"] * 3
+        calls.clear()
+        big = device.alloc(SPARE_MAX_BYTES // 4 + 1)
+        big.close()  # over the size kept: deleted
+        small = [device.alloc(16) for _ in range(SPARE_BUFFERS)]  # 64 bytes: none of that size kept yet
+        for buf in small:
+            buf.close()  # the two of 1 KiB still kept, so room for SPARE_BUFFERS - 2 more
+        assert calls == ["buffer", "release"] + ["buffer"] * SPARE_BUFFERS + ["release"] * 2
 
     def test_pipelines_are_cached_and_closing_a_handle_keeps_the_program(self, device):
         p1 = device.pipeline(SCALE_OFFSET, buffers=2, params=3)

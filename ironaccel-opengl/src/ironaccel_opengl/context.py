@@ -75,6 +75,13 @@ def _unavailable(exc: BaseException) -> NotAvailable:
                         fix=FIX_EGL, code=code, code_name=code_name)
 
 
+def make_current(ctx: Any) -> Any:
+    """A callable making `ctx` current on the calling thread: glcontext's own enter where moderngl exposes it
+    (what `ctx.mglo.__enter__` calls, less one Python-level method call: 0.14 us against 0.23 on llvmpipe)."""
+    enter = getattr(getattr(ctx.mglo, "_context", None), "__enter__", None)
+    return enter if enter is not None else ctx.mglo.__enter__
+
+
 class GLCalls:
     """GL entry points moderngl does not wrap (fences, flush), loaded through the context's own loader.
 

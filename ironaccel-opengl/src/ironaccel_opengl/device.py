@@ -11,6 +11,7 @@ handles, cache and waiting are `ironaccel.compute.ComputeDeviceBase`'s.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
@@ -20,12 +21,17 @@ from ironaccel.compute import ComputeDeviceBase
 from ironaccel.errors import InvalidArgument, OutOfMemory
 from ironaccel.types import DeviceDescriptor, DType
 
-from .context import GLCalls, create_context
+from .context import GLCalls, create_context, make_current
 from .memory import OpenGLBuffer
-from .pipeline import OpenGLPipeline, OpenGLProgram, clear_errors
+from .pipeline import OpenGLPipeline, OpenGLProgram, clear_errors, native
 from .submission import Completion, OpenGLSubmission
 
 BACKEND = "opengl"
+#: A closed buffer of at most this many bytes is kept, up to SPARE_BUFFERS of them, for the next buffer of the
+#: same size: glBufferSubData into it (or nothing, for alloc) instead of glGenBuffers + glBufferData now and
+#: glDeleteBuffers at close; it keeps its SSBO binding, so a dispatch need not bind it again.
+SPARE_MAX_BYTES = 64 << 10
+SPARE_BUFFERS = 16
 
 
 class OpenGLDevice(ComputeDeviceBase):
@@ -47,12 +53,17 @@ class OpenGLDevice(ComputeDeviceBase):
         self.max_groups = tuple(int(v) for v in info["GL_MAX_COMPUTE_WORK_GROUP_COUNT"])
         self.max_storage_blocks = int(info["GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS"])
         self._barrier = moderngl.SHADER_STORAGE_BARRIER_BIT | moderngl.BUFFER_UPDATE_BARRIER_BIT
+        self._memory_barrier = native(self.ctx, "memory_barrier")  # (barriers, by_region)
         self._completion = Completion(self, self._calls)
-        self._bound: list[Any] = [None] * self.max_storage_blocks  # moderngl Buffer bound at each SSBO binding
+        # The moderngl Buffer bound at each SSBO binding a dispatch used so far (a list as long as the most
+        # buffers one dispatch bound, so freeing a buffer scans only those).
+        self._bound: list[Any] = []
         self._bound_uniform: Any = None
+        self._spare: dict[int, deque[Any]] = {}  # closed small buffers by size, oldest first
+        self._spare_count = 0
         self._open(descriptor, max_buffer_bytes=int(info["GL_MAX_SHADER_STORAGE_BLOCK_SIZE"]),
                    group_limits=self.max_groups, max_buffers=self.max_storage_blocks,
-                   thread_bound=self.ctx.mglo.__enter__)
+                   thread_bound=make_current(self.ctx))
 
     # -- context ----------------------------------------------------------------------------------------
 
@@ -62,8 +73,24 @@ class OpenGLDevice(ComputeDeviceBase):
     # -- memory -----------------------------------------------------------------------------------------
 
     def _create_buffer(self, nbytes: int, dtype: DType, data: np.ndarray | None) -> Any:
+        if nbytes <= SPARE_MAX_BYTES:
+            spare = self._spare.get(nbytes)
+            if spare:  # the oldest first, so buffers made and closed in turn keep their bindings
+                handle = spare.popleft()
+                self._spare_count -= 1
+                if not spare:
+                    del self._spare[nbytes]
+                if data is not None:
+                    handle.write(data)
+                return handle
         ctx = self.ctx
-        clear_errors(ctx)  # the check below must see this call's error, not an older one
+        handle = ctx.buffer(data) if data is not None else ctx.buffer(reserve=nbytes)
+        if ctx.error == "GL_NO_ERROR":
+            return handle
+        # An error, this call's or one left set by earlier GL work: clear them all and try once more, so the
+        # check sees this call's error alone (one glGetError a buffer, where clearing first took two).
+        handle.release()
+        clear_errors(ctx)
         handle = ctx.buffer(data) if data is not None else ctx.buffer(reserve=nbytes)
         error = ctx.error
         if error != "GL_NO_ERROR":
@@ -74,10 +101,22 @@ class OpenGLDevice(ComputeDeviceBase):
             raise InvalidArgument(BACKEND, "glBufferData", code_name=error, detail=f"{nbytes} bytes")
         return handle
 
+    def _recycle(self, handle: Any) -> bool:
+        nbytes = handle.size
+        if nbytes > SPARE_MAX_BYTES or self._spare_count >= SPARE_BUFFERS:
+            return False
+        spare = self._spare.get(nbytes)
+        if spare is None:
+            spare = self._spare[nbytes] = deque()
+        spare.append(handle)
+        self._spare_count += 1
+        return True
+
     def _free_buffer(self, handle: Any) -> None:
         bound = self._bound
-        if handle in bound:
-            bound[:] = [None if current is handle else current for current in bound]
+        for slot, current in enumerate(bound):
+            if current is handle:  # GL may give its name to the next buffer: that one must be bound anew
+                bound[slot] = None
         handle.release()
 
     def _write(self, handle: Any, data: np.ndarray) -> None:
@@ -101,6 +140,8 @@ class OpenGLDevice(ComputeDeviceBase):
     def _launch(self, program: OpenGLProgram, handles: list[Any], dims: tuple[int, int, int],
                 params: bytes) -> int:
         bound = self._bound
+        if len(bound) < len(handles):
+            bound.extend([None] * (len(handles) - len(bound)))
         for slot, handle in enumerate(handles):
             if bound[slot] is not handle:
                 handle.bind_to_storage_buffer(slot)
@@ -108,15 +149,15 @@ class OpenGLDevice(ComputeDeviceBase):
         uniform = program.uniform
         if uniform is not None:
             if params != program.last_params:
-                uniform.write(params)
+                program.write_params(params, 0)
                 program.last_params = params
             if self._bound_uniform is not uniform:
                 uniform.bind_to_uniform_block(0)
                 self._bound_uniform = uniform
-        program.shader.run(*dims)
-        self.ctx.memory_barrier(self._barrier)
-        self._submitted += 1
-        return self._submitted
+        program.run(*dims)
+        self._memory_barrier(self._barrier, False)
+        serial = self._submitted = self._submitted + 1
+        return serial
 
     def _wait(self, serial: int, seconds: float | None) -> bool:
         return self._completion.wait(serial, seconds)
@@ -126,4 +167,6 @@ class OpenGLDevice(ComputeDeviceBase):
         self._completed = self._submitted
         self._bound = []
         self._bound_uniform = None
+        self._spare.clear()
+        self._spare_count = 0
         self.ctx.release()  # deletes every buffer still open

@@ -19,6 +19,14 @@ BACKEND = "opengl"
 UNIFORM_ALIGN = 16
 
 
+def native(obj: Any, method: str) -> Any:
+    """`obj.method` as moderngl's C object has it, where the Python wrapper only passes its arguments on (one
+    Python call less on every dispatch); the wrapper itself where this moderngl has no such object.  Call it with
+    every argument the wrapper would pass."""
+    found = getattr(getattr(obj, "mglo", None), method, None)
+    return found if found is not None else getattr(obj, method)
+
+
 def clear_errors(ctx: Any) -> None:
     """Read GL's error flags until none is left, so no later check sees an error that is not its own."""
     for _ in range(16):
@@ -78,12 +86,16 @@ class OpenGLProgram(Program):
             raise
         super().__init__(buffers, params, Interface.of(buffers, glsl_interface(code)))
         self.uniform: Any = None
+        self.write_params: Any = None  # the uniform buffer's write(data, offset)
         if params:
             self.uniform = ctx.buffer(reserve=-(-params * 4 // UNIFORM_ALIGN) * UNIFORM_ALIGN)
+            self.write_params = native(self.uniform, "write")
         self.last_params: bytes | None = None  # what the uniform buffer holds
+        self.run = native(self.shader, "run")  # (x, y, z) workgroups
 
     def release(self) -> None:
         super().release()
+        self.run = self.write_params = None  # a released program is never dispatched
         if self.shader is not None:
             self.shader.release()
             self.shader = None
