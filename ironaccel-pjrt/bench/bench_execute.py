@@ -19,10 +19,10 @@ On the CPU plugin the round trip is bound by the XLA CPU runtime, not by the
 copies (4 KiB each, under 1 us): a program of 1000 flops or more runs on the
 client's worker pool, whose workers sleep after ~15 us without work, and the
 launch after that costs 60-100 us of thread wake-ups on a 2-core VM -- JAX's CPU
-client the same (bench_idle_gap.py shows both).  ironaccel's three uploads take
-longer than that window, JAX's one C++ call does not; ironaccel's CPU client
-polls a buffer's event before it blocks (IRONACCEL_PJRT_SPIN_US), which saves
-one of the two wake-ups.  See README.md here.
+client the same (bench_idle_gap.py shows both).  ironaccel's three uploads
+(~3 us each) still take longer than that window, JAX's one C++ call does not;
+ironaccel's CPU client polls a buffer's event before it blocks
+(IRONACCEL_PJRT_SPIN_US), which saves one of the two wake-ups.  See README.md here.
 
 Each side's result is checked once against numpy, then both are sampled
 together in rounds (bench/harness.py: batches of ~2 ms, the order alternating);
