@@ -6,8 +6,9 @@ The round trip of bench_execute.py (three float32[1024] uploads, ``a * b + c``, 
 array, the buffers dropped), 50 calls a batch: prints the median, 25th and 75th percentile of the batches'
 us per call, then the median of each phase over single timed calls (uploads, execute, wait, to_host after
 the wait, drop).  The phases' timers and separate wait lengthen the gaps the XLA CPU pool sees, so their sum
-exceeds the batch figure: compare phases between ironaccel versions, not with the round trip.  JAX's own round trip on this 2-core VM moves between ~30 and ~90 us from one run to the
-next (its pool's wake-ups), so ratios against it are compared within a run; this figure is ironaccel's only.
+exceeds the batch figure: compare phases between ironaccel versions, not with the round trip.  JAX's own
+round trip on this 2-core VM moves between ~30 and ~90 us from one run to the next (its pool's wake-ups),
+so ratios against it are compared within a run; this figure is ironaccel's only.
 """
 
 from __future__ import annotations

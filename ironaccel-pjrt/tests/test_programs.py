@@ -210,3 +210,15 @@ def test_layouts_come_back_row_major(client: Client, explicit_layout: bool, dire
     (out,) = client.compile(TRANSPOSE).execute([client.buffer_from_host(a)])
     np.testing.assert_array_equal(out.to_host(), a.transpose(2, 0, 1))
     np.testing.assert_array_equal(client.buffer_from_host(a).to_host(), a)
+
+
+def test_a_sharded_launch_destroys_the_dropped_buffers(client: Client) -> None:
+    devices = client.devices
+    exe = client.compile(mul_add((4,), np.float32), CompileOptions.for_devices([d.id for d in devices]))
+    client.buffer_from_host(np.ones(4, np.float32))  # dropped at once: waits for the next launch
+    assert client._dropped
+    rows = [[client.buffer_from_host(np.full(4, i, np.float32), d)] * 3 for i, d in enumerate(exe.devices)]
+    outputs = exe.execute_sharded(rows)
+    assert not client._dropped
+    for i, (out,) in enumerate(outputs):
+        np.testing.assert_array_equal(out.to_host(), np.full(4, i * i + i, np.float32))

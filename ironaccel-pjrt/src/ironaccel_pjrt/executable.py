@@ -269,6 +269,8 @@ class Executable:
         if error:
             raise api.take_error(op, error)
         client, dtypes, shapes, np_dtypes = self.client, self.output_dtypes, self.output_shapes, self._np_dtypes
+        if client._dropped:
+            destroy_dropped(client)  # while the computation runs
         return [
             [Buffer(client, cast(int, out[j]), device, shapes[j], dtypes[j], np_dtypes[j]) for j in range(n_out)]
             for out, device in zip(outputs, devices)
