@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 import threading
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -148,6 +148,28 @@ class TestCompute:
         for buf in small:
             buf.close()  # the two of 1 KiB still kept, so room for SPARE_BUFFERS - 2 more
         assert calls == ["buffer", "release"] + ["buffer"] * SPARE_BUFFERS + ["release"] * 2
+
+    def test_a_dispatch_checks_its_buffers_once_until_one_closes(self, device, pipeline, monkeypatch):
+        bx, by = device.upload(np.ones(64, F)), device.alloc(64)
+        checks = []
+        bind = type(device)._bind
+        monkeypatch.setattr(type(device), "_bind", lambda self, *args: checks.append(1) or bind(self, *args))
+        for _ in range(3):
+            device.dispatch(pipeline, [bx, by], 1, (2.0, 0.0, 64))
+        assert len(checks) == 1  # the same buffers again: the checks they passed still hold
+        other = device.alloc(64)
+        other.close()  # any buffer of the device closing invalidates that
+        device.dispatch(pipeline, (bx, by), 1, (2.0, 0.0, 64))
+        assert len(checks) == 2
+        by.close()
+        with pytest.raises(ClosedError):
+            device.dispatch(pipeline, [bx, by], 1, (2.0, 0.0, 64))
+        ghost = device.alloc(64)
+        device.dispatch(pipeline, [bx, ghost], 1, (2.0, 0.0, 64))
+        del ghost  # collected unclosed: its id may be reused by the next buffer, which must be checked anew
+        fresh = device.upload(np.zeros(64, np.int32))
+        with pytest.raises(InvalidArgument, match="int32"):
+            device.dispatch(pipeline, [bx, fresh], 1, (2.0, 0.0, 64))
 
     def test_pipelines_are_cached_and_closing_a_handle_keeps_the_program(self, device):
         p1 = device.pipeline(SCALE_OFFSET, buffers=2, params=3)

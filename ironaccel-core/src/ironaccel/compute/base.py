@@ -36,6 +36,7 @@ attribute tests only, since they are paid on every dispatch.
 
 from __future__ import annotations
 
+import itertools
 import struct
 import threading
 from collections import deque
@@ -65,6 +66,9 @@ from .handles import BufferHandle, PipelineHandle, Program, ProgramCache, Submis
 from .shaders import check_bindings, source_text
 
 __all__ = ["ComputeDeviceBase", "flat_bytes"]
+
+#: Unique values for `ComputeDeviceBase._epoch` (next() is atomic: two threads never store the same one).
+_EPOCHS = itertools.count(1)
 
 
 _U8 = np.dtype(np.uint8)
@@ -119,6 +123,8 @@ class ComputeDeviceBase:
         self._closed = False
         #: params go through the kit's packing rule (its packers are used inline), not a backend's own `_pack`
         self._kit_pack = type(self)._pack is ComputeDeviceBase._pack
+        #: Changes whenever a buffer of this device is closed or collected (see `dispatch`).
+        self._epoch = 0
 
     # -- vendor calls (see the module docstring) --------------------------------------------------------
 
@@ -266,21 +272,17 @@ class ComputeDeviceBase:
                 dims = workgroups(self.backend, groups, limits, "dispatch", self.group_limit_name)
             if type(buffers) is not list and type(buffers) is not tuple or len(buffers) != program.buffers:
                 buffers = buffer_list(self.backend, buffers, program.buffers)
-            # Live buffers of this device, of the element types the shader declares, none bound twice.
-            kind = self.buffer_type
-            handles = []
-            for buf, want in zip(buffers, program.interface.elements):
-                if type(buf) is not kind or buf._device is not self or buf.handle is None \
-                        or (want is not None and buf.dtype is not want):
-                    handles = self._handles(program, buffers)
-                    break
-                handles.append(buf.handle)
+            # The buffers this program was last dispatched with, unchanged since (no buffer of this device
+            # closed or collected: each bumps the epoch, so these ids are still those live objects), passed
+            # every check then and so pass them now.
+            ids = tuple(map(id, buffers))
+            epoch = self._epoch
+            memo = program.last_binding
+            if memo is not None and memo[0] == ids and memo[1] == epoch:
+                handles = memo[2]
             else:
-                n = len(handles)
-                if n != len(buffers):  # an interface that does not list every binding
-                    handles = self._handles(program, buffers)
-                elif n > 1 and (buffers[0] is buffers[1] if n == 2 else len(set(map(id, buffers))) < n):
-                    check_bindings(self.backend, program.interface, buffers)  # read-only aliasing passes
+                handles = self._bind(program, buffers)
+                program.last_binding = (ids, epoch, handles)
             packer = _PACKERS.get(tuple(map(type, params))) if self._kit_pack and type(params) is tuple \
                 and len(params) == program.params else None
             try:
@@ -360,6 +362,23 @@ class ComputeDeviceBase:
         what = "a buffer of another device" if isinstance(buffer, BufferHandle) else type(buffer).__name__
         raise InvalidArgument(self.backend, op, detail=f"expected a buffer of this device, got {what}")
 
+    def _bind(self, program: Program, buffers: Sequence[Any]) -> list[Any]:
+        """The vendor objects of a dispatch's buffers: live buffers of this device, of the element types the
+        shader declares, none bound twice (the common case in one pass, anything else by `_handles`)."""
+        kind = self.buffer_type
+        handles = []
+        for buf, want in zip(buffers, program.interface.elements):
+            if type(buf) is not kind or buf._device is not self or buf.handle is None \
+                    or (want is not None and buf.dtype is not want):
+                return self._handles(program, buffers)
+            handles.append(buf.handle)
+        n = len(handles)
+        if n != len(buffers):  # an interface that does not list every binding
+            return self._handles(program, buffers)
+        if n > 1 and (buffers[0] is buffers[1] if n == 2 else len(set(map(id, buffers))) < n):
+            check_bindings(self.backend, program.interface, buffers)  # read-only aliasing passes
+        return handles
+
     def _handles(self, program: Program, buffers: Sequence[Any]) -> list[Any]:
         """The vendor objects of a dispatch's buffers, every rule checked: ownership, then element types and
         aliasing."""
@@ -378,6 +397,7 @@ class ComputeDeviceBase:
 
     def _release_buffer(self, handle: Any) -> None:
         """A buffer was closed: free it now, or at the next call where this thread may not."""
+        self._epoch = next(_EPOCHS)  # before the lock: no dispatch takes a binding memo with this buffer now
         with self._lock:
             if self._closed or self._generation != process._forks:
                 return
@@ -393,6 +413,7 @@ class ComputeDeviceBase:
 
     def _collect(self, handle: Any) -> None:
         """A buffer was garbage-collected unclosed: free it at the device's next call (takes no lock)."""
+        self._epoch = next(_EPOCHS)
         if not self._closed and self._generation == process._forks:
             self._garbage.append(handle)
 

@@ -107,6 +107,8 @@ class Program:
         self.interface = interface or Interface.unknown(buffers)
         self.users = 0
         self.released = False
+        #: (buffer ids, device epoch, vendor handles) of the last dispatch, whose checks passed (the kit's).
+        self.last_binding: tuple[tuple[int, ...], int, list[Any]] | None = None
 
     def release(self) -> None:
         """Free the vendor objects (after the work that used them, where the driver does not defer it itself)."""
