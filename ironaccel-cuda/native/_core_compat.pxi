@@ -285,3 +285,12 @@ cdef bint _fill_operands(items, Py_ssize_t n, unsigned long long* a, unsigned lo
         a[i] = PyLong_AsUnsignedLongLong(int(ptr))
         z[i] = PyLong_AsUnsignedLongLong(int(size))
     return known
+
+
+def all_instances(items, cls):
+    """True when every item of `items` is an instance of `cls`: the cuda.core compat's copy_batch checks its
+    Buffers with it (a generator over the items cost ~50 ns each, fake driver, 2026-12-02)."""
+    for item in items:
+        if not isinstance(item, cls):
+            return False
+    return True

@@ -36,10 +36,10 @@ __all__ = [
     "CLOSED", "ClosedError", "CompatBuffer", "CompileError", "CopyAttributes", "DeviceBuf", "DriverError",
     "IaDevice", "IaEvent", "IaFunction", "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule",
     "IaObjectCode", "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf",
-    "Unsupported", "adopt", "bind", "bind_address", "call", "compat_create_event", "compat_device_allocate",
-    "compat_dmr_allocate", "compat_stream_record", "copy_batch", "current_context", "device_count", "dlpack",
-    "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh", "memcpy_htod", "new_event",
-    "set_compat_buffer", "set_compat_events", "settle_lazy_load", "state_for", "try_call",
+    "Unsupported", "adopt", "all_instances", "bind", "bind_address", "call", "compat_create_event",
+    "compat_device_allocate", "compat_dmr_allocate", "compat_stream_record", "copy_batch", "current_context",
+    "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh", "memcpy_htod",
+    "new_event", "set_compat_buffer", "set_compat_events", "settle_lazy_load", "state_for", "try_call",
 ]
 
 CLOSED = _core.CLOSED
@@ -50,6 +50,7 @@ set_compat_buffer = _core.set_compat_buffer
 set_compat_events = _core.set_compat_events
 compat_create_event = _core.compat_create_event
 compat_stream_record = _core.compat_stream_record
+all_instances = _core.all_instances
 call = _driver.call
 try_call = _driver.try_call
 driver = _driver.driver

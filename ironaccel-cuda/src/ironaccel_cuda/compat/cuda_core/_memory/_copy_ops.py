@@ -82,6 +82,10 @@ def _hint(where: Any, name: str) -> Any:
     raise TypeError(f"{name} must be a Device, a Host or None, got {type(where).__name__}")
 
 
+_CAPTURING = ("copy_batch cannot be used on a capturing stream (the driver has no batched-copy node): use "
+              "graph.GraphNode.memcpy or Buffer.copy_to per buffer")
+
+
 def copy_batch(stream: Any, srcs: Sequence[Any], dsts: Sequence[Any], *, options: Any = None) -> None:
     """Copy srcs[i] into dsts[i] for every i on `stream`, in one driver call."""
     from .._stream import Stream_accept
@@ -104,9 +108,33 @@ def copy_batch(stream: Any, srcs: Sequence[Any], dsts: Sequence[Any], *, options
     if int(s.handle) in (0, 1):
         raise TypeError("copy_batch does not accept LEGACY_DEFAULT_STREAM (cuMemcpyBatchAsync refuses it); use "
                         "PER_THREAD_DEFAULT_STREAM or a stream of your own")
-    if s.is_capturing:
-        raise TypeError("copy_batch cannot be used on a capturing stream (the driver has no batched-copy node): "
-                        "use graph.GraphNode.memcpy or Buffer.copy_to per buffer")
+    if not (_ia.all_instances(srcs, Buffer) and _ia.all_instances(dsts, Buffer)):
+        _check_pairs(srcs, dsts, n)  # cuda.core's TypeError, naming the first pair that is not two Buffers
+    if options is None:
+        runs: Any = None  # ironaccel's default: stream-ordered, no hints
+    elif isinstance(options, CopyOptions):
+        runs = options._attributes()
+    else:
+        runs = [o._attributes() for o in _normalize_copy_options(options, n)]
+    if n == 0:
+        if s.is_capturing:
+            raise TypeError(_CAPTURING)
+        return
+    try:
+        _ia.copy_batch(dsts, srcs, stream=s, attributes=runs)  # its compiled call refuses a capturing stream
+    except _ia.DriverError as exc:
+        if exc.code is not None:
+            raise from_ironaccel(exc) from None
+        if isinstance(exc, _ia.InvalidState) and not isinstance(exc, _ia.ClosedError):
+            raise TypeError(_CAPTURING) from None
+        _check_pairs(srcs, dsts, n)  # cuda.core's error for what ironaccel refused (sizes, closed buffers)
+        raise ValueError(f"copy_batch: {exc.detail or exc}") from None
+
+
+def _check_pairs(srcs: Sequence[Any], dsts: Sequence[Any], n: int) -> None:
+    """cuda.core's TypeError / ValueError for the first pair that is not two Buffers of one size."""
+    from ._buffer import Buffer
+
     for i in range(n):
         src, dst = srcs[i], dsts[i]
         if not isinstance(src, Buffer) or not isinstance(dst, Buffer):
@@ -115,20 +143,6 @@ def copy_batch(stream: Any, srcs: Sequence[Any], dsts: Sequence[Any], *, options
         if src._size != dst._size:
             raise ValueError(f"copy {i}: buffer sizes mismatch between src and dst (sizes are: src={src._size}, "
                              f"dst={dst._size})")
-    if options is None:
-        runs: Any = None  # ironaccel's default: stream-ordered, no hints
-    elif isinstance(options, CopyOptions):
-        runs = options._attributes()
-    else:
-        runs = [o._attributes() for o in _normalize_copy_options(options, n)]
-    if n == 0:
-        return
-    try:
-        _ia.copy_batch(dsts, srcs, stream=s, attributes=runs)
-    except _ia.DriverError as exc:
-        if exc.code is not None:
-            raise from_ironaccel(exc) from None
-        raise ValueError(f"copy_batch: {exc.detail or exc}") from None
 
 
 def _normalize_copy_options(options: Any, n: int) -> tuple[CopyOptions, ...]:
