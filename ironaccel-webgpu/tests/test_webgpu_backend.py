@@ -128,6 +128,8 @@ class TestCompute:
             assert info.value.op == "dispatch"
 
     def test_pipelines_and_bind_groups_are_cached(self, device):
+        from ironaccel_webgpu.device import SPARE_MAX_BYTES
+
         p1 = device.pipeline(SCALE_OFFSET, buffers=2, params=3)
         p2 = device.pipeline(SCALE_OFFSET, buffers=2, params=3)
         assert p1 is not p2 and p1.program is p2.program
@@ -144,8 +146,43 @@ class TestCompute:
         with pytest.raises(ClosedError):
             device.dispatch(p1, [bx, by], 1, params)
         assert device.pipeline(SCALE_OFFSET, buffers=2, params=3).program is program  # still cached
-        by.close()  # closing a buffer drops the bind groups that use it
-        assert len(program.bind_groups) == 0
+        by.close()  # kept for the next buffer of its size, with its bind groups
+        assert len(program.bind_groups) == 1
+        again = device.alloc(64)  # that buffer: its bind group serves again
+        device.dispatch(p2, [bx, again], 1, params)
+        assert len(program.bind_groups) == 1
+        big = device.alloc(SPARE_MAX_BYTES // 4 + 1)
+        device.dispatch(p2, [bx, big], 1, params)
+        assert len(program.bind_groups) == 2
+        big.close()  # too big to keep: freed, and the bind groups that use it dropped
+        assert len(program.bind_groups) == 1
+
+    def test_closed_small_buffers_are_reused_without_wgpu_calls(self, device, pipeline, monkeypatch):
+        from ironaccel_webgpu.device import SPARE_MAX_BYTES
+
+        x = np.arange(256, dtype=F)
+
+        def round_trip() -> np.ndarray:
+            bx, by = device.upload(x), device.alloc(x.size)
+            device.dispatch(pipeline, [bx, by], 4, (2.0, 1.0, 256))
+            y = device.download(by)
+            bx.close()
+            by.close()
+            return y
+
+        round_trip()
+        calls: list[str] = []
+        gpu = device.gpu
+        for name in ("create_buffer", "create_buffer_with_data", "create_bind_group"):
+            original = getattr(gpu, name)
+            monkeypatch.setattr(gpu, name, lambda *a, _f=original, _n=name, **k: calls.append(_n) or _f(*a, **k))
+        monkeypatch.setattr(device, "_poll", lambda: calls.append("_poll"))
+        for _ in range(3):
+            np.testing.assert_array_equal(round_trip(), 2 * x + 1)
+        assert calls == []  # x written into the buffer the last one closed; no buffer, bind group or poll
+        big = device.alloc(SPARE_MAX_BYTES // 4 + 1)
+        big.close()
+        assert calls == ["create_buffer", "_poll"]  # over the size kept: made, then destroyed
 
     def test_sizes_are_padded_but_reported_exactly(self, device):
         data = np.arange(1001, dtype=np.uint8)

@@ -75,12 +75,19 @@ class WebGPUProgram(Program):
         super().__init__(buffers, params, interface)
         self.last_params: bytes | None = None  # what the uniform buffer holds, in queue order
         self.bind_groups: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        #: The vendor-handle list of the last dispatch (the kit passes the same list object while its buffers
+        #: are unchanged: ComputeDeviceBase.dispatch) and its bind group.
+        self.last_buffers: list[Storage] | None = None
+        self.last_group: Any = None
 
     def bind_group(self, device: WebGPUDevice, buffers: list[Storage]) -> Any:
         """The bind group for these buffers, built once and reused."""
-        key = tuple(b.serial for b in buffers)
+        if buffers is self.last_buffers:  # the kit's list of the last dispatch's buffers, unchanged since
+            return self.last_group
+        key = tuple([b.serial for b in buffers])
         group = self.bind_groups.get(key)
         if group is not None:
+            self.last_buffers, self.last_group = buffers, group
             return group
         limit = device.max_binding_bytes
         for index, buf in enumerate(buffers):
@@ -97,6 +104,7 @@ class WebGPUProgram(Program):
         except Exception as exc:  # e.g. one buffer bound read-only and read-write at once
             raise translate(exc, "wgpuDeviceCreateBindGroup") from None
         self.bind_groups[key] = group
+        self.last_buffers, self.last_group = buffers, group
         for buf in buffers:
             buf.bind_keys.append((self, key))
         if len(self.bind_groups) > MAX_BIND_GROUPS:
@@ -106,6 +114,7 @@ class WebGPUProgram(Program):
     def release(self) -> None:
         super().release()
         self.bind_groups.clear()
+        self.last_buffers = self.last_group = None
         if self.uniform is not None:
             self.uniform.destroy()
             self.uniform = None
