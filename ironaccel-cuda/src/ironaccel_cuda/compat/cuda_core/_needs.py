@@ -11,8 +11,8 @@ GRAPH_MEMORY = "graph memory nodes and the graph memory pool in ironaccel (issue
 GRAPH_NODES = "explicit graph definitions and nodes in ironaccel (issue 15)"
 CONDITIONALS = "conditional graph nodes in ironaccel (issue 15)"
 CALLBACKS = "host callbacks in ironaccel (issue 15)"
-STRIDED_COPY = ("copies between strided views (layout-aware copies with temporary buffers) in ironaccel (lead: not "
-                "in any open issue)")
+STRIDED_COPY = ("copies between strided views, which cuda.core 1.2 does not have either (its copy_from / copy_to "
+                "raise NotImplementedError too)")
 NVML = "NVML (cuda.core.system): out of the compat's scope"
 TEXTURES = "textures, surfaces and CUDA arrays: out of the compat's scope"
 GRAPHICS = "graphics interop: out of the compat's scope"
