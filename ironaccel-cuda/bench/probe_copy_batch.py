@@ -5,7 +5,8 @@
 The shape of a KV-cache block swap: `--copies` blocks of `--block` bytes, device to device and device to
 page-locked host, each way timed per batch + stream synchronize, interleaved round by round, medians of the
 rounds with the spread of the middle half.  Ways: ironaccel's `copy_batch` with buffers and with uint64
-address arrays; a loop of `DeviceBuf.copy_from(src, stream=s)`; raw `cuda.bindings` cuMemcpyBatchAsync with the
+address arrays (also with src_access="any" and prefer_overlap: do the hints change the driver's per-copy cost?);
+a loop of `DeviceBuf.copy_from(src, stream=s)`; raw `cuda.bindings` cuMemcpyBatchAsync with the
 arrays built per call; cuda.core's `utils.copy_batch` when the installed cuda.core has it, and the cuda.core
 compat's.  A probe (for the note and the README), not a target row.
 """
@@ -73,6 +74,17 @@ def main() -> None:
         cu.copy_batch(d_addrs, s_addrs, block, stream=s)
         s.synchronize()
 
+    any_order = cu.CopyAttributes(src_access="any")
+    overlap = cu.CopyAttributes(prefer_overlap=True)
+
+    def batch_any() -> None:
+        cu.copy_batch(d_addrs, s_addrs, block, stream=s, attributes=any_order)
+        s.synchronize()
+
+    def batch_overlap() -> None:
+        cu.copy_batch(d_addrs, s_addrs, block, stream=s, attributes=overlap)
+        s.synchronize()
+
     def batch_to_host() -> None:
         cu.copy_batch(h_addrs, s_addrs, block, stream=s)
         s.synchronize()
@@ -97,6 +109,8 @@ def main() -> None:
     ways: dict[str, Callable[[], None]] = {
         "ironaccel cu.copy_batch(dsts, srcs, stream=s), buffers": batch_buffers,
         "ironaccel cu.copy_batch(dst_addrs, src_addrs, block, stream=s), uint64 arrays": batch_arrays,
+        "ironaccel cu.copy_batch, arrays, src_access='any'": batch_any,
+        "ironaccel cu.copy_batch, arrays, prefer_overlap=True": batch_overlap,
         "ironaccel cu.copy_batch, device -> page-locked host, arrays": batch_to_host,
         "ironaccel loop of DeviceBuf.copy_from(src, stream=s)": loop_copy_from,
         "raw cuda.bindings cuMemcpyBatchAsync (lists built once)": raw_bindings,
