@@ -246,6 +246,55 @@ def test_fences_are_recycled(device: Any, so: Any) -> None:
     ys.close()
 
 
+class _CountingLib:
+    """The device's cffi library with its fence waits and polls counted."""
+
+    def __init__(self, lib: Any):
+        self._lib = lib
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._lib, name)
+        if name not in ("vkWaitForFences", "vkGetFenceStatus"):
+            return found
+
+        def counted(*args: Any) -> Any:
+            self.calls.append(name)
+            return found(*args)
+
+        return counted
+
+
+def test_a_wait_on_a_cpu_device_polls_its_fence_before_blocking(device: Any, so: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from ironaccel_vulkan.physical import TYPE_CPU, TYPE_DISCRETE
+    from ironaccel_vulkan.submission import ENV_SPIN, spin_seconds
+
+    timeline = device._state.timeline
+    lib = _CountingLib(timeline.lib)
+    monkeypatch.setattr(timeline, "lib", lib)
+    xs, ys = device.upload(np.ones(64, F32)), device.alloc(64)
+    monkeypatch.setattr(timeline, "spin", 5.0)  # a 64-element dispatch is done well within the poll
+    device.dispatch(so, [xs, ys], 1, params(2, 0, 64)).wait()
+    assert "vkGetFenceStatus" in lib.calls and "vkWaitForFences" not in lib.calls
+    lib.calls.clear()
+    monkeypatch.setattr(timeline, "spin", 0.0)
+    device.dispatch(so, [xs, ys], 1, params(3, 0, 64)).wait()
+    assert lib.calls.count("vkWaitForFences") >= 1 and "vkGetFenceStatus" not in lib.calls
+    np.testing.assert_array_equal(device.download(ys), 3)
+    monkeypatch.delenv(ENV_SPIN, raising=False)
+    assert spin_seconds(TYPE_DISCRETE) == 0.0  # GPUs block at once
+    assert spin_seconds(TYPE_CPU) in (0.0, 200e-6)  # lavapipe polls where a second core can run it
+    monkeypatch.setenv(ENV_SPIN, "50")
+    assert spin_seconds(TYPE_DISCRETE) == 50e-6
+    for bad in ("-1", "nan", "inf", "soon"):
+        monkeypatch.setenv(ENV_SPIN, bad)
+        with pytest.raises(InvalidArgument):
+            spin_seconds(TYPE_CPU)
+    xs.close()
+    ys.close()
+
+
 def test_many_distinct_params_stay_bounded_and_correct(device: Any, so: Any) -> None:
     x = np.arange(64, dtype=F32)
     xs, ys = device.upload(x), device.alloc(64)

@@ -11,13 +11,18 @@ they may be freed, re-recorded or read.
 
 from __future__ import annotations
 
+import os
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ironaccel.compute import Submission
+from ironaccel.errors import InvalidArgument
 
 from . import results
+from .binding import BACKEND
+from .physical import TYPE_CPU
 
 if TYPE_CHECKING:
     from .state import DeviceState
@@ -30,6 +35,34 @@ MAX_UNFENCED = 32  # a run of unfenced submissions gets a fence at least this of
 NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF
 
 
+#: How long (microseconds) a wait polls its fence before blocking, e.g. ``IRONACCEL_VULKAN_SPIN_US=0`` to always
+#: block at once.  Default: `CPU_SPIN_US` on a CPU device (lavapipe) with two or more usable cores, 0 on a GPU.
+ENV_SPIN = "IRONACCEL_VULKAN_SPIN_US"
+#: lavapipe runs a submission on its queue thread and signals the fence from there; a waiter blocked in
+#: vkWaitForFences sleeps, and waking it takes a thread wake-up (tens of microseconds on a 2-core VM whose other
+#: vCPU idles), which polling saves for short work.
+CPU_SPIN_US = 200.0
+
+
+def spin_seconds(device_type: int) -> float:
+    """The poll-before-block time of a wait on a device of this VkPhysicalDeviceType, in seconds."""
+    text = os.environ.get(ENV_SPIN, "").strip()
+    if text:
+        try:
+            micros = float(text)
+        except ValueError:
+            micros = -1.0
+        if not 0 <= micros < float("inf"):
+            raise InvalidArgument(BACKEND, "vkCreateDevice", detail=f"{ENV_SPIN}={text!r}: give microseconds, "
+                                  "a finite number >= 0")
+        return micros / 1e6
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return CPU_SPIN_US / 1e6 if device_type == TYPE_CPU and cores >= 2 else 0.0
+
+
 class Timeline:
     """Serials, fences and deferred work of one queue."""
 
@@ -39,6 +72,8 @@ class Timeline:
         self.submitted = 0
         self.completed = 0
         self.fenced = 0  # the serial of the last fenced submission
+        #: Seconds a wait polls its fence before it blocks in vkWaitForFences (see `spin_seconds`).
+        self.spin = spin_seconds(core.info.device_type)
         self.in_flight: deque[tuple[int, Any]] = deque()
         self.free: list[Any] = []
         self.deferred: deque[tuple[int, Callable[[], None]]] = deque()
@@ -114,6 +149,13 @@ class Timeline:
         for s, fence in self.in_flight:
             if s >= serial:
                 self._fence_ptr[0] = fence
+                if self.spin and timeout != 0:
+                    spin = self.spin if timeout is None else min(self.spin, timeout)
+                    if self._spin(fence, spin):
+                        self._retire(s, waited=True)
+                        return True
+                    if timeout is not None:
+                        timeout -= spin
                 ns = NO_TIMEOUT if timeout is None else min(max(0, int(timeout * 1e9)), NO_TIMEOUT - 1)
                 result = self.lib.vkWaitForFences(self.core.handle, 1, self._fence_ptr, 1, ns)
                 if result == results.VK_TIMEOUT:
@@ -123,6 +165,20 @@ class Timeline:
                 self._retire(s, waited=True)
                 return True
         return True
+
+    def _spin(self, fence: Any, seconds: float) -> bool:
+        """Poll `fence` for up to `seconds`; True once it has signalled."""
+        get_status, device = self.lib.vkGetFenceStatus, self.core.handle
+        clock = time.perf_counter
+        deadline = clock() + seconds
+        while True:
+            status = get_status(device, fence)
+            if status == results.VK_SUCCESS:
+                return True
+            if status != results.VK_NOT_READY:
+                results.raise_for("vkGetFenceStatus", status)
+            if clock() >= deadline:
+                return False
 
     def _retire(self, serial: int, waited: bool = False) -> None:
         """Recycle the fences up to `serial` (signalled: `serial` was waited for or polled done)."""
