@@ -324,3 +324,26 @@ def test_runner_counts_skips_as_failures(tmp_path):
     assert "test_stream.py" in results["collection_errors"]
     assert (out / "junit.xml").is_file() and "| test_device.py | 10 | 7 |" in (out / "table.md").read_text()
     assert "cuda.core was ironaccel_cuda.compat.cuda_core in this run" in (out / "pytest.log").read_text()
+
+
+def test_the_examples_runner_gives_each_example_its_verdict(tmp_path):
+    """tools/run_cuda_core_examples.py runs an example with cuda.core and through the compat: PASS, "as cuda.core"
+    when both fail, FAIL when only the compat's run fails, "out of scope" without running it; exit 1 on a FAIL."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "fine.py").write_text("print('ok')\n")
+    (tmp_path / "compat_breaks.py").write_text(
+        "import sys\nsys.exit(3 if 'ironaccel_cuda.compat.cuda_core' in sys.modules else 0)\n")
+    (tmp_path / "needs_a_gpu_lib.py").write_text("raise SystemExit('no such library here')\n")
+    (tmp_path / "gl_interop_demo.py").write_text("raise SystemExit('must not run')\n")
+    out = tmp_path / "rows.json"
+    runner = HERE.parent / "tools" / "run_cuda_core_examples.py"
+    proc = subprocess.run([sys.executable, str(runner), str(tmp_path), "--json", str(out), "--timeout", "60"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    verdicts = {r["example"]: r["verdict"] for r in json.loads(out.read_text())}
+    assert verdicts == {"fine": "PASS", "compat_breaks": "FAIL", "needs_a_gpu_lib": "as cuda.core",
+                        "gl_interop_demo": "out of scope"}
+    assert "1 PASS, 1 as cuda.core, 1 out of scope, 1 FAIL" in proc.stdout
