@@ -318,6 +318,16 @@ class TestErrors:
         assert not device._garbage
         kept.close()
 
+    def test_a_thread_bound_device_takes_no_lock(self, device):
+        from ironaccel.compute.base import _UNLOCKED
+
+        assert device._lock is _UNLOCKED  # only the owner thread gets past the checks
+        with pytest.raises(ZeroDivisionError):  # the no-op lock lets what is raised inside it out
+            with device._lock:
+                1 / 0
+        with pytest.raises(InvalidArgument):
+            device.upload(np.zeros(4, object))
+
     def test_other_thread_is_refused(self, device):
         buf = device.alloc(16)
         errors = []

@@ -45,6 +45,7 @@ class OpenGLDevice(ComputeDeviceBase):
     buffer_limit_name = "GL_MAX_SHADER_STORAGE_BLOCK_SIZE"
     group_limit_name = "GL_MAX_COMPUTE_WORK_GROUP_COUNT"
     binding_limit_name = "GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS"
+    any_array = True  # moderngl takes any buffer-protocol object
 
     def __init__(self, moderngl: Any, descriptor: DeviceDescriptor):
         self.ctx = create_context(moderngl)
@@ -123,7 +124,7 @@ class OpenGLDevice(ComputeDeviceBase):
         handle.write(data)
 
     def _read(self, handle: Any, out: np.ndarray) -> None:
-        handle.read_into(out, out.size)
+        handle.read_into(out, out.nbytes)
         self._completed = self._submitted  # the read waited for all of it
 
     # -- pipelines and dispatch -------------------------------------------------------------------------

@@ -174,15 +174,16 @@ def element_type(backend: str, value: Any, op: str) -> DType:
     return found
 
 
-_NUMPY: dict[DType, np.dtype] = {}
+_NUMPY: dict[int, tuple[DType, np.dtype]] = {}
 
 
 def numpy_dtype(dtype: DType) -> np.dtype:
-    """`dtype.numpy`, memoised (building a numpy dtype costs a microsecond or so)."""
-    found = _NUMPY.get(dtype)
-    if found is None:
-        found = _NUMPY[dtype] = dtype.numpy
-    return found
+    """`dtype.numpy`, memoised (building a numpy dtype costs a microsecond or so) by the DType's id, since
+    hashing an Enum member is a Python-level call; the entry keeps the DType, so its id stays its own."""
+    found = _NUMPY.get(id(dtype))
+    if found is None or found[0] is not dtype:
+        found = _NUMPY[id(dtype)] = (dtype, dtype.numpy)
+    return found[1]
 
 
 def host_array(backend: str, array: Any, op: str) -> np.ndarray:
