@@ -347,3 +347,34 @@ def test_the_examples_runner_gives_each_example_its_verdict(tmp_path):
     assert verdicts == {"fine": "PASS", "compat_breaks": "FAIL", "needs_a_gpu_lib": "as cuda.core",
                         "gl_interop_demo": "out of scope"}
     assert "1 PASS, 1 as cuda.core, 1 out of scope, 1 FAIL" in proc.stdout
+
+
+def test_a_view_hands_a_cuda_producer_its_stream_as_an_int():
+    """StridedMemoryView(arr, stream.handle): the producer's __dlpack__ gets an int (CuPy refuses a CUstream),
+    as cuda.core passes it; cuda.core's strided_memory_view examples failed here before."""
+    import numpy as np
+
+    from ironaccel_cuda.compat import cuda_core as cc
+
+    class Handle:  # what Stream.handle is: a CUstream-like object that converts with int()
+        def __int__(self) -> int:
+            return 7
+
+    class Producer:  # a CUDA-resident array as the protocol sees it; the capsule is numpy's
+        def __init__(self) -> None:
+            self.data, self.streams = np.arange(4, dtype=np.int32), []
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, *, stream=None, max_version=None):
+            if stream is not None and type(stream) is not int:
+                raise ValueError(f"On CUDA, the valid stream for the DLPack protocol is -1, 1, 2, ..., got {stream!r}")
+            self.streams.append(stream)
+            return self.data.__dlpack__()
+
+    p = Producer()
+    view = cc.utils.StridedMemoryView.from_dlpack(p, Handle())
+    assert p.streams == [7] and view.shape == (4,)
+    cc.utils.StridedMemoryView.from_dlpack(p, -1)
+    assert p.streams == [7, -1]

@@ -73,7 +73,9 @@ class StridedMemoryView:
         _dlpack = _ia.dlpack
 
         device_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 2
-        stream = None if device_type in (1, 3) else stream_ptr  # CPU producers take no stream
+        # CPU producers take no stream; a stream given as an object (a Stream's `handle`, a CUstream) goes as its
+        # int, as cuda.core passes it (CuPy refuses anything else; cuda.core's strided_memory_view examples do so).
+        stream = None if device_type in (1, 3) or stream_ptr is None else (int(stream_ptr) or None)
         try:
             capsule = obj.__dlpack__(stream=stream, max_version=(1, 0))
         except TypeError:
