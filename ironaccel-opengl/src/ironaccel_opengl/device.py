@@ -59,6 +59,7 @@ class OpenGLDevice(ComputeDeviceBase):
         # The moderngl Buffer bound at each SSBO binding a dispatch used so far (a list as long as the most
         # buffers one dispatch bound, so freeing a buffer scans only those).
         self._bound: list[Any] = []
+        self._bound_list: list[Any] | None = None  # the handles list `_bound` was last brought up to date with
         self._bound_uniform: Any = None
         self._spare: dict[int, deque[Any]] = {}  # closed small buffers by size, oldest first
         self._spare_count = 0
@@ -114,6 +115,7 @@ class OpenGLDevice(ComputeDeviceBase):
         return True
 
     def _free_buffer(self, handle: Any) -> None:
+        self._bound_list = None
         bound = self._bound
         for slot, current in enumerate(bound):
             if current is handle:  # GL may give its name to the next buffer: that one must be bound anew
@@ -140,13 +142,15 @@ class OpenGLDevice(ComputeDeviceBase):
 
     def _launch(self, program: OpenGLProgram, handles: list[Any], dims: tuple[int, int, int],
                 params: bytes) -> int:
-        bound = self._bound
-        if len(bound) < len(handles):
-            bound.extend([None] * (len(handles) - len(bound)))
-        for slot, handle in enumerate(handles):
-            if bound[slot] is not handle:
-                handle.bind_to_storage_buffer(slot)
-                bound[slot] = handle
+        if handles is not self._bound_list:  # else the kit's kept list of the buffers bound last: still bound
+            bound = self._bound
+            if len(bound) < len(handles):
+                bound.extend([None] * (len(handles) - len(bound)))
+            for slot, handle in enumerate(handles):
+                if bound[slot] is not handle:
+                    handle.bind_to_storage_buffer(slot)
+                    bound[slot] = handle
+            self._bound_list = handles
         uniform = program.uniform
         if uniform is not None:
             if params != program.last_params:
@@ -167,6 +171,7 @@ class OpenGLDevice(ComputeDeviceBase):
         self._completion.release()
         self._completed = self._submitted
         self._bound = []
+        self._bound_list = None
         self._bound_uniform = None
         self._spare.clear()
         self._spare_count = 0
