@@ -183,7 +183,7 @@ class WebGPUDevice(ComputeDeviceBase):
 
     def _launch(self, program: WebGPUProgram, handles: list[Storage], dims: tuple[int, int, int],
                 params: bytes) -> int:
-        group = program.bind_group(self, handles)
+        group = program.last_group if handles is program.last_buffers else program.bind_group(self, handles)
         try:
             if program.uniform is not None and params != program.last_params:
                 self.queue.write_buffer(program.uniform, 0, params)

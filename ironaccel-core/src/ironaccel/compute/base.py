@@ -208,7 +208,9 @@ class ComputeDeviceBase:
     def alloc(self, size: int, dtype: Any = "float32") -> BufferHandle:
         """A new buffer of `size` elements of `dtype` (contents undefined)."""
         with self._lock:
-            self._enter("alloc")
+            if self._owner_thread is not None or self._closed or self._garbage \
+                    or self._generation != process._forks:  # else `_enter` has nothing to do
+                self._enter("alloc")
             dt = element_type(self.backend, dtype, "alloc")
             if type(size) is not int or not 0 < size * dt.itemsize <= self.max_buffer_bytes:
                 size = element_count(self.backend, size, dt, self.max_buffer_bytes, "alloc", self.buffer_limit_name)
@@ -217,7 +219,9 @@ class ComputeDeviceBase:
     def upload(self, array: Any) -> BufferHandle:
         """A new buffer holding a copy of a C-contiguous array, its elements taken in C order (flattened)."""
         with self._lock:
-            self._enter("upload")
+            if self._owner_thread is not None or self._closed or self._garbage \
+                    or self._generation != process._forks:  # else `_enter` has nothing to do
+                self._enter("upload")
             data, dt = host_buffer(self.backend, array, "upload")
             nbytes = data.nbytes
             if not 0 < nbytes <= self.max_buffer_bytes:
@@ -228,7 +232,9 @@ class ComputeDeviceBase:
     def write(self, buffer: BufferHandle, array: Any) -> None:
         """Copy a C-contiguous array's bytes into the start of `buffer`, ordered after earlier work."""
         with self._lock:
-            self._enter("write")
+            if self._owner_thread is not None or self._closed or self._garbage \
+                    or self._generation != process._forks:  # else `_enter` has nothing to do
+                self._enter("write")
             handle = buffer.handle if type(buffer) is self.buffer_type and buffer._device is self else None
             if handle is None:
                 handle = self._own(buffer, "write")
@@ -242,7 +248,9 @@ class ComputeDeviceBase:
     def download(self, buffer: BufferHandle, out: Any = None) -> np.ndarray:
         """The buffer's contents as a new 1-D array, or its first out.nbytes raw bytes into `out`."""
         with self._lock:
-            self._enter("download")
+            if self._owner_thread is not None or self._closed or self._garbage \
+                    or self._generation != process._forks:  # else `_enter` has nothing to do
+                self._enter("download")
             handle = buffer.handle if type(buffer) is self.buffer_type and buffer._device is self else None
             if handle is None:
                 handle = self._own(buffer, "download")
@@ -280,7 +288,9 @@ class ComputeDeviceBase:
                  params: Sequence[Any] = ()) -> Submission:
         """Queue `pipeline` over `groups` workgroups; returns at once with a Submission."""
         with self._lock:
-            self._enter("dispatch")
+            if self._owner_thread is not None or self._closed or self._garbage \
+                    or self._generation != process._forks:  # else `_enter` has nothing to do
+                self._enter("dispatch")
             program = pipeline.program if type(pipeline) is self.pipeline_type and pipeline._device is self else None
             if program is None:
                 program = self._program_of(pipeline)
