@@ -327,6 +327,12 @@ class TestErrors:
                 raise ZeroDivisionError
         with pytest.raises(InvalidArgument):
             device.upload(np.zeros(4, object))
+        assert not _UNLOCKED.acquire() and not _UNLOCKED.release()  # the per-call methods' form of it
+
+        from ironaccel.compute import ComputeDeviceBase
+
+        with pytest.raises(TypeError, match="acquire"):  # a backend's own lock must be a lock
+            ComputeDeviceBase()._open(device.descriptor, max_buffer_bytes=4, group_limits=(1, 1, 1), lock=object())
 
     def test_other_thread_is_refused(self, device):
         buf = device.alloc(16)
