@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from dispatch_cases import ComputeSide, F, grid, run_cases, scale
+from dispatch_cases import ComputeSide, F, grid, pack_params, run_cases, scale
 from versus import publish, report
 
 GLSL = (Path(__file__).resolve().parents[1] / "tests" / "kernels" / "scale_offset.comp").read_text()
@@ -40,9 +40,7 @@ class Direct:
         self.barrier = moderngl.SHADER_STORAGE_BARRIER_BIT | moderngl.BUFFER_UPDATE_BARRIER_BIT
 
     def dispatch(self, xb: Any, yb: Any, n: int, a: float, b: float) -> None:
-        params = np.array([a, b, 0, 0], F)
-        params.view(np.uint32)[2] = n
-        self.uniform.write(params)
+        self.uniform.write(pack_params(a, b, n, 0))
         self.uniform.bind_to_uniform_block(0)
         xb.bind_to_storage_buffer(0)
         yb.bind_to_storage_buffer(1)

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from dispatch_cases import ComputeSide, F, grid, run_cases, scale
+from dispatch_cases import ComputeSide, F, grid, pack_params, run_cases, scale
 from versus import publish, report
 
 WGSL = (Path(__file__).resolve().parents[1] / "tests" / "kernels" / "scale_offset.wgsl").read_text()
@@ -61,9 +61,7 @@ class Direct:
         return xb, yb, group
 
     def dispatch(self, group: Any, n: int, a: float, b: float) -> None:
-        params = np.array([a, b, 0, 0], F)
-        params.view(np.uint32)[2] = n
-        self.queue.write_buffer(self.uniform, 0, params)
+        self.queue.write_buffer(self.uniform, 0, pack_params(a, b, n, 0))
         encoder = self.device.create_command_encoder()
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(self.pipeline)
