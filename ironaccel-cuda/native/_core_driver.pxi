@@ -39,7 +39,7 @@ def _bind_driver():
         ptds = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM")  # as cuda.bindings reads it
         mode = flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if ptds else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
         err, version = drv.cuDriverGetVersion()
-        version = 0 if err else int(version)
+        version = 1 << 30 if err else int(version)  # no version known: ask for every entry point, as before
         for i in range(IA_N_ENTRY_POINTS):
             if ia_abi[i] > version:
                 # Asked for a newer ABI than it knows, a driver hands back its older prototype (a 12.8 driver's
