@@ -110,7 +110,7 @@ class TestCompute:
     def test_closed_small_buffers_are_reused_without_gl_calls(self, device, pipeline, monkeypatch):
         import moderngl
 
-        from ironaccel_opengl.device import SPARE_BUFFERS, SPARE_MAX_BYTES
+        from ironaccel.compute.handles import SPARE_BUFFERS, SPARE_MAX_BYTES
 
         x = np.arange(256, dtype=F)
 

@@ -128,7 +128,7 @@ class TestCompute:
             assert info.value.op == "dispatch"
 
     def test_pipelines_and_bind_groups_are_cached(self, device):
-        from ironaccel_webgpu.device import SPARE_MAX_BYTES
+        from ironaccel.compute.handles import SPARE_MAX_BYTES
 
         p1 = device.pipeline(SCALE_OFFSET, buffers=2, params=3)
         p2 = device.pipeline(SCALE_OFFSET, buffers=2, params=3)
@@ -158,7 +158,7 @@ class TestCompute:
         assert len(program.bind_groups) == 1
 
     def test_closed_small_buffers_are_reused_without_wgpu_calls(self, device, pipeline, monkeypatch):
-        from ironaccel_webgpu.device import SPARE_MAX_BYTES
+        from ironaccel.compute.handles import SPARE_MAX_BYTES
 
         x = np.arange(256, dtype=F)
 

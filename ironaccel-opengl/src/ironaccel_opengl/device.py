@@ -11,13 +11,13 @@ handles, cache and waiting are `ironaccel.compute.ComputeDeviceBase`'s.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
 from ironaccel.compute import ComputeDeviceBase
+from ironaccel.compute.handles import SpareBuffers
 from ironaccel.errors import InvalidArgument, OutOfMemory
 from ironaccel.types import DeviceDescriptor, DType
 
@@ -27,11 +27,6 @@ from .pipeline import OpenGLPipeline, OpenGLProgram, clear_errors, native
 from .submission import Completion, OpenGLSubmission
 
 BACKEND = "opengl"
-#: A closed buffer of at most this many bytes is kept, up to SPARE_BUFFERS of them, for the next buffer of the
-#: same size: glBufferSubData into it (or nothing, for alloc) instead of glGenBuffers + glBufferData now and
-#: glDeleteBuffers at close; it keeps its SSBO binding, so a dispatch need not bind it again.
-SPARE_MAX_BYTES = 64 << 10
-SPARE_BUFFERS = 16
 
 
 class OpenGLDevice(ComputeDeviceBase):
@@ -61,8 +56,7 @@ class OpenGLDevice(ComputeDeviceBase):
         self._bound: list[Any] = []
         self._bound_list: list[Any] | None = None  # the handles list `_bound` was last brought up to date with
         self._bound_uniform: Any = None
-        self._spare: dict[int, deque[Any]] = {}  # closed small buffers by size, oldest first
-        self._spare_count = 0
+        self._spare = SpareBuffers()  # closed small buffers: they keep their SSBO bindings
         self._open(descriptor, max_buffer_bytes=int(info["GL_MAX_SHADER_STORAGE_BLOCK_SIZE"]),
                    group_limits=self.max_groups, max_buffers=self.max_storage_blocks,
                    thread_bound=make_current(self.ctx))
@@ -75,16 +69,11 @@ class OpenGLDevice(ComputeDeviceBase):
     # -- memory -----------------------------------------------------------------------------------------
 
     def _create_buffer(self, nbytes: int, dtype: DType, data: np.ndarray | None) -> Any:
-        if nbytes <= SPARE_MAX_BYTES:
-            spare = self._spare.get(nbytes)
-            if spare:  # the oldest first, so buffers made and closed in turn keep their bindings
-                handle = spare.popleft()
-                self._spare_count -= 1
-                if not spare:
-                    del self._spare[nbytes]
-                if data is not None:
-                    handle.write(data)
-                return handle
+        handle = self._spare.take(nbytes)
+        if handle is not None:
+            if data is not None:
+                handle.write(data)
+            return handle
         ctx = self.ctx
         handle = ctx.buffer(data) if data is not None else ctx.buffer(reserve=nbytes)
         if ctx.error == "GL_NO_ERROR":
@@ -104,15 +93,7 @@ class OpenGLDevice(ComputeDeviceBase):
         return handle
 
     def _recycle(self, handle: Any) -> bool:
-        nbytes = handle.size
-        if nbytes > SPARE_MAX_BYTES or self._spare_count >= SPARE_BUFFERS:
-            return False
-        spare = self._spare.get(nbytes)
-        if spare is None:
-            spare = self._spare[nbytes] = deque()
-        spare.append(handle)
-        self._spare_count += 1
-        return True
+        return self._spare.keep(handle, handle.size)
 
     def _free_buffer(self, handle: Any) -> None:
         self._bound_list = None
@@ -176,5 +157,4 @@ class OpenGLDevice(ComputeDeviceBase):
         self._bound_list = None
         self._bound_uniform = None
         self._spare.clear()
-        self._spare_count = 0
         self.ctx.release()  # deletes every buffer still open

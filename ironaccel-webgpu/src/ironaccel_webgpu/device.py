@@ -10,12 +10,12 @@ handles, cache and waiting are `ironaccel.compute.ComputeDeviceBase`'s.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
 
 from ironaccel.compute import ComputeDeviceBase
+from ironaccel.compute.handles import SpareBuffers
 from ironaccel.types import DeviceDescriptor, DType
 
 from .adapters import WANTED_FEATURES, WANTED_LIMITS
@@ -28,11 +28,6 @@ BACKEND = "webgpu"
 #: Bytes of uploads and writes wgpu-native may hold in staging before ironaccel flushes them with an empty
 #: submission (it keeps them until the next queue submission otherwise).
 FLUSH_PENDING_BYTES = 64 << 20
-#: A closed buffer of at most this many bytes is kept, up to SPARE_BUFFERS of them, for the next buffer of the
-#: same size: queue.write_buffer into it (nothing, for alloc) instead of wgpuDeviceCreateBuffer now and destroy
-#: plus a device poll at close; it keeps its bind groups, so a dispatch with it need not build one.
-SPARE_MAX_BYTES = 64 << 10
-SPARE_BUFFERS = 16
 
 
 class WebGPUDevice(ComputeDeviceBase):
@@ -66,24 +61,18 @@ class WebGPUDevice(ComputeDeviceBase):
         self._completion = Completion(self)
         self._poll = getattr(self.gpu, "_poll", lambda: None)  # wgpu-py's native backend polls the device
         self._pending_bytes = 0  # staged by uploads and writes since the last submission
-        self._spare: dict[int, deque[Storage]] = {}  # closed small buffers by size, oldest first
-        self._spare_count = 0
+        self._spare = SpareBuffers()  # closed small buffers: they keep their bind groups
         self._open(descriptor, max_buffer_bytes=int(device_limits["max-buffer-size"]) & ~3,
                    group_limits=(self.max_groups,) * 3)
 
     # -- memory -----------------------------------------------------------------------------------------
 
     def _create_buffer(self, nbytes: int, dtype: DType, data: np.ndarray | None) -> Storage:
-        if nbytes <= SPARE_MAX_BYTES:
-            spare = self._spare.get(nbytes)
-            if spare:  # the oldest first, so buffers made and closed in turn keep their bind groups
-                storage = spare.popleft()
-                self._spare_count -= 1
-                if not spare:
-                    del self._spare[nbytes]
-                if data is not None:
-                    self._write(storage, data)  # a queue operation: after the work that used it before
-                return storage
+        storage = self._spare.take(nbytes)
+        if storage is not None:
+            if data is not None:
+                self._write(storage, data)  # a queue operation: after the work that used it before
+            return storage
         try:
             if data is None:
                 handle = self.gpu.create_buffer(size=padded(nbytes), usage=self._usage)
@@ -109,15 +98,7 @@ class WebGPUDevice(ComputeDeviceBase):
         self._pending_bytes = 0
 
     def _recycle(self, storage: Storage) -> bool:
-        nbytes = storage.nbytes
-        if nbytes > SPARE_MAX_BYTES or self._spare_count >= SPARE_BUFFERS:
-            return False
-        spare = self._spare.get(nbytes)
-        if spare is None:
-            spare = self._spare[nbytes] = deque()
-        spare.append(storage)
-        self._spare_count += 1
-        return True
+        return self._spare.keep(storage, storage.nbytes)
 
     def _free_buffer(self, storage: Storage) -> None:
         for program, key in storage.bind_keys:
@@ -211,5 +192,4 @@ class WebGPUDevice(ComputeDeviceBase):
         self._completion.release()
         self._completed = self._submitted
         self._spare.clear()
-        self._spare_count = 0
         self.gpu.destroy()  # frees every buffer still open

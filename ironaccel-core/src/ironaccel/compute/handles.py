@@ -8,13 +8,15 @@
 * `Program` and `PipelineHandle`: a compile result shared by every handle that
   asked for the same code and interface; `ProgramCache` keeps them, least
   recently used first, and releases only programs no open handle uses.
+* `SpareBuffers`: closed small vendor buffers kept by size for the next buffer of that size (a backend's
+  `_recycle` and `_create_buffer`), so a round trip of small buffers makes and frees no vendor object.
 * `Submission` and `wait_for`: one meaning of a timeout for every wait.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +28,8 @@ from .shaders import Interface
 if TYPE_CHECKING:
     from .base import ComputeDeviceBase
 
-__all__ = ["BufferHandle", "Program", "PipelineHandle", "ProgramCache", "Submission", "wait_for", "evict_unused",
-           "WAIT_SLICE"]
+__all__ = ["BufferHandle", "Program", "PipelineHandle", "ProgramCache", "SpareBuffers", "Submission", "wait_for",
+           "evict_unused", "SPARE_BUFFERS", "SPARE_MAX_BYTES", "WAIT_SLICE"]
 
 #: The longest single wait handed to a backend: longer bounded waits are made of slices, so no timeout
 #: overflows a driver's integer (vkWaitForFences' nanoseconds, threading.Event's C time).
@@ -206,6 +208,53 @@ class ProgramCache:
 
     def __contains__(self, program: object) -> bool:
         return any(p is program for p in self._programs.values())
+
+
+#: A closed buffer of at most SPARE_MAX_BYTES is kept, up to SPARE_BUFFERS of them, for the next buffer of the
+#: same size (OpenGL: glBufferSubData into it instead of glGenBuffers + glBufferData and glDeleteBuffers, and it
+#: keeps its binding; WebGPU: a queue write instead of a buffer made, destroyed and polled for, with its bind
+#: groups kept).
+SPARE_MAX_BYTES = 64 << 10
+SPARE_BUFFERS = 16
+
+
+class SpareBuffers:
+    """Closed vendor buffers by byte size, oldest first: `keep` one (False when it is too large or the pool
+    full: free it), `take` one of a size (None when there is none), `clear` them all (the device is closing and
+    frees them with itself)."""
+
+    __slots__ = ("max_bytes", "limit", "_by_size", "_count")
+
+    def __init__(self, max_bytes: int = SPARE_MAX_BYTES, limit: int = SPARE_BUFFERS):
+        self.max_bytes = max_bytes
+        self.limit = limit
+        self._by_size: dict[int, deque[Any]] = {}
+        self._count = 0
+
+    def take(self, nbytes: int) -> Any:
+        # The oldest first, so buffers made and closed in turn keep their bindings and bind groups.
+        spare = self._by_size.get(nbytes) if nbytes <= self.max_bytes else None
+        if not spare:
+            return None
+        handle = spare.popleft()
+        self._count -= 1
+        if not spare:
+            del self._by_size[nbytes]
+        return handle
+
+    def keep(self, handle: Any, nbytes: int) -> bool:
+        if nbytes > self.max_bytes or self._count >= self.limit:
+            return False
+        spare = self._by_size.get(nbytes)
+        if spare is None:
+            spare = self._by_size[nbytes] = deque()
+        spare.append(handle)
+        self._count += 1
+        return True
+
+    def clear(self) -> None:
+        self._by_size.clear()
+        self._count = 0
 
 
 class Submission:
