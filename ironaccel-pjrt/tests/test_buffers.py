@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -189,10 +191,4 @@ def test_buffer_of_another_client(client: Client, fresh_client: Client) -> None:
     theirs.delete()
 
 
-MUL_ADD_4 = """
-func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = stablehlo.multiply %a, %b : tensor<4xf32>
-  %1 = stablehlo.add %0, %c : tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
-"""
+MUL_ADD_4 = (Path(__file__).with_name("data") / "mul_add.mlir").read_text()  # a * b + c

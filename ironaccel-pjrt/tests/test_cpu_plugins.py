@@ -6,6 +6,8 @@ these skip instead of failing under IRONACCEL_REQUIRE=pjrt.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,13 +16,7 @@ from ironaccel_pjrt.client import Client
 from ironaccel_pjrt.discovery import PluginLocation
 from ironaccel_pjrt.options import CompileOptions
 
-MUL_ADD = """
-func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = stablehlo.multiply %a, %b : tensor<4xf32>
-  %1 = stablehlo.add %0, %c : tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
-"""
+MUL_ADD = (Path(__file__).with_name("data") / "mul_add.mlir").read_text()  # a * b + c
 
 
 def _cpu(client: Client) -> None:

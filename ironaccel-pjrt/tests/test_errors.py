@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,13 +16,7 @@ from ironaccel_pjrt.options import CompileOptions
 
 pytestmark = pytest.mark.backend("pjrt")
 
-MUL_ADD = """
-func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = stablehlo.multiply %a, %b : tensor<4xf32>
-  %1 = stablehlo.add %0, %c : tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
-"""
+MUL_ADD = (Path(__file__).with_name("data") / "mul_add.mlir").read_text()  # a * b + c
 
 
 def test_malformed_mlir_carries_the_compiler_message(client: Client) -> None:

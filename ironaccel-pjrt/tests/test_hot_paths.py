@@ -4,6 +4,7 @@ tracked by handle, dropped small buffers destroyed after the next launch."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,13 +20,7 @@ pytestmark = pytest.mark.backend("pjrt")
 DESTROY = "PJRT_Buffer_Destroy"
 DESTROY_ARGS = capi.STRUCTS["PJRT_Buffer_Destroy_Args"]
 
-MUL_ADD_4 = """
-func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = stablehlo.multiply %a, %b : tensor<4xf32>
-  %1 = stablehlo.add %0, %c : tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
-"""
+MUL_ADD_4 = (Path(__file__).with_name("data") / "mul_add.mlir").read_text()  # a * b + c
 
 
 def test_upload_args_are_not_shared_between_dtypes_shapes_devices_or_memories(client: Client) -> None:

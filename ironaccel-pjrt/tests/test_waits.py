@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,13 +19,7 @@ UPLOAD = "PJRT_Client_BufferFromHostBuffer"
 UPLOAD_ARGS = capi.STRUCTS["PJRT_Client_BufferFromHostBuffer_Args"]
 EVENT_DESTROY_ARGS = capi.STRUCTS["PJRT_Event_Destroy_Args"]
 
-MUL_ADD = """
-func.func public @main(%a: tensor<1024xf32>, %b: tensor<1024xf32>, %c: tensor<1024xf32>) -> tensor<1024xf32> {
-  %0 = stablehlo.multiply %a, %b : tensor<1024xf32>
-  %1 = stablehlo.add %0, %c : tensor<1024xf32>
-  return %1 : tensor<1024xf32>
-}
-"""
+MUL_ADD = (Path(__file__).with_name("data") / "mul_add.mlir").read_text().replace("<4xf32>", "<1024xf32>")  # a * b + c
 
 
 @pytest.mark.parametrize("n", [4, 1 << 20])  # below and above the XLA CPU client's small-transfer size
