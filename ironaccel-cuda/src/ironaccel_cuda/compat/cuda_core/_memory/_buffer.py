@@ -231,8 +231,7 @@ class Buffer(_ia.CompatBuffer):
     # -- copies and fills -----------------------------------------------------------
 
     def _copy_to_cold(self, dst: Buffer | None, stream: Any, options: Any) -> Buffer:
-        _check_copy_options(options, stream)
-        s = _stream_accept(stream)
+        s = _copy_stream(options, stream)
         if dst is None:
             if self._mr is None:
                 raise ValueError("a destination buffer must be provided (this buffer has no memory resource)")
@@ -246,8 +245,7 @@ class Buffer(_ia.CompatBuffer):
         return dst
 
     def _copy_from_cold(self, src: Buffer, stream: Any, options: Any) -> None:
-        _check_copy_options(options, stream)
-        s = _stream_accept(stream)
+        s = _copy_stream(options, stream)
         if not isinstance(src, Buffer):
             raise TypeError(f"src must be a Buffer, got {type(src).__name__}")
         if src._size != self._size:
@@ -412,11 +410,11 @@ def _stream_accept(stream: Any) -> Any:
     return Stream_accept(stream)
 
 
-def _check_copy_options(options: Any, stream: Any) -> None:
-    """cuda.core's checks of `copy_to`/`copy_from`'s options: a CopyOptions, not with LEGACY_DEFAULT_STREAM nor
-    a capturing stream (a graph cannot hold copy attributes)."""
+def _copy_stream(options: Any, stream: Any) -> Any:
+    """`stream` accepted for `copy_to`/`copy_from`, after cuda.core's checks of their options: a CopyOptions, not
+    with LEGACY_DEFAULT_STREAM nor a capturing stream (a graph cannot hold copy attributes)."""
     if options is None:
-        return
+        return _stream_accept(stream)
     from ..graph._graph_builder import GraphBuilder
     from ._copy_ops import CopyOptions
 
@@ -431,6 +429,7 @@ def _check_copy_options(options: Any, stream: Any) -> None:
     if s.is_capturing:
         raise TypeError("options cannot be used on a capturing stream (a graph node cannot carry copy "
                         "attributes): pass options=None or use graph.GraphNode.memcpy")
+    return s
 
 
 def _copy_with(dst: Buffer, src: Buffer, s: Any, options: Any) -> None:
