@@ -19,7 +19,7 @@ refused (the driver rejects it), and so is a capturing stream: the driver has no
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,18 +57,17 @@ class CopyAttributes:
     dst_hint: Any = None
     prefer_overlap: bool = False
 
+    #: The CUmemcpyAttributes fields, worked out once at construction (which checks every field).
+    _record: tuple[int, int, int, int, int, int] = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.src_access not in _ORDERS:
             raise invalid(OP, f"src_access must be one of {', '.join(map(repr, _ORDERS))}, got {self.src_access!r}")
-        _location(self.src_hint, "src_hint")
-        _location(self.dst_hint, "dst_hint")
-        if not isinstance(self.prefer_overlap, bool):
-            raise invalid(OP, f"prefer_overlap must be a bool, got {type(self.prefer_overlap).__name__}")
-
-    def _record(self) -> tuple[int, int, int, int, int, int]:
         st, sid = _location(self.src_hint, "src_hint")
         dt, did = _location(self.dst_hint, "dst_hint")
-        return _ORDERS[self.src_access], st, sid, dt, did, int(self.prefer_overlap)
+        if not isinstance(self.prefer_overlap, bool):
+            raise invalid(OP, f"prefer_overlap must be a bool, got {type(self.prefer_overlap).__name__}")
+        object.__setattr__(self, "_record", (_ORDERS[self.src_access], st, sid, dt, did, int(self.prefer_overlap)))
 
 
 def _location(hint: Any, what: str) -> tuple[int, int]:
@@ -93,7 +92,7 @@ def _location(hint: Any, what: str) -> tuple[int, int]:
 _DEFAULT = CopyAttributes()
 _FIRST = np.zeros(1, np.uint64)
 _FIRST.flags.writeable = False
-_DEFAULT_ARRAYS = (np.array([_DEFAULT._record()], _ATTRS), _FIRST)  # never written: the driver only reads them
+_DEFAULT_ARRAYS = (np.array([_DEFAULT._record], _ATTRS), _FIRST)  # never written: the driver only reads them
 _DEFAULT_ARRAYS[0].flags.writeable = False
 
 
@@ -197,7 +196,7 @@ def _attributes(attributes: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     if attributes is None:
         return _DEFAULT_ARRAYS
     if isinstance(attributes, CopyAttributes):
-        return np.array([attributes._record()], _ATTRS), _FIRST
+        return np.array([attributes._record], _ATTRS), _FIRST
     if not isinstance(attributes, Sequence) or isinstance(attributes, (str, bytes)):
         raise invalid(OP, f"attributes must be a CopyAttributes or one per copy, got {type(attributes).__name__}")
     if len(attributes) != n:
@@ -209,9 +208,9 @@ def _attributes(attributes: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
         if not isinstance(a, CopyAttributes):
             raise invalid(OP, f"attributes[{i}] must be a CopyAttributes, got {type(a).__name__}")
         if a != prev:
-            records.append(a._record())
+            records.append(a._record)
             starts.append(i)
             prev = a
     if not records:
-        records, starts = [_DEFAULT._record()], [0]
+        records, starts = [_DEFAULT._record], [0]
     return np.array(records, _ATTRS), np.array(starts, np.uint64)
