@@ -277,6 +277,87 @@ def test_file_stream_program_cache(tmp_path):
                                         options=cc.ProgramOptions(arch="sm_90", include_path="/i"))
 
 
+def test_program_cache_key_rules_per_backend(monkeypatch):
+    """The key follows the backend: NVRTC's file-reading rules, the linker's fields, name expressions unordered."""
+    from ironaccel_cuda.compat import cuda_core as cc
+    from ironaccel_cuda.compat.cuda_core import _linker
+    from ironaccel_cuda.compat.cuda_core.utils._program_cache import _keys
+
+    key = cc.utils.make_program_cache_key
+    opts = cc.ProgramOptions(arch="sm_90")
+    with pytest.raises(ValueError, match="directory component"):
+        key(code="x", code_type="c++", options=cc.ProgramOptions(arch="sm_90", name="k/a.cu"), target_type="cubin")
+    assert key(code="x", code_type="c++", options=cc.ProgramOptions(arch="sm_90", name="k/a.cu"),
+               target_type="cubin", extra_digest=b"h")
+    assert (key(code="x", code_type="c++", options=opts, target_type="cubin", name_expressions=("f", "g"))
+            == key(code="x", code_type="c++", options=opts, target_type="cubin", name_expressions=("g", "f")))
+    assert (key(code="x", code_type="c++", options=opts, target_type="cubin", name_expressions=("f",))
+            != key(code="x", code_type="c++", options=opts, target_type="cubin", name_expressions=(b"f",)))
+    with pytest.raises(TypeError, match="str or bytes"):
+        key(code="x", code_type="c++", options=opts, target_type="cubin", name_expressions=(1,))
+    with pytest.raises(TypeError, match="code_type='nvvm'"):
+        key(code=b"x", code_type="c++", options=opts, target_type="cubin")
+    # PTX goes through the linker: NVRTC-only options and name expressions do not move its key ...
+    ptx = key(code="x", code_type="ptx", options=opts, target_type="cubin")
+    assert ptx == key(code="x", code_type="ptx", options=cc.ProgramOptions(arch="sm_90", define_macro="A"),
+                      target_type="cubin", name_expressions=("f",))
+    assert ptx != key(code="x", code_type="ptx", options=cc.ProgramOptions(arch="sm_90", debug=True),
+                      target_type="cubin")
+    # ... a different linker version does, and under cuLink the options it rejects are refused
+    monkeypatch.setattr(_keys, "_linker_backend_and_version", lambda use_driver: ("nvJitLink", "99"))
+    assert ptx != key(code="x", code_type="ptx", options=opts, target_type="cubin")
+    monkeypatch.setattr(_linker, "_decide_nvjitlink_or_driver", lambda: True)
+    with pytest.raises(ValueError, match="cuLink"):
+        key(code="x", code_type="ptx", options=cc.ProgramOptions(arch="sm_90", split_compile=0), target_type="cubin")
+    with pytest.raises(ValueError, match="use_libdevice"):
+        key(code=b"x", code_type="nvvm", options=cc.ProgramOptions(arch="sm_90", use_libdevice=True),
+            target_type="ptx")
+    with pytest.raises(ValueError, match="name_expressions"):
+        cc.Program("x", "c++", opts).compile("cubin", name_expressions=("f",), cache=cc.utils.InMemoryProgramCache())
+
+
+def test_file_cache_spares_an_entry_replaced_during_clear(tmp_path):
+    from ironaccel_cuda.compat import cuda_core as cc
+
+    cache = cc.utils.FileStreamProgramCache(tmp_path / "c")
+    cache[b"a"] = b"old"
+    cache[b"b"] = b"old"
+    path = cache._path_for_key(b"a")
+
+    class Racing(cc.utils.FileStreamProgramCache):
+        def _iter_entry_paths(self):  # another writer replaces entry a after the scan
+            yield from super()._iter_entry_paths()
+            fresh = path.parent / "inflight"
+            fresh.write_bytes(b"new entry from another process")
+            os.replace(fresh, path)
+
+    Racing(tmp_path / "c").clear()
+    assert path.read_bytes() == b"new entry from another process" and len(cache) == 1
+    with pytest.raises(ValueError, match="positive"):
+        cc.utils.InMemoryProgramCache(max_size_bytes=0)
+
+
+def test_strided_memory_view_from_dlpack_rules():
+    """cuda.core's: a CPU or CUDA source with stream_ptr=None is ambiguous; an unknown device is refused unasked."""
+    import numpy as np
+
+    from ironaccel_cuda.compat import cuda_core as cc
+
+    with pytest.raises(BufferError, match="ambiguous"):
+        cc.utils.StridedMemoryView.from_dlpack(np.zeros(4), stream_ptr=None)
+
+    class Vulkan:
+        def __dlpack_device__(self):
+            return (7, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("asked")
+
+    with pytest.raises(BufferError, match="device not supported"):
+        cc.utils.StridedMemoryView.from_dlpack(Vulkan(), stream_ptr=0)
+    assert cc.utils.StridedMemoryView.from_dlpack(np.arange(3.0), stream_ptr=-1).shape == (3,)
+
+
 def _fake_suite(folder: Path) -> Path:
     tests = folder / "cuda_core" / "tests"
     tests.mkdir(parents=True)

@@ -72,7 +72,14 @@ class StridedMemoryView:
     def from_dlpack(cls, obj: Any, stream_ptr: int | None = None) -> StridedMemoryView:
         _dlpack = _ia.dlpack
 
-        device_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 2
+        device_type = int(obj.__dlpack_device__()[0]) if hasattr(obj, "__dlpack_device__") else 2
+        # cuda.core's rules, checked before the producer is asked: CPU and CUDA sources need a stream (-1: none, the
+        # caller orders the work), pinned and managed ones pass through, any other device is refused.
+        if device_type not in (1, *_DEVICE_TYPES):
+            raise BufferError(f"StridedMemoryView.from_dlpack: device not supported (DLPack device type {device_type})")
+        if stream_ptr is None and device_type in (1, 2):
+            raise BufferError("StridedMemoryView.from_dlpack: stream=None is ambiguous with view(); pass stream_ptr= "
+                              "(-1 for no synchronization)")
         # CPU producers take no stream; a stream given as an object (a Stream's `handle`, a CUstream) goes as its
         # int, as cuda.core passes it (CuPy refuses anything else; cuda.core's strided_memory_view examples do so).
         stream = None if device_type in (1, 3) or stream_ptr is None else (int(stream_ptr) or None)

@@ -380,6 +380,11 @@ class Program:
 
         if not isinstance(cache, ProgramCacheResource):
             raise TypeError(f"cache must be a ProgramCacheResource, got {type(cache).__name__}")
+        if name_expressions:
+            # The cache keeps code bytes; the symbol mapping NVRTC makes for name expressions would be lost on a hit.
+            raise ValueError("Program.compile(cache=...) does not support name_expressions: the symbol mapping NVRTC "
+                             "builds for them is not kept in the cached bytes, so a hit would break "
+                             "get_kernel(name_expression); compile without cache=")
         key = make_program_cache_key(code=self._code, code_type=self._code_type, options=self._options,
                                      target_type=target, name_expressions=tuple(name_expressions))
         hit = cache.get(key)

@@ -1,8 +1,9 @@
 """cuda.core's program caches: `InMemoryProgramCache`, `FileStreamProgramCache` and their key.
 
 `Program.compile(..., cache=c)` stores the compiled bytes under
-`make_program_cache_key(...)`.  (ironaccel's own `Program` also caches, in memory and
-on disk, whatever cuda.core caching is asked for; these are cuda.core's explicit ones.)
+`make_program_cache_key(...)` (in `_keys`, with the version probes it mixes in).  (ironaccel's
+own `Program` also caches, in memory and on disk, whatever cuda.core caching is asked for;
+these are cuda.core's explicit ones.)
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import _keys  # noqa: F401  (cuda.core has `utils._program_cache._keys`; tests stand in its probes)
+from ._keys import make_program_cache_key
+
 __all__ = ["FileStreamProgramCache", "InMemoryProgramCache", "ProgramCacheResource", "make_program_cache_key"]
 
-_KEY_SCHEMA = b"ironaccel-compat-program-cache-1"
-_EXTERNAL_CONTENT_OPTIONS = ("include_path", "pre_include", "pch", "use_pch", "pch_dir")
-_SIDE_EFFECT_OPTIONS = ("create_pch", "time", "fdevice_time_trace")
-_TARGETS = {"c++": ("ptx", "cubin", "ltoir"), "ptx": ("cubin", "ptx"), "nvvm": ("ptx", "ltoir")}
 
 
 def _as_key_bytes(key: object) -> bytes:
@@ -34,12 +34,16 @@ def _as_key_bytes(key: object) -> bytes:
 
 
 def _extract_bytes(value: object) -> bytes:
-    from .._module import ObjectCode
+    from ..._module import ObjectCode
 
     if isinstance(value, ObjectCode):
         code = value.code
         if isinstance(code, str):
-            return Path(code).read_bytes()
+            try:
+                return Path(code).read_bytes()
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(f"cannot store a path-backed ObjectCode in the program cache: its file {code} "
+                                        "is gone") from exc
         return bytes(code)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
@@ -96,8 +100,8 @@ class InMemoryProgramCache(ProgramCacheResource):
     """A least-recently-used cache in this process (at most `max_size_bytes` of values when given)."""
 
     def __init__(self, *, max_size_bytes: int | None = None) -> None:
-        if max_size_bytes is not None and max_size_bytes < 0:
-            raise ValueError("max_size_bytes must be non-negative")
+        if max_size_bytes is not None and max_size_bytes <= 0:
+            raise ValueError(f"max_size_bytes must be positive or None, got {max_size_bytes}")
         self._max = max_size_bytes
         self._items: OrderedDict[bytes, bytes] = OrderedDict()
         self._size = 0
@@ -143,12 +147,26 @@ def _default_cache_dir() -> Path:
     return Path(base) / "cuda-python" / "program-cache"
 
 
+def _unlink_if_unchanged(path: Path, seen: os.stat_result) -> None:
+    """Remove `path` unless another writer replaced it since `seen` was taken (a fresh entry survives a clear)."""
+    try:
+        now = path.stat()
+    except FileNotFoundError:
+        return
+    if (now.st_ino, now.st_mtime_ns, now.st_size) != (seen.st_ino, seen.st_mtime_ns, seen.st_size):
+        return
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
 class FileStreamProgramCache(ProgramCacheResource):
     """A cache in a folder: one file per entry, written atomically; least recently used out past `max_size_bytes`."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, max_size_bytes: int | None = None) -> None:
-        if max_size_bytes is not None and max_size_bytes < 0:
-            raise ValueError("max_size_bytes must be non-negative")
+        if max_size_bytes is not None and max_size_bytes <= 0:
+            raise ValueError(f"max_size_bytes must be positive or None, got {max_size_bytes}")
         self._root = Path(path) if path is not None else _default_cache_dir()
         self._entries = self._root / "entries"
         self._tmp = self._root / "tmp"
@@ -176,6 +194,7 @@ class FileStreamProgramCache(ProgramCacheResource):
         data = _extract_bytes(value)
         path = self._path_for_key(key)
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp.mkdir(parents=True, exist_ok=True)  # someone may have cleared the folder by hand
         fd, tmp = tempfile.mkstemp(dir=self._tmp)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -202,71 +221,26 @@ class FileStreamProgramCache(ProgramCacheResource):
         return sum(1 for _ in self._iter_entry_paths())
 
     def clear(self) -> None:
-        for p in list(self._iter_entry_paths()):
+        for p, st in self._snapshot():
+            _unlink_if_unchanged(p, st)
+
+    def _snapshot(self) -> list[tuple[Path, os.stat_result]]:
+        """Every entry with its stat, taken before anything is removed (see `_unlink_if_unchanged`)."""
+        entries = []
+        for p in self._iter_entry_paths():  # stat as the scan goes: a file replaced after the scan is then spared
             try:
-                p.unlink()
+                entries.append((p, p.stat()))
             except FileNotFoundError:
-                pass
+                continue
+        return entries
 
     def _enforce_size_cap(self) -> None:
         if self._max is None:
             return
-        entries = []
-        for p in self._iter_entry_paths():
-            try:
-                st = p.stat()
-            except FileNotFoundError:
-                continue
-            entries.append((st.st_mtime_ns, st.st_size, p))
-        total = sum(size for _, size, _ in entries)
-        for _, size, p in sorted(entries, key=lambda e: e[0]):
+        entries = sorted(self._snapshot(), key=lambda e: e[1].st_mtime_ns)
+        total = sum(st.st_size for _, st in entries)
+        for p, st in entries:
             if total <= self._max:
                 break
-            try:
-                p.unlink()
-                total -= size
-            except FileNotFoundError:
-                pass
-
-
-def make_program_cache_key(*, code: Any, code_type: str, options: Any, target_type: str,
-                           name_expressions: Any = (), extra_digest: bytes | None = None) -> bytes:
-    """A digest of everything that decides the compiled bytes: code, options, target and compiler versions."""
-    from .._program import ProgramOptions
-
-    code_type = str(code_type).lower()
-    target_type = str(target_type).lower()
-    if code_type not in _TARGETS:
-        raise ValueError(f"unsupported code_type {code_type!r}")
-    if target_type not in _TARGETS[code_type]:
-        raise ValueError(f"target_type {target_type!r} is not valid for code_type {code_type!r}")
-    if not isinstance(options, ProgramOptions):
-        raise TypeError("options must be a ProgramOptions")
-    if name_expressions:
-        raise ValueError("name_expressions cannot be cached: the symbol mapping is not part of the cached bytes")
-    for name in _SIDE_EFFECT_OPTIONS:
-        if getattr(options, name) is not None:
-            raise ValueError(f"ProgramOptions.{name} has side effects a cache hit would skip; compile without cache=")
-    if extra_digest is None:
-        for name in _EXTERNAL_CONTENT_OPTIONS:
-            if getattr(options, name):
-                raise ValueError(f"ProgramOptions.{name} reads files the key cannot see; pass extra_digest= to "
-                                 "make_program_cache_key")
-    h = hashlib.sha256(_KEY_SCHEMA)
-    for part in (code_type, target_type):
-        h.update(b"\0" + part.encode())
-    data = code.encode() if isinstance(code, str) else bytes(code)
-    h.update(b"\0code" + len(data).to_bytes(8, "little") + data)
-    backend = "nvvm" if code_type == "nvvm" else "nvrtc"
-    for opt in options.as_bytes(backend, target_type) if code_type != "ptx" else options.as_bytes("nvrtc"):
-        h.update(b"\0opt" + opt)
-    h.update(b"\0name" + str(options.name).encode())
-    try:
-        from ironaccel_cuda.program import nvrtc_version
-
-        h.update(b"\0nvrtc" + ".".join(map(str, nvrtc_version())).encode())
-    except Exception as exc:
-        h.update(b"\0nvrtc-unavailable" + type(exc).__name__.encode())
-    if extra_digest is not None:
-        h.update(b"\0extra" + bytes(extra_digest))
-    return h.digest()
+            _unlink_if_unchanged(p, st)
+            total -= st.st_size
