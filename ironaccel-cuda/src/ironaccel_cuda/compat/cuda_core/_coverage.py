@@ -146,16 +146,21 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
      "cuGraphExec*SetParams, cuGraphNodeSetEnabled / GetEnabled"),
     # -- cuda.core.utils -----------------------------------------------------------------------
     ("utils.StridedMemoryView", DIFFERS, "from DLPack (ironaccel's importer), CUDA Array Interface, NumPy array "
-                                         "interface or a Buffer; `view(dtype=)`, DLPack export; `copy_from`/`copy_to`: "
+                                         "interface or a Buffer; `view(dtype=)`, DLPack export; "
+                                         "`__dlpack_c_exchange_api__`: missing; `copy_from`/`copy_to`: "
                                          "missing (" + n.STRIDED_COPY + "); `as_tensor_map`, `view(layout=)`: missing "
                                          "(" + n.TENSOR_MAP + ")"),
     ("utils.args_viewable_as_strided_memory", SAME, "the decorator and its view proxies"),
     ("utils.ProgramCacheResource", SAME, "abstract mapping of key to compiled bytes"),
     ("utils.InMemoryProgramCache", SAME, "LRU in the process, optional byte cap"),
-    ("utils.FileStreamProgramCache", DIFFERS, "a folder of atomically written entries with an LRU byte cap (its own "
-                                              "layout; not shared with cuda.core's files)"),
-    ("utils.make_program_cache_key", DIFFERS, "its own digest (code, options as NVRTC writes them, target, NVRTC "
-                                              "version); refuses the same inputs cuda.core refuses"),
+    ("utils.FileStreamProgramCache", DIFFERS, "a folder of atomically written entries with an LRU byte cap; clear and "
+                                              "eviction spare an entry another process replaced (its own layout; not "
+                                              "shared with cuda.core's files; no Windows sharing-violation retries)"),
+    ("utils.make_program_cache_key", DIFFERS, "its own digest, per backend as cuda.core's (NVRTC: options as NVRTC "
+                                              "writes them, name expressions unordered; PTX: the linker's fields and "
+                                              "backend version; NVVM: libNVVM's versions); refuses the same inputs "
+                                              "cuda.core refuses; keys differ from cuda.core's (no cuda-core "
+                                              "version in them)"),
     ("utils.copy_batch", SAME, "one cuMemcpyBatchAsync through ironaccel's `copy_batch` (runs of equal options "
                                "passed once); the same TypeErrors and ValueErrors; an empty batch does nothing"),
     (("utils.CopyOptions", "utils.MemcpySrcAccessOrder", "utils.MemcpyOverlapMode"), SAME,
