@@ -386,7 +386,7 @@ class Program:
                              "builds for them is not kept in the cached bytes, so a hit would break "
                              "get_kernel(name_expression); compile without cache=")
         key = make_program_cache_key(code=self._code, code_type=self._code_type, options=self._options,
-                                     target_type=target, name_expressions=tuple(name_expressions))
+                                     target_type=target)
         hit = cache.get(key)
         if hit is not None:
             self._warn_if_unloadable(target)

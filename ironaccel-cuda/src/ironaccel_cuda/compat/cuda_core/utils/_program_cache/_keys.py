@@ -30,9 +30,11 @@ Update = Callable[[str, bytes], None]
 # -- probes (module functions: tests replace them) ------------------------------------------
 
 def _driver_version() -> int:
-    from ..._utils.cuda_utils import call
+    """cuDriverGetVersion's integer (the compat's cached query, put back in the driver's form)."""
+    from ..._utils.version import driver_version
 
-    return int(call("cuDriverGetVersion"))
+    major, minor, _ = driver_version()
+    return major * 1000 + minor * 10
 
 
 def _nvrtc_version() -> tuple[int, int]:
@@ -53,7 +55,7 @@ def _linker_backend_and_version(use_driver: bool) -> tuple[str, str]:
 
 def _nvvm_fingerprint() -> str:
     """libNVVM's library and IR versions, through the same loader the compile uses."""
-    from ... import _program  # type: ignore[attr-defined]
+    from ... import _program
 
     module = _program._get_nvvm_module()
     lib_major, lib_minor = module.version()
@@ -93,19 +95,22 @@ def _same(v: Any) -> Any:
     return v
 
 
+def _tristate(v: Any) -> bool | None:
+    return None if v is None else bool(v)
+
+
 _LINKER_FIELDS: dict[str, Callable[[Any], Any]] = {
     "name": _same, "arch": _same, "max_register_count": _same,
     "time": lambda v: v is not None,
     "link_time_optimization": bool, "debug": bool, "lineinfo": bool,
-    "ftz": lambda v: None if v is None else bool(v), "prec_div": lambda v: None if v is None else bool(v),
-    "prec_sqrt": lambda v: None if v is None else bool(v), "fma": lambda v: None if v is None else bool(v),
+    "ftz": _tristate, "prec_div": _tristate, "prec_sqrt": _tristate, "fma": _tristate,
     "split_compile": _same, "ptxas_options": _ptxas, "no_cache": lambda v: v is True,
 }
 
 
 def _use_driver_linker() -> tuple[bool | None, BaseException | None]:
     try:
-        from ... import _linker  # type: ignore[attr-defined]
+        from ... import _linker
 
         return bool(_linker._decide_nvjitlink_or_driver()), None
     except Exception as exc:
@@ -160,7 +165,7 @@ def _check_nvrtc(options: Any, extra_digest: bytes | None) -> None:
 def make_program_cache_key(*, code: Any, code_type: str, options: Any, target_type: str,
                            name_expressions: Sequence[Any] = (), extra_digest: bytes | None = None) -> bytes:
     """A digest of everything that decides the compiled bytes: code, options, target and compiler versions."""
-    from ..._program import ProgramOptions  # type: ignore[attr-defined]
+    from ..._program import ProgramOptions
 
     code_type = code_type.lower() if isinstance(code_type, str) else code_type
     target_type = target_type.lower() if isinstance(target_type, str) else target_type
@@ -222,10 +227,9 @@ def make_program_cache_key(*, code: Any, code_type: str, options: Any, target_ty
             update("nvvm", _nvvm_fingerprint().encode())
         except Exception as exc:
             _probe_failed(update, "nvvm", exc)
-        for item in getattr(options, "extra_sources", None) or ():
-            name, src = item
-            update("extra_source_name", str(name).encode())
-            update("extra_source_code", src.encode() if isinstance(src, str) else bytes(src))
+        for name, src in options._prepare_extra_sources_bytes() or ():
+            update("extra_source_name", name)
+            update("extra_source_code", src)
         if getattr(options, "use_libdevice", None):
             update("use_libdevice", b"1")
     update("code_type", code_type.encode())
