@@ -1,16 +1,23 @@
-"""PyCUDA itself against ironaccel's PyCUDA surface, call for call, on one GPU in one process.
+"""PyCUDA itself against ironaccel's PyCUDA surface, call for call, on one GPU.
 
-    python3 ironaccel-cuda/bench/bench_pycuda_compat.py --pycuda DIR [--out OUTDIR] [--quick]
+    python3 ironaccel-cuda/bench/bench_pycuda_compat.py --pycuda DIR [--out OUTDIR] [--quick] [--shared-process]
 
 DIR holds a built PyCUDA and its pure-Python dependencies (`pip install
 --target DIR`); it is put first on sys.path and imported as `pycuda`, while
 the compat is imported as `ironaccel_cuda.compat.pycuda` (not installed
-under PyCUDA's name).  Both sides push the device's primary context, so they
-share one context and the driver's current context never changes between
-them.  Each row times the same PyCUDA call on both sides with the paired,
-order-alternating rounds and bootstrap intervals of `harness.py`; the ratio
-is PyCUDA's time over the compat's (above 1: the compat is faster) and the
-target (issue 12) is 1.2x, met only when the whole 95% interval is above it.
+under PyCUDA's name).  Each side runs in a child process of its own (this
+script with `--serve pycuda|compat`), as a program that uses only that
+library does: a process's state is then its own library's doing.  (In one
+shared process, PyCUDA's lazily loaded kernel leaves every idle stream and
+event wait of the process, the compat's too, 1.2-1.3 us slower -- the state
+`module.settle_lazy_load` ends for the compat's own kernels; see
+bench/results/h200-2026-12-02/experiments.md.  `--shared-process` runs the old
+way, both sides in this process on one primary context, for comparison.)
+Each child times its own batches (the pipe is outside the figure), and the
+rounds are the paired, order-alternating rounds and bootstrap intervals of
+`harness.py`; the ratio is PyCUDA's time over the compat's (above 1: the
+compat is faster) and the target (issue 12) is 1.2x, met only when the whole
+95% interval is above it.
 
 Rows: `mem_alloc(64 KiB).free()`; `memcpy_htod` / `memcpy_dtoh` of 1 KiB and
 64 MiB between pageable numpy arrays and device memory (each batch of copies
@@ -32,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -243,24 +252,150 @@ def import_pycuda(folder: Path) -> tuple[Any, Any]:
     return pycuda.driver, pycuda.compiler
 
 
-def versions(real: Any) -> dict[str, str]:
+def pycuda_versions(real: Any) -> dict[str, str]:
+    """What PyCUDA's side ran: the GPU, the driver, PyCUDA and the CUDA it was built for."""
+    dev = real.Device(0)
+    return {"gpu": dev.name(), "driver": str(real.get_driver_version()),
+            "pycuda": ".".join(map(str, _pycuda_version())),
+            "pycuda built for CUDA": ".".join(map(str, real.get_version()))}
+
+
+def compat_versions() -> dict[str, str]:
+    """What the compat's side ran: cuda-bindings and the compiled core."""
     import cuda.bindings
 
     import ironaccel_cuda._core
 
-    dev = real.Device(0)
-    return {
-        "gpu": dev.name(), "driver": str(real.get_driver_version()), "pycuda": ".".join(map(str, _pycuda_version())),
-        "pycuda built for CUDA": ".".join(map(str, real.get_version())), "cuda-bindings": cuda.bindings.__version__,
-        "ironaccel core": str(Path(ironaccel_cuda._core.__file__).name), "python": sys.version.split()[0],
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
+    return {"cuda-bindings": cuda.bindings.__version__, "ironaccel core": str(Path(ironaccel_cuda._core.__file__).name)}
+
+
+def run_facts() -> dict[str, str]:
+    return {"python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def _pycuda_version() -> tuple[int, ...]:
     import pycuda
 
     return tuple(pycuda.VERSION)
+
+
+class RemoteSide:
+    """A Side in a child process of its own (this script with `--serve`): the same cases, each batch timed in
+    the child, so the pipe is outside the figure."""
+
+    def __init__(self, which: str, pycuda_dir: Path):
+        self.label = "PyCUDA" if which == "pycuda" else "compat"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve", which, "--pycuda", str(pycuda_dir)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=paths.child_environment())
+        self.meta: dict[str, str] = self.request("hello")["meta"]
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except OSError:
+            line = ""
+        if not line:
+            raise RuntimeError(f"the {self.label} child exited ({self.proc.wait(timeout=10)}) during {op!r}")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"{self.label} child, {op}: {answer['error']}")
+        return answer
+
+    def case(self, kind: str, size: int) -> Case:
+        made = self.request("case", kind=kind, size=size)
+        cid = made["id"]
+
+        def run(n: int) -> int:
+            return int(self.request("run", id=cid, n=n)["ns"])
+
+        def settle() -> None:
+            self.request("settle", id=cid)
+
+        def check() -> None:
+            self.request("check", id=cid)
+
+        def close() -> None:
+            self.request("close", id=cid)
+
+        return Case(run=run, settle=settle if made["settle"] else None, check=check if made["check"] else None,
+                    close=close, max_batch=int(made["max_batch"]))
+
+    def waits(self) -> dict[str, int]:
+        return {k: int(v) for k, v in self.request("waits")["waits"].items()}
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.request("quit")
+                self.proc.wait(timeout=30)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+def serve(which: str, pycuda_dir: Path) -> int:
+    """The child's loop: one JSON request per line on stdin, one JSON answer per line on the original stdout
+    (everything else the libraries print goes to stderr)."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    if which == "pycuda":
+        drv, compiler = import_pycuda(pycuda_dir)
+        side = Side("PyCUDA", drv, compiler)
+        meta = pycuda_versions(drv)
+    else:
+        from ironaccel_cuda.compat.pycuda import compiler as compat_compiler
+        from ironaccel_cuda.compat.pycuda import driver as compat_drv
+
+        side = Side("compat", compat_drv, compat_compiler)
+        meta = compat_versions()
+    cases: dict[int, Case] = {}
+    clock = time.perf_counter_ns
+    try:
+        for line in sys.stdin:
+            request = json.loads(line)
+            op = request["op"]
+            answer: dict[str, Any] = {}
+            try:
+                if op == "quit":
+                    break
+                if op == "hello":
+                    answer = {"meta": meta}
+                elif op == "case":
+                    case = side.case(str(request["kind"]), int(request["size"]))
+                    cid = len(cases) + 1
+                    while cid in cases:
+                        cid += 1
+                    cases[cid] = case
+                    answer = {"id": cid, "settle": case.settle is not None, "check": case.check is not None,
+                              "max_batch": case.max_batch}
+                elif op == "run":
+                    case, n = cases[request["id"]], int(request["n"])
+                    start = clock()
+                    own = case.run(n)
+                    answer = {"ns": own if own is not None else clock() - start}
+                elif op in ("settle", "check"):
+                    getattr(cases[request["id"]], op)()
+                elif op == "close":
+                    done = cases.pop(request["id"])
+                    if done.close is not None:
+                        done.close()
+                elif op == "waits":
+                    answer = {"waits": _waits()}
+                else:
+                    raise ValueError(f"unknown request {op!r}")
+            except Exception as exc:
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            proto.write(json.dumps(answer) + "\n")
+    finally:  # PyCUDA aborts at exit if its context stack is not empty
+        for case in cases.values():
+            if case.close is not None:
+                case.close()
+        side.drv.Context.pop()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,14 +405,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     parser.add_argument("--only", default="", help="row kinds (alloc,htod,dtoh,call,prepared,sync,event)")
     parser.add_argument("--no-floor", action="store_true", help="leave out the C floor column (needs nvcc)")
+    parser.add_argument("--shared-process", action="store_true",
+                        help="both sides in this process, on one primary context (the old way)")
+    parser.add_argument("--serve", choices=("pycuda", "compat"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.serve, args.pycuda)
     config = SamplingConfig.quick() if args.quick else SamplingConfig()
 
-    real_drv, real_compiler = import_pycuda(args.pycuda)
-    from ironaccel_cuda.compat.pycuda import compiler as compat_compiler
-    from ironaccel_cuda.compat.pycuda import driver as compat_drv
+    sides: list[Any]
+    if args.shared_process:
+        real_drv, real_compiler = import_pycuda(args.pycuda)
+        from ironaccel_cuda.compat.pycuda import compiler as compat_compiler
+        from ironaccel_cuda.compat.pycuda import driver as compat_drv
 
-    sides = [Side("PyCUDA", real_drv, real_compiler), Side("compat", compat_drv, compat_compiler)]
+        sides = [Side("PyCUDA", real_drv, real_compiler), Side("compat", compat_drv, compat_compiler)]
+        if sides[0].ctx.handle != sides[1].ctx.handle:
+            raise SystemExit("the two sides are not on the same (primary) context")
+        meta = {**pycuda_versions(real_drv), **compat_versions(), "processes": "one, shared"}
+        waits = _waits
+    else:
+        sides = []
+        try:
+            sides.append(RemoteSide("pycuda", args.pycuda))
+            sides.append(RemoteSide("compat", args.pycuda))
+        except Exception:
+            for side in sides:
+                side.close()
+            raise
+        meta = {**sides[0].meta, **sides[1].meta, "processes": "one per side"}
+        waits = sides[1].waits
+    meta.update(run_facts())
     floor = None
     workdir = Path(tempfile.mkdtemp(prefix="ironaccel-pycuda-bench-"))
     if not args.no_floor:
@@ -286,40 +444,42 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # no nvcc, or a floor that cannot start: the column stays blank
             print(f"no C floor column: {type(exc).__name__}: {exc}", file=sys.stderr)
     try:
-        return _run(args, config, sides, real_drv, floor)
-    finally:  # PyCUDA aborts at exit if its context stack is not empty
+        return _run(args, config, sides, meta, waits, floor)
+    finally:
         for side in sides:
-            side.drv.Context.pop()
+            if isinstance(side, RemoteSide):
+                side.close()
+            else:  # PyCUDA aborts at exit if its context stack is not empty
+                side.drv.Context.pop()
         if floor is not None:
             floor.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Side], real_drv: Any,
-         floor: FloorCases | None = None) -> int:
-    if sides[0].ctx.handle != sides[1].ctx.handle:
-        raise SystemExit("the two sides are not on the same (primary) context")
-    meta = versions(real_drv)
+def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Any], meta: dict[str, str],
+         waits: Any, floor: FloorCases | None = None) -> int:
     only = {k for k in args.only.split(",") if k}
     rows = []
     for title, kind, size in ROWS:
         if only and kind not in only:
             continue
-        cases = [(side.label, side.case(kind, size)) for side in sides]
-        if floor is not None:
-            cases.append(("floor", floor.case(kind, size)))
+        cases: list[tuple[str, Case]] = []
         try:
+            for side in sides:
+                cases.append((side.label, side.case(kind, size)))
+            if floor is not None:
+                cases.append(("floor", floor.case(kind, size)))
             for _, case in cases:
                 if case.check is not None:
                     case.check()
-            before = _waits()
+            before = waits()
             samples = measure_rounds(cases, config)
             interval = samples.ratio(["PyCUDA"], ["compat"], resamples=config.bootstrap, seed=config.seed)
             rows.append({
                 "row": title, "pycuda_ns": samples.median_ns("PyCUDA"), "compat_ns": samples.median_ns("compat"),
                 "ratio": interval.to_json(), "rounds": interval.n,
                 "verdict": "PASS" if interval.above(TARGET) else "FAIL", "vs_parity": verdict(interval),
-                "compat_waits": {k: v - before[k] for k, v in _waits().items()},
+                "compat_waits": {k: v - before[k] for k, v in waits().items()},
             })
             if floor is not None:
                 rows[-1]["floor_ns"] = samples.median_ns("floor")

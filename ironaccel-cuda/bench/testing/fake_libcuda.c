@@ -42,6 +42,8 @@ CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
     *stream = (CUstream)(uintptr_t)0x2000;
     return CUDA_SUCCESS;
 }
+
+CUresult cuStreamDestroy(CUstream stream) { return stream ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuStreamSynchronize(CUstream stream) { return stream ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 /* Every other query says "not ready", so floor.c's wait_stream takes its fence-word path too. */
 CUresult cuStreamQuery(CUstream stream) {
