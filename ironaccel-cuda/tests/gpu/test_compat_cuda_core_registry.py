@@ -295,3 +295,52 @@ def test_definition_nodes_take_new_parameters(cc, device, stream, module):
     graph.close()
     xbuf.close(stream)
     ybuf.close(stream)
+
+
+def test_reprs_are_cuda_cores(cc, device, stream, module):
+    """repr of streams, launch configs and every node type in cuda.core 1.2's format (its test_object_protocols)."""
+    import re
+
+    ctx = int(stream.context.handle)
+    assert repr(stream) == f"<Stream handle={int(stream.handle):#x} context={ctx:#x}>"
+    config = cc.LaunchConfig(grid=(1,), block=(1,))
+    assert repr(config) == ("LaunchConfig(grid=(1, 1, 1), cluster=None, block=(1, 1, 1), shmem_size=0, "
+                            "is_cooperative=False)")
+    assert weakref.ref(config)() is config
+    out = cc.DeviceMemoryResource(device).allocate(64, stream=stream)
+    stream.sync()
+    g = cc.graph.GraphDefinition()
+    alloc = g.allocate(64)
+    fill = alloc.memset(alloc.dptr, 7, 64)
+    copy = fill.memcpy(out, alloc.dptr, 64)
+    free = copy.deallocate(alloc.dptr)
+    event = device.create_event()
+    record, wait = free.record(event), free.wait(event)
+    kernel = g.launch(cc.LaunchConfig(grid=1, block=N), module.get_kernel("scale_offset"), int(out.handle),
+                      int(out.handle), 1.0, 0.0, 0)
+
+    def on_host():
+        pass
+
+    host = g.callback(on_host)
+    child = g.embed(cc.graph.GraphDefinition())
+    cond = g.create_condition()
+    branch = g.if_then(cond)
+    h = "0x[0-9a-f]+"
+    expect = {
+        alloc: rf"<AllocNode handle={h} dptr={alloc.dptr:#x} size=64>",
+        fill: rf"<MemsetNode handle={h} dptr={alloc.dptr:#x} value=7>",
+        copy: rf"<MemcpyNode handle={h} dst={int(out.handle):#x}\(D\) src={alloc.dptr:#x}\(D\) size=64>",
+        free: rf"<FreeNode handle={h} dptr={alloc.dptr:#x}>",
+        record: rf"<EventRecordNode handle={h} event={int(event.handle):#x}>",
+        wait: rf"<EventWaitNode handle={h} event={int(event.handle):#x}>",
+        kernel: rf"<KernelNode handle={h} kernel={h}>",
+        host: rf"<HostCallbackNode handle={h} callback=on_host>",
+        child: rf"<ChildGraphNode handle={h} child={h}>",
+        branch: rf"<IfNode handle={h} condition={int(cond.handle):#x}>",
+    }
+    for node, pattern in expect.items():
+        assert re.fullmatch(pattern, repr(node)), (repr(node), pattern)
+    assert repr(g.empty()).startswith("<EmptyNode handle=0x")
+    event.close()
+    out.close(stream)

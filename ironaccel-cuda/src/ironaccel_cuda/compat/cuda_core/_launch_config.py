@@ -28,7 +28,7 @@ class LaunchConfig:
     the compiled launch `_fast`: (`_grid`, `_block`, `shmem_size`) of a plain config, else None.
     """
 
-    __slots__ = (*_LAUNCH_CONFIG_ATTRS, "_grid", "_block", "_plain", "_fast")
+    __slots__ = (*_LAUNCH_CONFIG_ATTRS, "_grid", "_block", "_plain", "_fast", "__weakref__")
     grid: tuple[int, int, int]
     cluster: tuple[int, int, int] | None
     block: tuple[int, int, int]
@@ -71,7 +71,9 @@ class LaunchConfig:
         return tuple(getattr(self, name) for name in _LAUNCH_CONFIG_ATTRS)
 
     def __repr__(self) -> str:
-        return "LaunchConfig(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in _LAUNCH_CONFIG_ATTRS) + ")"
+        # cuda.core's five fields; the compat's programmatic_stream_serialization only when it is on
+        names = _LAUNCH_CONFIG_ATTRS if self.programmatic_stream_serialization else _LAUNCH_CONFIG_ATTRS[:5]
+        return "LaunchConfig(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LaunchConfig):

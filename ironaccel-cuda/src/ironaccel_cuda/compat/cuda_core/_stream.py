@@ -281,7 +281,11 @@ class Stream(_ia.IaStream):
     def __repr__(self) -> str:
         if self._h is _ia.CLOSED:
             return "<Stream closed>"
-        return f"<Stream handle={int(self._h):#x}>"
+        try:  # cuda.core's format; the context as cuda.core finds it (Context.handle)
+            ctx = int(self.context.handle)
+        except Exception:
+            return f"<Stream handle={int(self._h):#x}>"
+        return f"<Stream handle={int(self._h):#x} context={ctx:#x}>"
 
 
 def _event_in(context: Any, device: Any, options: Any) -> Any:

@@ -81,7 +81,15 @@ class GraphNode:
     def __repr__(self) -> str:
         if self._h == 0:
             return "<GraphNode entry>" if self._graph is not None else "<GraphNode destroyed>"
-        return f"<{type(self).__name__} handle={self._h:#x}>"
+        try:
+            extra = self._repr_extra()
+        except Exception:  # a node whose graph is gone still has a repr
+            extra = ""
+        return f"<{type(self).__name__} handle={self._h:#x}{extra}>"
+
+    def _repr_extra(self) -> str:
+        """What cuda.core's repr of this node type shows after the handle (' name=value ...')."""
+        return ""
 
     @property
     def type(self) -> Any:
@@ -538,6 +546,9 @@ class KernelNode(GraphNode):
             self._kernel = Kernel.from_handle(int(p.func))
         return self._kernel
 
+    def _repr_extra(self) -> str:
+        return f" kernel={int(self._params().func):#x}"
+
     @property
     def config(self) -> Any:
         from .._launch_config import LaunchConfig
@@ -585,6 +596,9 @@ class AllocNode(GraphNode):
     def peer_access(self) -> tuple[int, ...]:
         return self._info[4]
 
+    def _repr_extra(self) -> str:
+        return f" dptr={self._info[0]:#x} size={self._info[1]}"
+
 
 class FreeNode(GraphNode):
     """A memory free node."""
@@ -597,6 +611,9 @@ class FreeNode(GraphNode):
     @property
     def dptr(self) -> int:
         return self._dptr
+
+    def _repr_extra(self) -> str:
+        return f" dptr={self._dptr:#x}"
 
 
 class MemsetNode(GraphNode):
@@ -654,6 +671,9 @@ class MemsetNode(GraphNode):
     def pitch(self) -> int:
         return self._params[5]
 
+    def _repr_extra(self) -> str:
+        return f" dptr={self._params[0]:#x} value={self._params[1]}"
+
 
 class MemcpyNode(GraphNode):
     """A one-dimensional memcpy node."""
@@ -696,6 +716,11 @@ class MemcpyNode(GraphNode):
     def size(self) -> int:
         return self._params[2]
 
+    def _repr_extra(self) -> str:
+        dst, src, size = self._params
+        dt, st = ("H" if _is_host(ptr) else "D" for ptr in (dst, src))
+        return f" dst={dst:#x}({dt}) src={src:#x}({st}) size={size}"
+
 
 class ChildGraphNode(GraphNode):
     """A node that runs a child graph (a copy of the one embedded)."""
@@ -714,6 +739,9 @@ class ChildGraphNode(GraphNode):
             h = call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(self._live()))
             self._child = GraphDefinition._view(int(h), self._graph._root, self)
         return self._child
+
+    def _repr_extra(self) -> str:
+        return f" child={int(call('cuGraphChildGraphNodeGetGraph', driver.CUgraphNode(self._live()))):#x}"
 
 
 class _EventNode(GraphNode):
@@ -737,6 +765,11 @@ class _EventNode(GraphNode):
         call(self._setter, driver.CUgraphNode(h), _event_handle(event))
         self._event = event
         self._reattach(event)
+
+    def _repr_extra(self) -> str:
+        event = self.event
+        handle = getattr(event, "_h", event)
+        return f" event={int(handle):#x}"
 
 
 class EventRecordNode(_EventNode):
@@ -766,6 +799,12 @@ class HostCallbackNode(GraphNode):
     @property
     def callback(self) -> Any:
         return self._callback
+
+    def _repr_extra(self) -> str:
+        if self._callback is not None:
+            return f" callback={getattr(self._callback, '__name__', '?')}"
+        params = call("cuGraphHostNodeGetParams", driver.CUgraphNode(self._live()))
+        return f" cfunc={int(params.fn):#x}"
 
     def update(self, fn: Any, *, user_data: Any = None) -> None:
         """Replace the callback and its user data (cuGraphHostNodeSetParams)."""
@@ -804,6 +843,11 @@ class ConditionalNode(GraphNode):
     @property
     def branches(self) -> tuple[Any, ...]:
         return self._branches
+
+    def _repr_extra(self) -> str:  # the bare ConditionalNode (made elsewhere) shows only its handle, as in cuda.core
+        if type(self) is ConditionalNode or self._condition is None:
+            return ""
+        return f" condition={self._condition._handle:#x}"
 
 
 class IfNode(ConditionalNode):
