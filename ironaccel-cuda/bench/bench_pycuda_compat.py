@@ -327,6 +327,10 @@ class RemoteSide:
     def waits(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.request("waits")["waits"].items()}
 
+    def idle_ns(self, remedies: bool = False) -> Any:
+        answer = self.request("idle", remedies=remedies)
+        return answer if remedies else float(answer["ns"])
+
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -335,6 +339,32 @@ class RemoteSide:
             except (RuntimeError, OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+
+
+def idle_sync_ns(side: Side) -> float:
+    """Median per call of 5 batches of 2,000 `Stream.synchronize()` of the side's idle stream: whether the
+    process is in the slow state of bench/probe_idle_sync.py (about 0.2-0.5 us when not, 1.5-2 us when in it)."""
+    sync = side.stream.synchronize
+    sync()
+    per = []
+    for _ in range(5):
+        start = time.perf_counter_ns()
+        for _ in range(2000):
+            sync()
+        per.append((time.perf_counter_ns() - start) / 2000)
+    return sorted(per)[2]
+
+
+def remedies(side: Side) -> dict[str, float]:
+    """Diagnostics (--remedies): the idle figure after each way out of the slow state, in turn: an event recorded
+    on a new non-blocking stream and waited for (the settle), then a context synchronize."""
+    drv = side.drv
+    quiet, mark = drv.Stream(1), drv.Event(drv.event_flags.DISABLE_TIMING)
+    mark.record(quiet)
+    mark.synchronize()
+    after_settle = idle_sync_ns(side)
+    drv.Context.synchronize()
+    return {"after_settle_ns": after_settle, "after_ctx_sync_ns": idle_sync_ns(side)}
 
 
 def serve(which: str, pycuda_dir: Path) -> int:
@@ -385,6 +415,10 @@ def serve(which: str, pycuda_dir: Path) -> int:
                         done.close()
                 elif op == "waits":
                     answer = {"waits": _waits()}
+                elif op == "idle":
+                    answer = {"ns": idle_sync_ns(side)}
+                    if request.get("remedies"):
+                        answer.update(remedies(side))
                 else:
                     raise ValueError(f"unknown request {op!r}")
             except Exception as exc:
@@ -407,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-floor", action="store_true", help="leave out the C floor column (needs nvcc)")
     parser.add_argument("--shared-process", action="store_true",
                         help="both sides in this process, on one primary context (the old way)")
+    parser.add_argument("--remedies", action="store_true",
+                        help="diagnostics: after each row, try ways out of the slow state (one process per side)")
     parser.add_argument("--serve", choices=("pycuda", "compat"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -459,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Any], meta: dict[str, str],
          waits: Any, floor: FloorCases | None = None) -> int:
     only = {k for k in args.only.split(",") if k}
+    meta["idle sync at start"] = ", ".join(f"{side.label} {format_ns(_idle(side))}" for side in sides)
     rows = []
     for title, kind, size in ROWS:
         if only and kind not in only:
@@ -491,6 +528,10 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Any], met
             for _, case in cases:
                 if case.close is not None:
                     case.close()
+        if args.remedies:
+            rows[-1]["remedies"] = {side.label: side.idle_ns(remedies=True) for side in sides}
+            print(f"  slow state after {title}: {rows[-1]['remedies']}", flush=True)
+        rows[-1]["idle_sync_after_ns"] = {side.label: round(_idle(side)) for side in sides}
         print(_line(rows[-1]), flush=True)
     text = _markdown(meta, rows, config)
     print("\n" + text)
@@ -499,6 +540,10 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Any], met
         (args.out / "results.md").write_text(text)
         (args.out / "results.json").write_text(json.dumps({"meta": meta, "target": TARGET, "rows": rows}, indent=1))
     return 0
+
+
+def _idle(side: Any) -> float:
+    return side.idle_ns() if isinstance(side, RemoteSide) else idle_sync_ns(side)
 
 
 def _waits() -> dict[str, int]:
@@ -530,7 +575,14 @@ def _markdown(meta: dict[str, str], rows: list[dict[str, Any]], config: Sampling
              "|---|---:|---:|---:|---:|---:|---|"]
     lines += [_line(row) for row in rows]
     passed = sum(row["verdict"] == "PASS" for row in rows)
-    lines += ["", f"{passed} of {len(rows)} rows meet the target."]
+    lines += ["", f"{passed} of {len(rows)} rows meet the target.", "",
+              "Each side's idle `Stream.synchronize()` after the row (median of 5 x 2,000 calls; 1.5-2 us means "
+              "the process is in the slow state of bench/probe_idle_sync.py):", "",
+              "| after row | PyCUDA | compat |", "|---|---:|---:|"]
+    for row in rows:
+        idle = row.get("idle_sync_after_ns", {})
+        lines.append(f"| {row['row']} | {format_ns(idle['PyCUDA']) if 'PyCUDA' in idle else '-'} | "
+                     f"{format_ns(idle['compat']) if 'compat' in idle else '-'} |")
     return "\n".join(lines)
 
 
