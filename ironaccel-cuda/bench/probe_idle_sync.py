@@ -48,6 +48,8 @@ def main() -> None:
                         help="which call ends the slow state a process's first module load leaves (a fresh "
                              "process per way out)")
     parser.add_argument("--first-load-child", help=argparse.SUPPRESS)
+    parser.add_argument("--after-launches", action="store_true",
+                        help="which call ends the slow state a batch of launches and its wait leave (one process)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.first_load:
@@ -139,6 +141,9 @@ def main() -> None:
     if args.remedies:
         remedies(cu, ok, dev, stream, host, measure)
         return
+    if args.after_launches:
+        after_launches(cu, ok, dev, stream, measure, args.json)
+        return
     if args.first_load_child:
         before = measure()
         module = dev.load_module(ia.Program(SOURCE).compile())  # this process's first load
@@ -209,6 +214,81 @@ FIRST_LOAD_WAYS = ("nothing", "cuStreamQuery(0)", "cuStreamSynchronize(0)", "cuS
                    "cuEventSynchronize", "cuFuncLoad", "a second module load",
                    "launch on stream 0 + cuStreamSynchronize(0)", "launch on the stream + cuStreamSynchronize(stream)",
                    "launch on the stream + event on it + cuEventSynchronize", "cuCtxSynchronize")
+
+
+def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, measure: Callable[[], float],
+                   out: Path | None) -> None:
+    """The PyCUDA benchmark's per-process run (2026-12-03) found both sides' idle synchronize at 1.7-2.0 us after
+    its launch rows, ended by cuCtxSynchronize but not by the settle.  Here: the kernel is got (and settled),
+    then for each way out in turn, the state is entered again (a batch of launches on the stream, then the wait
+    named), measured, the way out made, and measured again."""
+    import ironaccel_cuda as ia
+    from ironaccel_cuda import _core
+
+    fn = dev.load_module(ia.Program(SOURCE).compile()).function("touch")
+    h = stream._h
+    s = cu.CUstream(h)
+    arg = np.uint64(0)
+
+    def enter(n: int, wait: str) -> None:
+        for _ in range(n):
+            fn.launch(1, 32, arg, stream=stream)
+        if wait == "ironaccel":
+            _core.stream_sync(h)  # busy: the fence word
+        elif wait == "cuStreamSynchronize":
+            ok(cu.cuStreamSynchronize(s))
+        elif wait == "event":
+            e = ok(cu.cuEventCreate(2))
+            ok(cu.cuEventRecord(e, s))
+            ok(cu.cuEventSynchronize(e))
+            ok(cu.cuEventDestroy(e))
+
+    def event_here(query: bool) -> None:
+        e = ok(cu.cuEventCreate(2))
+        ok(cu.cuEventRecord(e, s))
+        if query:
+            while int(cu.cuEventQuery(e)[0]) != 0:
+                pass
+        else:
+            ok(cu.cuEventSynchronize(e))
+        ok(cu.cuEventDestroy(e))
+
+    def new_stream_event() -> None:
+        s2 = ok(cu.cuStreamCreate(1))
+        e = ok(cu.cuEventCreate(2))
+        ok(cu.cuEventRecord(e, s2))
+        ok(cu.cuEventSynchronize(e))
+        ok(cu.cuEventDestroy(e))
+        ok(cu.cuStreamDestroy(s2))
+
+    ways: list[tuple[str, Callable[[], None]]] = [
+        ("nothing", lambda: None),
+        ("2 ms of nothing", lambda: time.sleep(0.002)),
+        ("cuStreamQuery(stream)", lambda: cu.cuStreamQuery(s)),
+        ("cuStreamSynchronize(stream)", lambda: ok(cu.cuStreamSynchronize(s))),
+        ("cuStreamQuery(0)", lambda: cu.cuStreamQuery(cu.CUstream(0))),
+        ("cuStreamSynchronize(0)", lambda: ok(cu.cuStreamSynchronize(cu.CUstream(0)))),
+        ("event on the stream + cuEventSynchronize", lambda: event_here(False)),
+        ("event on the stream + cuEventQuery until done", lambda: event_here(True)),
+        ("event on a new non-blocking stream + cuEventSynchronize", new_stream_event),
+        ("cuCtxSynchronize", lambda: ok(cu.cuCtxSynchronize())),
+    ]
+    rows: list[dict[str, object]] = [{"case": "after the kernel was got", "ns": measure()}]
+    for n, wait in ((1, "ironaccel"), (1000, "ironaccel"), (1000, "cuStreamSynchronize"), (1000, "event")):
+        ok(cu.cuCtxSynchronize())
+        base = measure()
+        enter(n, wait)
+        rows.append({"case": f"{n} launches + {wait} wait", "before": base, "after": measure()})
+    for label, way in ways:
+        ok(cu.cuCtxSynchronize())
+        enter(1000, "ironaccel")
+        entered = measure()
+        way()
+        rows.append({"case": f"way out: {label}", "entered": entered, "after": measure()})
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    if out is not None:
+        out.write_text(json.dumps(rows, indent=1))
 
 
 def first_load() -> None:
