@@ -374,6 +374,34 @@ def test_getting_a_kernel_during_a_global_capture_keeps_the_capture(dev, kernel_
         obj.close()
 
 
+@pytest.mark.parametrize("mode", ["global", "thread_local"])
+def test_closing_a_stream_during_a_capture_keeps_the_capture(dev, kernel_code, mode):
+    """Stream.close waits for the stream's work first (a query, or a wait).  While this thread captures another
+    stream in global or thread-local mode, that call would invalidate the capture, unless this thread's mode is
+    relaxed around it and put back after (cuda.core's graph/test_options.py collects a builder so)."""
+    mod = dev.load_module(kernel_code)
+    fn = mod.function("saxpy")
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    dx, dy = dev.alloc(n, "float32"), dev.alloc(n, "float32")
+    dx.copy_from(x)
+    other, s = dev.create_stream(), dev.create_stream()
+    fn.launch(1, n, 1.0, dx, dy, n, stream=other)  # work for other's close to wait for
+    before = _thread_capture_mode()
+    s.begin_capture(mode)
+    dy.memset(0, stream=s)
+    other.close()
+    fn.launch(1, n, 2.0, dx, dy, n, stream=s)
+    assert _thread_capture_mode() == before
+    graph = s.end_capture()
+    exe = graph.instantiate()
+    exe.launch(s)
+    s.synchronize()
+    np.testing.assert_allclose(dy.copy_to_host(), 2 * x)
+    for obj in (exe, graph, dx, dy, s, mod):
+        obj.close()
+
+
 def test_each_kernel_got_is_settled_once_on_the_primary_contexts_kept_stream(dev, kernel_code, monkeypatch):
     """Module.function waits once per new kernel on an event of a private stream; the primary context makes that
     stream and event once (module.settle_lazy_load), and a cached Function is not settled again."""
