@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -166,6 +168,25 @@ def try_call(op: str, *args: Any) -> tuple[int, Any]:
     err = int(result[0])
     n = len(result)
     return err, (None if n == 1 else result[1] if n == 2 else result[1:])
+
+
+@contextmanager
+def relaxed_capture(d: Any) -> Iterator[bool]:
+    """This thread's stream-capture mode relaxed for the block (through `d`, cuda.bindings' driver module), and
+    put back after: a query or a wait made inside then cannot invalidate a global- or thread-local-mode capture
+    this thread has in progress.  Yields False when the mode could not be changed (an entry point this driver
+    lacks, or an error); the block still runs."""
+    try:
+        err, mode = d.cuThreadExchangeStreamCaptureMode(d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
+    except RuntimeError:  # cuda.bindings: an entry point this driver lacks
+        err = 1
+    if err:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        d.cuThreadExchangeStreamCaptureMode(mode)
 
 
 def _binding_version() -> str:

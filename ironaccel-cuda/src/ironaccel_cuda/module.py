@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _core
 from ._core import CLOSED
-from ._driver import call, driver, try_call
+from ._driver import call, driver, relaxed_capture, try_call
 from .errors import closed, invalid
 from .images import check_image
 from .launch import ArgPacker, build_packer, param_layout_fallback, ptx_param_types
@@ -88,23 +88,18 @@ def settle_lazy_load(ctx: Any) -> None:
     restores speed, so a failure here is ignored.
     """
     d = driver()
-    try:
-        err, mode = d.cuThreadExchangeStreamCaptureMode(d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
-    except RuntimeError:  # cuda.bindings: an entry point this driver lacks
-        return
-    if err:
-        return  # unrelaxed, the wait could invalidate a capture in progress on this thread
-    try:
-        pair = _settle_pairs.get(int(ctx))
-        if pair is None:
-            with _settle_lock:
-                pair = _settle_pairs.get(int(ctx)) or _settle_in(d, ctx)
-        if pair is not None and not d.cuEventRecord(pair[1], pair[0])[0]:
-            d.cuEventSynchronize(pair[1])
-    except RuntimeError:
-        pass
-    finally:
-        d.cuThreadExchangeStreamCaptureMode(mode)
+    with relaxed_capture(d) as relaxed:
+        if not relaxed:
+            return  # unrelaxed, the wait could invalidate a capture in progress on this thread
+        try:
+            pair = _settle_pairs.get(int(ctx))
+            if pair is None:
+                with _settle_lock:
+                    pair = _settle_pairs.get(int(ctx)) or _settle_in(d, ctx)
+            if pair is not None and not d.cuEventRecord(pair[1], pair[0])[0]:
+                d.cuEventSynchronize(pair[1])
+        except RuntimeError:
+            pass
 
 
 def _settle_in(d: Any, ctx: Any) -> tuple[Any, Any] | None:

@@ -150,7 +150,10 @@ class Stream(_core.StreamCore):
 
             try:
                 if not _driver.forked:
-                    _relaxed_sync(_driver.driver(), h)
+                    # relaxed: closing (or collecting) a stream while this thread captures another in global or
+                    # thread-local mode keeps that capture (cuda.core's graph/test_options.py on the H200, 2026-12-03)
+                    with _driver.relaxed_capture(_driver.driver()):
+                        _core.stream_sync(h)
             finally:
                 _driver.call("cuStreamDestroy", h)
 
@@ -251,23 +254,6 @@ class _ImplicitStream(_WatchedStream):
     def __repr__(self) -> str:
         kind = "legacy" if int(self._h) == CU_STREAM_LEGACY else "per-thread"
         return f"<Stream {kind} default on cuda:{self._ordinal}>"
-
-
-def _relaxed_sync(d: Any, h: int) -> None:
-    """Wait for a stream being closed with this thread's capture mode relaxed: a stream closed (or collected)
-    while this thread captures another stream in global or thread-local mode would otherwise invalidate that
-    capture with its query (cuda.core's graph/test_options.py::test_graph_build_mode on the H200, 2026-12-03:
-    the first builder, collected during the second one's capture)."""
-    try:
-        err, mode = d.cuThreadExchangeStreamCaptureMode(d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
-    except RuntimeError:  # cuda.bindings: an entry point this driver lacks
-        _core.stream_sync(h)
-        return
-    try:
-        _core.stream_sync(h)
-    finally:
-        if not err:
-            d.cuThreadExchangeStreamCaptureMode(mode)
 
 
 def implicit_stream(device: Device, handle: int) -> Stream:

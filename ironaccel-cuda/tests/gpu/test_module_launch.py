@@ -354,23 +354,30 @@ def test_getting_a_kernel_during_a_global_capture_keeps_the_capture(dev, kernel_
     this thread that wait would be refused and would invalidate the capture, unless this thread's mode is relaxed
     around it and put back after."""
     mod = dev.load_module(kernel_code)
+    _capture_saxpy(dev, "global", lambda: mod.function("saxpy"))
+    mod.close()
+
+
+def _capture_saxpy(dev, mode, during):
+    """Capture y = 0; y = 2x + y on a new stream in `mode`, with `during()` (which returns the saxpy Function)
+    called between the two; this thread's capture mode must be as before, and the graph must compute y = 2x."""
     s = dev.create_stream()
     n = 256
     x = np.arange(n, dtype=np.float32)
     dx, dy = dev.alloc(n, "float32"), dev.alloc(n, "float32")
     dx.copy_from(x)
-    mode = _thread_capture_mode()
-    s.begin_capture("global")
+    before = _thread_capture_mode()
+    s.begin_capture(mode)
     dy.memset(0, stream=s)
-    fn = mod.function("saxpy")
+    fn = during()
     fn.launch(1, n, 2.0, dx, dy, n, stream=s)
-    assert _thread_capture_mode() == mode
+    assert _thread_capture_mode() == before
     graph = s.end_capture()
     exe = graph.instantiate()
     exe.launch(s)
     s.synchronize()
     np.testing.assert_allclose(dy.copy_to_host(), 2 * x)
-    for obj in (exe, graph, dx, dy, s, mod):
+    for obj in (exe, graph, dx, dy, s):
         obj.close()
 
 
@@ -382,23 +389,16 @@ def test_closing_a_stream_during_a_capture_keeps_the_capture(dev, kernel_code, m
     mod = dev.load_module(kernel_code)
     fn = mod.function("saxpy")
     n = 256
-    x = np.arange(n, dtype=np.float32)
-    dx, dy = dev.alloc(n, "float32"), dev.alloc(n, "float32")
-    dx.copy_from(x)
-    other, s = dev.create_stream(), dev.create_stream()
-    fn.launch(1, n, 1.0, dx, dy, n, stream=other)  # work for other's close to wait for
-    before = _thread_capture_mode()
-    s.begin_capture(mode)
-    dy.memset(0, stream=s)
-    other.close()
-    fn.launch(1, n, 2.0, dx, dy, n, stream=s)
-    assert _thread_capture_mode() == before
-    graph = s.end_capture()
-    exe = graph.instantiate()
-    exe.launch(s)
-    s.synchronize()
-    np.testing.assert_allclose(dy.copy_to_host(), 2 * x)
-    for obj in (exe, graph, dx, dy, s, mod):
+    a, b = dev.alloc(n, "float32"), dev.alloc(n, "float32")
+    other = dev.create_stream()
+    fn.launch(1, n, 1.0, a, b, n, stream=other)  # work for other's close to wait for
+
+    def close_other():
+        other.close()
+        return fn
+
+    _capture_saxpy(dev, mode, close_other)
+    for obj in (a, b, mod):
         obj.close()
 
 
