@@ -38,6 +38,7 @@ below 1.2 cannot meet the target (`--no-floor` leaves it out; it needs nvcc).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -232,6 +233,17 @@ class Side:
             return Case(run=run, check=check)
         raise ValueError(kind)
 
+    def idle_ns(self, remedies: bool = False) -> Any:
+        """The idle synchronize figure (`idle_sync_ns`); with `remedies`, {"ns", "after_settle_ns", ...}."""
+        ns = idle_sync_ns(self)
+        return {"ns": ns, **ways_out(self)} if remedies else ns
+
+    def waits(self) -> dict[str, int]:
+        return _waits()
+
+    def close(self) -> None:
+        self.drv.Context.pop()  # PyCUDA aborts at exit if its context stack is not empty
+
     def check_kernel_result(self) -> None:
         self.drv.Context.synchronize()
         host = np.zeros(1, np.int32)
@@ -355,7 +367,7 @@ def idle_sync_ns(side: Side) -> float:
     return sorted(per)[2]
 
 
-def remedies(side: Side) -> dict[str, float]:
+def ways_out(side: Side) -> dict[str, float]:
     """Diagnostics (--remedies): the idle figure after each way out of the slow state, in turn: an event recorded
     on a new non-blocking stream and waited for (the settle), then a context synchronize."""
     drv = side.drv
@@ -383,6 +395,7 @@ def serve(which: str, pycuda_dir: Path) -> int:
         side = Side("compat", compat_drv, compat_compiler)
         meta = compat_versions()
     cases: dict[int, Case] = {}
+    ids = itertools.count(1)
     clock = time.perf_counter_ns
     try:
         for line in sys.stdin:
@@ -396,9 +409,7 @@ def serve(which: str, pycuda_dir: Path) -> int:
                     answer = {"meta": meta}
                 elif op == "case":
                     case = side.case(str(request["kind"]), int(request["size"]))
-                    cid = len(cases) + 1
-                    while cid in cases:
-                        cid += 1
+                    cid = next(ids)
                     cases[cid] = case
                     answer = {"id": cid, "settle": case.settle is not None, "check": case.check is not None,
                               "max_batch": case.max_batch}
@@ -414,21 +425,20 @@ def serve(which: str, pycuda_dir: Path) -> int:
                     if done.close is not None:
                         done.close()
                 elif op == "waits":
-                    answer = {"waits": _waits()}
+                    answer = {"waits": side.waits()}
                 elif op == "idle":
-                    answer = {"ns": idle_sync_ns(side)}
-                    if request.get("remedies"):
-                        answer.update(remedies(side))
+                    idle = side.idle_ns(bool(request.get("remedies")))
+                    answer = idle if isinstance(idle, dict) else {"ns": idle}
                 else:
                     raise ValueError(f"unknown request {op!r}")
             except Exception as exc:
                 answer = {"error": f"{type(exc).__name__}: {exc}"}
             proto.write(json.dumps(answer) + "\n")
-    finally:  # PyCUDA aborts at exit if its context stack is not empty
+    finally:
         for case in cases.values():
             if case.close is not None:
                 case.close()
-        side.drv.Context.pop()
+        side.close()
     return 0
 
 
@@ -442,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-process", action="store_true",
                         help="both sides in this process, on one primary context (the old way)")
     parser.add_argument("--remedies", action="store_true",
-                        help="diagnostics: after each row, try ways out of the slow state (one process per side)")
+                        help="diagnostics: after each row, try ways out of the slow state")
     parser.add_argument("--serve", choices=("pycuda", "compat"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -459,7 +469,6 @@ def main(argv: list[str] | None = None) -> int:
         if sides[0].ctx.handle != sides[1].ctx.handle:
             raise SystemExit("the two sides are not on the same (primary) context")
         meta = {**pycuda_versions(real_drv), **compat_versions(), "processes": "one, shared"}
-        waits = _waits
     else:
         sides = []
         try:
@@ -470,7 +479,6 @@ def main(argv: list[str] | None = None) -> int:
                 side.close()
             raise
         meta = {**sides[0].meta, **sides[1].meta, "processes": "one per side"}
-        waits = sides[1].waits
     meta.update(run_facts())
     floor = None
     workdir = Path(tempfile.mkdtemp(prefix="ironaccel-pycuda-bench-"))
@@ -480,22 +488,21 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # no nvcc, or a floor that cannot start: the column stays blank
             print(f"no C floor column: {type(exc).__name__}: {exc}", file=sys.stderr)
     try:
-        return _run(args, config, sides, meta, waits, floor)
+        return _run(args, config, sides, meta, floor)
     finally:
         for side in sides:
-            if isinstance(side, RemoteSide):
-                side.close()
-            else:  # PyCUDA aborts at exit if its context stack is not empty
-                side.drv.Context.pop()
+            side.close()
         if floor is not None:
             floor.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Any], meta: dict[str, str],
-         waits: Any, floor: FloorCases | None = None) -> int:
+         floor: FloorCases | None = None) -> int:
+    """The rows, on sides[0] (PyCUDA) and sides[1] (the compat: its waits are counted)."""
     only = {k for k in args.only.split(",") if k}
-    meta["idle sync at start"] = ", ".join(f"{side.label} {format_ns(_idle(side))}" for side in sides)
+    waits = sides[1].waits
+    meta["idle sync at start"] = ", ".join(f"{side.label} {format_ns(side.idle_ns())}" for side in sides)
     rows = []
     for title, kind, size in ROWS:
         if only and kind not in only:
@@ -531,7 +538,7 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Any], met
         if args.remedies:
             rows[-1]["remedies"] = {side.label: side.idle_ns(remedies=True) for side in sides}
             print(f"  slow state after {title}: {rows[-1]['remedies']}", flush=True)
-        rows[-1]["idle_sync_after_ns"] = {side.label: round(_idle(side)) for side in sides}
+        rows[-1]["idle_sync_after_ns"] = {side.label: round(side.idle_ns()) for side in sides}
         print(_line(rows[-1]), flush=True)
     text = _markdown(meta, rows, config)
     print("\n" + text)
@@ -540,10 +547,6 @@ def _run(args: argparse.Namespace, config: SamplingConfig, sides: list[Any], met
         (args.out / "results.md").write_text(text)
         (args.out / "results.json").write_text(json.dumps({"meta": meta, "target": TARGET, "rows": rows}, indent=1))
     return 0
-
-
-def _idle(side: Any) -> float:
-    return side.idle_ns() if isinstance(side, RemoteSide) else idle_sync_ns(side)
 
 
 def _waits() -> dict[str, int]:
