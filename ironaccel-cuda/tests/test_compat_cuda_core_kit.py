@@ -38,6 +38,8 @@ def test_a_builder_that_never_began_refuses_what_needs_a_capture(gb):
         gb.end_building()
     with pytest.raises(ValueError, match="^Unsupported build mode: sideways"):
         gb.begin_building("sideways")
+    with pytest.raises(ValueError, match="^Unsupported build mode: None"):  # as cuda.core: None is no default
+        gb.begin_building(None)  # type: ignore[arg-type]
     assert gb.is_building is False and gb.is_join_required is False
     with pytest.raises(TypeError, match="GraphBuilder"):
         gb.embed(object())

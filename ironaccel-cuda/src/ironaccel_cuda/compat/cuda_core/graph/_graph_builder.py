@@ -137,14 +137,14 @@ class GraphBuilder:
     def is_building(self) -> bool:
         return self._state == _BUILDING
 
-    def begin_building(self, mode: str | None = "relaxed") -> GraphBuilder:
-        """Start capturing the builder's stream ("global", "thread_local" or "relaxed")."""
+    def begin_building(self, mode: str = "relaxed") -> GraphBuilder:
+        """Start capturing the builder's stream ("global", "thread_local" or "relaxed"; anything else, None
+        included, is cuda.core's ValueError)."""
         self._check_open()
         if self._state == _BUILDING:
             raise RuntimeError("Graph builder is already building.")
         if self._state == _ENDED:
             raise RuntimeError("Cannot resume building after building has ended.")
-        mode = "relaxed" if mode is None else mode
         if mode not in _CAPTURE_MODES:
             raise ValueError(f"Unsupported build mode: {mode}")
         s = self._stream
