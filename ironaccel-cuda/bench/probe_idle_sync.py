@@ -49,7 +49,9 @@ def main() -> None:
                              "process per way out)")
     parser.add_argument("--first-load-child", help=argparse.SUPPRESS)
     parser.add_argument("--after-launches", action="store_true",
-                        help="which call ends the slow state a batch of launches and its wait leave (one process)")
+                        help="which call ends the slow state a batch of launches and its wait leave (a fresh "
+                             "process per way out)")
+    parser.add_argument("--after-launches-child", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.first_load:
@@ -142,7 +144,10 @@ def main() -> None:
         remedies(cu, ok, dev, stream, host, measure)
         return
     if args.after_launches:
-        after_launches(cu, ok, dev, stream, measure, args.json)
+        after_launches(cu, ok, dev, stream, measure, args.json, None)
+        return
+    if args.after_launches_child:
+        after_launches(cu, ok, dev, stream, measure, None, args.after_launches_child)
         return
     if args.first_load_child:
         before = measure()
@@ -216,12 +221,36 @@ FIRST_LOAD_WAYS = ("nothing", "cuStreamQuery(0)", "cuStreamSynchronize(0)", "cuS
                    "launch on the stream + event on it + cuEventSynchronize", "cuCtxSynchronize")
 
 
+AFTER_LAUNCH_WAYS = ("nothing", "2 ms of nothing", "cuStreamQuery(stream)", "cuStreamSynchronize(stream)",
+                     "cuStreamQuery(0)", "cuStreamSynchronize(0)", "event on the stream + cuEventSynchronize",
+                     "event on the stream + cuEventQuery until done",
+                     "event on a new non-blocking stream + cuEventSynchronize", "cuCtxSynchronize")
+
+
 def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, measure: Callable[[], float],
-                   out: Path | None) -> None:
+                   out: Path | None, way: str | None) -> None:
     """The PyCUDA benchmark's per-process run (2026-12-03) found both sides' idle synchronize at 1.7-2.0 us after
-    its launch rows, ended by cuCtxSynchronize but not by the settle.  Here: the kernel is got (and settled),
-    then for each way out in turn, the state is entered again (a batch of launches on the stream, then the wait
-    named), measured, the way out made, and measured again."""
+    its launch rows, ended by cuCtxSynchronize but not by the settle.  The first version of this probe tried
+    every way out in one process and found (H200, 2026-12-03 12:30 UTC) that after five entries the process no
+    longer entered the state at all, so each way out now gets a fresh process (`way` is the child's), and a
+    `cycles` child traces eight entries in a row to find what makes a process stop entering it."""
+    if way is None:
+        import os
+        import subprocess
+
+        rows: list[Any] = []
+        for label in (*AFTER_LAUNCH_WAYS, "cycles"):
+            run = subprocess.run([sys.executable, __file__, "--after-launches-child", label], capture_output=True,
+                                 text=True, timeout=120, env=dict(os.environ))
+            try:
+                rows.append(json.loads(run.stdout.strip().splitlines()[-1]))
+            except (IndexError, ValueError):
+                rows.append({"way": label, "error": run.stderr.strip()[-400:]})
+            print(json.dumps(rows[-1]), flush=True)
+        if out is not None:
+            out.write_text(json.dumps(rows, indent=1))
+        return
+
     import ironaccel_cuda as ia
     from ironaccel_cuda import _core
 
@@ -230,18 +259,10 @@ def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, mea
     s = cu.CUstream(h)
     arg = np.uint64(0)
 
-    def enter(n: int, wait: str) -> None:
-        for _ in range(n):
+    def enter() -> None:
+        for _ in range(1000):
             fn.launch(1, 32, arg, stream=stream)
-        if wait == "ironaccel":
-            _core.stream_sync(h)  # busy: the fence word
-        elif wait == "cuStreamSynchronize":
-            ok(cu.cuStreamSynchronize(s))
-        elif wait == "event":
-            e = ok(cu.cuEventCreate(2))
-            ok(cu.cuEventRecord(e, s))
-            ok(cu.cuEventSynchronize(e))
-            ok(cu.cuEventDestroy(e))
+        _core.stream_sync(h)  # busy: the fence word
 
     def event_here(query: bool) -> None:
         e = ok(cu.cuEventCreate(2))
@@ -261,34 +282,36 @@ def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, mea
         ok(cu.cuEventDestroy(e))
         ok(cu.cuStreamDestroy(s2))
 
-    ways: list[tuple[str, Callable[[], None]]] = [
-        ("nothing", lambda: None),
-        ("2 ms of nothing", lambda: time.sleep(0.002)),
-        ("cuStreamQuery(stream)", lambda: cu.cuStreamQuery(s)),
-        ("cuStreamSynchronize(stream)", lambda: ok(cu.cuStreamSynchronize(s))),
-        ("cuStreamQuery(0)", lambda: cu.cuStreamQuery(cu.CUstream(0))),
-        ("cuStreamSynchronize(0)", lambda: ok(cu.cuStreamSynchronize(cu.CUstream(0)))),
-        ("event on the stream + cuEventSynchronize", lambda: event_here(False)),
-        ("event on the stream + cuEventQuery until done", lambda: event_here(True)),
-        ("event on a new non-blocking stream + cuEventSynchronize", new_stream_event),
-        ("cuCtxSynchronize", lambda: ok(cu.cuCtxSynchronize())),
-    ]
-    rows: list[dict[str, object]] = [{"case": "after the kernel was got", "ns": measure()}]
-    for n, wait in ((1, "ironaccel"), (1000, "ironaccel"), (1000, "cuStreamSynchronize"), (1000, "event")):
-        ok(cu.cuCtxSynchronize())
-        base = measure()
-        enter(n, wait)
-        rows.append({"case": f"{n} launches + {wait} wait", "before": base, "after": measure()})
-    for label, way in ways:
-        ok(cu.cuCtxSynchronize())
-        enter(1000, "ironaccel")
-        entered = measure()
-        way()
-        rows.append({"case": f"way out: {label}", "entered": entered, "after": measure()})
-    for row in rows:
-        print(json.dumps(row), flush=True)
-    if out is not None:
-        out.write_text(json.dumps(rows, indent=1))
+    ways: dict[str, Callable[[], None]] = dict(zip(AFTER_LAUNCH_WAYS, (
+        lambda: None,
+        lambda: time.sleep(0.002),
+        lambda: cu.cuStreamQuery(s),
+        lambda: ok(cu.cuStreamSynchronize(s)),
+        lambda: cu.cuStreamQuery(cu.CUstream(0)),
+        lambda: ok(cu.cuStreamSynchronize(cu.CUstream(0))),
+        lambda: event_here(False),
+        lambda: event_here(True),
+        new_stream_event,
+        lambda: ok(cu.cuCtxSynchronize()),
+    ), strict=True))
+    ok(cu.cuCtxSynchronize())
+    fresh = measure()
+    if way == "cycles":
+        trace = []
+        for _ in range(8):
+            ok(cu.cuCtxSynchronize())
+            enter()
+            trace.append([round(measure()), round(measure())])
+        print(json.dumps({"way": way, "fresh": round(fresh), "entered, measured twice": trace}))
+        return
+    enter()
+    entered = [round(measure()), round(measure())]
+    ways[way]()
+    after = [round(measure()), round(measure())]
+    ok(cu.cuCtxSynchronize())
+    enter()
+    print(json.dumps({"way": way, "fresh": round(fresh), "entered": entered, "after": after,
+                      "entered again": round(measure())}))
 
 
 def first_load() -> None:
