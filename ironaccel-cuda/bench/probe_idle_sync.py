@@ -52,6 +52,7 @@ def main() -> None:
                         help="which call ends the slow state a batch of launches and its wait leave (a fresh "
                              "process per way out)")
     parser.add_argument("--after-launches-child", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=1, help="--after-launches: processes per way out")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.first_load:
@@ -144,10 +145,10 @@ def main() -> None:
         remedies(cu, ok, dev, stream, host, measure)
         return
     if args.after_launches:
-        after_launches(cu, ok, dev, stream, measure, args.json, None)
+        after_launches(cu, ok, dev, stream, measure, args.json, None, args.rounds)
         return
     if args.after_launches_child:
-        after_launches(cu, ok, dev, stream, measure, None, args.after_launches_child)
+        after_launches(cu, ok, dev, stream, measure, None, args.after_launches_child, 1)
         return
     if args.first_load_child:
         before = measure()
@@ -228,18 +229,20 @@ AFTER_LAUNCH_WAYS = ("nothing", "2 ms of nothing", "cuStreamQuery(stream)", "cuS
 
 
 def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, measure: Callable[[], float],
-                   out: Path | None, way: str | None) -> None:
+                   out: Path | None, way: str | None, rounds: int) -> None:
     """The PyCUDA benchmark's per-process run (2026-12-03) found both sides' idle synchronize at 1.7-2.0 us after
     its launch rows, ended by cuCtxSynchronize but not by the settle.  The first version of this probe tried
     every way out in one process and found (H200, 2026-12-03 12:30 UTC) that after five entries the process no
     longer entered the state at all, so each way out now gets a fresh process (`way` is the child's), and a
-    `cycles` child traces eight entries in a row to find what makes a process stop entering it."""
+    `cycles` child traces eight entries in a row to find what makes a process stop entering it.  Run so
+    (H200, 2026-12-03 12:33 UTC), 2 of 11 processes never entered it and the others did, so a way out needs `rounds`
+    processes before it says anything."""
     if way is None:
         import os
         import subprocess
 
         rows: list[Any] = []
-        for label in (*AFTER_LAUNCH_WAYS, "cycles"):
+        for label in [*AFTER_LAUNCH_WAYS, "cycles"] * rounds:
             run = subprocess.run([sys.executable, __file__, "--after-launches-child", label], capture_output=True,
                                  text=True, timeout=120, env=dict(os.environ))
             try:
