@@ -53,10 +53,15 @@ def main() -> None:
                              "process per way out)")
     parser.add_argument("--after-launches-child", help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, default=1, help="--after-launches: processes per way out")
+    parser.add_argument("--per-cpu", action="store_true",
+                        help="the --after-launches child with nothing as way out, pinned to each CPU in turn")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.first_load:
         first_load()
+        return
+    if args.per_cpu:
+        per_cpu(args.json)
         return
 
     import cuda.bindings.driver as cu
@@ -315,6 +320,36 @@ def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, mea
     enter()
     print(json.dumps({"way": way, "fresh": round(fresh), "entered": entered, "after": after,
                       "entered again": round(measure())}))
+
+
+def per_cpu(out: Path | None) -> None:
+    """--after-launches --rounds 3 (H200, 2026-12-03 13:08 UTC) found two kinds of process: those whose first
+    idle synchronize took 170-200 ns never entered the slow state, those at 340-420 ns mostly did, and a process
+    went between the two across its entries.  That is what CPU placement would do; this pins the `nothing`
+    child to each CPU in turn (the child inherits the affinity) and prints the GPU's NUMA-local CPUs beside."""
+    import os
+    import subprocess
+
+    local = "?"
+    try:
+        bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30).stdout.split()[0].lower()[4:]
+        local = Path(f"/sys/bus/pci/devices/{bus}/local_cpulist").read_text().strip()
+    except (OSError, IndexError, subprocess.SubprocessError):
+        pass
+    print(f"GPU-local CPUs: {local}", flush=True)
+    rows = []
+    for cpu in sorted(os.sched_getaffinity(0)):
+        run = subprocess.run([sys.executable, __file__, "--after-launches-child", "nothing"], capture_output=True,
+                             text=True, timeout=120, preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c}))
+        try:
+            row = {"cpu": cpu, **json.loads(run.stdout.strip().splitlines()[-1])}
+        except (IndexError, ValueError):
+            row = {"cpu": cpu, "error": run.stderr.strip()[-300:]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if out is not None:
+        out.write_text(json.dumps({"gpu_local_cpus": local, "rows": rows}, indent=1))
 
 
 def first_load() -> None:
