@@ -1,6 +1,7 @@
 """What makes an idle stream's synchronize slow in a process: its cost after each kind of driver operation.
 
-    python3 ironaccel-cuda/bench/probe_idle_sync.py [--reverse | --remedies] [--json OUT]
+    python3 ironaccel-cuda/bench/probe_idle_sync.py [--reverse | --remedies | --first-load
+                                                     | --after-launches [--rounds N] | --per-cpu] [--json OUT]
 
 The benchmarks measure 1.35-1.7 µs for `cuStreamSynchronize` of an idle non-blocking stream, in Python and in
 the C floor's process alike, once other operations have run there; a fresh process measures 0.2-0.4 µs
@@ -10,7 +11,8 @@ times them again after each: the first operation after which the figure jumps is
 in the slow state.  `--reverse` runs the operations in the opposite order (the module load stays before the
 launches), to tell an operation from the time that has passed.  `--remedies` puts the process in that state
 with each of three operations and tries one way out per row (see `remedies`).  Findings (H200, 2026-12-01):
-bench/results/h200-2026-12-01-h/experiments.md and bench/results/h200-2026-12-02/experiments.md.
+bench/results/h200-2026-12-01-h/experiments.md and bench/results/h200-2026-12-02/experiments.md; on launches,
+CPU placement and cuCtxSynchronize as the only way out found (2026-12-03): bench/results/h200-2026-12-03-c/.
 """
 
 from __future__ import annotations

@@ -148,6 +148,9 @@ def mem_alloc(bytes: int) -> DeviceAllocation:
     if bytes.__class__ is not int or bytes <= 0:
         bytes = _size(bytes, "cuMemAlloc")
     try:
+        # Tried: cuMemAlloc/cuMemFree by default (IRONACCEL_CUDA_PYCUDA_ALLOC=sync), since the pool's free on the
+        # legacy stream leaves idle syncs at 1.3-1.7 us: mem_alloc(64 KiB).free() 0.47-0.81x PyCUDA against the
+        # pool's 1.47-1.50x, interleaved runs (H200, 2026-12-03, bench/results/h200-2026-12-03-c).
         if ctx.pools:
             dp = _fast.mem_alloc_async(bytes, _LEGACY)
             ctx.live[dp] = None
