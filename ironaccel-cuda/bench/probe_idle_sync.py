@@ -237,13 +237,11 @@ AFTER_LAUNCH_WAYS = ("nothing", "2 ms of nothing", "cuStreamQuery(stream)", "cuS
 
 def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, measure: Callable[[], float],
                    out: Path | None, way: str | None, rounds: int) -> None:
-    """The PyCUDA benchmark's per-process run (2026-12-03) found both sides' idle synchronize at 1.7-2.0 us after
-    its launch rows, ended by cuCtxSynchronize but not by the settle.  The first version of this probe tried
-    every way out in one process and found (H200, 2026-12-03 12:30 UTC) that after five entries the process no
-    longer entered the state at all, so each way out now gets a fresh process (`way` is the child's), and a
-    `cycles` child traces eight entries in a row to find what makes a process stop entering it.  Run so
-    (H200, 2026-12-03 12:33 UTC), 2 of 11 processes never entered it and the others did, so a way out needs `rounds`
-    processes before it says anything."""
+    """Which call ends the slow state that a batch of 1000 launches and its wait leave (the PyCUDA benchmark's
+    launch rows put both sides there, 2026-12-03).  Each way out gets a fresh process, the child `way`: in one
+    process the state stopped appearing after five entries.  Whether a process enters it depends on the vCPU it
+    runs on (`per_cpu`), so a way out says something only over `rounds` processes; a `cycles` child traces
+    eight entries in one process.  H200 findings: bench/results/h200-2026-12-03-c/README.md."""
     if way is None:
         import os
         import subprocess
@@ -325,10 +323,10 @@ def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, mea
 
 
 def per_cpu(out: Path | None) -> None:
-    """--after-launches --rounds 3 (H200, 2026-12-03 13:08 UTC) found two kinds of process: those whose first
-    idle synchronize took 170-200 ns never entered the slow state, those at 340-420 ns mostly did, and a process
-    went between the two across its entries.  That is what CPU placement would do; this pins the `nothing`
-    child to each CPU in turn (the child inherits the affinity) and prints the GPU's NUMA-local CPUs beside."""
+    """The `nothing` child of --after-launches pinned to each CPU in turn (it inherits the affinity), beside the
+    GPU's NUMA-local CPUs: --rounds 3 found processes whose first idle synchronize took 170-200 ns never entering
+    the slow state and those at 340-420 ns mostly entering it, as CPU placement would make them.  On the H200
+    guest (2026-12-03) 4 of 16 vCPUs entered it, in one NUMA node."""
     import os
     import subprocess
 
