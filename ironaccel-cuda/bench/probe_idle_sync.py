@@ -229,6 +229,19 @@ FIRST_LOAD_WAYS = ("nothing", "cuStreamQuery(0)", "cuStreamSynchronize(0)", "cuS
                    "launch on the stream + event on it + cuEventSynchronize", "cuCtxSynchronize")
 
 
+def _child(flag: str, value: str, timeout: float, **run: Any) -> dict[str, Any]:
+    """This script run again with `flag value` (a child mode that prints one JSON line last): that line, or
+    {"error": the end of its stderr}.  `run` goes to subprocess.run (env, preexec_fn)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, __file__, flag, value], capture_output=True, text=True, timeout=timeout,
+                          **run)
+    try:
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (IndexError, ValueError):
+        return {"error": done.stderr.strip()[-400:]}
+
+
 AFTER_LAUNCH_WAYS = ("nothing", "2 ms of nothing", "cuStreamQuery(stream)", "cuStreamSynchronize(stream)",
                      "cuStreamQuery(0)", "cuStreamSynchronize(0)", "event on the stream + cuEventSynchronize",
                      "event on the stream + cuEventQuery until done",
@@ -243,17 +256,9 @@ def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, mea
     runs on (`per_cpu`), so a way out says something only over `rounds` processes; a `cycles` child traces
     eight entries in one process.  H200 findings: bench/results/h200-2026-12-03-c/README.md."""
     if way is None:
-        import os
-        import subprocess
-
         rows: list[Any] = []
         for label in [*AFTER_LAUNCH_WAYS, "cycles"] * rounds:
-            run = subprocess.run([sys.executable, __file__, "--after-launches-child", label], capture_output=True,
-                                 text=True, timeout=120, env=dict(os.environ))
-            try:
-                rows.append(json.loads(run.stdout.strip().splitlines()[-1]))
-            except (IndexError, ValueError):
-                rows.append({"way": label, "error": run.stderr.strip()[-400:]})
+            rows.append({"way": label, **_child("--after-launches-child", label, 120)})
             print(json.dumps(rows[-1]), flush=True)
         if out is not None:
             out.write_text(json.dumps(rows, indent=1))
@@ -340,14 +345,9 @@ def per_cpu(out: Path | None) -> None:
     print(f"GPU-local CPUs: {local}", flush=True)
     rows = []
     for cpu in sorted(os.sched_getaffinity(0)):
-        run = subprocess.run([sys.executable, __file__, "--after-launches-child", "nothing"], capture_output=True,
-                             text=True, timeout=120, preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c}))
-        try:
-            row = {"cpu": cpu, **json.loads(run.stdout.strip().splitlines()[-1])}
-        except (IndexError, ValueError):
-            row = {"cpu": cpu, "error": run.stderr.strip()[-300:]}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        rows.append({"cpu": cpu, **_child("--after-launches-child", "nothing", 120,
+                                          preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c}))})
+        print(json.dumps(rows[-1]), flush=True)
     if out is not None:
         out.write_text(json.dumps({"gpu_local_cpus": local, "rows": rows}, indent=1))
 
@@ -356,8 +356,6 @@ def first_load() -> None:
     """Session 9's A/B found that a process's first module load leaves the slow state, and that a query of the
     legacy stream does not end it (in the probe's own run, a launch and cuCtxSynchronize did).  One fresh process
     per way out: idle query before the load, after it, and after the way out."""
-    import subprocess
-
     print("| way out tried after the first load | before the load | after it | after cuModuleGetFunction | "
           "after the way out |\n|---|---:|---:|---:|---:|")
     import os
@@ -365,14 +363,12 @@ def first_load() -> None:
     runs = [(way, way, {}) for way in FIRST_LOAD_WAYS]
     runs.append(("nothing, with CUDA_MODULE_LOADING=EAGER", "nothing", {"CUDA_MODULE_LOADING": "EAGER"}))
     for label, way, env in runs:
-        out = subprocess.run([sys.executable, __file__, "--first-load-child", way], capture_output=True, text=True,
-                             timeout=60, env={**os.environ, **env})
-        try:
-            r = json.loads(out.stdout.strip().splitlines()[-1])
+        r = _child("--first-load-child", way, 60, env={**os.environ, **env})
+        if "error" in r:
+            print(f"| {label} | failed: {r['error'][-300:]} | | |", flush=True)
+        else:
             print(f"| {label} | {r['before']:,.0f} ns | {r['loaded']:,.0f} ns | {r['function']:,.0f} ns | "
                   f"{r['after']:,.0f} ns |", flush=True)
-        except (IndexError, ValueError):
-            print(f"| {label} | failed: {out.stderr.strip()[-300:]} | | |", flush=True)
 
 
 def remedies(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, host: Any,
