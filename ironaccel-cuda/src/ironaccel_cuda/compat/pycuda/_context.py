@@ -172,10 +172,11 @@ def address(value: Any, routine: str) -> int:
         raise bad_type(routine, f"expected an address (an int or an allocation), not {type(value).__name__}") from None
 
 
-def _flags(flags: Any, routine: str) -> int:
+def _flags(flags: Any, routine: str, what: str = "flags") -> int:
+    """An int argument (flags, a limit's value, ...) from an int-like; PyCUDA's TypeError for anything else."""
     if isinstance(flags, bool) or not hasattr(flags, "__index__"):
-        raise bad_type(routine, f"flags must be an int, not {flags!r}")
-    return flags.__index__()
+        raise bad_type(routine, f"{what} must be an int, not {flags!r}")
+    return flags.__index__()  # type: ignore[no-any-return]
 
 
 # -- devices ----------------------------------------------------------------------
@@ -275,6 +276,8 @@ class Device:
             h = call("cuCtxCreate", flags, self._cudev)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuCtxCreate") from None
+        except (ValueError, OverflowError) as exc:  # flags out of the unsigned int range
+            raise bad_input("cuCtxCreate", exc) from None
         _drv.try_call("cuCtxPopCurrent")  # keep the driver's stack one deep; pushed below
         ctx = Context._make(h, _CREATED, self._cudev)
         ctx.push()
@@ -450,7 +453,7 @@ class Context:
     @staticmethod
     def set_limit(limit: Any, value: int) -> None:
         _current("cuCtxSetLimit")
-        call("cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), int(value))
+        call("cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), _flags(value, "cuCtxSetLimit", "value"))
 
     @staticmethod
     def get_limit(limit: Any) -> int:
@@ -484,15 +487,19 @@ class Context:
 
     @staticmethod
     def enable_peer_access(peer: Context, flags: int = 0) -> None:
-        _current("cuCtxEnablePeerAccess")
-        call("cuCtxEnablePeerAccess", peer._h, int(flags))
+        op = "cuCtxEnablePeerAccess"
+        _current(op)
+        call(op, _peer(peer, op), _flags(flags, op))
 
     @staticmethod
     def disable_peer_access(peer: Context) -> None:
-        _current("cuCtxDisablePeerAccess")
-        call("cuCtxDisablePeerAccess", peer._h)
+        op = "cuCtxDisablePeerAccess"
+        _current(op)
+        call(op, _peer(peer, op))
 
     def get_api_version(self) -> int:
+        if not self._valid:  # its handle is gone with it: never hand the driver a destroyed context
+            raise from_code(INVALID_CONTEXT, "cuCtxGetApiVersion", "the context was detached")
         return int(call("cuCtxGetApiVersion", self._h))
 
     def __eq__(self, other: object) -> bool:
@@ -507,3 +514,12 @@ class Context:
     def __repr__(self) -> str:
         state = "" if self._valid else " detached"
         return f"<Context {self._kind} 0x{self.handle:x} on device {self._ordinal}{state}>"
+
+
+def _peer(peer: Any, routine: str) -> Any:
+    """The handle of peer context `peer` (a valid Context)."""
+    if not isinstance(peer, Context):
+        raise bad_type(routine, f"peer must be a Context, not {type(peer).__name__}")
+    if not peer._valid:
+        raise from_code(INVALID_CONTEXT, routine, "the peer context was detached")
+    return peer._h

@@ -20,7 +20,7 @@ from ironaccel import errors as ia
 
 from ._context import _current
 from ._enums import jit_input_type, jit_option
-from ._errors import LogicError, combo, translate
+from ._errors import LogicError, bad_type, combo, invalid, translate
 from ._module import Module, module_from_buffer
 
 __all__ = ["Linker", "find_static_library"]
@@ -64,13 +64,21 @@ class Linker:
         ctx = _current("nvJitLinkCreate")
         major, minor = Device._from_ordinal(ctx._ordinal).compute_capability()
         flags = [f"-arch=sm_{major}{minor}"]
-        for key, value in options or ():
-            name = jit_option(int(key)).name
-            make = _OPTION_FLAGS.get(name)
-            if make is None:
-                warnings.warn(f"PyCUDA compat: link option {name} has no nvJitLink equivalent; ignored", stacklevel=2)
-                continue
-            flags += make(value)
+        try:
+            pairs = [(key, value) for key, value in options or ()]
+        except (TypeError, ValueError):
+            raise bad_type("nvJitLinkCreate", "options must be (jit_option, value) pairs") from None
+        for key, value in pairs:
+            try:
+                name = jit_option(key.__index__()).name
+                make = _OPTION_FLAGS.get(name)
+                if make is None:
+                    warnings.warn(f"PyCUDA compat: link option {name} has no nvJitLink equivalent; ignored",
+                                  stacklevel=2)
+                    continue
+                flags += make(value)
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise invalid("nvJitLinkCreate", f"bad link option ({key!r}, {value!r}): {exc}") from None
         if log_verbose and "-verbose" not in flags:
             flags.append("-verbose")
         self._nv = _nvjitlink()
@@ -99,6 +107,12 @@ class Linker:
 
         return _log(self._nv, self._h, error=False), _log(self._nv, self._h, error=True)
 
+    def _open(self, routine: str) -> Any:
+        """The nvJitLink handle; LogicError once link_module() or close() has ended this Linker."""
+        if getattr(self, "_h", None) is None:
+            raise invalid(routine, "this Linker was already linked or closed")
+        return self._h
+
     def _fail(self, routine: str, exc: BaseException) -> Exception:
         info, error = self._logs()
         if self._handler is not None:
@@ -110,6 +124,7 @@ class Linker:
             blob = bytes(memoryview(data).cast("B"))
         except (TypeError, ValueError) as exc:
             raise _link_error("nvJitLinkAddData", "", exc) from None
+        self._open("nvJitLinkAddData")
         kind = self._kind(input_type)
         if kind == self._nv.InputType.PTX and not blob.endswith(b"\0"):
             blob += b"\0"
@@ -119,6 +134,7 @@ class Linker:
             raise self._fail("nvJitLinkAddData", exc) from None
 
     def add_file(self, filename: str, input_type: Any) -> None:
+        self._open("nvJitLinkAddFile")
         try:
             self._nv.add_file(self._h, self._kind(input_type), os.fspath(filename))
         except ia.IronAccelError:
@@ -128,6 +144,7 @@ class Linker:
 
     def link_module(self) -> Module:
         """Finish the link and load the result into the current context."""
+        self._open("nvJitLinkComplete")
         try:
             self._nv.complete(self._h)
             size = self._nv.get_linked_cubin_size(self._h)

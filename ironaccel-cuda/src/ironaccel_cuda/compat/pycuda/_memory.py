@@ -31,7 +31,7 @@ import numpy as np
 from ironaccel import errors as ia
 
 from . import _fast
-from ._context import Context, _bind_top, _current, _local, address, call, cleanup, enum_value
+from ._context import Context, _bind_top, _current, _flags, _local, address, call, cleanup, enum_value
 from ._enums import memory_type
 from ._errors import bad_input, bad_type, from_code, invalid, no_arrays, translate
 
@@ -81,7 +81,7 @@ class DeviceAllocation(int):
 
     def as_buffer(self, size: int, offset: int = 0) -> memoryview:
         """A host memoryview of `size` bytes at this address + `offset` (managed or host-mapped memory only)."""
-        return _as_buffer(int(self) + offset, size)
+        return _as_buffer(int(self), size, offset)
 
     def __del__(self) -> None:
         d = self.__dict__
@@ -218,13 +218,18 @@ class PointerHolderBase:
         return int(self.get_pointer())
 
     def as_buffer(self, size: int, offset: int = 0) -> memoryview:
-        return _as_buffer(int(self.get_pointer()) + offset, size)
+        return _as_buffer(int(self.get_pointer()), size, offset)
 
 
-def _as_buffer(addr: int, size: int) -> memoryview:
-    if size < 0 or addr <= 0:
+def _as_buffer(base: int, size: Any, offset: Any) -> memoryview:
+    size, offset = _flags(size, "as_buffer", "size"), _flags(offset, "as_buffer", "offset")
+    addr = base + offset
+    if size < 0 or addr <= 0 or addr + size > 1 << 64:
         raise invalid("as_buffer", f"bad address {addr:#x} or size {size}")
-    return memoryview((ctypes.c_char * size).from_address(addr)).cast("B")
+    try:
+        return memoryview((ctypes.c_char * size).from_address(addr)).cast("B")
+    except (OverflowError, ValueError) as exc:
+        raise bad_input("as_buffer", exc) from None
 
 
 # -- host buffers -------------------------------------------------------------------
@@ -286,8 +291,19 @@ class Staging:
     def __init__(self) -> None:
         size = 2 * _BOUNCE_HALF * _BOUNCE_SLOT
         self.base = int(call("cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
-        self.events = [_fast.event_create(CU_EVENT_DISABLE_TIMING) for _ in range(2)]
-        self.ring = _fast.HtodRing(self.base, _BOUNCE_SLOT, _BOUNCE_HALF, self.events[0], self.events[1], _LEGACY)
+        self.events: list[int] = []
+        try:
+            for _ in range(2):
+                self.events.append(_fast.event_create(CU_EVENT_DISABLE_TIMING))
+            self.ring = _fast.HtodRing(self.base, _BOUNCE_SLOT, _BOUNCE_HALF, self.events[0], self.events[1],
+                                       _LEGACY)
+        except BaseException as exc:  # give back what was made: nothing else holds it
+            for e in self.events:
+                _fast.event_destroy(e)
+            _drv_try("cuMemFreeHost", self.base)
+            if isinstance(exc, ia.IronAccelError):
+                raise translate(exc, "cuEventCreate") from None
+            raise
         _fast.pinned_add(self.base, size)
 
     def close(self) -> None:
@@ -300,6 +316,12 @@ class Staging:
                 _fast.event_destroy(e)
             _fast.pinned_remove(self.base)
             call("cuMemFreeHost", self.base)
+
+
+def _drv_try(op: str, *args: Any) -> None:
+    from ironaccel_cuda import _driver
+
+    _driver.try_call(op, *args)
 
 
 def _staging(ctx: Context) -> Staging:
@@ -483,6 +505,8 @@ def memcpy_dtod(dest: Any, src: Any, size: int) -> None:
 
 def memcpy_dtod_async(dest: Any, src: Any, size: int, stream: Any = None) -> None:
     s = _stream_of(stream, "cuMemcpyDtoDAsync")
+    if size.__class__ is not int:  # the compiled call would truncate a float
+        size = _flags(size, "cuMemcpyDtoD", "size")
     try:
         _fast.memcpy_dtod(dest, src, size, s)
     except ia.IronAccelError as exc:
@@ -504,7 +528,8 @@ def memcpy_peer(dest: Any, src: Any, size: int, dest_context: Context | None = N
     """cuMemcpyPeer between contexts (default: the current one for either side)."""
     dctx = _ctx_handle(dest_context, "cuMemcpyPeer")
     sctx = _ctx_handle(src_context, "cuMemcpyPeer")
-    call("cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx, size)
+    call("cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx,
+         _flags(size, "cuMemcpyPeer", "size"))
 
 
 def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | None = None,
@@ -513,7 +538,7 @@ def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | No
     sctx = _ctx_handle(src_context, "cuMemcpyPeerAsync")
     s = _stream_of(stream, "cuMemcpyPeerAsync")
     call("cuMemcpyPeerAsync", address(dest, "cuMemcpyPeerAsync"), dctx,
-         address(src, "cuMemcpyPeerAsync"), sctx, size, s)
+         address(src, "cuMemcpyPeerAsync"), sctx, _flags(size, "cuMemcpyPeerAsync", "size"), s)
 
 
 # -- memsets (the driver's synchronous memsets are asynchronous to the host: same here) ------------
@@ -521,6 +546,8 @@ def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | No
 
 def _memset(fn: Any, routine: str, dest: Any, data: int, size: int, stream: Any) -> None:
     s = _stream_of(stream, routine)
+    if data.__class__ is not int or size.__class__ is not int:  # the compiled call would truncate floats
+        data, size = _flags(data, routine, "data"), _flags(size, routine, "size")
     try:
         fn(dest, data, size, s)
     except ia.IronAccelError as exc:
@@ -555,7 +582,8 @@ def memset_d32_async(dest: Any, data: int, size: int, stream: Any = None) -> Non
 
 def _memset_2d(op: str, dest: Any, pitch: int, data: int, width: int, height: int, stream: Any) -> None:
     s = _stream_of(stream, op)
-    call(op, address(dest, op), pitch, data, width, height, s)
+    pitch, data = _flags(pitch, op, "pitch"), _flags(data, op, "data")
+    call(op, address(dest, op), pitch, data, _flags(width, op, "width"), _flags(height, op, "height"), s)
 
 
 def memset_d2d8(dest: Any, pitch: int, data: int, width: int, height: int) -> None:
@@ -585,11 +613,30 @@ def memset_d2d32_async(dest: Any, pitch: int, data: int, width: int, height: int
 # -- host memory ---------------------------------------------------------------------
 
 
-def _layout(shape: Any, dtype: Any) -> tuple[tuple[int, ...], np.dtype, int]:
-    """(shape as a tuple, dtype, size in bytes) of a host array request."""
-    shape = (shape.__index__(),) if hasattr(shape, "__index__") else tuple(int(s) for s in shape)
-    dtype = np.dtype(dtype)
-    return shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+def _layout(shape: Any, dtype: Any, order: str = "C") -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape as a tuple, dtype, size in bytes) of a host array request, checked before anything is allocated."""
+    try:
+        dims = [shape] if hasattr(shape, "__index__") else list(shape)
+        shape = tuple(_dim(d) for d in dims)
+        dtype = np.dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise bad_input("numpy_empty", exc) from None
+    if any(d < 0 for d in shape):
+        raise invalid("numpy_empty", f"negative dimensions are not allowed: {shape}", ValueError)
+    if dtype.hasobject:  # an object array over raw memory holds garbage pointers: reading it crashes
+        raise bad_type("numpy_empty", f"dtype {dtype} holds Python objects, which raw memory cannot")
+    if not isinstance(order, str) or order.upper() not in ("C", "F"):
+        raise invalid("numpy_empty", f"unrecognized order specifier {order!r}")
+    nbytes = dtype.itemsize
+    for d in shape:
+        nbytes *= d
+    return shape, dtype, nbytes
+
+
+def _dim(d: Any) -> int:
+    if isinstance(d, bool) or not hasattr(d, "__index__"):
+        raise TypeError(f"array dimensions must be ints, not {d!r}")
+    return d.__index__()  # type: ignore[no-any-return]
 
 
 def _interface(ptr: int, shape: tuple[int, ...], dtype: np.dtype, order: str) -> dict[str, Any]:
@@ -602,8 +649,6 @@ def _interface(ptr: int, shape: tuple[int, ...], dtype: np.dtype, order: str) ->
             strides.append(step)
             step *= dim
         iface["strides"] = tuple(strides)
-    elif order.upper() not in ("C", "F"):
-        raise invalid("numpy_empty", f"unrecognized order specifier {order!r}")
     return iface
 
 
@@ -616,6 +661,10 @@ class HostPointer:
     _ctx: Context | None
     _valid: bool
     __array_interface__: dict[str, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise bad_type(type(self).__name__, "host memory comes from pagelocked_empty(), aligned_empty(), "
+                                            "register_host_memory() or a PageLockedMemoryPool")
 
     def _setup(self, ptr: int, nbytes: int, ctx: Context | None) -> None:
         self._ptr = ptr
@@ -704,10 +753,10 @@ class RegisteredHostMemory(HostPointer):
 
 def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
     """A numpy array in page-locked host memory (its `base` is the PagelockedHostAllocation)."""
-    shape, dtype, nbytes = _layout(shape, dtype)
+    shape, dtype, nbytes = _layout(shape, dtype, order)
     ctx = _current("cuMemHostAlloc")
     ptr = int(call("cuMemHostAlloc", nbytes, mem_flags))
-    alloc = PagelockedHostAllocation()
+    alloc = object.__new__(PagelockedHostAllocation)
     alloc._setup(ptr, nbytes, ctx)
     _fast.pinned_add(ptr, nbytes)
     return alloc._array(shape, dtype, order)
@@ -715,13 +764,14 @@ def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 
 
 def aligned_empty(shape: Any, dtype: Any, order: str = "C", alignment: int = 4096) -> np.ndarray:
     """A numpy array whose data starts at a multiple of `alignment` bytes."""
-    shape, dtype, nbytes = _layout(shape, dtype)
+    shape, dtype, nbytes = _layout(shape, dtype, order)
+    alignment = _flags(alignment, "aligned_empty", "alignment")
     if alignment <= 0:
         raise invalid("aligned_empty", f"alignment must be positive, got {alignment}")
     raw = np.empty(nbytes + alignment, np.uint8)
     address = raw.__array_interface__["data"][0]
     offset = (-address) % alignment
-    alloc = AlignedHostAllocation()
+    alloc = object.__new__(AlignedHostAllocation)
     alloc._setup(address + offset, nbytes, None)
     alloc._raw = raw
     return alloc._array(shape, dtype, order)
@@ -736,7 +786,7 @@ def register_host_memory(ary: Any, flags: int = 0) -> np.ndarray:
     ptr, nbytes = ary.__array_interface__["data"][0], ary.nbytes
     ctx = _current("cuMemHostRegister")
     call("cuMemHostRegister", ptr, nbytes, flags)
-    reg = RegisteredHostMemory()
+    reg = object.__new__(RegisteredHostMemory)
     reg._setup(ptr, nbytes, ctx)
     reg._base = ary
     _fast.pinned_add(ptr, nbytes)
@@ -751,6 +801,9 @@ class ManagedAllocation:
     _ctx: Context
     _valid: bool
     __array_interface__: dict[str, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise bad_type("ManagedAllocation", "managed memory comes from managed_empty()")
 
     def __int__(self) -> int:
         return self._ptr
@@ -782,10 +835,10 @@ class ManagedAllocation:
 
 def managed_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
     """A numpy array in managed memory (cuMemAllocManaged with `mem_flags`, a mem_attach_flags value)."""
-    shape, dtype, nbytes = _layout(shape, dtype)
+    shape, dtype, nbytes = _layout(shape, dtype, order)
     ctx = _current("cuMemAllocManaged")
     ptr = int(call("cuMemAllocManaged", nbytes, mem_flags))
-    alloc = ManagedAllocation()
+    alloc = object.__new__(ManagedAllocation)
     alloc._ptr, alloc._ctx, alloc._valid = ptr, ctx, True
     alloc.__array_interface__ = _interface(ptr, shape, dtype, order)
     return np.asarray(alloc)
@@ -839,7 +892,7 @@ class IPCMemoryHandle(int):
 
         h = handle_from(driver.CUipcMemHandle, handle, "cuIpcOpenMemHandle")
         ctx = _current("cuIpcOpenMemHandle")
-        dp = call("cuIpcOpenMemHandle", h, int(flags))
+        dp = call("cuIpcOpenMemHandle", h, _flags(flags, "cuIpcOpenMemHandle"))
         obj = _int_new(cls, int(dp))
         obj.__dict__.update(_ctx=ctx, _open=True)
         return obj
@@ -877,10 +930,11 @@ def _field(name: str, kind: str) -> property:
 
     def set(self: Any, value: Any) -> None:
         if kind == "memtype":
-
             value = enum_value("CUmemorytype", value, "Memcpy2D")
         elif kind == "ptr":
             value = address(value, "Memcpy2D")
+        else:
+            value = _flags(value, "Memcpy2D", name)  # cuda.bindings would truncate a float
         try:
             setattr(self._c, name, value)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -918,14 +972,37 @@ class _CopyBase:
         setattr(self._c, f"{side}MemoryType", getattr(driver.CUmemorytype, f"CU_MEMORYTYPE_{kind}"))
 
     def set_src_host(self, buf: Any) -> None:
+        addr, nbytes = _address(buf, False, "set_src_host")
         self._memtype("src", "HOST")
-        self._keep["src"] = buf
-        self._c.srcHost = _address(buf, False)
+        self._keep["src"] = (buf, nbytes)
+        self._c.srcHost = addr
 
     def set_dst_host(self, buf: Any) -> None:
+        addr, nbytes = _address(buf, True, "set_dst_host")
         self._memtype("dst", "HOST")
-        self._keep["dst"] = buf
-        self._c.dstHost = _address(buf, True)
+        self._keep["dst"] = (buf, nbytes)
+        self._c.dstHost = addr
+
+    def _check_host(self, routine: str) -> None:
+        """Refuse a copy that would read or write past a host buffer (the driver does not check: it would crash)."""
+        from cuda.bindings import driver
+
+        c = self._c
+        width, height, depth = int(c.WidthInBytes), int(c.Height), int(getattr(c, "Depth", 1))
+        if not (width and height and depth):
+            return
+        for side in ("src", "dst"):
+            kept = self._keep.get(side)
+            if kept is None or getattr(c, f"{side}MemoryType") != driver.CUmemorytype.CU_MEMORYTYPE_HOST:
+                continue
+            pitch = int(getattr(c, f"{side}Pitch")) or width
+            rows = int(getattr(c, f"{side}Y")) + height - 1
+            if depth > 1 or int(getattr(c, f"{side}Z", 0)):
+                rows += (int(getattr(c, f"{side}Z")) + depth - 1) * max(int(getattr(c, f"{side}Height")), height)
+            end = int(getattr(c, f"{side}XInBytes")) + rows * pitch + width
+            if end > kept[1]:
+                raise invalid(routine, f"the copy reaches byte {end} of the {side} host buffer, which has "
+                                       f"{kept[1]} bytes")
 
     def set_src_device(self, devptr: Any) -> None:
         self._memtype("src", "DEVICE")
@@ -950,21 +1027,17 @@ class _CopyBase:
         raise no_arrays("set_dst_array")
 
 
-def _address(buf: Any, writable: bool) -> int:
-    if isinstance(buf, np.ndarray):
-        if writable and not buf.flags.writeable:
-            raise invalid("set_dst_host", "the buffer is read-only", BufferError)
-        return int(buf.__array_interface__["data"][0])
-    try:
-        view = memoryview(buf)
-    except TypeError as exc:
-        raise bad_input("set_host", exc) from None
-    if writable and view.readonly:
-        raise invalid("set_dst_host", "the buffer is read-only", BufferError)
-    return int(np.frombuffer(view.cast("B"), np.uint8).__array_interface__["data"][0])
+def _address(buf: Any, writable: bool, routine: str) -> tuple[int, int]:
+    """(address, size in bytes) of contiguous host buffer `buf` (writable if `writable`), as PyCUDA requires."""
+    view = _bytes_view(buf, writable, routine)
+    if not view.nbytes:
+        return 0, 0
+    return int(np.frombuffer(view, np.uint8).__array_interface__["data"][0]), view.nbytes
 
 
-def _run_copy(sync_op: str, async_op: str, struct: Any, stream: Any) -> None:
+def _run_copy(sync_op: str, async_op: str, copy: _CopyBase, stream: Any) -> None:
+    copy._check_host(sync_op if stream is None else async_op)
+    struct = copy._c
     if stream is None:
         _current(sync_op)
         call(sync_op, struct)
@@ -987,10 +1060,11 @@ class Memcpy2D(_CopyBase):
 
     def __call__(self, stream_or_aligned: Any = None, aligned: bool = False) -> None:
         if stream_or_aligned is not None and hasattr(stream_or_aligned, "_h"):
-            _run_copy("cuMemcpy2D", "cuMemcpy2DAsync", self._c, stream_or_aligned)
+            _run_copy("cuMemcpy2D", "cuMemcpy2DAsync", self, stream_or_aligned)
             return
         aligned = bool(stream_or_aligned) or aligned
         op = "cuMemcpy2D" if aligned else "cuMemcpy2DUnaligned"
+        self._check_host(op)
         _current(op)
         call(op, self._c)
 
@@ -1005,7 +1079,7 @@ class Memcpy3D(_CopyBase):
         self._keep = {}
 
     def __call__(self, stream: Any = None) -> None:
-        _run_copy("cuMemcpy3D", "cuMemcpy3DAsync", self._c, stream)
+        _run_copy("cuMemcpy3D", "cuMemcpy3DAsync", self, stream)
 
 
 class Memcpy3DPeer(_CopyBase):
@@ -1018,13 +1092,21 @@ class Memcpy3DPeer(_CopyBase):
         self._keep = {}
 
     def set_src_context(self, ctx: Context) -> None:
-        self._c.srcContext = ctx._h
+        self._c.srcContext = _context_of(ctx, "set_src_context")
 
     def set_dst_context(self, ctx: Context) -> None:
-        self._c.dstContext = ctx._h
+        self._c.dstContext = _context_of(ctx, "set_dst_context")
 
     def __call__(self, stream: Any = None) -> None:
-        _run_copy("cuMemcpy3DPeer", "cuMemcpy3DPeerAsync", self._c, stream)
+        _run_copy("cuMemcpy3DPeer", "cuMemcpy3DPeerAsync", self, stream)
+
+
+def _context_of(ctx: Any, routine: str) -> Any:
+    if not isinstance(ctx, Context):
+        raise bad_type(routine, f"expected a Context, not {type(ctx).__name__}")
+    if not ctx._valid:
+        raise from_code(201, routine, "the context was detached")
+    return ctx._h
 
 
 for _cls, _fields in ((Memcpy2D, _FIELDS_2D), (Memcpy3D, _FIELDS_3D), (Memcpy3DPeer, _FIELDS_3D)):

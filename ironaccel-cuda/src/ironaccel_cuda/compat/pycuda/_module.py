@@ -34,7 +34,7 @@ from ironaccel import errors as ia
 from ironaccel_cuda.module import settle_lazy_load
 
 from . import _fast
-from ._context import Context, _current, _local, call, cleanup, enum_value, run_in
+from ._context import Context, _current, _flags, _local, call, cleanup, enum_value, run_in
 from ._enums import function_attribute
 from ._errors import bad_input, bad_type, from_code, invalid, translate, unsupported
 from ._memory import DeviceAllocation, ManagedAllocation, mem_alloc, memcpy_dtoh, memcpy_htod
@@ -134,22 +134,25 @@ def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler
     opts = [driver.CUjit_option.CU_JIT_INFO_LOG_BUFFER, driver.CUjit_option.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
             driver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, driver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
     values: list[Any] = [info, log, error, log]
-    for key, value in options:
+    try:
+        pairs = [(key, value) for key, value in options]
+    except (TypeError, ValueError):
+        raise bad_type("cuModuleLoadDataEx", "options must be (jit_option, value) pairs") from None
+    for key, value in pairs:
         opts.append(enum_value("CUjit_option", key, "cuModuleLoadDataEx"))
         values.append(value)
+    module: Module | None = None
     try:
-        h = call("cuModuleLoadDataEx", image, len(opts), opts, values)
-        ok = True
+        module = Module._make(call("cuModuleLoadDataEx", image, len(opts), opts, values), ctx)
     except Exception as exc:
         failure: BaseException | None = exc
-        ok = False
     else:
         failure = None
-    if message_handler is not None:
-        message_handler(ok, _log_text(info), _log_text(error))
+    if message_handler is not None:  # if it raises, the module made above is unloaded when collected
+        message_handler(module is not None, _log_text(info), _log_text(error))
     if failure is not None:
         raise failure
-    return Module._make(h, ctx)
+    return module  # type: ignore[return-value]
 
 
 def _log_text(buf: bytearray) -> str:
@@ -342,17 +345,27 @@ class _Slot:
 def _dims(value: Any, what: str) -> tuple[Any, Any, Any]:
     try:
         n = len(value)
-    except TypeError:
+        if n == 3:
+            x, y, z = value[0], value[1], value[2]
+        elif n == 2:
+            x, y, z = value[0], value[1], 1
+        elif n == 1:
+            x, y, z = value[0], 1, 1
+        elif n == 0:
+            return 1, 1, 1
+        else:
+            raise from_code(400, "function::launch_kernel", f"too many {what} dimensions in kernel launch")
+    except (TypeError, KeyError, IndexError):
         raise bad_type("cuLaunchKernel", f"{what} must be a tuple of up to 3 ints, not {value!r}") from None
-    if n == 3:
-        return value[0], value[1], value[2]
-    if n == 2:
-        return value[0], value[1], 1
-    if n == 1:
-        return value[0], 1, 1
-    if n == 0:
-        return 1, 1, 1
-    raise from_code(400, "function::launch_kernel", f"too many {what} dimensions in kernel launch")
+    if x.__class__ is not int or y.__class__ is not int or z.__class__ is not int:
+        x, y, z = (_index(v, what) for v in (x, y, z))  # the compiled launch would truncate a float
+    return x, y, z
+
+
+def _index(v: Any, what: str) -> int:
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise bad_type("cuLaunchKernel", f"{what} dimensions must be ints, not {v!r}")
+    return v.__index__()  # type: ignore[no-any-return]
 
 
 # -- functions ----------------------------------------------------------------------------
@@ -401,21 +414,27 @@ class Function:
 
     # -- attributes ---------------------------------------------------------------
 
+    def _live(self, op: str) -> Any:
+        """The kernel's handle; LogicError if its context was detached (the handle went with it)."""
+        if not self._ctx._valid:
+            raise from_code(201, op, "the kernel's context was detached")
+        return self._handle
+
     def get_attribute(self, attr: Any) -> int:
         op = "cuFuncGetAttribute"
-        return int(call(op, enum_value("CUfunction_attribute", attr, op), self._handle))
+        return int(call(op, enum_value("CUfunction_attribute", attr, op), self._live(op)))
 
     def set_attribute(self, attr: Any, value: int) -> None:
         op = "cuFuncSetAttribute"
-        call(op, self._handle, enum_value("CUfunction_attribute", attr, op), int(value))
+        call(op, self._live(op), enum_value("CUfunction_attribute", attr, op), _flags(value, op, "value"))
 
     def set_cache_config(self, fc: Any) -> None:
         op = "cuFuncSetCacheConfig"
-        call(op, self._handle, enum_value("CUfunc_cache", fc, op))
+        call(op, self._live(op), enum_value("CUfunc_cache", fc, op))
 
     def set_shared_config(self, config: Any) -> None:
         op = "cuFuncSetSharedMemConfig"
-        call(op, self._handle, enum_value("CUsharedconfig", config, op))
+        call(op, self._live(op), enum_value("CUsharedconfig", config, op))
 
     def param_set_texref(self, texref: Any) -> None:
         raise unsupported("cuParamSetTexRef", "texture references were removed in CUDA 12")
@@ -435,6 +454,11 @@ class Function:
         """Fix the argument format: numpy scalar types, dtypes (structured: their bytes), struct codes;
         anything else is a pointer."""
         fmt = ""
+        try:
+            arg_types = list(arg_types)
+        except TypeError:
+            raise bad_type("Function.prepare", f"arg_types must be a sequence of types or a format string, "
+                                               f"not {type(arg_types).__name__}") from None
         for t in arg_types:
             if isinstance(t, type) and _number in t.__mro__:
                 fmt += np.dtype(t).char
@@ -610,6 +634,8 @@ class Function:
         """Launch the packed block in `slot`, and bind this launch as the slot's `ready()` for the next one."""
         g = _dims(grid, "grid")
         b = _dims(block, "block")
+        if shared.__class__ is not int:
+            shared = _index(shared, "shared memory size")
         if stream is None:
             ctx = self._ctx
             stack = _local.stack

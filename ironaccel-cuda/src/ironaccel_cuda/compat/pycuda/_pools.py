@@ -24,7 +24,7 @@ from ironaccel import errors as ia
 
 from . import _fast
 from ._context import Context, _bind_top, _current, _local, call, run_in
-from ._errors import bad_input, from_code, translate
+from ._errors import bad_input, bad_type, from_code, invalid, translate
 from ._memory import HostPointer, _layout, ironaccel_device
 from ._module import register_pointer_type
 
@@ -36,7 +36,17 @@ _LEADING_BITS = 4
 
 def bitlog2(v: int) -> int:
     """floor(log2(v)); 0 for 0."""
-    return max(int(v).bit_length() - 1, 0)
+    return max(_count(v, "bitlog2").bit_length() - 1, 0)
+
+
+def _count(value: Any, routine: str, limit: int = 64) -> int:
+    """A non-negative int below 2**limit (a size, a bin number), as PyCUDA's unsigned C++ arguments take them."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise bad_type(routine, f"expected an int, not {value!r}")
+    n = value.__index__()
+    if n < 0 or n >> limit:
+        raise invalid(routine, f"{n} is out of range for an unsigned {limit}-bit value", OverflowError)
+    return n  # type: ignore[no-any-return]
 
 
 def _shift_right(x: int, amount: int) -> int:
@@ -49,7 +59,7 @@ def _shift_left(x: int, amount: int) -> int:
 
 def bin_number(size: int) -> int:
     """PyCUDA's bin of a request: the exponent and the 4 bits after the leading one."""
-    size = int(size)
+    size = _count(size, "memory_pool::bin_number")
     exponent = bitlog2(size)
     shifted = _shift_right(size, exponent - _LEADING_BITS)
     if size and not shifted & (1 << _LEADING_BITS):
@@ -59,7 +69,10 @@ def bin_number(size: int) -> int:
 
 def alloc_size(bin_nr: int) -> int:
     """The largest request in PyCUDA's bin `bin_nr` (the block size that bin allocates)."""
-    exponent, mantissa = int(bin_nr) >> _LEADING_BITS, int(bin_nr) & ((1 << _LEADING_BITS) - 1)
+    bin_nr = _count(bin_nr, "memory_pool::alloc_size", 32)
+    exponent, mantissa = bin_nr >> _LEADING_BITS, bin_nr & ((1 << _LEADING_BITS) - 1)
+    if exponent >= 64:
+        raise invalid("memory_pool::alloc_size", f"bin {bin_nr} holds blocks larger than 2**64 bytes", OverflowError)
     ones = _shift_left(1, exponent - _LEADING_BITS)
     if ones:
         ones -= 1
@@ -115,6 +128,7 @@ class DeviceMemoryPool:
             legacy = ironaccel_cuda.Stream.from_handle(0, dev)  # the legacy stream of the context current at each call
             total = dev.total_memory
             self._pool = dev.create_pool(legacy, max_block=1 << max(total - 1, 1).bit_length(), max_bytes=total)
+            self._max = int(total)
         except ia.IronAccelError as exc:
             raise translate(exc, "DeviceMemoryPool") from None
         finally:
@@ -126,7 +140,10 @@ class DeviceMemoryPool:
         self.active_bytes = 0
 
     def allocate(self, size: int) -> PooledDeviceAllocation:
-        nbytes = max(int(size), 1)
+        size = _count(size, "memory_pool::allocate")
+        nbytes = max(size, 1)
+        if nbytes > self._max:  # more than the device has: out of memory, as cuMemAlloc says under PyCUDA
+            raise from_code(2, "memory_pool::allocate", f"{nbytes} bytes is more than the device has ({self._max})")
         try:
             buf = self._alloc(nbytes)
         except ia.OutOfMemory:
@@ -200,7 +217,7 @@ class PageLockedAllocator:
     """Allocates page-locked host memory with cuMemHostAlloc `flags` (host_alloc_flags)."""
 
     def __init__(self, flags: int = 0):
-        self.flags = int(flags)
+        self.flags = _count(flags, "PageLockedAllocator", 32)
 
 
 class PooledHostAllocation(HostPointer):
@@ -243,7 +260,7 @@ class PageLockedMemoryPool:
         self._ctx: Context | None = None
 
     def allocate(self, shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
-        shape, dtype, size = _layout(shape, dtype)
+        shape, dtype, size = _layout(shape, dtype, order)
         bin_nr = bin_number(size)
         with self._lock:
             held = self._bins.get(bin_nr)
@@ -255,7 +272,7 @@ class PageLockedMemoryPool:
         with self._lock:
             self.active_blocks += 1
             self.active_bytes += size
-        block = PooledHostAllocation()
+        block = object.__new__(PooledHostAllocation)
         block._setup(ptr, size, self._ctx)
         block._pool, block._size, block._bin = self, size, bin_nr
         return block._array(shape, dtype, order)

@@ -14,7 +14,7 @@ from ironaccel import errors as ia
 
 from . import _fast
 from ._context import Context, _current, _flags, _local, call, cleanup, run_in
-from ._errors import bad_type, invalid, translate
+from ._errors import bad_type, from_code, invalid, translate
 
 __all__ = ["Stream", "Event"]
 
@@ -50,12 +50,16 @@ class Stream:
 
     def synchronize(self) -> None:
         """Wait until everything queued on this stream has finished."""
+        if not self._ctx._valid:
+            raise _detached("cuStreamSynchronize", "stream")
         try:
             _stream_sync(self._h)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuStreamSynchronize") from None
 
     def is_done(self) -> bool:
+        if not self._ctx._valid:
+            raise _detached("cuStreamQuery", "stream")
         try:
             return _stream_query(self._h)  # type: ignore[no-any-return]
         except ia.IronAccelError as exc:
@@ -63,10 +67,10 @@ class Stream:
 
     def wait_for_event(self, evt: Event) -> None:
         """Make later work on this stream wait for `evt`."""
+        if not self._ctx._valid:
+            raise _detached("cuStreamWaitEvent", "stream")
         try:
-            _fast.stream_wait(self._h, evt._h)
-        except AttributeError:
-            raise bad_type("cuStreamWaitEvent", f"evt must be an Event, not {type(evt).__name__}") from None
+            _fast.stream_wait(self._h, _event(evt, "cuStreamWaitEvent")._h)
         except ia.IronAccelError as exc:
             raise translate(exc, "cuStreamWaitEvent") from None
 
@@ -117,15 +121,23 @@ class Event:
             ctx = self._ctx
             stack = _local.stack
             if not (stack and stack[-1] is ctx):
-                run_in(ctx, lambda: _event_record(self._h, _LEGACY))
+                try:
+                    recorded = run_in(ctx, lambda: _event_record(self._h, _LEGACY))
+                except ia.IronAccelError as exc:
+                    raise translate(exc, "cuEventRecord") from None
+                if not recorded:
+                    raise _detached("cuEventRecord", "event")
                 return self
             _ensure(ctx.handle)
             s = _LEGACY
         else:
             try:
                 s = stream._h
+                live = stream._ctx._valid and self._ctx._valid
             except AttributeError:
                 raise bad_type("cuEventRecord", f"stream must be a Stream, not {type(stream).__name__}") from None
+            if not live:
+                raise _detached("cuEventRecord", "stream's or the event")
         try:
             _event_record(self._h, s)
         except ia.IronAccelError as exc:
@@ -139,6 +151,8 @@ class Event:
         # for a timing event (H200, 2026-12-01; PyCUDA/compat 1.01x -> 0.87x).  Without the confirmation the
         # spin saved 0.4 us, but the confirming query of a timing event alone cost 1.6 us.  cuEventSynchronize with no
         # query first measured the same as with it (1.000x, A/B on the H200): the query overlaps the GPU's wait.
+        if not self._ctx._valid:
+            raise _detached("cuEventSynchronize", "event")
         try:
             _event_sync(self._h)
         except ia.IronAccelError as exc:
@@ -146,6 +160,8 @@ class Event:
         return self
 
     def query(self) -> bool:
+        if not self._ctx._valid:
+            raise _detached("cuEventQuery", "event")
         try:
             return _event_query(self._h)  # type: ignore[no-any-return]
         except ia.IronAccelError as exc:
@@ -153,17 +169,17 @@ class Event:
 
     def time_since(self, event: Event) -> float:
         """Milliseconds from `event` to this one (both recorded and completed, timing on)."""
-        return float(call("cuEventElapsedTime", _event(event)._h, self._h))
+        return float(call("cuEventElapsedTime", _event(event)._h, _event(self)._h))
 
     def time_till(self, event: Event) -> float:
         """Milliseconds from this event to `event`."""
-        return float(call("cuEventElapsedTime", self._h, _event(event)._h))
+        return float(call("cuEventElapsedTime", _event(self)._h, _event(event)._h))
 
     def ipc_handle(self) -> bytearray:
         """cuIpcGetEventHandle (the event needs event_flags.INTERPROCESS | DISABLE_TIMING)."""
         from ._memory import handle_bytes
 
-        return bytearray(handle_bytes(call("cuIpcGetEventHandle", self._h)))
+        return bytearray(handle_bytes(call("cuIpcGetEventHandle", _event(self, "cuIpcGetEventHandle")._h)))
 
     @staticmethod
     def from_ipc_handle(handle: Any) -> Event:
@@ -190,7 +206,15 @@ class Event:
         return f"<Event 0x{self._h:x}>"
 
 
-def _event(obj: Any) -> Event:
+def _event(obj: Any, routine: str = "cuEventElapsedTime") -> Event:
+    """`obj`, an Event whose context is still there (a detached context took its events with it)."""
     if not isinstance(obj, Event):
-        raise bad_type("cuEventElapsedTime", f"expected an Event, not {type(obj).__name__}")
+        raise bad_type(routine, f"expected an Event, not {type(obj).__name__}")
+    if not obj._ctx._valid:
+        raise _detached(routine, "event")
     return obj
+
+
+def _detached(routine: str, what: str) -> Exception:
+    """The LogicError for an object whose context was detached (its handle went with the context)."""
+    return from_code(201, routine, f"the {what}'s context was detached")

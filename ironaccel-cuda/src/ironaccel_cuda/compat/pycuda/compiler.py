@@ -44,7 +44,7 @@ from typing import Any
 
 from ironaccel import errors as ia
 
-from ._errors import CompileError, Error, translate
+from ._errors import CompileError, Error, bad_type, invalid, translate
 
 __all__ = ["SourceModule", "DynamicModule", "DynamicSourceModule", "compile", "compile_plain", "DEFAULT_NVCC_FLAGS",
            "get_nvcc_version", "preprocess_source", "nvcc_to_nvrtc"]
@@ -214,9 +214,15 @@ def compile(
     """Compile CUDA C++ to CUBIN (or PTX) bytes with NVRTC, as pycuda.compiler.compile does with nvcc."""
     if target not in ("cubin", "ptx", "fatbin"):
         raise CompileError(f"unknown target {target!r}", None)
+    for what, value in (("arch", arch), ("code", code)):
+        if value is not None and not isinstance(value, str):
+            raise bad_type("compile", f"{what} must be a str such as 'sm_90', not {value!r}")
     if not no_extern_c:
         source = f'extern "C" {{\n{source}\n}}\n'
-    options = list(DEFAULT_NVCC_FLAGS if options is None else options)
+    try:
+        options = list(DEFAULT_NVCC_FLAGS if options is None else options)
+    except TypeError:
+        raise bad_type("compile", f"options must be a list of str, not {type(options).__name__}") from None
     from . import driver
 
     if driver.CUDA_DEBUGGING:
@@ -341,6 +347,12 @@ class DynamicModule(CudaModule):
         self.cuda_libdir = cuda_libdir
         self.module = None
 
+    def _linker(self, routine: str) -> Any:
+        """The Linker still collecting inputs; LogicError once link() has run."""
+        if self.linker is None:
+            raise invalid(routine, "this DynamicModule is already linked")
+        return self.linker
+
     def add_source(self, source: str, nvcc_options: Sequence[str] | None = None, name: str = "kernel.ptx"
                    ) -> DynamicModule:
         """Compile `source` to relocatable device code (a CUBIN, linked without driver JIT) and add it."""
@@ -353,15 +365,15 @@ class DynamicModule(CudaModule):
         from .driver import jit_input_type
 
         kind = jit_input_type.CUBIN if cubin[:4] == b"\x7fELF" else jit_input_type.PTX
-        self.linker.add_data(cubin, kind, name)
+        self._linker("DynamicModule.add_source").add_data(cubin, kind, name)
         return self
 
     def add_data(self, data: Any, input_type: Any, name: str = "unknown") -> DynamicModule:
-        self.linker.add_data(data, input_type, name)
+        self._linker("DynamicModule.add_data").add_data(data, input_type, name)
         return self
 
     def add_file(self, filename: str, input_type: Any) -> DynamicModule:
-        self.linker.add_file(filename, input_type)
+        self._linker("DynamicModule.add_file").add_file(filename, input_type)
         return self
 
     def add_stdlib(self, libname: str) -> DynamicModule:
@@ -369,11 +381,12 @@ class DynamicModule(CudaModule):
         from ._link import find_static_library
         from .driver import jit_input_type
 
-        self.linker.add_file(find_static_library(libname, self.cuda_libdir), jit_input_type.LIBRARY)
+        linker = self._linker("DynamicModule.add_stdlib")
+        linker.add_file(find_static_library(libname, self.cuda_libdir), jit_input_type.LIBRARY)
         return self
 
     def link(self) -> DynamicModule:
-        self.module = self.linker.link_module()
+        self.module = self._linker("DynamicModule.link").link_module()
         self.linker = None
         self._bind_module()
         return self

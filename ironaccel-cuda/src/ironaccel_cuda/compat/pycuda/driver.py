@@ -12,7 +12,7 @@ import numpy as np
 from ._driver import *  # noqa: F403
 from ._driver import ManagedAllocation, _missing, array_format, pagelocked_empty
 from ._driver import __all__ as _driver_all
-from ._errors import CompileError, invalid
+from ._errors import CompileError, bad_input, invalid
 from ._memory import aligned_empty, managed_empty, mem_alloc, memcpy_dtoh, memcpy_htod
 from ._module import ArgumentHandler, In, InOut, Out
 
@@ -31,6 +31,8 @@ def set_debugging(flag: bool = True) -> None:
 
 
 def _order_of(array: np.ndarray) -> str:
+    if not isinstance(array, np.ndarray):
+        raise invalid("empty_like", f"expected a numpy array, not {type(array).__name__}", TypeError)
     if array.flags.c_contiguous:
         return "C"
     if array.flags.f_contiguous:
@@ -45,7 +47,8 @@ def pagelocked_zeros(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 
 
 
 def pagelocked_empty_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
-    return pagelocked_empty(array.shape, array.dtype, _order_of(array), mem_flags)
+    order = _order_of(array)
+    return pagelocked_empty(array.shape, array.dtype, order, mem_flags)
 
 
 def pagelocked_zeros_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
@@ -61,7 +64,8 @@ def aligned_zeros(shape: Any, dtype: Any, order: str = "C", alignment: int = 409
 
 
 def aligned_empty_like(array: np.ndarray, alignment: int = 4096) -> np.ndarray:
-    return aligned_empty(array.shape, array.dtype, _order_of(array), alignment)
+    order = _order_of(array)
+    return aligned_empty(array.shape, array.dtype, order, alignment)
 
 
 def aligned_zeros_like(array: np.ndarray, alignment: int = 4096) -> np.ndarray:
@@ -77,7 +81,8 @@ def managed_zeros(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) 
 
 
 def managed_empty_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
-    return managed_empty(array.shape, array.dtype, _order_of(array), mem_flags)
+    order = _order_of(array)
+    return managed_empty(array.shape, array.dtype, order, mem_flags)
 
 
 def managed_zeros_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
@@ -87,7 +92,11 @@ def managed_zeros_like(array: np.ndarray, mem_flags: int = 0) -> np.ndarray:
 
 
 def mem_alloc_like(ary: Any) -> Any:
-    return mem_alloc(ary.nbytes)
+    try:
+        nbytes = ary.nbytes
+    except AttributeError:
+        raise invalid("mem_alloc_like", f"expected an array, not {type(ary).__name__}", TypeError) from None
+    return mem_alloc(nbytes)
 
 
 # -- device copies ---------------------------------------------------------------------------
@@ -95,7 +104,10 @@ def mem_alloc_like(ary: Any) -> Any:
 
 def to_device(bf_obj: Any) -> Any:
     """A new allocation holding the bytes of buffer `bf_obj` (C order)."""
-    view = memoryview(bf_obj)
+    try:
+        view = memoryview(bf_obj)
+    except TypeError as exc:
+        raise bad_input("to_device", exc) from None
     data: Any = view if view.c_contiguous else view.tobytes()
     result = mem_alloc(view.nbytes)
     memcpy_htod(result, data)
@@ -103,13 +115,19 @@ def to_device(bf_obj: Any) -> Any:
 
 
 def from_device(devptr: Any, shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
-    result: np.ndarray = np.empty(shape, dtype, order)  # type: ignore[call-overload]
+    try:
+        result: np.ndarray = np.empty(shape, dtype, order)  # type: ignore[call-overload]
+    except (TypeError, ValueError) as exc:
+        raise bad_input("from_device", exc) from None
     memcpy_dtoh(result, devptr)
     return result
 
 
 def from_device_like(devptr: Any, other_ary: np.ndarray) -> np.ndarray:
-    result = np.empty_like(other_ary)
+    try:
+        result = np.empty_like(other_ary)
+    except (TypeError, ValueError) as exc:
+        raise bad_input("from_device_like", exc) from None
     memcpy_dtoh(result, devptr)
     return result
 
@@ -118,7 +136,10 @@ def from_device_like(devptr: Any, other_ary: np.ndarray) -> np.ndarray:
 
 
 def dtype_to_array_format(dtype: Any) -> Any:
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise bad_input("dtype_to_array_format", exc) from None
     table = {np.dtype(np.uint8): "UNSIGNED_INT8", np.dtype(np.uint16): "UNSIGNED_INT16",
              np.dtype(np.uint32): "UNSIGNED_INT32", np.dtype(np.int8): "SIGNED_INT8",
              np.dtype(np.int16): "SIGNED_INT16", np.dtype(np.int32): "SIGNED_INT32", np.dtype(np.float32): "FLOAT"}

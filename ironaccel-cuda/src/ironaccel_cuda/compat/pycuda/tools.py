@@ -260,6 +260,8 @@ class OccupancyRecord:
     """Blocks and warps per multiprocessor for a block of `threads` using `shared_mem` and `registers`."""
 
     def __init__(self, devdata: DeviceData, threads: int, shared_mem: int = 0, registers: int = 0):
+        if threads <= 0:
+            raise ValueError(f"a block needs at least one thread, got {threads}")
         if threads > devdata.max_threads:
             raise ValueError("too many threads")
         alloc_warps = _ceil(threads / devdata.warp_size)
