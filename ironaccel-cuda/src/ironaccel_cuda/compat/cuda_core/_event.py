@@ -160,6 +160,9 @@ class Event(_ia.IaEvent):
     def from_ipc_descriptor(cls, ipc_descriptor: IPCEventDescriptor) -> Event:
         from ._device import Device
 
+        if not isinstance(ipc_descriptor, IPCEventDescriptor):
+            raise TypeError(f"Event.from_ipc_descriptor: ipc_descriptor must be an IPCEventDescriptor, got "
+                            f"{type(ipc_descriptor).__name__}")
         reserved = ipc_descriptor._reserved
         if len(reserved) < _IPC_RESERVED:
             raise ValueError(f"IPC event descriptor reserved field is {len(reserved)} bytes; expected at least "

@@ -8,6 +8,7 @@ the driver's `CUlaunchConfig` the way cuda.core does.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ._device import Device
@@ -57,6 +58,7 @@ class LaunchConfig:
         self.programmatic_stream_serialization = bool(programmatic_stream_serialization)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        value = _checked(name, value)
         object.__setattr__(self, name, value)
         if name == "grid" or name == "block":
             object.__setattr__(self, "_" + name, value[0] if value[1:] == (1, 1) else value)
@@ -82,6 +84,25 @@ class LaunchConfig:
 
     def __hash__(self) -> int:
         return hash(self._identity())
+
+
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def _checked(name: str, value: Any) -> Any:
+    """`value` for field `name`, checked as cuda.core types its fields: `grid` / `block` tuples, `cluster` a tuple
+    or None, `shmem_size` a C int (stored as an int)."""
+    if name in ("grid", "block") or (name == "cluster" and value is not None):
+        if not isinstance(value, tuple):
+            raise TypeError(f"LaunchConfig.{name} must be a tuple, got {type(value).__name__}")
+    elif name == "shmem_size":
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"LaunchConfig.shmem_size must be an int, got {type(value).__name__}") from None
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise OverflowError(f"LaunchConfig.shmem_size={value} does not fit a C int")
+    return value
 
 
 def _to_native_launch_config(config: LaunchConfig) -> Any:

@@ -89,5 +89,8 @@ def _launch_with_attributes(fn: Any, stream: Any, config: LaunchConfig, kernel_a
                                        programmatic_serialization=config.programmatic_stream_serialization)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
+    except OverflowError:  # ironaccel's LaunchConfig stores the cluster as unsigned ints (cuda.core's class)
+        raise OverflowError(f"launch: LaunchConfig.cluster={config.cluster} does not fit unsigned 32-bit "
+                            "dimensions") from None
     _launch_converted(fn, stream, grid, config, kernel_args, ia_config, None)
 

@@ -67,10 +67,13 @@ def _each(value: Any) -> list[Any]:
 
 
 def _nvjitlink_error(exc: Any) -> Exception:
-    """cuda.bindings' nvJitLinkError of a failed nvJitLink step (what cuda.core raises); its log: get_error_log()."""
+    """cuda.bindings' nvJitLinkError of a failed nvJitLink step (what cuda.core raises), also a CUDAError naming the
+    step; its log: get_error_log()."""
     from cuda.bindings.nvjitlink import nvJitLinkError
 
-    return nvJitLinkError(exc.code if exc.code is not None else 0)  # type: ignore[no-any-return]
+    from ._utils.cuda_utils import binding_error
+
+    return binding_error(nvJitLinkError, exc.code if exc.code is not None else 0, exc.op or "nvJitLink")
 
 
 @dataclass

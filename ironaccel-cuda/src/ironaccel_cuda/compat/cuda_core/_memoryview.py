@@ -72,6 +72,8 @@ class StridedMemoryView:
     def from_dlpack(cls, obj: Any, stream_ptr: int | None = None) -> StridedMemoryView:
         _dlpack = _ia.dlpack
 
+        if not hasattr(obj, "__dlpack__"):
+            raise TypeError(f"StridedMemoryView.from_dlpack: {type(obj).__name__} has no __dlpack__ method")
         device_type = int(obj.__dlpack_device__()[0]) if hasattr(obj, "__dlpack_device__") else 2
         # cuda.core's rules, checked before the producer is asked: CPU and CUDA sources need a stream (-1: none, the
         # caller orders the work), pinned and managed ones pass through, any other device is refused.
@@ -94,7 +96,7 @@ class StridedMemoryView:
 
     @classmethod
     def from_cuda_array_interface(cls, obj: Any, stream_ptr: int | None = None) -> StridedMemoryView:
-        cai = obj.__cuda_array_interface__
+        cai = _interface(obj, "__cuda_array_interface__", "StridedMemoryView.from_cuda_array_interface")
         if cai.get("version", 0) < 3 and "stream" in cai:
             raise BufferError("only CUDA Array Interface v3 or later is supported")
         ptr, readonly = cai["data"]
@@ -110,7 +112,7 @@ class StridedMemoryView:
 
     @classmethod
     def from_array_interface(cls, obj: Any) -> StridedMemoryView:
-        ai = obj.__array_interface__
+        ai = _interface(obj, "__array_interface__", "StridedMemoryView.from_array_interface")
         ptr, readonly = ai["data"]
         dtype = np.dtype(ai["typestr"])
         strides = ai.get("strides")
@@ -135,6 +137,8 @@ class StridedMemoryView:
         if dtype is None and itemsize is None:
             raise ValueError("one of dtype or itemsize must be given")
         npdt = np.dtype(dtype) if dtype is not None else np.dtype(f"V{itemsize}")
+        if not hasattr(buffer, "__dlpack_device__") or not hasattr(buffer, "handle"):
+            raise TypeError(f"StridedMemoryView.from_buffer: buffer must be a Buffer, got {type(buffer).__name__}")
         device_type, device_id = buffer.__dlpack_device__()
         return cls._make(buffer.handle, shape, strides, npdt, device_type, device_id, is_readonly, buffer)
 
@@ -235,6 +239,20 @@ def args_viewable_as_strided_memory(arg_indices: tuple[int, ...]) -> Callable[[C
     return decorator
 
 
+def _interface(obj: Any, name: str, op: str) -> dict[str, Any]:
+    """`obj`'s array interface dict `name`, with the keys every view needs; TypeError naming `op` otherwise."""
+    try:
+        d = getattr(obj, name)
+    except AttributeError:
+        raise TypeError(f"{op}: {type(obj).__name__} has no {name}") from None
+    if not isinstance(d, dict):
+        raise TypeError(f"{op}: {name} must be a dict, got {type(d).__name__}")
+    missing = [k for k in ("shape", "typestr", "data") if k not in d]
+    if missing:
+        raise TypeError(f"{op}: {name} lacks {', '.join(map(repr, missing))}")
+    return d
+
+
 def _pointer_device(ptr: int) -> int:
     attr = _ia.driver().CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
     err, ordinal = _ia.try_call("cuPointerGetAttribute", attr, ptr)
@@ -256,6 +274,11 @@ def _export(view: StridedMemoryView, versioned: bool) -> Any:
 
     if view._dtype is None:
         raise BufferError("the view has no dtype")
+    if view._strides is not None and len(view._strides) != len(view._shape):
+        raise BufferError(f"StridedMemoryView.__dlpack__: {len(view._strides)} strides for {len(view._shape)} "
+                          "dimensions")
+    if any(n < 0 for n in view._shape):
+        raise BufferError(f"StridedMemoryView.__dlpack__: negative shape {view._shape}")
     return _ia.dlpack.export(view.ptr, tuple(view._shape), DType.of(view._dtype), view.__dlpack_device__(), view,
                              versioned, strides=None if view._strides is None else tuple(view._strides),
                              readonly=bool(view.readonly))

@@ -419,6 +419,8 @@ class Kernel:
 
         if isinstance(handle, bool) or not isinstance(handle, int):
             raise TypeError(f"handle must be an int, got {type(handle).__name__}")
+        if not 0 <= handle < 1 << 64:
+            raise OverflowError(f"Kernel.from_handle: {handle} is not a kernel handle (an unsigned 64-bit int)")
         if mod is not None and not isinstance(mod, ObjectCode):
             raise TypeError(f"mod must be an ObjectCode or None, got {type(mod).__name__}")
         fn = _functions.get(handle)

@@ -21,6 +21,7 @@ from ._utils.cuda_utils import (
     CUDAError,
     NVRTCError,
     _handle_boolean_option,
+    binding_error,
     check_or_create_options,
     is_nested_sequence,
     is_sequence,
@@ -481,14 +482,14 @@ class _NvvmProgram:
         if self.handle is None:
             raise CUDAError("this Program is closed")
         options = self._options.as_bytes("nvvm", target)
+        op = "nvvmVerifyProgram"
         try:
             nvvm.verify_program(self.handle, len(options), options)
+            op = "nvvmCompileProgram"
             nvvm.compile_program(self.handle, len(options), options)
         except nvvm.nvvmError as exc:
-            log = self._log()
-            if log:
-                exc.args = (f"{exc.args[0] if exc.args else exc}\n{log}",)
-            raise
+            # cuda.core's nvvmError with the program log; also a CUDAError naming the step
+            raise binding_error(nvvm.nvvmError, exc.status, op, self._log()) from None
         out = bytearray(nvvm.get_compiled_result_size(self.handle))
         nvvm.get_compiled_result(self.handle, out)
         if logs is not None:

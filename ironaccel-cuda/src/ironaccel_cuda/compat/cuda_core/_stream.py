@@ -143,6 +143,8 @@ class Stream(_ia.IaStream):
         """A non-owning Stream over a foreign CUstream address (its device is found from its context)."""
         if isinstance(handle, bool) or not isinstance(handle, int):
             raise TypeError(f"Stream handle must be an int, got {type(handle).__name__}")
+        if not 0 <= handle < 1 << 64:
+            raise OverflowError(f"Stream.from_handle: {handle} is not a CUstream address (an unsigned 64-bit int)")
         return Stream._from_address(handle)
 
     # -- cuda.core properties and methods ------------------------------------
@@ -158,7 +160,10 @@ class Stream(_ia.IaStream):
         return cu
 
     def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, int(self._h))
+        h = self._h
+        if h is _ia.CLOSED:
+            raise _ia.ClosedError("cuda", "Stream.__cuda_stream__", "stream")
+        return (0, int(h))
 
     @property
     def is_closed(self) -> bool:
@@ -336,13 +341,17 @@ def default_stream() -> Stream:
     return LEGACY_DEFAULT_STREAM
 
 
-def Stream_accept(arg: Any, allow_stream_protocol: bool = False) -> Any:
-    """`arg` as a stream: a Stream (compat or ironaccel), a GraphBuilder's stream, or (deprecated) a protocol object."""
-    if arg.__class__ is Stream:
+def Stream_accept(arg: Any, allow_stream_protocol: bool = False, op: str = "cuda.core") -> Any:
+    """`arg` as a stream: a Stream (compat or ironaccel), a GraphBuilder's stream, or (deprecated) a protocol object.
+
+    A closed stream is ironaccel's ClosedError naming `op` (its handle would reach the driver as a raw TypeError)."""
+    if arg.__class__ is Stream and arg._h is not _ia.CLOSED:
         return arg
     if arg is None:
         raise TypeError("stream is required and must not be None")
     if isinstance(arg, _ia.IaStream):
+        if arg._h is _ia.CLOSED:
+            raise _ia.ClosedError("cuda", op, "stream")
         return arg
     from .graph._graph_builder import GraphBuilder
 

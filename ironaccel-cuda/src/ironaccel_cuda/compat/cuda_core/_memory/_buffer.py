@@ -161,7 +161,11 @@ class Buffer(_ia.CompatBuffer):
     # -- lifetime -----------------------------------------------------------------
 
     def _close_cold(self, stream: Any) -> None:
-        """close(): memory a graph node also holds is freed when the last holder lets go (see `_share`)."""
+        """close(): memory a graph node also holds is freed when the last holder lets go (see `_share`).
+
+        A bad or closed `stream` raises before anything is let go: the buffer stays open, as in cuda.core."""
+        if stream is not None:
+            stream = _stream_accept(stream, "Buffer.close")
         shared = self._shared
         if shared is not None:
             self._shared = None
@@ -179,7 +183,7 @@ class Buffer(_ia.CompatBuffer):
             if stream is not None and stream is not self._stream and mem.__class__ is _ia.DeviceBuf:
                 _order_free(mem, stream, self._stream)
             elif stream is not None and mem.__class__ is not _ia.DeviceBuf:
-                _stream_accept(stream).sync()
+                stream.sync()
             try:
                 owner = self._owner  # None for a resource's own buffers: no lookup of ImportedFrom on their close
                 if stream is None and owner is not None and owner.__class__ is _imported_from():
@@ -205,7 +209,7 @@ class Buffer(_ia.CompatBuffer):
         self._owner = None
 
     def set_deallocation_stream(self, stream: Any) -> None:
-        self._free_stream = _stream_accept(stream)
+        self._free_stream = _stream_accept(stream, "Buffer.set_deallocation_stream")
         owner = self._shared.owner if self._shared is not None else None
         if owner is not None:
             owner._free_stream = self._free_stream
@@ -231,7 +235,7 @@ class Buffer(_ia.CompatBuffer):
     # -- copies and fills -----------------------------------------------------------
 
     def _copy_to_cold(self, dst: Buffer | None, stream: Any, options: Any) -> Buffer:
-        s = _copy_stream(options, stream)
+        s = _copy_stream(options, stream, "Buffer.copy_to")
         if dst is None:
             if self._mr is None:
                 raise ValueError("a destination buffer must be provided (this buffer has no memory resource)")
@@ -245,7 +249,7 @@ class Buffer(_ia.CompatBuffer):
         return dst
 
     def _copy_from_cold(self, src: Buffer, stream: Any, options: Any) -> None:
-        s = _copy_stream(options, stream)
+        s = _copy_stream(options, stream, "Buffer.copy_from")
         if not isinstance(src, Buffer):
             raise TypeError(f"src must be a Buffer, got {type(src).__name__}")
         if src._size != self._size:
@@ -255,7 +259,7 @@ class Buffer(_ia.CompatBuffer):
 
     def fill(self, value: Any, *, stream: Any = None) -> None:
         """Fill with a byte (int 0-255) or repeat a 1-, 2- or 4-byte pattern (bytes or a numpy scalar)."""
-        s = _stream_accept(stream)
+        s = _stream_accept(stream, "Buffer.fill")
         val, width = _fill_value(value)
         size = self._size
         if width == 2 and size & 1:
@@ -276,8 +280,10 @@ class Buffer(_ia.CompatBuffer):
 
     def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
-        """A 1-D int8 DLPack tensor over the buffer (stream order is the caller's to keep)."""
+        """A 1-D int8 DLPack tensor over the buffer (stream order is the caller's to keep); BufferError once closed."""
         versioned = export_versioned(max_version, dl_device, copy)
+        if self._ptr == 0 and self._mr is None and self._mem is None and self._size:
+            raise BufferError("Buffer.__dlpack__: the buffer is closed")
         from ironaccel import DType
 
         return _ia.dlpack.export(self._ptr, self._size, DType.INT8, self.__dlpack_device__(), self, versioned)
@@ -406,15 +412,15 @@ def claims(objects: Any) -> list[Any]:
     return held
 
 
-def _stream_accept(stream: Any) -> Any:
-    return Stream_accept(stream)
+def _stream_accept(stream: Any, op: str = "cuda.core") -> Any:
+    return Stream_accept(stream, op=op)
 
 
-def _copy_stream(options: Any, stream: Any) -> Any:
+def _copy_stream(options: Any, stream: Any, op: str = "Buffer.copy") -> Any:
     """`stream` accepted for `copy_to`/`copy_from`, after cuda.core's checks of their options: a CopyOptions, not
     with LEGACY_DEFAULT_STREAM nor a capturing stream (a graph cannot hold copy attributes)."""
     if options is None:
-        return _stream_accept(stream)
+        return _stream_accept(stream, op)
     from ..graph._graph_builder import GraphBuilder
     from ._copy_ops import CopyOptions
 
@@ -423,7 +429,7 @@ def _copy_stream(options: Any, stream: Any) -> Any:
     if isinstance(stream, GraphBuilder):
         raise TypeError("options cannot be used while capturing a graph (a graph node cannot carry copy "
                         "attributes): pass options=None or use graph.GraphNode.memcpy")
-    s = _stream_accept(stream)
+    s = _stream_accept(stream, op)
     if int(s.handle) in (0, 1):
         raise TypeError("options are not accepted with LEGACY_DEFAULT_STREAM: use PER_THREAD_DEFAULT_STREAM")
     if s.is_capturing:

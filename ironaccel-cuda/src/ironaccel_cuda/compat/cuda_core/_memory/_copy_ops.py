@@ -95,7 +95,7 @@ def copy_batch(stream: Any, srcs: Sequence[Any], dsts: Sequence[Any], *, options
     if isinstance(stream, GraphBuilder):
         raise TypeError("copy_batch cannot be captured into a graph (the driver has no batched-copy node): use "
                         "graph.GraphNode.memcpy or Buffer.copy_to per buffer")
-    s = Stream_accept(stream)
+    s = Stream_accept(stream, op="copy_batch")
     for what, seq in (("srcs", srcs), ("dsts", dsts)):
         if isinstance(seq, Buffer):
             raise TypeError(f"{what} must be a sequence of Buffers, not a single Buffer: for one copy use "

@@ -54,6 +54,25 @@ class NVRTCError(CUDAError):
 
 ComputeCapability = namedtuple("ComputeCapability", ("major", "minor"))
 
+_JOINT: dict[type, type] = {}
+
+
+def binding_error(base: type, status: int, op: str, detail: str = "") -> CUDAError:
+    """The error cuda.core raises for a failed nvJitLink / NVVM step, `base(status)` (cuda.bindings'
+    nvJitLinkError or nvvmError), as an instance of a subclass of both `base` and CUDAError naming `op`: code
+    that catches either (or RuntimeError) catches it.  `status` and `args` are the binding's."""
+    cls = _JOINT.get(base)
+    if cls is None:
+        cls = _JOINT[base] = type(base.__name__, (CUDAError, base), {
+            "__module__": __name__, "__reduce__": lambda self: (base, (self.status,))})
+    text = str(base(status))  # the binding's "ERROR_... (n)"
+    if detail:
+        text = f"{text}\n{detail}"
+    exc = cls(f"{op}: {text}", op=op, code=status)
+    exc.status = status
+    exc.args = (text,)
+    return exc  # type: ignore[no-any-return]
+
 
 def _driver_message(code: int) -> str:
     name = _code_name(code)

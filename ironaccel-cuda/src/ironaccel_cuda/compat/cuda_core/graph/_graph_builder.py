@@ -20,7 +20,15 @@ from typing import Any
 
 from .. import _ia
 from .._stream import Stream, Stream_accept, for_device
-from .._utils.cuda_utils import CUDAError, _code_name, _driver_message, call, driver, from_ironaccel
+from .._utils.cuda_utils import (
+    CUDAError,
+    _code_name,
+    _driver_message,
+    call,
+    check_or_create_options,
+    driver,
+    from_ironaccel,
+)
 
 __all__ = ["Graph", "GraphBuilder", "GraphCompleteOptions", "GraphDebugPrintOptions"]
 
@@ -215,8 +223,7 @@ class GraphBuilder:
         self._check_open()
         if self._state != _ENDED or self._graph is None:
             raise RuntimeError("Graph has not finished building.")
-        flags = options._to_flags() if options is not None else 0
-        call("cuGraphDebugDotPrint", self._graph._h, str(path).encode(), flags)
+        call("cuGraphDebugDotPrint", self._graph._h, str(path).encode(), _dot_flags(options))
 
     def split(self, count: int) -> tuple[GraphBuilder, ...]:
         """This builder and `count - 1` new ones, each on a new stream that forks from this capture."""
@@ -529,10 +536,12 @@ def _instantiate(graph: Any, options: GraphCompleteOptions | None, root: Any = N
     attachments of a builder's captured nodes)."""
     flags: dict[str, bool] = {}
     upload = None
+    options = check_or_create_options(GraphCompleteOptions, options, "Graph complete options", keep_none=True)
     if options is not None:
         flags = {"auto_free_on_launch": bool(options.auto_free_on_launch),
                  "device_launch": bool(options.device_launch), "use_node_priority": bool(options.use_node_priority)}
-        upload = options.upload_stream
+        if options.upload_stream is not None:
+            upload = Stream_accept(options.upload_stream, op="Graph.upload")  # before anything is instantiated
     try:
         exe = graph.instantiate(**flags)
     except _ia.DriverError as exc:
@@ -540,8 +549,18 @@ def _instantiate(graph: Any, options: GraphCompleteOptions | None, root: Any = N
     _report_callbacks(exe, root)
     out = Graph._init(exe)
     if upload is not None:
-        out.upload(upload)
+        try:
+            out.upload(upload)
+        except BaseException:
+            out.close()  # the executable graph is not handed out: free it now
+            raise
     return out
+
+
+def _dot_flags(options: Any) -> int:
+    """The CU_GRAPH_DEBUG_DOT_FLAGS_* of `options` (a GraphDebugPrintOptions, a dict of its fields, or None)."""
+    options = check_or_create_options(GraphDebugPrintOptions, options, "Graph debug print options", keep_none=True)
+    return 0 if options is None else options._to_flags()
 
 
 class Graph:
