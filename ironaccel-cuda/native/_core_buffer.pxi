@@ -631,3 +631,46 @@ cdef class DeviceBuf:
         if to_host and not arr.flags.writeable:
             return _errors.invalid(op, "out is read-only")
         return _errors.invalid(op, "bad arguments")
+
+
+# -- DLPack capsules' destructor ---------------------------------------------------------------------------
+# A capsule is destroyed while its consumer's exception is pending (numpy's "Unsupported device" for a CUDA
+# tensor).  A ctypes callback cannot run then: its first C-API call saw the pending error, the destructor gave
+# up and the export leaked, and numpy's error came out as a SystemError.  This one sets the error aside first.
+
+cdef extern from "Python.h":
+    int _capsule_is_valid "PyCapsule_IsValid"(PyObject* capsule, const char* name)
+    void* _capsule_pointer "PyCapsule_GetPointer"(PyObject* capsule, const char* name)
+    void _err_fetch "PyErr_Fetch"(PyObject** kind, PyObject** value, PyObject** tb)
+    void _err_restore "PyErr_Restore"(PyObject* kind, PyObject* value, PyObject* tb)
+
+cdef object _dl_unconsumed = None  # _dlpack._drop: forget an export whose capsule nobody consumed
+
+
+cdef void _dl_capsule_destructor(PyObject* capsule) noexcept:
+    # Only an unconsumed capsule still has its producer's name; a consumer renames it and calls the deleter.
+    cdef void* managed = NULL
+    cdef PyObject *kind
+    cdef PyObject *value
+    cdef PyObject *tb
+    if _capsule_is_valid(capsule, b"dltensor"):
+        managed = _capsule_pointer(capsule, b"dltensor")
+    elif _capsule_is_valid(capsule, b"dltensor_versioned"):
+        managed = _capsule_pointer(capsule, b"dltensor_versioned")
+    if managed == NULL:
+        return
+    _err_fetch(&kind, &value, &tb)
+    _dl_forget(managed)
+    _err_restore(kind, value, tb)
+
+
+cdef void _dl_forget(void* managed) noexcept:
+    # noexcept: should the call raise, Cython reports it as unraisable and clears it here, before the restore
+    _dl_unconsumed(<uintptr_t>managed)
+
+
+def dlpack_capsule_destructor(unconsumed):
+    """The address of the C destructor for DLPack capsules; it calls `unconsumed(address)` for an unused one."""
+    global _dl_unconsumed
+    _dl_unconsumed = unconsumed
+    return <uintptr_t><void*>_dl_capsule_destructor

@@ -74,6 +74,26 @@ def test_unconsumed_capsule_runs_the_deleter():
     assert _dlpack.live_exports() == live
 
 
+class CudaExporter(Exporter):
+    """Says its tensor is on a CUDA device, which numpy refuses after taking the capsule."""
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        return _dlpack.export(self.array.ctypes.data, self.array.size, DType.of(self.array.dtype),
+                              (_dlpack.KDL_CUDA, 0), self.array, self.versioned)
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_a_refusing_consumer_keeps_its_error_and_the_export_is_dropped(versioned):
+    # The capsule dies while numpy's error is pending: the destructor must neither lose that error (a SystemError
+    # "returned NULL without setting an exception" before) nor give up and keep the export alive for good.
+    live = _dlpack.live_exports()
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="Unsupported device"):
+            np.from_dlpack(CudaExporter(np.zeros(4, np.float32), versioned))
+    gc.collect()
+    assert _dlpack.live_exports() == live
+
+
 @pytest.mark.parametrize("versioned", [False, True])
 def test_we_consume_numpy_capsules(versioned):
     a = np.arange(12, dtype=np.int16).reshape(3, 4)

@@ -1,10 +1,11 @@
-"""DLPack capsules, both ways, with ctypes (no compiled helper needed).
+"""DLPack capsules, both ways, with ctypes (the capsule destructor is in the compiled core).
 
 Export: `export(ptr, size, dtype, device, keepalive, versioned)` builds a
 `DLManagedTensor` (or `DLManagedTensorVersioned`) whose deleter drops the
 reference to `keepalive`, wrapped in a capsule named "dltensor" (or
-"dltensor_versioned"); if no consumer takes it, the capsule's destructor runs
-the deleter.
+"dltensor_versioned"); if no consumer takes it, the capsule's destructor (in
+the compiled core, so that it also runs while a consumer's error is pending)
+drops the export.
 
 Import: `consume(capsule)` reads a capsule a producer handed us, marks it used
 and returns an `Imported` with the pointer, shape, strides, dtype and device,
@@ -21,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from ironaccel import DType
+
+from . import _core
 
 KDL_CPU = 1
 KDL_CUDA = 2
@@ -105,16 +108,9 @@ def _drop(addr: int | None) -> None:
 _deleter = _DELETER(_drop)
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule: int | None) -> None:
-    # An unconsumed capsule still carries its original name: run the deleter.
-    for name in (NAME, NAME_V):
-        if _capsule_is_valid(capsule, name):
-            _drop(_capsule_get_pointer(capsule, name))
-            return
-
-
-_DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
+# The capsule's destructor is C (native/_core_buffer.pxi): it runs while a consumer's exception may be pending,
+# which a ctypes callback cannot survive.  For a capsule nobody consumed it drops the export, as the deleter would.
+_DESTRUCTOR_ADDR = _core.dlpack_capsule_destructor(_drop)
 
 
 def dl_dtype(dtype: DType) -> tuple[int, int]:
