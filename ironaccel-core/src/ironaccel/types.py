@@ -185,7 +185,7 @@ class DType(str, enum.Enum):
 
             try:
                 dt = np.dtype(value)  # type: ignore[arg-type]
-            except TypeError:
+            except (TypeError, ValueError):  # ValueError: a malformed spec, such as ("f4", -1)
                 dt = None
             if dt is not None and not dt.isnative:
                 raise TypeError(f"dtype {dt} is not in native byte order; convert with .astype(dt.newbyteorder('='))")

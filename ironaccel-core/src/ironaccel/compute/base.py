@@ -114,6 +114,7 @@ class ComputeDeviceBase:
     buffer_limit_name: ClassVar[str] = "the device's buffer limit"
     group_limit_name: ClassVar[str] = "the device's workgroup-count limit"
     binding_limit_name: ClassVar[str] = "the device's storage-buffer limit"
+    params_limit_name: ClassVar[str] = "the device's params limit"
     #: The vendor calls take the caller's C-contiguous array as it is (its bytes, `nbytes` of them), not a flat
     #: uint8 view of it (a view costs about 0.15 us an upload or download).
     any_array: ClassVar[bool] = False
@@ -125,11 +126,12 @@ class ComputeDeviceBase:
     _completed: int = 0
 
     def _open(self, descriptor: DeviceDescriptor, *, max_buffer_bytes: int, group_limits: Sequence[int],
-              max_buffers: int | None = None, lock: Any = None,
+              max_buffers: int | None = None, max_params: int | None = None, lock: Any = None,
               thread_bound: Callable[[], Any] | None = None) -> None:
         """Set up the kit's state; a subclass calls this once its vendor objects exist.
 
         `max_buffers`: the most storage buffers one pipeline may bind (`binding_limit_name`), None for no limit.
+        `max_params`: the most 32-bit params one pipeline may take (`params_limit_name`), None for no limit.
         `lock`: a reentrant lock (acquire/release) the calls take; a new RLock by default.
         `thread_bound`: the device belongs to the calling thread, and this makes its context current there.
         """
@@ -137,6 +139,7 @@ class ComputeDeviceBase:
         self.max_buffer_bytes = int(max_buffer_bytes)
         self._group_limits = tuple(int(g) for g in group_limits)
         self._max_buffers = max_buffers
+        self._max_params = max_params
         self._programs = ProgramCache(self.max_programs)
         self._garbage: deque[Any] = deque()
         if lock is None:
@@ -299,7 +302,7 @@ class ComputeDeviceBase:
         with self._lock:
             self._enter("pipeline")
             buffers = count(backend, "buffers", buffers, limit=self._max_buffers, limit_name=self.binding_limit_name)
-            params = count(backend, "params", params)
+            params = count(backend, "params", params, limit=self._max_params, limit_name=self.params_limit_name)
             entry = entry_name(backend, entry)
             size = workgroup_size_of(backend, workgroup_size)
             prepared, code_key = self._prepare(code, entry)

@@ -145,8 +145,15 @@ def element_count(backend: str, size: Any, dtype: DType, max_bytes: int, op: str
 
 
 def entry_name(backend: str, entry: Any, op: str = "pipeline") -> str:
+    """A non-empty str that the driver can take as a C string: no NUL, no lone surrogate."""
     if not isinstance(entry, str) or not entry or "\0" in entry:
         raise InvalidArgument(backend, op, detail=f"entry must be a non-empty str without NUL, got {entry!r}")
+    if not entry.isascii():
+        try:
+            entry.encode()
+        except UnicodeEncodeError:
+            raise InvalidArgument(backend, op, detail=f"entry {entry!r} holds a lone surrogate; it must be "
+                                  "encodable as UTF-8") from None
     return entry
 
 
