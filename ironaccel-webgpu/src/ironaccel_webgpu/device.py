@@ -40,6 +40,8 @@ class WebGPUDevice(ComputeDeviceBase):
     submission_type = WebGPUSubmission
     buffer_limit_name = "the device's max-buffer-size"
     group_limit_name = "max-compute-workgroups-per-dimension"
+    binding_limit_name = "max-storage-buffers-per-shader-stage"
+    params_limit_name = "max-uniform-buffer-binding-size / 4"
 
     def __init__(self, wgpu: Any, adapter: Any, descriptor: DeviceDescriptor):
         self.wgpu = wgpu
@@ -63,7 +65,9 @@ class WebGPUDevice(ComputeDeviceBase):
         self._pending_bytes = 0  # staged by uploads and writes since the last submission
         self._spare = SpareBuffers()  # closed small buffers: they keep their bind groups
         self._open(descriptor, max_buffer_bytes=int(device_limits["max-buffer-size"]) & ~3,
-                   group_limits=(self.max_groups,) * 3)
+                   group_limits=(self.max_groups,) * 3,
+                   max_buffers=int(device_limits["max-storage-buffers-per-shader-stage"]),
+                   max_params=int(device_limits["max-uniform-buffer-binding-size"]) // 4)
 
     # -- memory -----------------------------------------------------------------------------------------
 

@@ -70,8 +70,11 @@ class WebGPUProgram(Program):
                 ) from None
             raise compile_error(exc, "wgpuDeviceCreateComputePipeline") from None
         if params:
-            self.uniform = gpu.create_buffer(
-                size=self.uniform_size, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+            try:
+                self.uniform = gpu.create_buffer(
+                    size=self.uniform_size, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+            except Exception as exc:
+                raise translate(exc, "wgpuDeviceCreateBuffer") from None
         super().__init__(buffers, params, interface)
         self.last_params: bytes | None = None  # what the uniform buffer holds, in queue order
         self.bind_groups: OrderedDict[tuple[int, ...], Any] = OrderedDict()
