@@ -40,6 +40,7 @@ class OpenGLDevice(ComputeDeviceBase):
     buffer_limit_name = "GL_MAX_SHADER_STORAGE_BLOCK_SIZE"
     group_limit_name = "GL_MAX_COMPUTE_WORK_GROUP_COUNT"
     binding_limit_name = "GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS"
+    params_limit_name = "GL_MAX_UNIFORM_BLOCK_SIZE / 4"
     any_array = True  # moderngl takes any buffer-protocol object
 
     def __init__(self, moderngl: Any, descriptor: DeviceDescriptor):
@@ -59,6 +60,7 @@ class OpenGLDevice(ComputeDeviceBase):
         self._spare = SpareBuffers()  # closed small buffers: they keep their SSBO bindings
         self._open(descriptor, max_buffer_bytes=int(info["GL_MAX_SHADER_STORAGE_BLOCK_SIZE"]),
                    group_limits=self.max_groups, max_buffers=self.max_storage_blocks,
+                   max_params=int(info["GL_MAX_UNIFORM_BLOCK_SIZE"]) // 4,
                    thread_bound=make_current(self.ctx))
 
     # -- context ----------------------------------------------------------------------------------------

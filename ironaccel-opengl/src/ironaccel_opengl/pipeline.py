@@ -45,6 +45,11 @@ def compile_program(ctx: Any, code: str) -> Any:
         raise CompileError(BACKEND, op, log=log, code_name=type(exc).__name__) from None
 
 
+def params_bytes(params: int) -> int:
+    """The size of the uniform buffer that holds `params` 32-bit params (whole std140 vec4s)."""
+    return -(-params * 4 // UNIFORM_ALIGN) * UNIFORM_ALIGN
+
+
 def check_interface(shader: Any, buffers: int, params: int) -> None:
     """InvalidArgument unless the shader's blocks fit `buffers` storage buffers and `params` scalars."""
     storage, uniform_blocks, plain = [], [], []
@@ -68,6 +73,9 @@ def check_interface(shader: Any, buffers: int, params: int) -> None:
             problems.append(f"uniform block {name}, but the pipeline takes no params")
         elif size < params * 4:
             problems.append(f"uniform block {name} of {size} bytes, too small for {params} 32-bit params")
+        elif size > params_bytes(params):  # the shader would read past the params buffer
+            problems.append(f"uniform block {name} of {size} bytes, larger than the {params_bytes(params)} bytes "
+                            f"that {params} 32-bit params fill")
     if problems:
         raise InvalidArgument(BACKEND, "pipeline", detail="the shader's interface does not match buffers="
                               f"{buffers}, params={params}: " + "; ".join(problems))
@@ -88,7 +96,8 @@ class OpenGLProgram(Program):
         self.uniform: Any = None
         self.write_params: Any = None  # the uniform buffer's write(data, offset)
         if params:
-            self.uniform = ctx.buffer(reserve=-(-params * 4 // UNIFORM_ALIGN) * UNIFORM_ALIGN)
+            # Zeroed, not reserved: a block member past the params given reads 0, not what the memory held.
+            self.uniform = ctx.buffer(bytes(params_bytes(params)))
             self.write_params = native(self.uniform, "write")
         self.last_params: bytes | None = None  # what the uniform buffer holds
         self.run = native(self.shader, "run")  # (x, y, z) workgroups
