@@ -94,3 +94,86 @@ def test_huge_upload_is_out_of_memory_naming_the_call(client: Client, nbytes: in
     with pytest.raises(OutOfMemory) as info:
         client.buffer_from_host(huge)
     assert info.value.op == "PJRT_Client_BufferFromHostBuffer" and isinstance(info.value, MemoryError)
+
+
+# -- arguments that let a raw TypeError, ValueError, AttributeError or UnicodeEncodeError out ------------------
+
+IDENTITY = """func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  return %a : tensor<4xf32>
+}"""
+
+
+@pytest.mark.parametrize("array", [[[1, 2], [3]], [1, [2, 3]]], ids=["ragged", "nested"])
+def test_an_upload_numpy_cannot_hold_is_invalid_argument(client: Client, array: object) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        client.buffer_from_host(array)
+    assert info.value.op == "PJRT_Client_BufferFromHostBuffer" and "not an array numpy can hold" in str(info.value)
+
+
+@pytest.mark.parametrize("memory", [[], {}, 5])
+def test_an_upload_memory_that_is_not_a_kind_is_invalid_argument(client: Client, memory: object) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        client.buffer_from_host(np.zeros(4, np.float32), memory=memory)  # type: ignore[arg-type]
+    assert info.value.op == "PJRT_Client_BufferFromHostBuffer" and "memory must be a memory kind" in str(info.value)
+
+
+@pytest.mark.parametrize("target", [None, 0, "cpu"])
+def test_copy_to_something_not_a_device_is_invalid_argument(client: Client, target: object) -> None:
+    buffer = client.buffer_from_host(np.zeros(4, np.float32))
+    try:
+        with pytest.raises(InvalidArgument) as info:
+            buffer.copy_to(target)  # type: ignore[arg-type]
+        assert info.value.op == "PJRT_Buffer_CopyToDevice" and type(target).__name__ in str(info.value)
+    finally:
+        buffer.delete()
+
+
+def test_program_text_with_a_lone_surrogate_is_invalid_argument(client: Client) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        client.compile(IDENTITY + "// \ud800\n")
+    assert info.value.op == "PJRT_Client_Compile" and "lone surrogate" in str(info.value)
+
+
+@pytest.mark.parametrize("fmt", [None, 5, "", "ml\udcffir"])
+def test_a_format_that_is_not_a_name_is_invalid_argument(client: Client, fmt: object) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        client.compile(IDENTITY, format=fmt)  # type: ignore[arg-type]
+    assert info.value.op == "PJRT_Client_Compile" and "format must be" in str(info.value)
+
+
+@pytest.mark.parametrize("args", [None, 5, "ab"])
+def test_execute_arguments_that_are_not_a_list_are_invalid_argument(client: Client, args: object) -> None:
+    from ironaccel_pjrt.backend import describe
+    from ironaccel_pjrt.device import PjrtDevice
+
+    executable = client.compile(IDENTITY)
+    device = PjrtDevice(describe(0, client.devices[0]), client.devices[0])
+    for run in (lambda: executable.execute(args), lambda: executable.execute_sharded(args),  # type: ignore[arg-type]
+                lambda: executable.execute_sharded([args]), lambda: device.execute(executable, args)):  # type: ignore[arg-type, list-item]
+        with pytest.raises(InvalidArgument) as info:
+            run()
+        assert info.value.op == "PJRT_LoadedExecutable_Execute" and "must be a list or tuple" in str(info.value)
+    x = client.buffer_from_host(np.arange(4, dtype=np.float32))  # a tuple, and the client, still work
+    (y,) = device.execute(executable, (x,))
+    np.testing.assert_array_equal(y.to_host(), np.arange(4, dtype=np.float32))
+    for b in (x, y):
+        b.delete()
+
+
+@pytest.mark.parametrize("ids", [None, ["a"], [1.5], [None], [True], [1 << 70]])
+def test_device_ids_that_are_not_int64_are_invalid_argument(ids: object) -> None:
+    from ironaccel_pjrt import CompileOptions
+
+    with pytest.raises(InvalidArgument) as info:
+        CompileOptions.for_devices(ids)  # type: ignore[arg-type]
+    assert info.value.op == "PJRT_Client_Compile"
+    with pytest.raises(InvalidArgument):
+        CompileOptions(device_assignment=5 if ids is None else [ids])  # type: ignore[arg-type]
+    assert CompileOptions.for_devices([np.int64(0)]).device_assignment == ((0,),)
+
+
+def test_replica_counts_past_int64_are_refused_before_the_plugin() -> None:
+    from ironaccel_pjrt import CompileOptions
+
+    with pytest.raises(InvalidArgument, match="num_replicas must be a positive int64"):
+        CompileOptions(num_replicas=1 << 63)  # serialized, it read "failed to deserialize CompileOptionsProto"

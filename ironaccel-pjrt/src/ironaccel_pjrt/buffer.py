@@ -219,8 +219,10 @@ class Buffer:
     def copy_to(self, device: DeviceInfo) -> Buffer:
         """A copy of this buffer on another device of the same client."""
         op = "PJRT_Buffer_CopyToDevice"
-        if device.client is not self.client:
-            raise InvalidArgument(BACKEND, op, detail="target device belongs to another client")
+        if getattr(device, "client", None) is not self.client:
+            what = "belongs to another client" if hasattr(device, "client") else \
+                f"must be a DeviceInfo of this client, got {type(device).__name__}"
+            raise InvalidArgument(BACKEND, op, detail=f"target device {what}")
         api = self.client.api
         args = api.args(op, buffer=self.handle(op), dst_device=device.handle)
         api.call(op, args)

@@ -507,6 +507,8 @@ class Client:
         if self._handle is None:
             raise ClosedError(BACKEND, op, "client")
         target = self.devices[0] if device is None else self._own_device(device, op)
+        if memory is not None and not isinstance(memory, str):
+            raise InvalidArgument(BACKEND, op, detail=f"memory must be a memory kind (str) or None, got {memory!r}")
         try:
             if type(array) is not np.ndarray:
                 array = np.asarray(array)
@@ -516,6 +518,8 @@ class Client:
                 flags = array.flags
         except MemoryError as exc:
             raise OutOfMemory(BACKEND, op, detail=f"no host memory for the contiguous copy to upload: {exc}") from None
+        except (TypeError, ValueError) as exc:  # a ragged list; an array past numpy's size limit
+            raise InvalidArgument(BACKEND, op, detail=f"not an array numpy can hold: {exc}") from None
         # The args struct of this thread for (dtype, shape, device, memory), filled once: an upload sets
         # only the data pointer (about 2 us less than filling every field and the dims each time).
         key = (array.dtype, array.shape, target, memory)
@@ -602,6 +606,9 @@ class Client:
         options = options or CompileOptions()
         if not isinstance(options, CompileOptions):
             raise InvalidArgument(BACKEND, op, detail=f"options must be CompileOptions, got {type(options).__name__}")
+        if not isinstance(format, str) or not format or not format.isascii():
+            raise InvalidArgument(BACKEND, op, detail=f"format must be a non-empty ASCII str such as 'mlir' or "
+                                  f"'hlo', got {format!r}")
         key = (code, format, options)
         if cache:
             with self._lock:

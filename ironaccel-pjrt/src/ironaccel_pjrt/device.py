@@ -25,7 +25,7 @@ from ironaccel.types import DeviceDescriptor
 from .api import BACKEND
 from .buffer import Buffer
 from .client import Client, DeviceInfo
-from .executable import Executable
+from .executable import Executable, argument_list
 from .options import CompileOptions
 
 __all__ = ["PjrtDevice"]
@@ -86,7 +86,7 @@ class PjrtDevice:
         self._check_open(op)
         if not isinstance(executable, Executable) or executable.client is not self.client:
             raise InvalidArgument(BACKEND, op, detail="the executable belongs to another client")
-        outputs = executable.execute([self._own(a, op) for a in args])
+        outputs = executable.execute([self._own(a, op) for a in argument_list(args, op)])
         for out in outputs:
             self._buffers.add(out)
         return outputs

@@ -30,10 +30,25 @@ if TYPE_CHECKING:
 
 __all__ = ["Executable", "normalise_program"]
 
+
+def argument_list(args: Any, op: str, what: str = "args") -> Sequence[Any]:
+    """`args` when it is a list or tuple (or another sequence), else InvalidArgument naming `op`."""
+    if type(args) is list or type(args) is tuple:
+        return cast(Sequence[Any], args)
+    if isinstance(args, Sequence) and not isinstance(args, (str, bytes, bytearray, memoryview)):
+        return args
+    raise InvalidArgument(BACKEND, op, detail=f"{what} must be a list or tuple of pjrt Buffers, got "
+                          f"{type(args).__name__}")
+
+
 def normalise_program(program: Any, op: str) -> bytes:
     """MLIR text (str or bytes) or MLIR bytecode, as the bytes PJRT_Program carries."""
     if isinstance(program, str):
-        code = program.encode()
+        try:
+            code = program.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(BACKEND, op, detail=f"program text holds a lone surrogate at index {exc.start}; "
+                                  "it must be encodable as UTF-8") from None
     elif isinstance(program, (bytes, bytearray, memoryview)):
         code = bytes(program)
     else:
@@ -149,6 +164,8 @@ class Executable:
     # -- execution ------------------------------------------------------------------
 
     def _argument_handles(self, args: Sequence[Buffer], op: str) -> list[int]:
+        if type(args) is not list and type(args) is not tuple:
+            args = argument_list(args, op)
         exact, client = self._exact, self.client
         if exact is not None and len(args) == len(exact):
             handles = []
@@ -246,6 +263,7 @@ class Executable:
         if handle is None:
             raise ClosedError(BACKEND, op, "client" if self.client.closed else "executable")
         num_devices = len(devices)
+        arg_lists = [argument_list(row, op) for row in argument_list(arg_lists, op, "arg_lists")]
         if len(arg_lists) != num_devices:
             raise InvalidArgument(BACKEND, op, detail=(
                 f"{len(arg_lists)} argument lists for an executable on {num_devices} devices"))

@@ -17,6 +17,7 @@ that no protobuf runtime is needed.  Field numbers are those of
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,31 @@ def _override(value: OverrideValue) -> bytes:
     return _bytes_field(1, str(value).encode())
 
 
+_INT64 = 1 << 63
+
+
+def _device_id(value: object) -> int:
+    """A PJRT device id: an int (not a bool) in the int64 range, else InvalidArgument."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidArgument(BACKEND, "PJRT_Client_Compile", detail=f"device ids are ints, got {value!r}") from None
+    if not -_INT64 <= number < _INT64:
+        raise InvalidArgument(BACKEND, "PJRT_Client_Compile", detail=f"device id {number} does not fit int64")
+    return number
+
+
+def _rows(assignment: object) -> tuple[tuple[int, ...], ...]:
+    """`device_assignment` as a tuple of tuples of device ids, else InvalidArgument."""
+    try:
+        return tuple(tuple(_device_id(d) for d in row) for row in assignment)  # type: ignore[attr-defined]
+    except TypeError:  # not a sequence of sequences
+        raise InvalidArgument(BACKEND, "PJRT_Client_Compile", detail="device_assignment must be rows (one per "
+                              f"replica) of device ids, got {assignment!r}") from None
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """What to compile for: replicas x partitions, optionally pinned to devices.
@@ -84,19 +110,23 @@ class CompileOptions:
     @classmethod
     def for_devices(cls, device_ids: Sequence[int], **kwargs: object) -> CompileOptions:
         """One replica per device, in the order given."""
-        ids = tuple(int(d) for d in device_ids)
+        try:
+            ids = tuple(_device_id(d) for d in device_ids)
+        except TypeError:  # not iterable
+            raise InvalidArgument(BACKEND, "PJRT_Client_Compile", detail=f"device_ids must be a sequence of "
+                                  f"device ids, got {device_ids!r}") from None
         return cls(num_replicas=len(ids), device_assignment=tuple((d,) for d in ids), **kwargs)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         op = "PJRT_Client_Compile"
         for name in ("num_replicas", "num_partitions"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(BACKEND, op, detail=f"{name} must be a positive int, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < _INT64:
+                raise InvalidArgument(BACKEND, op, detail=f"{name} must be a positive int64, got {value!r}")
         if isinstance(self.env_overrides, Mapping):
             object.__setattr__(self, "env_overrides", tuple(sorted(self.env_overrides.items())))
         if self.device_assignment is not None:
-            rows = tuple(tuple(int(d) for d in row) for row in self.device_assignment)
+            rows = _rows(self.device_assignment)
             object.__setattr__(self, "device_assignment", rows)
             if len(rows) != self.num_replicas or any(len(r) != self.num_partitions for r in rows):
                 raise InvalidArgument(BACKEND, op, detail=(
