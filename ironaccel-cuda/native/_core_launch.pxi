@@ -305,8 +305,8 @@ cdef class LaunchConfig:
 
 def _positive_dim3(value, what):
     dims = _dim3_of(value, what)
-    if any(d < 1 for d in dims):
-        raise _errors.invalid("LaunchConfig", f"{what} dimensions must be positive, got {value!r}")
+    if any(not 0 < d < 1 << 32 for d in dims):  # the attribute holds unsigned ints
+        raise _errors.invalid("LaunchConfig", f"{what} dimensions must be positive and below 2**32, got {value!r}")
     return dims
 
 
@@ -324,9 +324,9 @@ cdef int _pack_or_raise(_Plan p, tuple args, FunctionCore fn) except -1:
     except Exception as exc:
         from .launch import pack_error
 
-        raise pack_error(args, exc, fn.name) from None
+        raise pack_error(args, exc, fn.name, packer=p.packer) from None
     if r:
-        raise fn._pack_failure(args)
+        raise fn._pack_failure(args, p.packer)
     return 0
 
 
@@ -474,11 +474,11 @@ cdef class FunctionCore:
         except Exception as exc:
             from .launch import pack_error
 
-            raise pack_error(args, exc, self.name) from None
+            raise pack_error(args, exc, self.name, packer=packer) from None
         cdef uintptr_t params = packer.params
         return <void**>params if params else <void**>_no_params
 
-    def _pack_failure(self, args):
+    def _pack_failure(self, args, packer=None):
         """Cold: why `_pack` refused these arguments (a closed or foreign buffer, a value that does not fit)."""
         import struct
 
@@ -489,7 +489,7 @@ cdef class FunctionCore:
                 return _errors.invalid("cuLaunchKernel", f"{self.name}: argument {i} is a buffer on "
                                        f"cuda:{(<DeviceBuf>a)._ordinal} but the kernel runs on cuda:{self._ordinal} "
                                        "(enable_peer_access first to use peer memory)")
-        return pack_error(args, struct.error("argument out of range"), self.name)
+        return pack_error(args, struct.error("argument out of range"), self.name, packer=packer)
 
 
 
@@ -557,7 +557,7 @@ cdef class PreparedLaunch:
             except Exception as exc:
                 from .launch import pack_error
 
-                raise pack_error(args, exc, self.fn.name) from None
+                raise pack_error(args, exc, self.fn.name, packer=self.packer) from None
         self.args = args
         self.bufs = tuple([a for a in args if isinstance(a, DeviceBuf)])
         return 0
@@ -607,7 +607,7 @@ def launch(uintptr_t f, unsigned int gx, unsigned int gy, unsigned int gz, unsig
 cdef inline tuple _unwrap(tuple args, type ptr_type):
     """`args` with every argument of type `ptr_type` (the compat's Buffer) replaced by its DeviceBuf (`_mem`, the
     packer's fastest kind; one of another device takes the cold path, which passes the address), else its
-    `_ptr`."""
+    `_ptr`; a closed one is ClosedError."""
     cdef Py_ssize_t i, n = len(args)
     for i in range(n):
         if type(args[i]) is ptr_type:
@@ -619,7 +619,12 @@ cdef inline tuple _unwrap(tuple args, type ptr_type):
         item = args[i]
         if type(item) is ptr_type:
             m = item._mem
-            item = m if type(m) is DeviceBuf else item._ptr
+            if type(m) is DeviceBuf:
+                item = m
+            elif m is None and not item._ptr and item._mr is None:  # closed: its address 0 would fault the context
+                raise _errors.closed("cuLaunchKernel", f"argument {i} (a closed Buffer)")
+            else:
+                item = item._ptr
         Py_INCREF(item)  # PyTuple_SET_ITEM steals it
         PyTuple_SET_ITEM(out, i, item)
     return out

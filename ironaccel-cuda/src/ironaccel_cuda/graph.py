@@ -608,7 +608,7 @@ def _kernel_params(device: Device, fn: Any, grid: Any, block: Any, args: tuple[A
     try:
         packer.pack(args)
     except Exception as exc:
-        raise pack_error(args, exc, fn.name) from None
+        raise pack_error(args, exc, fn.name, packer=packer) from None
     drv = driver()
     params = drv.CUDA_KERNEL_NODE_PARAMS()
     params.func = drv.CUfunction(int(fn._h))

@@ -216,8 +216,9 @@ def build_packer(layout: Sequence[tuple[int, int]], args: Sequence[Any], *, ordi
                      tuple(kinds))
 
 
-def pack_error(args: Sequence[Any], exc: Exception, name: str, op: str = "cuLaunchKernel") -> Exception:
-    """Explain why packing `args` failed (cold path)."""
+def pack_error(args: Sequence[Any], exc: Exception, name: str, op: str = "cuLaunchKernel",
+               packer: ArgPacker | None = None) -> Exception:
+    """Explain why packing `args` failed (cold path); `packer`, the one that failed, tells which int did not fit."""
     from .errors import closed
     from .memory import DeviceBuf
 
@@ -226,8 +227,19 @@ def pack_error(args: Sequence[Any], exc: Exception, name: str, op: str = "cuLaun
     for i, value in enumerate(args):
         if isinstance(value, DeviceBuf) and value.ptr is None:
             return closed(op, f"argument {i} (buffer)")
+    kinds = packer.kinds if packer is not None else ()
     for i, value in enumerate(args):
         if type(value) is int and isinstance(exc, struct.error):
+            if i < len(kinds) and _fits(kinds[i][0], value):
+                continue
             return invalid(op, f"{name}: argument {i} = {value} does not fit its kernel parameter "
                            "(pass a numpy scalar of the parameter's type, e.g. np.uint32)")
     return invalid(op, f"{name}: could not pack arguments: {type(exc).__name__}: {exc}")
+
+
+def _fits(code: str, value: int) -> bool:
+    try:
+        struct.pack("<" + code, value)
+    except struct.error:
+        return False
+    return True

@@ -209,3 +209,18 @@ def test_link_and_nvvm_failures_are_the_binding_errors_and_cuda_errors(cc, devic
     exc = info.value
     assert isinstance(exc, CUDAError) and str(exc).startswith("nvvm") and exc.status > 0
     assert exc.args[0].startswith(str(nvvm.nvvmError(exc.status)))  # the binding's message, then the program log
+
+
+def test_a_closed_buffer_is_not_launched_as_address_0(cc, device, stream, module):
+    # Its address 0 would fault the kernel, and a fault ends the context for the rest of the process.
+    kernel = module.get_kernel("saxpy")
+    x, y = device.allocate(256, stream=stream), device.allocate(256, stream=stream)
+    y.close(stream=stream)
+    for config in (cc.LaunchConfig(grid=1, block=64),  # the compiled launch
+                   cc.LaunchConfig(grid=1, block=64, cluster=1) if tuple(device.compute_capability) >= (9, 0)
+                   else cc.LaunchConfig(grid=1, block=64, cooperative=True)):  # the converting one
+        with pytest.raises(ClosedError, match="cuLaunchKernel"):
+            cc.launch(stream, config, kernel, np.float32(2), x, y, np.uint32(64))
+    cc.launch(stream, cc.LaunchConfig(grid=1, block=64), kernel, np.float32(2), x, x, np.uint32(64))
+    stream.sync()  # the context still works
+    x.close(stream=stream)

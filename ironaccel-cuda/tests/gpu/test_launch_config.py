@@ -52,7 +52,7 @@ def test_config_validation():
     for bad in ({"cluster": 0}, {"cluster": (2, 0)}, {"cluster": "2"}, {"cluster": (1, 2, 3, 4)},
                 {"cooperative": 1}, {"priority": 1.5}, {"priority": True}, {"cluster_scheduling": "fast"},
                 {"non_portable_cluster": True}, {"cluster": 2, "preferred_cluster": 3},
-                {"preferred_cluster": 2}):
+                {"preferred_cluster": 2}, {"cluster": 1 << 32}, {"cluster": 4, "preferred_cluster": (1 << 34, 1)}):
         with pytest.raises(InvalidArgument):
             cu.LaunchConfig(**bad)
     with pytest.raises(TypeError):

@@ -267,6 +267,10 @@ def test_bad_launches(dev, kernels):
         assert info.value.op == "cuLaunchKernel", (i, info.value)
     fn.launch(1, 256, 2.0, dx, dy, n)  # still fine afterwards
     dev.synchronize()
+    # The int that does not fit is named, not the first int (here the pointers are given as addresses).
+    for _ in range(2):  # the first launch of these types prepares a packer, the second reuses it
+        with pytest.raises(InvalidArgument, match=r"argument 3 = 1099511627776 does not fit"):
+            fn.launch(1, 256, 2.0, dx.ptr, dy.ptr, 2**40)
     dy.close()
     with pytest.raises(ClosedError):
         fn.launch(1, 256, 2.0, dx, dy, n)

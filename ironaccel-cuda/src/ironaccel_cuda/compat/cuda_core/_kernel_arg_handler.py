@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _ia
+
 __all__ = ["ParamHolder", "convert_arg"]
 
 _CTYPES_SCALARS = (ctypes.c_bool, ctypes.c_int8, ctypes.c_int16, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint8,
@@ -24,6 +26,8 @@ def convert_arg(arg: Any) -> Any:
     from ._memory._buffer import Buffer
 
     if isinstance(arg, Buffer):
+        if arg.is_closed:  # its address 0 would fault the kernel, and the context with it
+            raise _ia.ClosedError("cuda", "cuLaunchKernel", "a Buffer argument")
         return arg.handle
     if isinstance(arg, np.generic):
         return arg

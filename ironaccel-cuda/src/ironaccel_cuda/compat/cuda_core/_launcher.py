@@ -83,14 +83,14 @@ def _launch_with_attributes(fn: Any, stream: Any, config: LaunchConfig, kernel_a
             x, y, z = grid
             raise ValueError(f"The specified grid size ({x} * {y} * {z}) exceeds the limit ({limit})")
     if config.cluster is not None:
+        if not all(0 <= c < 1 << 32 for c in config.cluster):  # cuda.core's OverflowError, from its unsigned ints
+            raise OverflowError(f"launch: LaunchConfig.cluster={config.cluster} does not fit unsigned 32-bit "
+                                "dimensions")
         grid = tuple(g * c for g, c in zip(grid, config.cluster))
     try:
         ia_config = _ia.IaLaunchConfig(cooperative=config.is_cooperative, cluster=config.cluster,
                                        programmatic_serialization=config.programmatic_stream_serialization)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
-    except OverflowError:  # ironaccel's LaunchConfig stores the cluster as unsigned ints (cuda.core's class)
-        raise OverflowError(f"launch: LaunchConfig.cluster={config.cluster} does not fit unsigned 32-bit "
-                            "dimensions") from None
     _launch_converted(fn, stream, grid, config, kernel_args, ia_config, None)
 
