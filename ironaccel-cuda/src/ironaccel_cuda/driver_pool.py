@@ -227,7 +227,7 @@ class DriverPool(_Tracked):
             raise invalid(op, f"kind must be 'device', 'host' or 'managed', got {kind!r}")
         if not isinstance(ipc, bool):
             raise invalid(op, f"ipc must be a bool, got {ipc!r}")
-        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or not 0 <= max_size < 1 << 64:
             raise invalid(op, f"max_size must be a non-negative int (bytes; 0: no limit), got {max_size!r}")
         if location is not None and not (
                 isinstance(location, tuple) and len(location) == 2 and location[0] in ("device", "host", "host_numa")

@@ -262,6 +262,9 @@ def test_deallocate_on_another_stream_and_ownership(dev):
 
 
 def test_bad_input(dev):
+    for max_size in (-1, 1 << 64, 1.5, True):  # 1 << 64 was an OverflowError from the binding, naming nothing
+        with pytest.raises(InvalidArgument, match="max_size"):
+            dev.create_driver_pool(max_size=max_size)
     pool = dev.create_driver_pool()
     for size in (0, -1, 1.5, True, "8", 1 << 62):
         with pytest.raises(InvalidArgument) as info:
