@@ -324,7 +324,7 @@ CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
 /* ---- memory ---- */
 static CUresult do_alloc(CUdeviceptr *p, size_t n, int dev) {
     if (n == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (used[dev] + n > DEV_MEM - RESERVED) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (n > DEV_MEM - RESERVED - used[dev]) return CUDA_ERROR_OUT_OF_MEMORY;  /* not used + n: it can wrap */
     char *m = new_alloc(n, dev, 0); if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
     memset(m, 0xAB, n); /* poison: reading uninitialised device memory shows */
     used[dev] += n; counters[0]++; counters[3]++;
