@@ -194,6 +194,30 @@ def test_more_buffers_than_the_device_binds(device: Any, scale_offset_spv: bytes
     assert info.value.op == "pipeline" and f"maxPerStageDescriptorStorageBuffers ({limit})" in info.value.detail
 
 
+def test_a_recording_that_fails_gives_its_command_buffer_back(device: Any, so: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from ironaccel.errors import DriverError
+    from ironaccel_vulkan import dispatch
+
+    xs, ys = device.upload(np.arange(64, dtype=F32)), device.alloc(64)
+    device.dispatch(so, [xs, ys], 1, params(2, 1, 64)).wait()
+    state = device._state
+    spare = len(state.free_command_buffers)
+
+    def failing(*args: Any) -> None:
+        raise DriverError("vulkan", "vkEndCommandBuffer", code=-1)
+
+    monkeypatch.setattr(dispatch, "_record", failing)
+    with pytest.raises(DriverError):
+        device.dispatch(so, [xs, ys], 1, params(5, 1, 64))  # new params: a new recording, which fails
+    assert len(state.free_command_buffers) == max(spare, 1)  # the buffer it took is on the free list again
+    monkeypatch.undo()
+    device.dispatch(so, [xs, ys], 1, params(5, 1, 64)).wait()
+    np.testing.assert_array_equal(device.download(ys), 5 * np.arange(64, dtype=F32) + 1)
+    xs.close()
+    ys.close()
+
+
 def test_not_spirv(device: Any, scale_offset_spv: bytes) -> None:
     with pytest.raises(InvalidArgument, match="glslangValidator"):
         device.pipeline("#version 450\nvoid main() {}", buffers=0)

@@ -75,8 +75,12 @@ class Command:
             return min(self.copies, key=lambda c: c.last_serial)
         if len(self.copies) < self.MAX_COPIES:
             cmd = core.allocate_command_buffer()
-            submit, keep = core.submit_info(cmd)
-            _record(core, entry, cmd, self.dims, self.push)
+            try:
+                submit, keep = core.submit_info(cmd)
+                _record(core, entry, cmd, self.dims, self.push)
+            except BaseException:  # the buffer goes back to the free list, not to the device's close
+                core.free_command_buffer(cmd)
+                raise
             copy = Recording(cmd, submit, keep)
             self.copies.append(copy)
             return copy
