@@ -617,10 +617,10 @@ def _layout(shape: Any, dtype: Any, order: str = "C") -> tuple[tuple[int, ...], 
     """(shape as a tuple, dtype, size in bytes) of a host array request, checked before anything is allocated."""
     try:
         dims = [shape] if hasattr(shape, "__index__") else list(shape)
-        shape = tuple(_dim(d) for d in dims)
         dtype = np.dtype(dtype)
     except (TypeError, ValueError) as exc:
         raise bad_input("numpy_empty", exc) from None
+    shape = tuple(_flags(d, "numpy_empty", "an array dimension") for d in dims)
     if any(d < 0 for d in shape):
         raise invalid("numpy_empty", f"negative dimensions are not allowed: {shape}", ValueError)
     if dtype.hasobject:  # an object array over raw memory holds garbage pointers: reading it crashes
@@ -631,12 +631,6 @@ def _layout(shape: Any, dtype: Any, order: str = "C") -> tuple[tuple[int, ...], 
     for d in shape:
         nbytes *= d
     return shape, dtype, nbytes
-
-
-def _dim(d: Any) -> int:
-    if isinstance(d, bool) or not hasattr(d, "__index__"):
-        raise TypeError(f"array dimensions must be ints, not {d!r}")
-    return d.__index__()  # type: ignore[no-any-return]
 
 
 def _interface(ptr: int, shape: tuple[int, ...], dtype: np.dtype, order: str) -> dict[str, Any]:

@@ -358,14 +358,8 @@ def _dims(value: Any, what: str) -> tuple[Any, Any, Any]:
     except (TypeError, KeyError, IndexError):
         raise bad_type("cuLaunchKernel", f"{what} must be a tuple of up to 3 ints, not {value!r}") from None
     if x.__class__ is not int or y.__class__ is not int or z.__class__ is not int:
-        x, y, z = (_index(v, what) for v in (x, y, z))  # the compiled launch would truncate a float
+        x, y, z = (_flags(v, "cuLaunchKernel", f"{what} dimensions") for v in (x, y, z))  # it would truncate floats
     return x, y, z
-
-
-def _index(v: Any, what: str) -> int:
-    if isinstance(v, bool) or not hasattr(v, "__index__"):
-        raise bad_type("cuLaunchKernel", f"{what} dimensions must be ints, not {v!r}")
-    return v.__index__()  # type: ignore[no-any-return]
 
 
 # -- functions ----------------------------------------------------------------------------
@@ -635,7 +629,7 @@ class Function:
         g = _dims(grid, "grid")
         b = _dims(block, "block")
         if shared.__class__ is not int:
-            shared = _index(shared, "shared memory size")
+            shared = _flags(shared, "cuLaunchKernel", "shared memory size")
         if stream is None:
             ctx = self._ctx
             stack = _local.stack
