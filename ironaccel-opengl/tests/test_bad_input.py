@@ -65,3 +65,24 @@ def test_a_block_member_past_the_params_given_reads_zero(device) -> None:
     y = device.upload(np.full(64, 7, np.float32))
     device.dispatch(pipe, [x, y], 1, (np.float32(2), np.float32(1))).wait()
     np.testing.assert_array_equal(device.download(y), np.full(64, 7, np.float32))
+
+
+def test_a_params_buffer_that_cannot_be_made_releases_the_linked_shader(device) -> None:
+    from ironaccel_opengl.pipeline import OpenGLProgram
+
+    made: list = []
+
+    class Ctx:  # the device's context, except that the params buffer cannot be made
+        def __getattr__(self, name):
+            return getattr(device.ctx, name)
+
+        def compute_shader(self, code):
+            made.append(device.ctx.compute_shader(code))
+            return made[-1]
+
+        def buffer(self, *args, **kwargs):
+            raise MemoryError("no room for the params buffer")
+
+    with pytest.raises(MemoryError):
+        OpenGLProgram(Ctx(), SCALE_OFFSET, 2, 3)
+    assert len(made) == 1 and type(made[0].mglo).__name__ == "InvalidObject"  # released: not left to the context

@@ -97,7 +97,11 @@ class OpenGLProgram(Program):
         self.write_params: Any = None  # the uniform buffer's write(data, offset)
         if params:
             # Zeroed, not reserved: a block member past the params given reads 0, not what the memory held.
-            self.uniform = ctx.buffer(bytes(params_bytes(params)))
+            try:
+                self.uniform = ctx.buffer(bytes(params_bytes(params)))
+            except BaseException:  # the linked shader goes now, not when the context is released
+                self.shader.release()
+                raise
             self.write_params = native(self.uniform, "write")
         self.last_params: bytes | None = None  # what the uniform buffer holds
         self.run = native(self.shader, "run")  # (x, y, z) workgroups
