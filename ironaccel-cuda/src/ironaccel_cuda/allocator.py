@@ -196,8 +196,10 @@ class DirectAllocator(_Tracked):
     """
 
     def __init__(self, device: Device):
+        from .device import open_device
+
         super().__init__()
-        device._check_open("DirectAllocator")
+        open_device(device, "DirectAllocator")
         self.device = device
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
@@ -255,8 +257,10 @@ class ExternalAllocator(_Tracked):
     def __init__(self, device: Device, allocate: Callable[[int, Any], int],
                  deallocate: Callable[[int, int, Any], Any]):
         super().__init__()
+        from .device import open_device
+
         op = "ExternalAllocator"
-        device._check_open(op)
+        open_device(device, op)
         if not callable(allocate) or not callable(deallocate):
             raise invalid(op, "allocate and deallocate must be callables: allocate(nbytes, stream) -> ptr, "
                           "deallocate(ptr, nbytes, stream)")

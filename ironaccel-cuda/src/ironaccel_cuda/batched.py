@@ -61,7 +61,7 @@ class CopyAttributes:
     _record: tuple[int, int, int, int, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.src_access not in _ORDERS:
+        if not isinstance(self.src_access, str) or self.src_access not in _ORDERS:
             raise invalid(OP, f"src_access must be one of {', '.join(map(repr, _ORDERS))}, got {self.src_access!r}")
         st, sid = _location(self.src_hint, "src_hint")
         dt, did = _location(self.dst_hint, "dst_hint")

@@ -175,7 +175,7 @@ class Context(_ContextBase):
     @classmethod
     def _create(cls, device: Device, sched: str = "auto", map_host: bool = False) -> Context:
         op = "cuCtxCreate"
-        if sched not in _CTX_FLAGS:
+        if not isinstance(sched, str) or sched not in _CTX_FLAGS:
             raise invalid(op, f"sched must be one of {sorted(_CTX_FLAGS)}, got {sched!r}")
         flags = _CTX_FLAGS[sched] | (0x8 if map_host else 0)
         try:
@@ -194,8 +194,8 @@ class Context(_ContextBase):
         from .stream import Stream
 
         op = "cuStreamCreateWithPriority"
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise invalid(op, f"priority must be an int, got {priority!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -(1 << 31) <= priority < 1 << 31:
+            raise invalid(op, f"priority must be a 32-bit int, got {priority!r}")
         with self._current(op):
             h = call(op, CU_STREAM_NON_BLOCKING if non_blocking else 0, priority)
         s = Stream._make(h, self.device, owned=True, priority=priority, non_blocking=non_blocking)
@@ -264,11 +264,12 @@ class GreenContext(_ContextBase):
         g._green = green
         try:
             g._init_base(call("cuCtxFromGreenCtx", green), device)
+            sm = call("cuGreenCtxGetDevResource", green, drv.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
+            g.sm_count = int(sm.sm.smCount)
         except BaseException:
+            g._ctx = None  # nothing to close twice: the green context goes here
             call("cuGreenCtxDestroy", green)
             raise
-        sm = call("cuGreenCtxGetDevResource", green, drv.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
-        g.sm_count = int(sm.sm.smCount)
         _register(g)
         return g
 
@@ -278,8 +279,8 @@ class GreenContext(_ContextBase):
 
         op = "cuGreenCtxStreamCreate"
         self._check(op)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise invalid(op, f"priority must be an int, got {priority!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -(1 << 31) <= priority < 1 << 31:
+            raise invalid(op, f"priority must be a 32-bit int, got {priority!r}")
         h = call(op, self._green, CU_STREAM_NON_BLOCKING, priority)
         s = Stream._make(h, self.device, owned=True, priority=priority, non_blocking=True)
         self._adopt(s)
@@ -319,6 +320,9 @@ def split_sms(device: Device, sm_count: int, groups: int | None = None, *, cosch
         raise invalid(op, f"a partition of {sm_count} SMs is larger than cuda:{device.ordinal} ({total} SMs)")
     if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0):
         raise invalid(op, f"groups must be a positive int or None, got {groups!r}")
+    if groups is not None and groups * sm_count > total:
+        raise invalid(op, f"{groups} groups of at least {sm_count} SMs is more than cuda:{device.ordinal} has "
+                          f"({total} SMs)")
     drv = driver()
     device._bind_here()
     whole = call("cuDeviceGetDevResource", device._state.cudev, drv.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)

@@ -493,8 +493,8 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         """A new owned stream; lower `priority` numbers run first (see cuCtxGetStreamPriorityRange)."""
         op = "cuStreamCreateWithPriority"
         self._check_open(op)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise invalid(op, f"priority must be an int, got {priority!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -(1 << 31) <= priority < 1 << 31:
+            raise invalid(op, f"priority must be a 32-bit int, got {priority!r}")
         self._bind_here()
         flags = CU_STREAM_NON_BLOCKING if non_blocking else CU_STREAM_DEFAULT
         h = call(op, flags, priority)
@@ -690,7 +690,7 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         """Prefer L1 or shared memory for kernels of the primary context (cuCtxSetCacheConfig)."""
         op = "cuCtxSetCacheConfig"
         self._check_open(op)
-        if config not in _CACHE_CONFIGS:
+        if not isinstance(config, str) or config not in _CACHE_CONFIGS:
             raise invalid(op, f"config must be one of {sorted(_CACHE_CONFIGS)}, got {config!r}")
         self._bind_here()
         call(op, driver().CUfunc_cache(_CACHE_CONFIGS[config]))

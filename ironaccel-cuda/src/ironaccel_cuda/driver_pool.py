@@ -289,7 +289,7 @@ class DriverPool(_Tracked):
             return cls._make(call("cuDeviceGetMemPool", device._state.cudev), device, owned=False)
         types = {"host": ("host", drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED),
                  "managed": ("none", drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_MANAGED)}
-        if kind not in types:
+        if not isinstance(kind, str) or kind not in types:
             raise invalid(op, f"kind must be 'device', 'host' or 'managed', got {kind!r}")
         where, alloc_type = types[kind]
         device._bind_here()
@@ -435,8 +435,8 @@ class DriverPool(_Tracked):
         """Give unused reserved memory back to the OS until at most `keep` bytes stay reserved."""
         op = "cuMemPoolTrimTo"
         self._check_open(op)
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise invalid(op, f"keep must be a non-negative int (bytes), got {keep!r}")
+        if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep < 1 << 64:
+            raise invalid(op, f"keep must be a non-negative int (bytes) below 2**64, got {keep!r}")
         call(op, self._h, keep)
 
     # -- peers --------------------------------------------------------------------
@@ -446,7 +446,7 @@ class DriverPool(_Tracked):
         op = "cuMemPoolSetAccess"
         self._check_open(op)
         other = peer_device(peer, op)
-        if access not in _ACCESS:
+        if not isinstance(access, str) or access not in _ACCESS:
             raise invalid(op, f"access must be one of {sorted(_ACCESS)}, got {access!r}")
         if self.kind == "device" and other.ordinal == self.device.ordinal:
             if access != "readwrite":

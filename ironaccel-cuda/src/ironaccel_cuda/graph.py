@@ -339,7 +339,7 @@ class Graph(_Owned):
         drv = driver()
         types = {"if": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF,
                  "while": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE}
-        if kind not in types:
+        if not isinstance(kind, str) or kind not in types:
             raise invalid(op, f"kind must be 'if' or 'while', got {kind!r}")
         if isinstance(default, bool) or not isinstance(default, int) or not 0 <= default < 1 << 32:
             raise invalid(op, f"default must be a non-negative int, got {default!r}")
@@ -507,8 +507,7 @@ class GraphExec(_Owned):
             raise closed(op, "executable graph")
         if not isinstance(graph, Graph):
             raise invalid(op, f"expected a Graph, got {type(graph).__name__}")
-        if graph._h is CLOSED:
-            raise closed(op, "graph")
+        graph._check(op)  # a conditional body's handle goes with its parent graph
         self.device._bind_here()
         keep, host_funcs = list(graph._keep), list(graph._host_funcs)
         with _Staged(graph._h, (keep, host_funcs)):

@@ -97,6 +97,7 @@ CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
 CU_EVENT_INTERPROCESS = 0x4
 HANDLE_SIZE = 64
+_MAX_SPAN = 1 << 48  # a GPU's address space: no offset or size reaches past it
 POSIX_FD = 1
 
 # This process's IPC-capable created pools, as weak references: export() walks a tuple of them (a WeakSet's
@@ -471,6 +472,11 @@ class IpcBuffer:
     def _open_pool(self, dev: Device, dt: Any, npdt: Any, op: str) -> DeviceBuf:
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size <= 0:
             raise invalid(op, f"not a descriptor made by ipc.export (size {self.size!r})")
+        offset = self.offset
+        if offset.__class__ is not int or not 0 <= offset <= _MAX_SPAN - self.size * npdt.itemsize:
+            raise invalid(op, f"not a descriptor made by ipc.export (offset {offset!r} for {self.size} elements)")
+        if not isinstance(self.handle, (bytes, bytearray)):
+            raise invalid(op, "not a descriptor made by ipc.export (handle)")
         pool = self.pool
         if pool is None:
             key = self.pool_key
@@ -654,6 +660,8 @@ def send(sock: socket.socket, obj: Any) -> None:
     try:
         data = pickle.dumps(obj)
         fds = list(_fd_slots.out)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise invalid("ipc.send", f"cannot pickle {type(obj).__name__}: {exc}") from exc
     finally:
         _fd_slots.out = None
     if len(fds) > _MAX_FDS:

@@ -86,8 +86,10 @@ class ManagedAllocator(_Tracked):
 
     def __init__(self, device: Device, *, host_first: bool = False):
         super().__init__()
+        from .device import open_device
+
         op = "ManagedAllocator"
-        device._check_open(op)
+        open_device(device, op)
         if not isinstance(host_first, bool):
             raise invalid(op, f"host_first must be a bool, got {host_first!r}")
         if not device.attributes.managed_memory:
@@ -185,7 +187,7 @@ def advise(buf: DeviceBuf, advice: str, location: Any = None) -> None:
     """
     op = "cuMemAdvise"
     _managed(buf, op)
-    if advice not in _ADVICE:
+    if not isinstance(advice, str) or advice not in _ADVICE:
         raise invalid(op, f"advice must be one of {sorted(_ADVICE)}, got {advice!r}")
     if advice in _NEEDS_LOCATION and location is None:
         raise invalid(op, f"{advice!r} needs a location (a Device, an ordinal or 'host')")
@@ -203,7 +205,7 @@ def attach(buf: DeviceBuf, stream: Stream, mode: str = "single") -> None:
 
     op = "cuStreamAttachMemAsync"
     base, _ = _managed(buf, op)
-    if mode not in _ATTACH:
+    if not isinstance(mode, str) or mode not in _ATTACH:
         raise invalid(op, f"mode must be one of {sorted(_ATTACH)}, got {mode!r}")
     if not isinstance(stream, Stream):
         raise invalid(op, f"stream must be a Stream, got {type(stream).__name__}")

@@ -316,7 +316,9 @@ _FUNC_ATTRS = {
 
 def _dim3(value: Any, what: str, op: str = "cuLaunchKernel") -> tuple[int, int, int]:
     if value.__class__ is int:
-        return value, 1, 1
+        if op == "cuLaunchKernel" or 0 < value < 1 << 32:
+            return value, 1, 1
+        raise invalid(op, f"{what} must be positive and below 2**32, got {value!r}")
     try:
         parts = tuple(value)
     except TypeError:

@@ -72,7 +72,10 @@ class MemPool(_core.PoolCore):
 
     def __init__(self, device: Device, stream: Stream | None = None, *, max_block: int = 1 << 26,
                  max_bytes: int = 1 << 32, front_depth: int = 32, min_block: int = 256):
+        from .device import open_device
+
         op = "MemPool"
+        open_device(device, op)
         for name, value in (("max_block", max_block), ("min_block", min_block)):
             if isinstance(value, bool) or not isinstance(value, int) or not _is_pow2(value):
                 raise invalid(op, f"{name} must be a power of two, got {value!r}")

@@ -380,7 +380,12 @@ class Program:
             if not isinstance(options, CompileOptions):
                 raise _invalid(op, f"options must be CompileOptions, got {type(options).__name__}")
             option_args = options._args()
-        names = name_expressions if name_expressions.__class__ is tuple else tuple(name_expressions)
+        if name_expressions.__class__ is tuple:
+            names = name_expressions
+        elif isinstance(name_expressions, (str, bytes)) or not isinstance(name_expressions, Iterable):
+            raise _invalid(op, f"name_expressions must be a sequence of str, got {name_expressions!r}")
+        else:
+            names = tuple(name_expressions)
         for n in names:
             if n.__class__ is not str or not n:
                 raise _invalid(op, f"name expressions must be non-empty str, got {names!r}")

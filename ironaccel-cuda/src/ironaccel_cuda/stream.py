@@ -68,9 +68,11 @@ class Stream(_core.StreamCore):
         """
         if hasattr(handle, "__cuda_stream__"):
             handle = handle.__cuda_stream__()[1]
-        if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
+        if isinstance(handle, bool) or not isinstance(handle, int) or not 0 <= handle < 1 << 64:
             raise invalid("Stream.from_handle", f"expected a CUstream address (int), got {handle!r}")
-        device._check_open("Stream.from_handle")
+        from .device import open_device
+
+        open_device(device, "Stream.from_handle")
         return cls._make(handle, device, owned=False)
 
     # -- graphs -------------------------------------------------------------
@@ -79,7 +81,7 @@ class Stream(_core.StreamCore):
         """Start capturing work issued to this stream into a graph (see `end_capture`)."""
         from ._driver import call, driver
 
-        if mode not in _CAPTURE_MODES:
+        if not isinstance(mode, str) or mode not in _CAPTURE_MODES:
             raise invalid("cuStreamBeginCapture", f"mode must be one of {sorted(_CAPTURE_MODES)}, got {mode!r}")
         self._check_open("cuStreamBeginCapture")
         call("cuStreamBeginCapture", self._h, driver().CUstreamCaptureMode(_CAPTURE_MODES[mode]))

@@ -231,7 +231,7 @@ class VirtualBuffer:
         op = "cuMemSetAccess"
         if self._closed:
             raise closed(op, "virtual buffer")
-        if access not in _ACCESS:
+        if not isinstance(access, str) or access not in _ACCESS:
             raise invalid(op, f"access must be one of {sorted(_ACCESS)}, got {access!r}")
         other = peer_device(peer, op)
         if other.ordinal == self.device.ordinal:
@@ -296,8 +296,10 @@ class VirtualAllocator(_Tracked):
     """
 
     def __init__(self, device: Device):
+        from .device import open_device
+
         super().__init__()
-        device._check_open("VirtualAllocator")
+        open_device(device, "VirtualAllocator")
         self.device = device
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
