@@ -191,11 +191,10 @@ class Context(_ContextBase):
 
     def create_stream(self, priority: int = 0, non_blocking: bool = True) -> Stream:
         """A new owned stream in this context."""
-        from .stream import Stream
+        from .stream import Stream, check_priority
 
         op = "cuStreamCreateWithPriority"
-        if isinstance(priority, bool) or not isinstance(priority, int) or not -(1 << 31) <= priority < 1 << 31:
-            raise invalid(op, f"priority must be a 32-bit int, got {priority!r}")
+        check_priority(op, priority)
         with self._current(op):
             h = call(op, CU_STREAM_NON_BLOCKING if non_blocking else 0, priority)
         s = Stream._make(h, self.device, owned=True, priority=priority, non_blocking=non_blocking)
@@ -275,12 +274,11 @@ class GreenContext(_ContextBase):
 
     def create_stream(self, priority: int = 0) -> Stream:
         """A new owned stream whose work runs on this partition's SMs (cuGreenCtxStreamCreate, non-blocking)."""
-        from .stream import Stream
+        from .stream import Stream, check_priority
 
         op = "cuGreenCtxStreamCreate"
         self._check(op)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not -(1 << 31) <= priority < 1 << 31:
-            raise invalid(op, f"priority must be a 32-bit int, got {priority!r}")
+        check_priority(op, priority)
         h = call(op, self._green, CU_STREAM_NON_BLOCKING, priority)
         s = Stream._make(h, self.device, owned=True, priority=priority, non_blocking=True)
         self._adopt(s)

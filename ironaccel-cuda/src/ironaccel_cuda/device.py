@@ -33,7 +33,7 @@ from .compute import ComputeDeviceMixin
 from .errors import InvalidArgument, closed, invalid
 from .event import Event
 from .memory import PinnedBuf
-from .stream import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, Stream, implicit_stream
+from .stream import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, Stream, check_priority, implicit_stream
 
 __all__ = ["Device", "DeviceAttributes", "device_count", "devices", "describe"]
 
@@ -493,8 +493,7 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         """A new owned stream; lower `priority` numbers run first (see cuCtxGetStreamPriorityRange)."""
         op = "cuStreamCreateWithPriority"
         self._check_open(op)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not -(1 << 31) <= priority < 1 << 31:
-            raise invalid(op, f"priority must be a 32-bit int, got {priority!r}")
+        check_priority(op, priority)
         self._bind_here()
         flags = CU_STREAM_NON_BLOCKING if non_blocking else CU_STREAM_DEFAULT
         h = call(op, flags, priority)

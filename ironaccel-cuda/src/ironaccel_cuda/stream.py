@@ -258,6 +258,12 @@ class _ImplicitStream(_WatchedStream):
         return f"<Stream {kind} default on cuda:{self._ordinal}>"
 
 
+def check_priority(op: str, priority: Any) -> None:
+    """InvalidArgument naming `op` unless `priority` is a 32-bit int (what cuStreamCreateWithPriority takes)."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -(1 << 31) <= priority < 1 << 31:
+        raise invalid(op, f"priority must be a 32-bit int, got {priority!r}")
+
+
 def implicit_stream(device: Device, handle: int) -> Stream:
     """The Stream for CU_STREAM_LEGACY or CU_STREAM_PER_THREAD of `device`."""
     return _ImplicitStream._make(handle, device, owned=False, permanent=True)
