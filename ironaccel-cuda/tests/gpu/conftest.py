@@ -10,6 +10,7 @@ look at `FAKE`).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -84,6 +85,39 @@ def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
     mod = dev.load_module(kernel_code)
     yield mod
     mod.close()
+
+
+# -- the PyCUDA compat's driver module, a context made on device 0, and the kernels' SourceModule in it ----
+
+
+@pytest.fixture
+def drv() -> Iterator[Any]:
+    from ironaccel_cuda.compat.pycuda import driver
+
+    yield driver
+    while driver.Context.get_current() is not None:
+        driver.Context.pop()
+    gc.collect()
+
+
+@pytest.fixture
+def ctx(drv: Any) -> Iterator[Any]:
+    c = drv.Device(0).make_context()
+    yield c
+    while drv.Context.get_current() is not None:
+        drv.Context.pop()
+    gc.collect()
+    try:
+        c.detach()
+    except drv.LogicError:
+        pass
+
+
+@pytest.fixture
+def mod(ctx: Any) -> Any:
+    from ironaccel_cuda.compat.pycuda.compiler import SourceModule
+
+    return SourceModule(SOURCE, no_extern_c=True)
 
 
 _pool_used: list[int] = []

@@ -31,36 +31,6 @@ pytestmark = pytest.mark.backend("cuda")
 rng = np.random.default_rng(12)
 
 
-@pytest.fixture
-def drv():
-    from ironaccel_cuda.compat.pycuda import driver
-
-    yield driver
-    while driver.Context.get_current() is not None:
-        driver.Context.pop()
-    gc.collect()
-
-
-@pytest.fixture
-def ctx(drv):
-    c = drv.Device(0).make_context()
-    yield c
-    while drv.Context.get_current() is not None:
-        drv.Context.pop()
-    gc.collect()
-    try:
-        c.detach()
-    except drv.LogicError:
-        pass
-
-
-@pytest.fixture
-def mod(ctx):
-    from ironaccel_cuda.compat.pycuda.compiler import SourceModule
-
-    return SourceModule(SOURCE, no_extern_c=True)
-
-
 def driver_current() -> int:
     from cuda.bindings import driver
 

@@ -28,36 +28,6 @@ import ironaccel
 pytestmark = pytest.mark.backend("cuda")
 
 
-@pytest.fixture
-def drv():
-    from ironaccel_cuda.compat.pycuda import driver
-
-    yield driver
-    while driver.Context.get_current() is not None:
-        driver.Context.pop()
-    gc.collect()
-
-
-@pytest.fixture
-def ctx(drv):
-    c = drv.Device(0).make_context()
-    yield c
-    while drv.Context.get_current() is not None:
-        drv.Context.pop()
-    gc.collect()
-    try:
-        c.detach()
-    except drv.LogicError:
-        pass
-
-
-@pytest.fixture
-def mod(ctx):
-    from ironaccel_cuda.compat.pycuda.compiler import SourceModule
-
-    return SourceModule(SOURCE, no_extern_c=True)
-
-
 def refused(drv, call, builtin=None, op=None, cls=None):
     """Run `call`, which must raise PyCUDA's `cls` (LogicError) that is ironaccel's too, `builtin` if given,
     and names `op` in its text; returns the error."""
