@@ -1,7 +1,21 @@
-"""Give Mesa's EGL and GL drivers a private XDG_RUNTIME_DIR, so they do not complain about it."""
+"""A private XDG_RUNTIME_DIR for Mesa's EGL and GL drivers (they complain without one), and the `device` fixture."""
 
 import os
 import tempfile
 
+import pytest
+
+from ironaccel.registry import registry
+
 if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ironaccel-xdg-")  # mkdtemp makes it mode 700
+
+
+@pytest.fixture
+def device():
+    """Device 0 of the opengl backend, closed after the test (test_conformance's classes bring their own)."""
+    dev = registry.open("opengl", 0)
+    try:
+        yield dev
+    finally:
+        dev.close()

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from ironaccel.errors import InvalidArgument
-from ironaccel.registry import registry
 
 KERNELS = Path(__file__).with_name("kernels")
 SCALE_OFFSET = (KERNELS / "scale_offset.comp").read_text()
@@ -25,15 +24,6 @@ void main() {
 """
 
 pytestmark = pytest.mark.backend("opengl")
-
-
-@pytest.fixture
-def device():
-    dev = registry.open("opengl", 0)
-    try:
-        yield dev
-    finally:
-        dev.close()
 
 
 def test_more_params_than_a_uniform_block_holds_are_refused_at_pipeline(device) -> None:

@@ -28,15 +28,6 @@ backend_marked = pytest.mark.backend("opengl")
 
 
 @pytest.fixture
-def device():
-    dev = registry.open("opengl", 0)
-    try:
-        yield dev
-    finally:
-        dev.close()
-
-
-@pytest.fixture
 def pipeline(device):
     return device.pipeline(SCALE_OFFSET, buffers=2, params=3)
 

@@ -8,21 +8,11 @@ import numpy as np
 import pytest
 
 from ironaccel.errors import InvalidArgument
-from ironaccel.registry import registry
 from ironaccel.testing.conformance import scale_offset
 
 SCALE_OFFSET = (Path(__file__).with_name("kernels") / "scale_offset.wgsl").read_text()
 
 pytestmark = pytest.mark.backend("webgpu")
-
-
-@pytest.fixture
-def device():
-    dev = registry.open("webgpu", 0)
-    try:
-        yield dev
-    finally:
-        dev.close()
 
 
 def test_more_buffers_than_the_device_binds_are_refused_at_pipeline(device) -> None:

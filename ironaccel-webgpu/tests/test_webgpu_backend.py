@@ -25,15 +25,6 @@ backend_marked = pytest.mark.backend("webgpu")
 
 
 @pytest.fixture
-def device():
-    dev = registry.open("webgpu", 0)
-    try:
-        yield dev
-    finally:
-        dev.close()
-
-
-@pytest.fixture
 def pipeline(device):
     return device.pipeline(SCALE_OFFSET, buffers=2, params=3)
 
