@@ -432,6 +432,7 @@ class GraphExec(_Owned):
             raise closed(op, "executable graph")
         if not isinstance(node, GraphNode):
             raise invalid(op, f"expected a GraphNode, got {type(node).__name__}")
+        node.graph._check(op)  # a closed graph's node handles are freed with it: never hand one to the driver
         setter = getattr(self, f"_set_{kind}", None)
         if setter is None:
             raise invalid(op, f"a {kind} node's parameters cannot be changed in an executable graph")

@@ -179,6 +179,22 @@ def test_update_from_body_of_closed_graph(dev):
     g.close()
 
 
+def test_set_params_with_a_node_of_a_closed_graph(dev):
+    """A node's handle dies with its graph: set_params on it is ClosedError, not a freed handle handed to
+    cuGraphExecMemsetNodeSetParams; the executable keeps its old parameters."""
+    buf = dev.alloc(64, "uint8")
+    g = cu.Graph(dev)
+    node = g.add_memset(buf, 7)
+    exe = g.instantiate()
+    g.close()
+    _raises(ClosedError, "GraphExec.set_params(memset)", exe.set_params, node, buf, 9)
+    exe.launch()
+    dev.synchronize()
+    assert (buf.copy_to_host() == 7).all()
+    exe.close()
+    buf.close()
+
+
 # -- programs ----------------------------------------------------------------------------------------
 
 
