@@ -244,6 +244,25 @@ def _rebuild_pool(carried: Any, device_uuid: str, pid: int, key: str) -> IpcPool
     return IpcPool._make(fd, device_uuid, pid, key, received=True)
 
 
+def mapped_extent(ptr: int) -> int | None:
+    """Bytes from `ptr` to the end of its mapped allocation, or None if the driver names no range holding it.
+
+    The least the driver reports: cuMemGetAddressRange, and the pointer's range start and size attributes (pinned
+    host pool memory reports its range with no start, H200), counting only a range that holds `ptr` (an imported
+    pinned pointer's address range came back as (0, 64) in a child on the H200)."""
+    attr = driver().CUpointer_attribute
+    extents = []
+    err, got = try_call("cuMemGetAddressRange", ptr)
+    if not err:
+        extents.append((int(got[0]), int(got[1])))
+    err, start = try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr)
+    err2, span = try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr)
+    if not err2:
+        extents.append((int(start) if not err and int(start) else ptr, int(span)))
+    held = [base + length - ptr for base, length in extents if base <= ptr < base + length]
+    return min(held) if held else None
+
+
 class _Imports:
     """This process's IPC imports, under one lock: pools by key, counted by their open pools and buffers, and
     pool pointers by export data, counted by the DeviceBufs that map them.
@@ -261,7 +280,8 @@ class _Imports:
         self._holder = 0  # the thread in the section
         self._queued: list[tuple[str, int, bytes | None, int]] = []  # releases collections started in it
         self._entries: dict[str, list[Any]] = {}  # key -> [handle, device, refs, int(handle)]
-        self._bases: dict[tuple[str, bytes], int] = {}  # (pool key, export data) -> base here
+        # (pool key, export data) -> (base here, bytes mapped from it: mapped_extent, None if the driver won't say)
+        self._bases: dict[tuple[str, bytes], tuple[int, int | None]] = {}
         self._maps: dict[tuple[str, int], int] = {}  # (pool key, base) -> DeviceBufs that map it
 
     def _enter(self) -> None:
@@ -331,23 +351,24 @@ class _Imports:
         pool._closer = _Release(self, desc.key)
         return pool
 
-    def map(self, desc: IpcPool | None, key: str, device: Device, data: bytes, op: str) -> int:
-        """The base of the pointer `data` names in pool `key` (imported now, or shared), counted once more."""
+    def map(self, desc: IpcPool | None, key: str, device: Device, data: bytes, op: str) -> tuple[int, int | None]:
+        """The base of the pointer `data` names in pool `key` (imported now, or shared), counted once more, and
+        the bytes mapped from it (None: the driver did not say), asked once per import."""
         export = (key, data)
         self._enter()
         try:
             entry = self._pool(desc, key, device, op)
-            base = self._bases.get(export)
-            if base is None:
+            got = self._bases.get(export)
+            if got is None:
                 try:
                     base = _core.pool_import_pointer(entry[3], data)
                 except BaseException:
                     self._release(key, 0, None, 0)
                     raise
-                self._bases[export] = base
-            mk = (key, base)
+                got = self._bases[export] = (base, mapped_extent(base))
+            mk = (key, got[0])
             self._maps[mk] = self._maps.get(mk, 0) + 1
-            return base
+            return got
         finally:
             self._leave()
 
@@ -470,6 +491,16 @@ class IpcBuffer:
         return self._open_legacy(dev, dt, itemsize, op)
 
     def _open_pool(self, dev: Device, dt: Any, npdt: Any, op: str) -> DeviceBuf:
+        buf, extent = self._map_pool(dev, dt, npdt, op)
+        need = self.offset + self.size * npdt.itemsize
+        if extent is not None and extent < need:
+            buf.close()  # the last of the import's counts: nothing stays imported
+            raise invalid(op, f"the imported allocation has {extent} bytes; the descriptor asks for {need}")
+        return buf
+
+    def _map_pool(self, dev: Device, dt: Any, npdt: Any, op: str) -> tuple[DeviceBuf, int | None]:
+        """The pool buffer mapped, not yet checked against the import's extent (the bytes mapped from its base,
+        or None); cuda.core's compat checks it with cuda.core's own error."""
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size <= 0:
             raise invalid(op, f"not a descriptor made by ipc.export (size {self.size!r})")
         offset = self.offset
@@ -485,12 +516,13 @@ class IpcBuffer:
                 raise closed(op, "pool descriptor")
             key = pool.key
         data = self.handle if self.handle.__class__ is bytes else bytes(self.handle)
-        base = _imports.map(pool, key, dev, data, op)
+        base, extent = _imports.map(pool, key, dev, data, op)
         home = dev.default_stream
         # memory.adopt's checks hold here (a mapped address; the size, checked above): the buffer is made directly,
         # since Python's share of an open + close was ~17 us of 127 on the H200 (bench/probe_ipc.py, 2026-12-02).
-        return _core.DeviceBuf._wrap(base + self.offset, self.size, dt, npdt, dev, home, _core.RELEASE_IMPORTED,
-                                     base=(None, _PoolUnmap(base, home._h, key, data)))
+        buf = _core.DeviceBuf._wrap(base + self.offset, self.size, dt, npdt, dev, home, _core.RELEASE_IMPORTED,
+                                    base=(None, _PoolUnmap(base, home._h, key, data)))
+        return buf, extent
 
     def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
         from .memory import adopt

@@ -152,6 +152,28 @@ def open_expecting(desc: Any, conn: Any) -> None:
     _guard(conn, body)
 
 
+def open_past_the_end(bad: Any, good: Any, conn: Any) -> None:
+    """Open `bad` (an offset past its allocation): report the typed error and the imports left counted; then
+    open `good`, the same allocation's true descriptor, and report its first element."""
+
+    def body() -> None:
+        import ironaccel_cuda as cu
+        from ironaccel import IronAccelError
+
+        try:
+            bad.open().close()
+            error: Any = ("opened", None, "")
+        except IronAccelError as exc:
+            error = (type(exc).__name__, exc.op, str(exc))
+        counted = cu.ipc._imports.count()
+        buf = good.open()
+        first = float(buf.copy_to_host()[0])
+        buf.close()
+        conn.send(("ok", *error, counted, first, cu.ipc._imports.count()))
+
+    _guard(conn, body)
+
+
 def open_without_pool(pool_desc: Any, descs: Any, conn: Any) -> None:
     """Try a without_pool() descriptor before its pool is open here (the typed error), then open the pool and
     every descriptor; report the error's type and each buffer's first element."""
@@ -187,7 +209,7 @@ def release_inside_the_section(desc: Any, conn: Any) -> None:
         imports = ipc._imports
         first, second = desc.open(), desc.open()
         key = desc.pool.key
-        base = imports._bases[(key, desc.handle)]
+        base = imports._bases[(key, desc.handle)][0]
         imports._enter()
         try:
             first.close()  # queued: this thread is in the section

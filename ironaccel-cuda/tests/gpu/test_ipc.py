@@ -181,6 +181,23 @@ def test_view_of_a_pool_buffer_is_exported_at_its_offset(dev, ipc_pool):
     buf.close()
 
 
+def test_an_offset_past_the_imported_allocation_is_refused(dev, ipc_pool):
+    """A descriptor whose offset is within the address space but past the allocation it names: InvalidArgument
+    from the importer, which keeps nothing imported (once a DeviceBuf past the memory, whose first use faults)."""
+    buf = ipc_pool.allocate(4096, "float32")
+    buf.memset(6.0)
+    desc = cu.ipc.export(buf)
+    bad = dataclasses.replace(desc, offset=1 << 40)
+    proc, conn = start(ipc_children.open_past_the_end, bad, desc)
+    _, name, op, message, counted, first, left = answer(proc, conn)
+    finish(proc)
+    assert (name, op) == ("InvalidArgument", "cuMemPoolImportPointer"), message
+    assert "the descriptor asks for" in message
+    assert counted == 0 and left == 0  # the refused import was released, pool included
+    assert first == 6.0
+    buf.close()
+
+
 def test_parent_maps_child_pool_buffer_and_writes(dev):
     n = 1 << 16
     proc, conn = start(ipc_children.export_to_parent, n)

@@ -23,6 +23,7 @@ import uuid as _uuid
 import weakref
 from typing import Any
 
+from ironaccel_cuda import dtypes as _ia_dtypes
 from ironaccel_cuda import ipc as _ipc
 from ironaccel_cuda.ipc import _filled
 
@@ -268,42 +269,24 @@ def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
     dev = mr._device
     try:
         if state.mapped:
-            mem = _ipc.IpcBuffer._make("pool", dev.uuid, 0, size, "uint8", 0, payload, state.source).open(dev)
+            made = _ipc.IpcBuffer._make("pool", dev.uuid, 0, size, "uint8", 0, payload, state.source)
+            dt, npdt, _ = _ia_dtypes.spec("uint8", "cuMemPoolImportPointer")
+            mem, extent = made._map_pool(dev, dt, npdt, "cuMemPoolImportPointer")
         else:  # the exporter itself: as cuda.core, ask the driver (it refuses its own pointers)
             data = _filled(driver.CUmemPoolPtrExportData, payload)
             ptr = int(_ia.call("cuMemPoolImportPointer", state.pool._h, data))
             home = dev.default_stream
             mem = _ia.adopt(ptr, size, "uint8", dev, stream=home,
                             release=lambda: _ia.call("cuMemFreeAsync", driver.CUdeviceptr(ptr), home._h))
-        extent = _mapped_extent(int(mem.ptr), size)
+            extent = _ipc.mapped_extent(ptr)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
-    if size > extent:
+    if extent is not None and size > extent:
         mem.close()
         raise ValueError(f"IPC buffer descriptor size ({size}) exceeds mapped allocation extent ({extent} bytes)")
     b = Buffer._adopt(mem, size, mr, s)
     b._owner = ImportedFrom(mr, desc)
     return b
-
-
-def _mapped_extent(ptr: int, size: int) -> int:
-    """Bytes from `ptr` to the end of its mapped allocation: the least the driver reports (cuMemGetAddressRange; the
-    pointer's range start and size, which pinned host pool memory reports with no start, H200), counting only a
-    range that holds `ptr` (an imported pinned pointer's address range came back as (0, 64) in a child on the
-    H200); `size` if none does."""
-    from .._utils.cuda_utils import driver
-
-    attr = driver.CUpointer_attribute
-    extents = []
-    err, got = _ia.try_call("cuMemGetAddressRange", ptr)
-    if not err:
-        extents.append((int(got[0]), int(got[1])))
-    err, start = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr)
-    err2, span = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr)
-    if not err2:
-        extents.append((int(start) if not err and int(start) else ptr, int(span)))
-    held = [base + length - ptr for base, length in extents if base <= ptr < base + length]
-    return min(held) if held else size
 
 
 class IpcResource:
