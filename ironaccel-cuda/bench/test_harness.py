@@ -620,3 +620,36 @@ def test_written_out_calls_the_target_with_every_argument_n_times():
     run_plain = written_out(lambda *a: seen.append(a), ())
     run_plain(1)
     assert seen[-1] == ()
+
+
+# the compat benchmarks' summaries ---------------------------------------------------------------------------
+
+
+def _interval(low: float, median: float, high: float) -> dict[str, float]:
+    return {"low": low, "median": median, "high": high, "n": 20}
+
+
+def test_compat_summaries_name_the_misses_no_wrapper_could_meet():
+    """A missed row counts as out of reach only when the peer / floor interval does not clear the target."""
+    import bench_pycuda_compat
+    import compat_cuda_core
+
+    rows = [
+        {"title": "met", "verdict": "PASS", "errors": {}, "core_vs_floor": _interval(1.3, 1.4, 1.5)},
+        {"title": "reachable", "verdict": "FAIL", "errors": {}, "core_vs_floor": _interval(1.11, 1.2, 1.26)},
+        {"title": "at the floor", "verdict": "FAIL", "errors": {}, "core_vs_floor": _interval(0.96, 0.97, 0.98)},
+        {"title": "skipped", "verdict": "NOT MEASURED", "errors": {}},
+    ]
+    assert compat_cuda_core._summary(rows) == (
+        "1 of 3 rows meet the target.  Of the 2 that miss, 1 are rows where cuda.core / floor does not clear 1.1 "
+        "either: at the floor.")
+    assert compat_cuda_core._summary(rows[:1]) == "1 of 1 rows meet the target."
+
+    def row(name: str, verdict: str, floor: dict[str, float]) -> dict[str, object]:
+        return {"row": name, "verdict": verdict, "pycuda_ns": 2.0, "compat_ns": 1.0, "floor_ns": 1.0,
+                "ratio": _interval(1.9, 2.0, 2.1), "pycuda_vs_floor": floor}
+
+    text = bench_pycuda_compat._markdown({}, [row("a", "PASS", _interval(2, 2, 2)),
+                                              row("b", "FAIL", _interval(1.05, 1.1, 1.2))], FAST)
+    assert ("1 of 2 rows meet the target.  Of the 1 that miss, 1 are rows where PyCUDA / floor does not clear "
+            "1.2 either: b.") in text
