@@ -110,3 +110,37 @@ def test_loaded_library_finds_a_loaded_file():
     path = loaded_library("libm.so")
     assert path and path.startswith("/") and "libm.so" in path
     assert loaded_library("libno-such-library") is None
+
+
+def test_load_library_wants_the_symbols_it_is_told(tmp_path, monkeypatch):
+    """A library that loads but lacks a symbol is not the one: NotAvailable names what it lacks."""
+    from ironaccel.probing import load_library
+
+    libc = loaded_library("libc.so")
+    assert libc
+    monkeypatch.delenv("IRONACCEL_TEST_LIB", raising=False)
+    found = load_library("steps", [libc], symbols=("malloc", "free"))
+    assert found.path == libc and hasattr(found.handle, "malloc")
+    with pytest.raises(NotAvailable) as info:
+        load_library("steps", [libc], symbols=("malloc", "zeInit"))
+    assert "does not export zeInit" in info.value.reason and libc in info.value.reason
+
+
+def test_load_library_takes_the_file_named_by_its_variable_or_nothing(tmp_path, monkeypatch):
+    """A file named by the variable that fails to load (or lacks a symbol) is the answer: once the search went on
+    and quietly loaded a library found elsewhere."""
+    from ironaccel.probing import load_library
+
+    libc = loaded_library("libc.so")
+    assert libc
+    broken = tmp_path / "libbroken.so"
+    broken.write_bytes(b"not an ELF file")
+    monkeypatch.setenv("IRONACCEL_TEST_LIB", str(broken))
+    with pytest.raises(NotAvailable) as info:
+        load_library("steps", ["libc.so.6"], env_var="IRONACCEL_TEST_LIB")
+    assert info.value.reason.startswith(f"IRONACCEL_TEST_LIB={broken} cannot be used")
+    assert list(info.value.searched) == [str(broken)]
+    monkeypatch.setenv("IRONACCEL_TEST_LIB", libc)
+    with pytest.raises(NotAvailable, match="does not export zeInit"):
+        load_library("steps", ["libc.so.6"], env_var="IRONACCEL_TEST_LIB", symbols=("zeInit",))
+    assert load_library("steps", ["libc.so.6"], env_var="IRONACCEL_TEST_LIB").path == libc

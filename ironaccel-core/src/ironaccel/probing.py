@@ -92,30 +92,51 @@ def load_library(
     extra_dirs: Iterable[str] = (),
     fix: str = "",
     mode: int = ctypes.RTLD_LOCAL,
+    symbols: Sequence[str] = (),
 ) -> LoadedLibrary:
-    """Find and dlopen the first of `names` (sonames or file names).
+    """Find and dlopen the first of `names` (sonames or file names) that exports every one of `symbols`.
 
     Searched in order: the folders (or file) in `env_var`, `extra_dirs`, the
     `ironaccel_library_dirs` hook, LD_LIBRARY_PATH, the usual system folders,
-    then the dynamic loader's own search (ld.so.cache).  Raises NotAvailable
-    listing every place searched and, if a file was found but failed to load,
-    the loader's message.
+    then the dynamic loader's own search (ld.so.cache).  A file named by
+    `env_var` is the only candidate: if it fails to load or lacks a symbol,
+    that is the answer, not a library found elsewhere.  Raises NotAvailable
+    listing every place searched and, if a file was found but failed to load
+    or lacked symbols, why.
     """
     dirs = _library_dirs(backend, env_var, extra_dirs)
     searched: list[str] = []
     load_errors: list[str] = []
     explicit = os.environ.get(env_var, "") if env_var else ""
+
+    def accept(handle: ctypes.CDLL, path: str) -> LoadedLibrary | None:
+        missing = [name for name in symbols if not hasattr(handle, name)]
+        if not missing:
+            return LoadedLibrary(handle, path, tuple(searched))
+        load_errors.append(f"{path} loaded but does not export {', '.join(missing)}")
+        return None
+
     if explicit and os.path.isfile(explicit):
-        candidates = [explicit]
-    else:
-        candidates = [os.path.join(d, n) for d in dirs for n in names]
-    for path in candidates:
+        searched.append(explicit)
+        try:
+            found = accept(ctypes.CDLL(explicit, mode=mode), explicit)
+        except OSError as exc:
+            load_errors.append(str(exc))
+            found = None
+        if found is not None:
+            return found
+        raise NotAvailable(backend, f"{env_var}={explicit} cannot be used: {load_errors[0]}", fix=fix or None,
+                           library=names[0], searched=searched)
+    for path in (os.path.join(d, n) for d in dirs for n in names):
         searched.append(path)
         if os.path.exists(path):
             try:
-                return LoadedLibrary(ctypes.CDLL(path, mode=mode), path, tuple(searched))
+                found = accept(ctypes.CDLL(path, mode=mode), path)
             except OSError as exc:
                 load_errors.append(str(exc))
+                continue
+            if found is not None:
+                return found
     for name in names:
         searched.append(f"dlopen({name})")
         try:
@@ -124,11 +145,13 @@ def load_library(
             if "cannot open shared object file" not in str(exc):
                 load_errors.append(str(exc))
             continue
-        return LoadedLibrary(handle, loaded_library(name) or name, tuple(searched))
+        found = accept(handle, loaded_library(name) or name)
+        if found is not None:
+            return found
     where = ", ".join(dirs) + ", and the dynamic loader's search path"
     reason = f"vendor library not found: {' or '.join(names)} (searched {where})"
     if load_errors:
-        reason = f"vendor library found but failed to load: {'; '.join(load_errors)}"
+        reason = f"vendor library found but not usable: {'; '.join(dict.fromkeys(load_errors))}"
     raise NotAvailable(backend, reason, fix=fix or None, library=names[0], searched=searched)
 
 

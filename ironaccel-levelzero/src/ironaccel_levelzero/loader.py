@@ -72,7 +72,8 @@ class Loader:
 
 def load() -> Loader:
     """dlopen the loader; NotAvailable lists every path searched."""
-    found = load_library(BACKEND, NAMES, env_var=ENV_LIBRARY, extra_dirs=EXTRA_DIRS, fix=FIX)
+    found = load_library(BACKEND, NAMES, env_var=ENV_LIBRARY, extra_dirs=EXTRA_DIRS, fix=FIX,
+                         symbols=tuple(_SIGNATURES))
     lib = found.handle
     for name, argtypes in _SIGNATURES.items():
         fn = getattr(lib, name)

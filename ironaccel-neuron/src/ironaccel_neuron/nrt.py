@@ -84,9 +84,13 @@ class Runtime:
         return hasattr(self.lib, name)
 
 
+#: What the probe cannot do without (nrt_get_visible_nc_count is optional: older runtimes lack it).
+REQUIRED = ("nrt_get_version", "nrt_get_total_nc_count")
+
+
 def load() -> Runtime:
     """dlopen libnrt and declare what the probe calls; NotAvailable lists every path searched."""
-    found = load_library(BACKEND, NAMES, env_var=ENV_LIBRARY, extra_dirs=EXTRA_DIRS, fix=FIX)
+    found = load_library(BACKEND, NAMES, env_var=ENV_LIBRARY, extra_dirs=EXTRA_DIRS, fix=FIX, symbols=REQUIRED)
     lib = found.handle
     signatures = {
         "nrt_get_version": [ctypes.POINTER(Version), ctypes.c_size_t],

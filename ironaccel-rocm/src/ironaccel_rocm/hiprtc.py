@@ -29,7 +29,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-from ironaccel.errors import NotAvailable
+from ironaccel.errors import InvalidArgument, NotAvailable
 from ironaccel.probing import load_library
 
 BACKEND = "rocm"
@@ -80,10 +80,19 @@ class Hiprtc:
         """Whether the code-object manager accepts `target` (``gfx90a:sramecc+``); None if it cannot be asked."""
         ask = getattr(self.comgr, "amd_comgr_get_isa_metadata", None)
         destroy = getattr(self.comgr, "amd_comgr_destroy_metadata", None)
+        if not isinstance(target, str):
+            raise InvalidArgument(BACKEND, "amd_comgr_get_isa_metadata", detail=(
+                f"the target must be a str like 'gfx90a:xnack+', got {type(target).__name__} {target!r}"))
         if ask is None or destroy is None:
             return None
+        try:
+            name = f"amdgcn-amd-amdhsa--{target}".encode()
+        except UnicodeEncodeError:
+            return False  # no target ID holds a lone surrogate
+        if b"\0" in name:
+            return False  # comgr would read only up to the NUL and answer for another target
         node = _MetadataNode()
-        if ask(f"amdgcn-amd-amdhsa--{target}".encode(), ctypes.byref(node)) != 0:
+        if ask(name, ctypes.byref(node)) != 0:
             return False
         destroy(node)
         return True
@@ -119,31 +128,27 @@ def reset() -> None:
 
 def _load() -> Hiprtc:
     fix = f"install ROCm's hipRTC (libhiprtc, or libamdhip64 on ROCm 5), or point {ENV_LIBRARY} at it"
-    searched: list[str] = []
+    symbols = tuple(_SIGNATURES)
     try:
-        found = load_library(BACKEND, HIPRTC_NAMES, env_var=ENV_LIBRARY, extra_dirs=_rocm_dirs(), fix=fix)
+        found = load_library(BACKEND, HIPRTC_NAMES, env_var=ENV_LIBRARY, extra_dirs=_rocm_dirs(), fix=fix,
+                             symbols=symbols)
     except NotAvailable as first:
-        searched.extend(first.searched)
-        try:
-            found = load_library(BACKEND, AMDHIP_NAMES, env_var=ENV_LIBRARY, extra_dirs=_rocm_dirs(), fix=fix)
+        explicit = os.environ.get(ENV_LIBRARY, "")
+        if explicit and os.path.isfile(explicit):
+            raise  # the file named is the answer: it failed to load or is not a hipRTC
+        try:  # ROCm 5 has hipRTC inside libamdhip64
+            found = load_library(BACKEND, AMDHIP_NAMES, env_var=ENV_LIBRARY, extra_dirs=_rocm_dirs(), fix=fix,
+                                 symbols=symbols)
         except NotAvailable as second:
-            searched.extend(second.searched)
+            searched = [*first.searched, *second.searched]
+            unusable = "".join(f"; {e.reason}" for e in (first, second) if "not usable" in e.reason)
             raise NotAvailable(
                 BACKEND,
                 f"hipRTC not found: neither {' / '.join(HIPRTC_NAMES)} nor {' / '.join(AMDHIP_NAMES)} "
-                f"could be loaded (searched {', '.join(searched)})",
+                f"with hipRTC could be loaded (searched {', '.join(searched)}){unusable}",
                 fix=fix,
                 library=HIPRTC_NAMES[0],
                 searched=searched,
-            ) from None
-        if not hasattr(found.handle, "hiprtcCreateProgram"):
-            raise NotAvailable(
-                BACKEND,
-                f"{found.path} does not export hiprtcCreateProgram and no libhiprtc.so was found "
-                f"(searched {', '.join(searched)})",
-                fix=fix,
-                library=HIPRTC_NAMES[0],
-                searched=[*searched, *found.searched],
             ) from None
     lib = found.handle
     _declare(lib)
@@ -154,19 +159,22 @@ def _load() -> Hiprtc:
     return Hiprtc(lib, found.path, version, _ask_comgr(comgr) if comgr else None, comgr)
 
 
+_vp, _cp, _sz = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
+#: The hipRTC functions the compiler calls, with their argument types.
+_SIGNATURES: dict[str, list[type]] = {
+    "hiprtcCreateProgram": [ctypes.POINTER(_vp), _cp, _cp, ctypes.c_int, ctypes.POINTER(_cp), ctypes.POINTER(_cp)],
+    "hiprtcCompileProgram": [_vp, ctypes.c_int, ctypes.POINTER(_cp)],
+    "hiprtcGetProgramLogSize": [_vp, ctypes.POINTER(_sz)],
+    "hiprtcGetProgramLog": [_vp, ctypes.c_char_p],
+    "hiprtcGetCodeSize": [_vp, ctypes.POINTER(_sz)],
+    "hiprtcGetCode": [_vp, ctypes.c_char_p],
+    "hiprtcDestroyProgram": [ctypes.POINTER(_vp)],
+    "hiprtcVersion": [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)],
+}
+
+
 def _declare(lib: ctypes.CDLL) -> None:
-    vp, cp, sz = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
-    signatures = {
-        "hiprtcCreateProgram": [ctypes.POINTER(vp), cp, cp, ctypes.c_int, ctypes.POINTER(cp), ctypes.POINTER(cp)],
-        "hiprtcCompileProgram": [vp, ctypes.c_int, ctypes.POINTER(cp)],
-        "hiprtcGetProgramLogSize": [vp, ctypes.POINTER(sz)],
-        "hiprtcGetProgramLog": [vp, ctypes.c_char_p],
-        "hiprtcGetCodeSize": [vp, ctypes.POINTER(sz)],
-        "hiprtcGetCode": [vp, ctypes.c_char_p],
-        "hiprtcDestroyProgram": [ctypes.POINTER(vp)],
-        "hiprtcVersion": [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)],
-    }
-    for name, argtypes in signatures.items():
+    for name, argtypes in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes = argtypes
         fn.restype = ctypes.c_int
