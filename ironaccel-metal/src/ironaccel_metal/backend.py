@@ -102,9 +102,14 @@ class Backend(ProbedBackend[list[DeviceDescriptor]]):
         metal = import_binding(BACKEND, "Metal", DISTRIBUTION, fix=FIX_BINDING)
         facts.record(binding_version=distribution_version(DISTRIBUTION))
         copy_all = getattr(metal, "MTLCopyAllDevices", None)
-        devices = list(copy_all() or []) if copy_all is not None else []
-        if not devices:
-            default = metal.MTLCreateSystemDefaultDevice()
+        create_default = getattr(metal, "MTLCreateSystemDefaultDevice", None)
+        if not callable(copy_all) and not callable(create_default):
+            raise NotAvailable(BACKEND, f"the binding Metal ({DISTRIBUTION} "
+                               f"{distribution_version(DISTRIBUTION) or 'of unknown version'}) has neither "
+                               "MTLCopyAllDevices nor MTLCreateSystemDefaultDevice", fix=FIX_BINDING)
+        devices = list(copy_all() or []) if callable(copy_all) else []
+        if not devices and callable(create_default):
+            default = create_default()
             devices = [default] if default is not None else []
         if not devices:
             raise NotAvailable(BACKEND, "MTLCopyAllDevices and MTLCreateSystemDefaultDevice returned no device "

@@ -29,13 +29,19 @@ class Backend(ProbedBackend[tuple[ModuleType, list[DeviceDescriptor]]]):
     def _probe(self, facts: ProbeFacts) -> tuple[ModuleType, list[DeviceDescriptor]]:
         facts.record(binding_version=distribution_version("hip-python"))
         hip = binding.load()
-        runtime = format_version(int(call(hip.hipRuntimeGetVersion, "hipRuntimeGetVersion")))
+        fn = binding.function
+        try:
+            runtime = format_version(int(call(fn(hip, "hipRuntimeGetVersion"), "hipRuntimeGetVersion")))
+        except DriverError as exc:
+            raise NotAvailable(BACKEND, f"hipRuntimeGetVersion failed: {exc.message}", fix=binding.FIX_RUNTIME,
+                               code=exc.code, code_name=exc.code_name) from exc
         facts.record(runtime_version=runtime, library_path=loaded_library("libamdhip64"))
         try:
-            facts.record(driver_version=format_version(int(call(hip.hipDriverGetVersion, "hipDriverGetVersion"))))
+            facts.record(driver_version=format_version(int(call(fn(hip, "hipDriverGetVersion"),
+                                                                 "hipDriverGetVersion"))))
         except DriverError:
             pass  # no driver: hipGetDeviceCount below says so with its own code
-        err, count = hip.hipGetDeviceCount()[:2]
+        err, count = fn(hip, "hipGetDeviceCount")()[:2]
         code = binding.code_of(err)
         if code != binding.HIP_SUCCESS:
             name = name_of(err)
@@ -64,12 +70,13 @@ class Backend(ProbedBackend[tuple[ModuleType, list[DeviceDescriptor]]]):
 
 
 def _enumerate(hip: ModuleType) -> list[DeviceDescriptor]:
-    count = int(call(hip.hipGetDeviceCount, "hipGetDeviceCount"))
+    fn = binding.function
+    count = int(call(fn(hip, "hipGetDeviceCount"), "hipGetDeviceCount"))
     out = []
     for ordinal in range(count):
-        props = call(hip.hipGetDeviceProperties, "hipGetDeviceProperties", ordinal)
+        props = call(fn(hip, "hipGetDeviceProperties"), "hipGetDeviceProperties", ordinal)
         peer = any(
-            call(hip.hipDeviceCanAccessPeer, "hipDeviceCanAccessPeer", ordinal, other)
+            call(fn(hip, "hipDeviceCanAccessPeer"), "hipDeviceCanAccessPeer", ordinal, other)
             for other in range(count)
             if other != ordinal
         )

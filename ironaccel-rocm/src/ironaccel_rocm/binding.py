@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from ironaccel.errors import DriverError, InvalidArgument, NotAvailable, OutOfMemory
-from ironaccel.probing import import_binding
+from ironaccel.probing import distribution_version, import_binding
 
 BACKEND = "rocm"
 DISTRIBUTION = "hip-python"
@@ -49,6 +49,15 @@ def load() -> ModuleType:
     if not isinstance(module, ModuleType):
         raise NotAvailable(BACKEND, f"{DISTRIBUTION} is installed but has no hip.hip module", fix=FIX_BINDING)
     return module
+
+
+def function(hip: ModuleType, name: str) -> Callable[..., Any]:
+    """hip-python's function `name`; NotAvailable if this hip-python lacks it (a version mismatch)."""
+    fn = getattr(hip, name, None)
+    if not callable(fn):
+        version = distribution_version(DISTRIBUTION) or "of unknown version"
+        raise NotAvailable(BACKEND, f"{DISTRIBUTION} {version} has no hip.{name}", fix=FIX_BINDING)
+    return fn
 
 
 def code_of(err: Any) -> int:

@@ -31,7 +31,7 @@ BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 EM_AMDGPU = 224  # ELF e_machine of AMDGPU code objects
 
 # gfx90a, gfx1030, gfx942, optionally with target features: gfx90a:sramecc+:xnack-
-_ARCH = re.compile(r"^gfx[0-9a-f]{3,5}(:[a-z0-9_]+[+-])*$")
+_ARCH = re.compile(r"gfx[0-9a-f]{3,5}(:[a-z0-9_]+[+-])*")  # fullmatch: "$" would let a final newline by
 #: The target features a target ID may carry (LLVM AMDGPU "Target ID"), each at most once.
 TARGET_FEATURES = ("sramecc", "xnack")
 
@@ -44,8 +44,17 @@ class CodeObject(bytes):
     options: tuple[str, ...]
 
     def __new__(cls, data: bytes, arch: str, log: str, options: tuple[str, ...]) -> CodeObject:
+        op = "CodeObject"
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(BACKEND, op, detail=f"data must be bytes, got {type(data).__name__}")
+        if not isinstance(arch, str) or not isinstance(log, str):
+            raise InvalidArgument(BACKEND, op, detail=(
+                f"arch and log must be str, got {type(arch).__name__} and {type(log).__name__}"))
+        if isinstance(options, (str, bytes)) or not isinstance(options, (tuple, list)) or not all(
+                isinstance(o, str) for o in options):
+            raise InvalidArgument(BACKEND, op, detail=f"options must be a tuple of str, got {options!r}")
         obj = super().__new__(cls, data)
-        obj.arch, obj.log, obj.options = arch, log, options
+        obj.arch, obj.log, obj.options = arch, log, tuple(options)
         return obj
 
     @property
@@ -63,6 +72,9 @@ class CodeObject(bytes):
 
 def amdgpu_mach(elf: bytes) -> int | None:
     """The EF_AMDGPU_MACH value (the GPU) of a 64-bit AMDGPU ELF, or None if it is not one."""
+    if not isinstance(elf, (bytes, bytearray, memoryview)):
+        raise InvalidArgument(BACKEND, "amdgpu_mach", detail=f"elf must be bytes, got {type(elf).__name__}")
+    elf = bytes(elf)
     if len(elf) < 64 or not elf.startswith(ELF_MAGIC) or elf[4] != 2:  # ELFCLASS64
         return None
     if int.from_bytes(elf[18:20], "little") != EM_AMDGPU:
@@ -87,15 +99,18 @@ class Program:
     ):
         op = "hiprtcCreateProgram"
         if isinstance(source, str):
-            source = source.encode()
+            source = _encode(source, "source", op)
         if not isinstance(source, bytes) or not source.strip():
             raise InvalidArgument(BACKEND, op, detail="source must be non-empty str or bytes")
         if b"\0" in source:
             raise InvalidArgument(BACKEND, op, detail="source contains a NUL byte")
+        if not isinstance(name, str):
+            raise InvalidArgument(BACKEND, op, detail=f"name must be a str, got {type(name).__name__} {name!r}")
+        _c_string(name, "name", op)
         self.source = source
         self.name = name
         self.options = _check_options(options, op)
-        self.headers = {str(k): (v.encode() if isinstance(v, str) else bytes(v)) for k, v in (headers or {}).items()}
+        self.headers = _check_headers(headers, op)
 
     def compile(self, arch: str | None = None, options: Sequence[str] = ()) -> CodeObject:
         """Compile for one GPU target (``gfx90a``, ``gfx942``, ``gfx90a:xnack+``); CompileError on failure.
@@ -105,7 +120,7 @@ class Program:
         op = "hiprtcCompileProgram"
         if arch is None:
             arch = _first_device_target(op)
-        if not isinstance(arch, str) or not _ARCH.match(arch):
+        if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
             raise InvalidArgument(BACKEND, op, detail=f"arch must be one GPU name like 'gfx90a', got {arch!r}")
         rtc = hiprtc.load()
         base = arch.split(":", 1)[0]
@@ -122,15 +137,65 @@ class Program:
         return f"Program({self.name!r}, {len(self.source)} bytes, options={list(self.options)})"
 
 
+def _encode(text: str, what: str, op: str) -> bytes:
+    """`text` as UTF-8; InvalidArgument (not UnicodeEncodeError) for a lone surrogate."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(BACKEND, op, detail=f"{what} is not valid UTF-8 text: {exc.reason} at index "
+                              f"{exc.start}") from None
+
+
+def _c_string(text: str, what: str, op: str) -> bytes:
+    """`text` as a C string: UTF-8 without NUL bytes (hipRTC would cut it there)."""
+    data = _encode(text, what, op)
+    if b"\0" in data:
+        raise InvalidArgument(BACKEND, op, detail=f"{what} contains a NUL byte")
+    return data
+
+
 def _check_options(options: Sequence[str], op: str) -> tuple[str, ...]:
-    if isinstance(options, (str, bytes)) or not all(isinstance(o, str) for o in options):
+    if isinstance(options, (str, bytes, bytearray)):
         raise InvalidArgument(BACKEND, op, detail=f"options must be a sequence of str, got {options!r}")
-    for o in options:
+    try:
+        items = tuple(options)  # once: a generator is read a single time, and nothing of it is lost
+    except TypeError:
+        raise InvalidArgument(BACKEND, op, detail=(
+            f"options must be a sequence of str, got {type(options).__name__} {options!r}")) from None
+    if not all(isinstance(o, str) for o in items):
+        raise InvalidArgument(BACKEND, op, detail=f"options must be a sequence of str, got {list(items)!r}")
+    for o in items:
         if o.startswith(("--offload-arch", "--amdgpu-target", "-o")):
             raise InvalidArgument(BACKEND, op, detail=f"{o!r} is set by compile(arch=...), not by options")
         if "\0" in o:
             raise InvalidArgument(BACKEND, op, detail="an option contains a NUL byte")
-    return tuple(options)
+        _encode(o, f"option {o!r}", op)
+    return items
+
+
+def _check_headers(headers: Mapping[str, str | bytes] | None, op: str) -> dict[str, bytes]:
+    """The in-memory headers as {name: source bytes}; InvalidArgument for anything hipRTC cannot take."""
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise InvalidArgument(BACKEND, op, detail=(
+            f"headers must be a mapping of include name to source, got {type(headers).__name__}"))
+    out: dict[str, bytes] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidArgument(BACKEND, op, detail=f"a header name must be a non-empty str, got {key!r}")
+        _c_string(key, f"header name {key!r}", op)
+        if isinstance(value, str):
+            data = _c_string(value, f"header {key!r}", op)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            data = bytes(value)
+            if b"\0" in data:
+                raise InvalidArgument(BACKEND, op, detail=f"header {key!r} contains a NUL byte")
+        else:
+            raise InvalidArgument(BACKEND, op, detail=(
+                f"header {key!r} must be str or bytes, got {type(value).__name__}"))
+        out[key] = data
+    return out
 
 
 def _check_features(rtc: hiprtc.Hiprtc, arch: str, op: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from types import ModuleType
 
-from ironaccel.errors import ClosedError
+from ironaccel.errors import ClosedError, InvalidArgument
 from ironaccel.types import DeviceDescriptor
 
 from .binding import BACKEND, call
@@ -21,6 +21,13 @@ class HipDevice:
     """Device `descriptor.ordinal` of the HIP runtime."""
 
     def __init__(self, hip: ModuleType, descriptor: DeviceDescriptor):
+        if not isinstance(hip, ModuleType) or not isinstance(descriptor, DeviceDescriptor):
+            raise InvalidArgument(BACKEND, "hipSetDevice", detail=(
+                "HipDevice takes hip-python's hip module and a DeviceDescriptor (get one from "
+                f"Backend().open(ordinal)), got {type(hip).__name__} and {type(descriptor).__name__}"))
+        if descriptor.backend != BACKEND:
+            raise InvalidArgument(BACKEND, "hipSetDevice", detail=(
+                f"the descriptor is of backend {descriptor.backend!r}, not {BACKEND!r}"))
         self.descriptor = descriptor
         self._hip = hip
         self._closed = False
