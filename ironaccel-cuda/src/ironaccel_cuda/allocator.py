@@ -75,8 +75,9 @@ def is_devicebuf(obj: Any) -> bool:
     return isinstance(obj, cls)
 
 
-def check_stream(device: Device, stream: Any, op: str) -> Stream:
-    """`stream`, or the device's default stream for None; typed errors for anything else."""
+def check_stream(device: Device, stream: Any, op: str, same_device: bool = False) -> Stream:
+    """`stream`, or the device's default stream for None; typed errors for anything else, and with `same_device`
+    for a stream of another device (one that becomes a buffer's home, or that NCCL runs on)."""
     from .stream import Stream
 
     if stream is None:
@@ -85,6 +86,8 @@ def check_stream(device: Device, stream: Any, op: str) -> Stream:
         raise invalid(op, f"stream must be a Stream, got {type(stream).__name__}")
     if stream._h is _core.CLOSED:
         raise closed(op, "stream")
+    if same_device and stream._ordinal != device.ordinal:
+        raise invalid(op, f"the stream is on cuda:{stream._ordinal}, not cuda:{device.ordinal}")
     return stream
 
 

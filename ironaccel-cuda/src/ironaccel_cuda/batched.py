@@ -74,11 +74,12 @@ def _location(hint: Any, what: str) -> tuple[int, int]:
     """(CUmemLocationType, id) of a location hint."""
     if hint is None:
         return _LOCATION_NONE, 0
-    if hint == "host":
-        return _LOCATION_HOST, 0
-    if hint == "host_numa_current":
-        return _LOCATION_HOST_NUMA_CURRENT, 0
-    if isinstance(hint, tuple) and len(hint) == 2 and hint[0] == "host_numa":
+    if isinstance(hint, str):  # compared only as a str: `==` on an array is elementwise (ambiguous truth)
+        if hint == "host":
+            return _LOCATION_HOST, 0
+        if hint == "host_numa_current":
+            return _LOCATION_HOST_NUMA_CURRENT, 0
+    elif isinstance(hint, tuple) and len(hint) == 2 and isinstance(hint[0], str) and hint[0] == "host_numa":
         node = hint[1]
         if isinstance(node, int) and not isinstance(node, bool) and 0 <= node < 1 << 31:
             return _LOCATION_HOST_NUMA, node

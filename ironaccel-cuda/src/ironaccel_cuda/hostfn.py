@@ -157,10 +157,10 @@ def launch_c(stream: Any, fn_address: int, user_data: int) -> None:
     long as the stream (or the graph a capture makes) can run it.
     """
     op = "cuLaunchHostFunc"
-    if isinstance(fn_address, bool) or not isinstance(fn_address, int) or fn_address <= 0:
+    if isinstance(fn_address, bool) or not isinstance(fn_address, int) or not 0 < fn_address < 1 << 64:
         raise invalid(op, f"expected the address of a C function, got {fn_address!r}")
-    if isinstance(user_data, bool) or not isinstance(user_data, int) or user_data < 0:
-        raise invalid(op, f"user_data must be an address (a non-negative int), got {user_data!r}")
+    if isinstance(user_data, bool) or not isinstance(user_data, int) or not 0 <= user_data < 1 << 64:
+        raise invalid(op, f"user_data must be an address (a non-negative 64-bit int), got {user_data!r}")
     if getattr(stream, "_h", _core.CLOSED) is _core.CLOSED:
         raise closed(op, "stream")
     cu_launch = _entry(op, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)

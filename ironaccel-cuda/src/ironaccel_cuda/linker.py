@@ -28,7 +28,7 @@ close): `Linker` runs one per link, the cuda.core compat one per cuda.core Linke
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
@@ -95,6 +95,9 @@ def _input(item: Any, index: int, op: str) -> _Input:
     if isinstance(item, ObjectCode):
         if item.kind not in _KINDS:
             raise invalid(op, f"input {index} is ObjectCode of unknown kind {item.kind!r}")
+        if not isinstance(item.arch, str) or not isinstance(item.name_map, Mapping):
+            raise invalid(op, f"input {index} is ObjectCode with arch {item.arch!r} and name_map of type "
+                              f"{type(item.name_map).__name__}: arch must be a str ('sm_90') and name_map a mapping")
         check_image(item.code, op)
         sm = _arch_number(item.arch)
         return _Input(item.kind, item.code, f"input{index}.{item.kind}", sm)
@@ -115,6 +118,17 @@ def _input(item: Any, index: int, op: str) -> _Input:
     return _Input(kind, data, name, cubin_sm(data) if kind == "cubin" else None)
 
 
+def _options(options: Any, op: str) -> tuple[str, ...]:
+    """nvJitLink options as a tuple of str without NUL (the binding reads anything else as a pointer)."""
+    try:
+        opts = None if isinstance(options, (str, bytes)) else tuple(options)
+    except TypeError:
+        opts = None
+    if opts is None or any(not isinstance(o, str) or "\0" in o for o in opts):
+        raise invalid(op, f"options is a sequence of nvJitLink option strings, got {options!r}")
+    return opts
+
+
 def _arch_number(arch: str) -> int | None:
     digits = "".join(ch for ch in arch.split("_", 1)[-1] if ch.isdigit())
     return int(digits) if digits else None
@@ -127,11 +141,9 @@ class Linker:
         op = "nvJitLinkAddData"
         if not inputs:
             raise invalid(op, "nothing to link")
-        if isinstance(options, (str, bytes)) or any(not isinstance(o, str) or "\0" in o for o in options):
-            raise invalid(op, "options is a sequence of nvJitLink option strings")
+        self.options = _options(options, op)
         self.inputs = tuple(_input(item, i, op) for i, item in enumerate(inputs))
         self.device_runtime = bool(device_runtime)
-        self.options = tuple(options)
         names: dict[str, str] = {}
         for item in inputs:
             if isinstance(item, ObjectCode):
@@ -212,19 +224,20 @@ class LinkSession:
         self.nv = nv = _nvjitlink() if nv is None else nv
         self.error_log = ""
         self.info_log = ""
-        opts = list(options)
+        self.handle: Any = None
+        opts = list(_options(options, "nvJitLinkCreate"))
         try:
-            self.handle: Any = nv.create(len(opts), opts)
+            self.handle = nv.create(len(opts), opts)
         except nv.nvJitLinkError as exc:
             raise CompileError(BACKEND, "nvJitLinkCreate", f"bad options {opts}: {exc}", getattr(exc, "status", None),
                                str(exc)) from None
 
-    def _kind(self, kind: str) -> Any:
+    def _kind(self, kind: str, op: str) -> Any:
         types = self.nv.InputType
         kinds = {"cubin": types.CUBIN, "ptx": types.PTX, "ltoir": types.LTOIR, "fatbin": types.FATBIN,
                  "object": types.OBJECT, "library": types.LIBRARY}
-        if kind not in kinds:
-            raise invalid("nvJitLinkAddData", f"cannot link input of kind {kind!r} (kinds: {sorted(kinds)})")
+        if not isinstance(kind, str) or kind not in kinds:
+            raise invalid(op, f"cannot link input of kind {kind!r} (kinds: {sorted(kinds)})")
         return kinds[kind]
 
     def _fail(self, step: str, exc: Any) -> CompileError:
@@ -239,19 +252,31 @@ class LinkSession:
 
     def add(self, kind: str, data: bytes, name: str) -> None:
         """Add one input (nvJitLinkAddData); PTX is given its terminating NUL."""
-        handle = self._live("nvJitLinkAddData")
+        op = "nvJitLinkAddData"
+        handle = self._live(op)
+        code = self._kind(kind, op)
+        if not isinstance(data, (bytes, bytearray)):
+            raise invalid(op, f"data must be bytes, got {type(data).__name__}")
+        if not isinstance(name, str):
+            raise invalid(op, f"name must be a str, got {type(name).__name__}")
         if kind == "ptx" and not data.endswith(b"\0"):
             data += b"\0"
         try:
-            self.nv.add_data(handle, self._kind(kind), data, len(data), name)
+            self.nv.add_data(handle, code, data, len(data), name)
         except self.nv.nvJitLinkError as exc:
             raise self._fail("nvJitLinkAddData", exc) from None
 
     def add_file(self, kind: str, path: str) -> None:
         """Add one input file (nvJitLinkAddFile)."""
-        handle = self._live("nvJitLinkAddFile")
+        op = "nvJitLinkAddFile"
+        handle = self._live(op)
+        code = self._kind(kind, op)
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if not isinstance(path, str) or not path or "\0" in path:
+            raise invalid(op, f"path must be a file path (str), got {path!r}")
         try:
-            self.nv.add_file(handle, self._kind(kind), path)
+            self.nv.add_file(handle, code, path)
         except self.nv.nvJitLinkError as exc:
             raise self._fail("nvJitLinkAddFile", exc) from None
 

@@ -24,6 +24,7 @@ array must then stay alive and unchanged until the stream reaches the copy).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -88,9 +89,9 @@ class PitchedBuf:
         device._check_open(op)
         shape = _shape(shape, op)
         dt, _, itemsize = _dtypes.spec(dtype, op)
-        s = check_stream(device, stream, op)
+        s = check_stream(device, stream, op, same_device=True)
         width = shape[-1] * itemsize
-        rows = int(np.prod(shape[:-1]))
+        rows = math.prod(shape[:-1])  # exact: np.prod wraps past 2**63
         if width * rows > device.total_memory:
             raise invalid(op, f"{width * rows} bytes is more than cuda:{device.ordinal} has ({device.total_memory})")
         device._bind_here()
@@ -114,7 +115,7 @@ class PitchedBuf:
             pitch = width
         if isinstance(pitch, bool) or not isinstance(pitch, int) or pitch < width:
             raise invalid(op, f"pitch must be an int of at least one row ({width} bytes), got {pitch!r}")
-        rows = int(np.prod(shape[:-1]))
+        rows = math.prod(shape[:-1])  # exact: np.prod wraps past 2**63
         need = pitch * (rows - 1) + width
         if need > buf.nbytes:
             raise invalid(op, f"{shape} rows {pitch} bytes apart need {need} bytes; the buffer has {buf.nbytes}")
@@ -131,7 +132,7 @@ class PitchedBuf:
     @property
     def nbytes(self) -> int:
         """Bytes spanned, padding included: pitch * rows * depth."""
-        return self.pitch * int(np.prod(self.shape[:-1]))
+        return self.pitch * math.prod(self.shape[:-1])
 
     @property
     def closed(self) -> bool:
@@ -142,6 +143,8 @@ class PitchedBuf:
     def copy_from(self, src: Any, stream: Stream | None = None) -> None:
         """Copy a numpy array or a PitchedBuf of the same shape and dtype into this buffer."""
         op = "cuMemcpy3DAsync" if len(self.shape) == 3 else "cuMemcpy2DAsync"
+        if self.closed:
+            raise closed(op, "pitched buffer")
         if isinstance(src, np.ndarray):
             side = _host_side(src, self.shape, self.dtype, op, writeable=False)
         elif isinstance(src, PitchedBuf):
@@ -162,9 +165,9 @@ class PitchedBuf:
     def copy_to_host(self, out: np.ndarray | None = None, stream: Stream | None = None) -> np.ndarray:
         """Copy into a new C-contiguous array of `shape`, or into `out`; returns the array."""
         op = "cuMemcpy3DAsync" if len(self.shape) == 3 else "cuMemcpy2DAsync"
+        if self.closed:
+            raise closed(op, "pitched buffer")
         if out is None:
-            if self.closed:
-                raise closed(op, "pitched buffer")
             out = np.empty(self.shape, self.dtype.numpy)
         elif not isinstance(out, np.ndarray):
             raise invalid(op, f"out must be a numpy array, got {type(out).__name__}")

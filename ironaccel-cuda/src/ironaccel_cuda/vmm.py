@@ -207,7 +207,7 @@ class VirtualBuffer:
             raise invalid(op, "nothing is mapped yet (resize first)")
         if self.nbytes % itemsize:
             raise invalid(op, f"{self.nbytes} bytes is not a whole number of {dt.value} elements")
-        s = check_stream(self.device, stream, op)
+        s = check_stream(self.device, stream, op, same_device=True)
         buf = adopt(self._ptr, self.nbytes // itemsize, dt, self.device, stream=s, keepalive=self)
         with self._lock:
             self._views = [r for r in self._views if r() is not None]
@@ -308,7 +308,7 @@ class VirtualAllocator(_Tracked):
         op = "VirtualAllocator.allocate"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)
-        s = check_stream(self.device, stream, op)
+        s = check_stream(self.device, stream, op, same_device=True)
         vb = VirtualBuffer._create(self.device, nbytes)
         try:
             vb.resize(nbytes)
