@@ -250,7 +250,12 @@ def _device_arg(device: Any, op: str) -> Device:
 def _timeout_arg(timeout: Any, op: str) -> float | None:
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 or math.isinf(timeout):
+    try:
+        bad = (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+               or math.isinf(timeout))
+    except OverflowError:  # an int past float's range
+        bad = True
+    if bad:
         raise invalid(op, f"timeout must be a positive number of seconds or None (wait forever), got {timeout!r}")
     return float(timeout)
 
@@ -394,7 +399,9 @@ class Communicator:
         world = _env_int("WORLD_SIZE", op)
         rank = _env_int("RANK", op)
         local = _env_int("LOCAL_RANK", op, default=rank)
-        if world < 1 or not 0 <= rank < world:
+        if not 1 <= world < 1 << 31:  # NCCL's nranks is a C int
+            raise invalid(op, f"WORLD_SIZE={world} is out of range (1 to 2**31 - 1)")
+        if not 0 <= rank < world:
             raise invalid(op, f"RANK={rank} is out of range for WORLD_SIZE={world}")
         limit = _timeout_arg(timeout, op)
         dev = _device_arg(local if device is None else device, op)
@@ -772,6 +779,8 @@ def close_all(comms: Iterable[Communicator]) -> None:
     completes only together.
     """
     op = "ncclCommFinalize"
+    if isinstance(comms, Communicator) or not isinstance(comms, Iterable):
+        raise invalid("close_all", f"expected an iterable of Communicators, got {type(comms).__name__}")
     live = []
     for c in comms:
         if not isinstance(c, Communicator):

@@ -121,6 +121,8 @@ def _ask(rank: int, world: int, host: str, port: int, tag: int, deadline: float 
                 conn.settimeout(min(left, 10.0) if left is not None else 10.0)
                 conn.sendall(_REQUEST.pack(MAGIC, VERSION, tag, world, rank))
                 data = _recv_exact(conn, _REPLY.size)
+        except UnicodeError as exc:  # the host name cannot be encoded (IDNA): no retry can reach it
+            raise InvalidArgument(BACKEND, OP, detail=f"MASTER_ADDR {host!r} is not a valid host name: {exc}") from None
         except OSError as exc:  # refused (rank 0 not listening yet), reset, timed out
             last = exc
             time.sleep(0.05)
