@@ -87,7 +87,7 @@ def check_stream(device: Device, stream: Any, op: str, same_device: bool = False
     if stream._h is _core.CLOSED:
         raise closed(op, "stream")
     if same_device and stream._ordinal != device.ordinal:
-        raise invalid(op, f"the stream is on cuda:{stream._ordinal}, not cuda:{device.ordinal}")
+        raise device._bad_stream(stream, op)
     return stream
 
 

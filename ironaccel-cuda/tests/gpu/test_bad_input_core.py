@@ -19,20 +19,13 @@ import socket
 
 import numpy as np
 import pytest
+from expect import raises_exactly
 from kernels import NAME_EXPRESSIONS, SOURCE
 
 import ironaccel_cuda as cu
 from ironaccel import ClosedError, InvalidArgument
 
 pytestmark = pytest.mark.backend("cuda")
-
-
-def _raises(cls: type, op: str, fn, *args, **kwargs):
-    with pytest.raises(cls) as info:
-        fn(*args, **kwargs)
-    assert type(info.value) is cls, repr(info.value)
-    assert info.value.op == op and op in str(info.value), (info.value.op, str(info.value))
-    return info.value
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +44,19 @@ def fn():
 
 
 def test_unhashable_choices(dev):
-    _raises(InvalidArgument, "cuCtxSetCacheConfig", dev.set_cache_config, [])
-    _raises(InvalidArgument, "cuCtxCreate", dev.create_context, [])
+    raises_exactly(InvalidArgument, "cuCtxSetCacheConfig", dev.set_cache_config, [])
+    raises_exactly(InvalidArgument, "cuCtxCreate", dev.create_context, [])
     s = dev.create_stream()
-    _raises(InvalidArgument, "cuStreamBeginCapture", s.begin_capture, [])
+    raises_exactly(InvalidArgument, "cuStreamBeginCapture", s.begin_capture, [])
     assert not s.is_capturing
     g = cu.Graph(dev)
-    _raises(InvalidArgument, "cuGraphAddNode", g.add_conditional, ["if"])
+    raises_exactly(InvalidArgument, "cuGraphAddNode", g.add_conditional, ["if"])
     assert g.node_count == 0
     pool = dev.create_driver_pool()
-    _raises(InvalidArgument, "cuMemPoolSetAccess", pool.grant_access, 0, [])
+    raises_exactly(InvalidArgument, "cuMemPoolSetAccess", pool.grant_access, 0, [])
     vb = dev.reserve(1 << 21)
-    _raises(InvalidArgument, "cuMemSetAccess", vb.grant_access, 0, {})
-    _raises(InvalidArgument, "cuMemcpyBatchAsync", cu.CopyAttributes, src_access=[])
+    raises_exactly(InvalidArgument, "cuMemSetAccess", vb.grant_access, 0, {})
+    raises_exactly(InvalidArgument, "cuMemcpyBatchAsync", cu.CopyAttributes, src_access=[])
     vb.close()
     g.close()
     s.close()
@@ -75,8 +68,8 @@ def test_unhashable_managed_choices(dev):
     m = cu.ManagedAllocator(dev)
     buf = m.allocate(1024)
     s = dev.create_stream()
-    _raises(InvalidArgument, "cuMemAdvise", cu.advise, buf, ["read_mostly"])
-    _raises(InvalidArgument, "cuStreamAttachMemAsync", cu.attach, buf, s, [])
+    raises_exactly(InvalidArgument, "cuMemAdvise", cu.advise, buf, ["read_mostly"])
+    raises_exactly(InvalidArgument, "cuStreamAttachMemAsync", cu.attach, buf, s, [])
     buf.close()
     s.close()
 
@@ -86,30 +79,30 @@ def test_unhashable_managed_choices(dev):
 
 def test_stream_priority_out_of_int32(dev):
     for priority in (1 << 31, -(1 << 31) - 1, 1 << 70):
-        _raises(InvalidArgument, "cuStreamCreateWithPriority", dev.create_stream, priority)
+        raises_exactly(InvalidArgument, "cuStreamCreateWithPriority", dev.create_stream, priority)
     ctx = dev.create_context()
     before = cu.current_context()
-    _raises(InvalidArgument, "cuStreamCreateWithPriority", ctx.create_stream, 1 << 40)
+    raises_exactly(InvalidArgument, "cuStreamCreateWithPriority", ctx.create_stream, 1 << 40)
     assert cu.current_context() is before  # nothing pushed and left behind
     ctx.close()
 
 
 def test_split_sms_too_many_groups(dev):
     total = dev.attributes.multiprocessor_count
-    err = _raises(InvalidArgument, "cuDevSmResourceSplitByCount", dev.split_sms, 1, 1 << 40)
+    err = raises_exactly(InvalidArgument, "cuDevSmResourceSplitByCount", dev.split_sms, 1, 1 << 40)
     assert f"{total} SMs" in str(err)
-    _raises(InvalidArgument, "cuDevSmResourceSplitByCount", dev.split_sms, 1, total + 1)
+    raises_exactly(InvalidArgument, "cuDevSmResourceSplitByCount", dev.split_sms, 1, total + 1)
 
 
 def test_pool_trim_past_64_bits(dev):
     pool = dev.create_driver_pool()
-    _raises(InvalidArgument, "cuMemPoolTrimTo", pool.trim, 1 << 64)
+    raises_exactly(InvalidArgument, "cuMemPoolTrimTo", pool.trim, 1 << 64)
     pool.trim(0)  # still usable
     pool.close()
 
 
 def test_stream_from_handle_past_64_bits(dev):
-    _raises(InvalidArgument, "Stream.from_handle", cu.Stream.from_handle, 1 << 64, dev)
+    raises_exactly(InvalidArgument, "Stream.from_handle", cu.Stream.from_handle, 1 << 64, dev)
 
 
 def test_graph_kernel_grid_int_checked(dev, fn):
@@ -117,13 +110,13 @@ def test_graph_kernel_grid_int_checked(dev, fn):
     args = (np.float32(1), x, y, np.uint32(16))
     g = cu.Graph(dev)
     for grid in (1 << 32, 1 << 40, 0, -1):
-        err = _raises(InvalidArgument, "cuGraphAddKernelNode", g.add_kernel, fn, grid, 32, *args)
+        err = raises_exactly(InvalidArgument, "cuGraphAddKernelNode", g.add_kernel, fn, grid, 32, *args)
         assert "below 2**32" in str(err)
-    _raises(InvalidArgument, "cuGraphAddKernelNode", g.add_kernel, fn, 1, 1 << 32, *args)
+    raises_exactly(InvalidArgument, "cuGraphAddKernelNode", g.add_kernel, fn, 1, 1 << 32, *args)
     assert g.node_count == 0
     k = g.add_kernel(fn, 1, 32, *args)
     exe = g.instantiate()
-    _raises(InvalidArgument, "cuGraphExecKernelNodeSetParams", exe.set_params, k, fn, 1 << 40, 32, *args)
+    raises_exactly(InvalidArgument, "cuGraphExecKernelNodeSetParams", exe.set_params, k, fn, 1 << 40, 32, *args)
     exe.close()
     g.close()
     x.close()
@@ -132,9 +125,9 @@ def test_graph_kernel_grid_int_checked(dev, fn):
 
 def test_occupancy_dims_checked(fn):
     # once an OverflowError from the binding, and a ZeroDivisionError for a zero cluster
-    _raises(InvalidArgument, "cuOccupancyMaxPotentialClusterSize", fn.max_potential_cluster_size, 1 << 40, 32)
-    _raises(InvalidArgument, "cuOccupancyMaxActiveClusters", fn.max_active_clusters, 4, 32, 0)
-    _raises(InvalidArgument, "cuOccupancyMaxActiveClusters", fn.max_active_clusters, 4, 32, -2)
+    raises_exactly(InvalidArgument, "cuOccupancyMaxPotentialClusterSize", fn.max_potential_cluster_size, 1 << 40, 32)
+    raises_exactly(InvalidArgument, "cuOccupancyMaxActiveClusters", fn.max_active_clusters, 4, 32, 0)
+    raises_exactly(InvalidArgument, "cuOccupancyMaxActiveClusters", fn.max_active_clusters, 4, 32, -2)
 
 
 # -- not a Device: once AttributeError("'str' object has no attribute '_check_open'") ---------------------
@@ -150,14 +143,14 @@ def test_occupancy_dims_checked(fn):
 ])
 def test_device_argument_must_be_a_device(make, op):
     for bad in ("cuda:0", 0, None):
-        _raises(InvalidArgument, op, make, bad)
+        raises_exactly(InvalidArgument, op, make, bad)
 
 
 def test_closed_device_argument(dev):
     other = cu.Device(0)
     other.close()
-    _raises(ClosedError, "DirectAllocator", cu.DirectAllocator, other)
-    _raises(ClosedError, "MemPool", cu.MemPool, other)
+    raises_exactly(ClosedError, "DirectAllocator", cu.DirectAllocator, other)
+    raises_exactly(ClosedError, "MemPool", cu.MemPool, other)
 
 
 # -- graphs -----------------------------------------------------------------------------------------
@@ -172,7 +165,7 @@ def test_update_from_body_of_closed_graph(dev):
     parent = cu.Graph(dev)
     body = parent.add_conditional("if").body
     parent.close()
-    _raises(ClosedError, "cuGraphExecUpdate", exe.update, body)
+    raises_exactly(ClosedError, "cuGraphExecUpdate", exe.update, body)
     exe.launch()  # the executable is untouched
     dev.synchronize()
     exe.close()
@@ -187,7 +180,7 @@ def test_set_params_with_a_node_of_a_closed_graph(dev):
     node = g.add_memset(buf, 7)
     exe = g.instantiate()
     g.close()
-    _raises(ClosedError, "GraphExec.set_params(memset)", exe.set_params, node, buf, 9)
+    raises_exactly(ClosedError, "GraphExec.set_params(memset)", exe.set_params, node, buf, 9)
     exe.launch()
     dev.synchronize()
     assert (buf.copy_to_host() == 7).all()
@@ -199,9 +192,9 @@ def test_set_params_with_a_node_of_a_closed_graph(dev):
 
 
 def test_program_name_expressions_not_a_sequence():
-    _raises(InvalidArgument, "nvrtcCreateProgram", cu.Program, SOURCE, name_expressions=5)
+    raises_exactly(InvalidArgument, "nvrtcCreateProgram", cu.Program, SOURCE, name_expressions=5)
     # a str would have been taken as one name expression per character
-    _raises(InvalidArgument, "nvrtcCreateProgram", cu.Program, SOURCE, name_expressions="saxpy")
+    raises_exactly(InvalidArgument, "nvrtcCreateProgram", cu.Program, SOURCE, name_expressions="saxpy")
 
 
 # -- IPC ---------------------------------------------------------------------------------------------
@@ -221,10 +214,10 @@ def test_ipc_descriptor_offset_checked_before_import(dev):
     for offset in (-1, 1 << 48, 1 << 70, 1.5, "0"):
         # another pid: the same-process refusal comes first otherwise; the offset check precedes any driver call
         bad = dataclasses.replace(desc, pid=desc.pid + 1, offset=offset)
-        _raises(InvalidArgument, "cuMemPoolImportPointer", bad.open)
+        raises_exactly(InvalidArgument, "cuMemPoolImportPointer", bad.open)
         assert ipc._imports.count() == imports
     bad = dataclasses.replace(desc, pid=desc.pid + 1, handle="x" * 64)
-    _raises(InvalidArgument, "cuMemPoolImportPointer", bad.open)
+    raises_exactly(InvalidArgument, "cuMemPoolImportPointer", bad.open)
     assert ipc._imports.count() == imports
     buf.close()
     pool.close()
@@ -235,9 +228,9 @@ def test_ipc_send_unpicklable():
 
     a, b = socket.socketpair()
     try:
-        err = _raises(InvalidArgument, "ipc.send", ipc.send, a, lambda: None)
+        err = raises_exactly(InvalidArgument, "ipc.send", ipc.send, a, lambda: None)
         assert isinstance(err.__cause__, (pickle.PicklingError, AttributeError, TypeError))
-        _raises(InvalidArgument, "ipc.send", ipc.send, a, threading_lock())
+        raises_exactly(InvalidArgument, "ipc.send", ipc.send, a, threading_lock())
         ipc.send(a, {"still": "works"})  # the fd bookkeeping was reset
         assert ipc.recv(b) == {"still": "works"}
     finally:

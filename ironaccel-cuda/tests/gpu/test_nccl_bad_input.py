@@ -10,18 +10,11 @@ neither nccl4py nor a peer: it runs on a GPU, against the fake driver, and under
 from __future__ import annotations
 
 import pytest
+from expect import raises_exactly
 
 from ironaccel import InvalidArgument
 
 pytestmark = pytest.mark.backend("cuda")
-
-
-def _raises(cls: type, op: str, fn, *args, **kwargs):
-    with pytest.raises(cls) as info:
-        fn(*args, **kwargs)
-    assert type(info.value) is cls, repr(info.value)
-    assert info.value.op == op and op in str(info.value), (info.value.op, str(info.value))
-    return info.value
 
 
 @pytest.fixture
@@ -35,18 +28,18 @@ def test_timeout_past_float_range(nccl, dev, monkeypatch):
     # Once OverflowError("int too large to convert to float").
     uid = nccl.UniqueId.from_bytes(bytes(128))
     huge = 1 << 1100
-    _raises(InvalidArgument, "ncclCommInitRankConfig", nccl.Communicator, dev, 1, 0, uid, timeout=huge)
-    _raises(InvalidArgument, "ncclCommInitRankConfig", nccl.Communicator.init_all, [dev], timeout=huge)
+    raises_exactly(InvalidArgument, "ncclCommInitRankConfig", nccl.Communicator, dev, 1, 0, uid, timeout=huge)
+    raises_exactly(InvalidArgument, "ncclCommInitRankConfig", nccl.Communicator.init_all, [dev], timeout=huge)
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("LOCAL_RANK", str(dev.ordinal))
-    _raises(InvalidArgument, "Communicator.from_env", nccl.Communicator.from_env, timeout=huge)
+    raises_exactly(InvalidArgument, "Communicator.from_env", nccl.Communicator.from_env, timeout=huge)
 
 
 def test_close_all_not_iterable(nccl):
     # Once TypeError("'int' object is not iterable").
-    _raises(InvalidArgument, "close_all", nccl.close_all, 5)
-    _raises(InvalidArgument, "close_all", nccl.close_all, None)
+    raises_exactly(InvalidArgument, "close_all", nccl.close_all, 5)
+    raises_exactly(InvalidArgument, "close_all", nccl.close_all, None)
 
 
 def test_from_env_world_size_past_int(nccl, dev, monkeypatch):
@@ -56,7 +49,7 @@ def test_from_env_world_size_past_int(nccl, dev, monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", str(dev.ordinal))
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", "29500")
-    _raises(InvalidArgument, "Communicator.from_env", nccl.Communicator.from_env, timeout=1)
+    raises_exactly(InvalidArgument, "Communicator.from_env", nccl.Communicator.from_env, timeout=1)
 
 
 def test_from_env_master_addr_not_a_host_name(nccl, dev, monkeypatch):
@@ -67,4 +60,4 @@ def test_from_env_master_addr_not_a_host_name(nccl, dev, monkeypatch):
     monkeypatch.setenv("MASTER_ADDR", "x" * 300)
     monkeypatch.setenv("MASTER_PORT", "29500")
     monkeypatch.delenv("IRONACCEL_NCCL_PORT", raising=False)
-    _raises(InvalidArgument, "rendezvous", nccl.Communicator.from_env, timeout=5)
+    raises_exactly(InvalidArgument, "rendezvous", nccl.Communicator.from_env, timeout=5)
