@@ -260,7 +260,7 @@ class LinkSession:
         if not isinstance(name, str):
             raise invalid(op, f"name must be a str, got {type(name).__name__}")
         if kind == "ptx" and not data.endswith(b"\0"):
-            data += b"\0"
+            data = data + b"\0"  # a new object: += would grow the caller's bytearray
         try:
             self.nv.add_data(handle, code, data, len(data), name)
         except self.nv.nvJitLinkError as exc:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from expect import raises_exactly
+from kernels import SOURCE
 
 import ironaccel_cuda as cu
 from ironaccel import ClosedError, InvalidArgument, NotAvailable
@@ -27,14 +29,6 @@ pytestmark = pytest.mark.backend("cuda")
 
 # 274177 x 67280421310721 = 2**64 + 1: as int64 (np.prod) the row count wraps to 1.
 WRAPS_TO_ONE = (274177, 67280421310721)
-
-
-def _raises(cls: type, op: str, fn, *args, **kwargs):
-    with pytest.raises(cls) as info:
-        fn(*args, **kwargs)
-    assert type(info.value) is cls, repr(info.value)
-    assert info.value.op == op and op in str(info.value), (info.value.op, str(info.value))
-    return info.value
 
 
 @contextmanager
@@ -62,10 +56,10 @@ def _foreign_stream(dev: Any) -> Iterator[Any]:
 def test_pitched_shape_product_does_not_wrap(dev):
     # Once np.prod wrapped to 1 row: a 16-byte allocation (and a view of a 16-byte buffer) claimed 2**64 + 1 rows.
     shape = (*WRAPS_TO_ONE, 16)
-    _raises(InvalidArgument, "cuMemAllocPitch", dev.alloc_pitched, shape, "uint8")
+    raises_exactly(InvalidArgument, "cuMemAllocPitch", dev.alloc_pitched, shape, "uint8")
     buf = dev.alloc(16, "uint8")
-    _raises(InvalidArgument, "PitchedBuf.view_of", cu.PitchedBuf.view_of, buf, shape)
-    _raises(InvalidArgument, "PitchedBuf.view_of", cu.PitchedBuf.view_of, buf, (1 << 32, 1 << 32, 1))
+    raises_exactly(InvalidArgument, "PitchedBuf.view_of", cu.PitchedBuf.view_of, buf, shape)
+    raises_exactly(InvalidArgument, "PitchedBuf.view_of", cu.PitchedBuf.view_of, buf, (1 << 32, 1 << 32, 1))
     buf.close()
 
 
@@ -73,14 +67,14 @@ def test_pitched_closed_copy_names_the_copy(dev):
     # Once ClosedError named "PitchedBuf.ptr", the property read inside, rather than the copy called.
     pb = dev.alloc_pitched((4, 8), "float32")
     pb.close()
-    _raises(ClosedError, "cuMemcpy2DAsync", pb.copy_from, np.zeros((4, 8), np.float32))
-    _raises(ClosedError, "cuMemcpy2DAsync", pb.copy_to_host, np.zeros((4, 8), np.float32))
+    raises_exactly(ClosedError, "cuMemcpy2DAsync", pb.copy_from, np.zeros((4, 8), np.float32))
+    raises_exactly(ClosedError, "cuMemcpy2DAsync", pb.copy_to_host, np.zeros((4, 8), np.float32))
 
 
 def test_pitched_alloc_refuses_stream_of_another_device(dev):
     # Once taken as the buffer's home stream (dev.alloc refuses it).
     with _foreign_stream(dev) as s:
-        _raises(InvalidArgument, "cuMemAllocPitch", dev.alloc_pitched, (4, 8), "float32", stream=s)
+        raises_exactly(InvalidArgument, "cuMemAllocPitch", dev.alloc_pitched, (4, 8), "float32", stream=s)
 
 
 # -- virtual memory --------------------------------------------------------------------------------------------
@@ -91,8 +85,8 @@ def test_vmm_refuses_stream_of_another_device(dev):
     vb.resize(1 << 21)
     va = cu.VirtualAllocator(dev)
     with _foreign_stream(dev) as s:
-        _raises(InvalidArgument, "VirtualBuffer.view", vb.view, "uint8", s)
-        _raises(InvalidArgument, "VirtualAllocator.allocate", va.allocate, 16, "uint8", s)
+        raises_exactly(InvalidArgument, "VirtualBuffer.view", vb.view, "uint8", s)
+        raises_exactly(InvalidArgument, "VirtualAllocator.allocate", va.allocate, 16, "uint8", s)
     assert not vb._views
     vb.close()
 
@@ -102,8 +96,8 @@ def test_vmm_refuses_stream_of_another_device(dev):
 
 def test_linker_options_not_a_sequence(kernel_code):
     # Once TypeError("'int' object is not iterable"); a generator was consumed by the check and linked as ().
-    _raises(InvalidArgument, "nvJitLinkAddData", cu.Linker, kernel_code, options=5)
-    _raises(InvalidArgument, "nvJitLinkAddData", cu.Linker, kernel_code, options=None)
+    raises_exactly(InvalidArgument, "nvJitLinkAddData", cu.Linker, kernel_code, options=5)
+    raises_exactly(InvalidArgument, "nvJitLinkAddData", cu.Linker, kernel_code, options=None)
     assert cu.Linker(kernel_code, options=(o for o in ["-O3"])).options == ("-O3",)
 
 
@@ -112,7 +106,7 @@ def test_linker_object_code_of_bad_arch(kernel_code):
     from ironaccel_cuda.program import ObjectCode
 
     for arch in (None, 90):
-        _raises(InvalidArgument, "nvJitLinkAddData", cu.Linker, ObjectCode(kernel_code.code, "cubin", arch))
+        raises_exactly(InvalidArgument, "nvJitLinkAddData", cu.Linker, ObjectCode(kernel_code.code, "cubin", arch))
 
 
 def test_link_session_bad_arguments(kernel_code):
@@ -124,13 +118,17 @@ def test_link_session_bad_arguments(kernel_code):
     except NotAvailable as exc:
         pytest.skip(f"nvJitLink is not installed: {exc}")
     for options in ([1], 5, "-arch=sm_90", ["-arch=sm_90\0"]):
-        _raises(InvalidArgument, "nvJitLinkCreate", linker.LinkSession, options)
+        raises_exactly(InvalidArgument, "nvJitLinkCreate", linker.LinkSession, options)
     session = linker.LinkSession([f"-arch={kernel_code.arch}"])
-    _raises(InvalidArgument, "nvJitLinkAddData", session.add, [], kernel_code.code, "a")
-    _raises(InvalidArgument, "nvJitLinkAddData", session.add, "ptx", "text", "a")
-    _raises(InvalidArgument, "nvJitLinkAddData", session.add, "cubin", kernel_code.code, 5)
-    _raises(InvalidArgument, "nvJitLinkAddFile", session.add_file, {}, "x.a")
-    _raises(InvalidArgument, "nvJitLinkAddFile", session.add_file, "library", 5)
+    raises_exactly(InvalidArgument, "nvJitLinkAddData", session.add, [], kernel_code.code, "a")
+    raises_exactly(InvalidArgument, "nvJitLinkAddData", session.add, "ptx", "text", "a")
+    raises_exactly(InvalidArgument, "nvJitLinkAddData", session.add, "cubin", kernel_code.code, 5)
+    raises_exactly(InvalidArgument, "nvJitLinkAddFile", session.add_file, {}, "x.a")
+    raises_exactly(InvalidArgument, "nvJitLinkAddFile", session.add_file, "library", 5)
+    ptx = bytearray(cu.Program(SOURCE).compile("ptx", arch=kernel_code.arch).code.rstrip(b"\0"))
+    before = bytes(ptx)
+    session.add("ptx", ptx, "saxpy.ptx")  # PTX gets its NUL on a copy: the caller's bytearray stays as it was
+    assert ptx == before
     session.close()
 
 
@@ -139,8 +137,8 @@ def test_link_session_bad_arguments(kernel_code):
 
 def test_copy_attributes_array_hint():
     # Once ValueError("The truth value of an array with more than one element is ambiguous").
-    _raises(InvalidArgument, "cuMemcpyBatchAsync", cu.CopyAttributes, src_hint=np.array([0, 1]))
-    _raises(InvalidArgument, "cuMemcpyBatchAsync", cu.CopyAttributes, dst_hint=(np.array(["host_numa"] * 2), 0))
+    raises_exactly(InvalidArgument, "cuMemcpyBatchAsync", cu.CopyAttributes, src_hint=np.array([0, 1]))
+    raises_exactly(InvalidArgument, "cuMemcpyBatchAsync", cu.CopyAttributes, dst_hint=(np.array(["host_numa"] * 2), 0))
 
 
 # -- C host functions ------------------------------------------------------------------------------------------
@@ -154,8 +152,8 @@ def test_c_host_function_addresses_past_64_bits(dev):
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(seen.append)
     address = ctypes.cast(fn, ctypes.c_void_p).value
     s = dev.create_stream()
-    _raises(InvalidArgument, "cuLaunchHostFunc", hostfn.launch_c, s, address, (1 << 64) + 5)
-    _raises(InvalidArgument, "cuLaunchHostFunc", hostfn.launch_c, s, (1 << 64) + address, 0)
+    raises_exactly(InvalidArgument, "cuLaunchHostFunc", hostfn.launch_c, s, address, (1 << 64) + 5)
+    raises_exactly(InvalidArgument, "cuLaunchHostFunc", hostfn.launch_c, s, (1 << 64) + address, 0)
     s.synchronize()
     assert seen == []
     s.close()
