@@ -6,26 +6,20 @@ C compiler is missing.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from ironaccel.testing import cbuild
 
 FAKE = Path(__file__).parent / "fake"
 HEADER = Path("/usr/include/level_zero/ze_api.h")
 
 
 def _build(source: str, out: Path, *, shared: bool) -> Path:
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if not (HEADER.exists() and cc):
-        pytest.skip("needs a C compiler and the Level Zero header (apt-get install libze-dev)")
-    args = [cc, "-std=c11", "-Wall", "-Werror", "-o", str(out), str(FAKE / source)]
-    if shared:
-        args[1:1] = ["-shared", "-fPIC"]
-    subprocess.run(args, check=True, capture_output=True, text=True)
-    return out
+    if not HEADER.exists():
+        pytest.skip("needs the Level Zero header (apt-get install libze-dev)")
+    return cbuild.build([FAKE / source], out, shared=shared, headers=[HEADER])
 
 
 @pytest.fixture(scope="session")

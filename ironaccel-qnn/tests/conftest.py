@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from ironaccel.testing import cbuild
 
 from ironaccel_qnn import sdk
 
@@ -15,14 +14,10 @@ from ironaccel_qnn import sdk
 @pytest.fixture(scope="session")
 def fake_sdk(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A QNN_SDK_ROOT whose lib/<host target> holds libQnnHtp.so and libQnnSystem.so stand-ins."""
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if not cc:
-        pytest.skip("needs a C compiler to build the QNN stand-ins")
     root = tmp_path_factory.mktemp("qairt")
     lib = root / "lib" / sdk.host_targets()[0]
     lib.mkdir(parents=True)
     source = Path(__file__).parent / "fake" / "fake_qnn.c"
     for name, system in (("libQnnHtp.so", 0), ("libQnnSystem.so", 1)):
-        subprocess.run([cc, "-shared", "-fPIC", "-Wall", "-Werror", f"-DSYSTEM={system}", "-o", str(lib / name),
-                        str(source)], check=True)
+        cbuild.shared_library([source], lib / name, flags=[f"-DSYSTEM={system}"], std="gnu11")
     return root
