@@ -54,7 +54,7 @@ class WebGPUDevice(ComputeDeviceBase):
                 label=f"ironaccel {descriptor.name}", required_features=features, required_limits=limits)
         except Exception as exc:
             raise translate(exc, "wgpuAdapterRequestDevice") from None
-        self.queue = self.gpu.queue
+        self.gpu_queue = self.gpu.queue
         device_limits = self.gpu.limits
         self.max_binding_bytes = int(device_limits["max-storage-buffer-binding-size"])
         self.max_groups = int(device_limits["max-compute-workgroups-per-dimension"])
@@ -98,7 +98,7 @@ class WebGPUDevice(ComputeDeviceBase):
             self._flush()
 
     def _flush(self) -> None:
-        self.queue.submit([])
+        self.gpu_queue.submit([])
         self._pending_bytes = 0
 
     def _recycle(self, storage: Storage) -> bool:
@@ -121,13 +121,13 @@ class WebGPUDevice(ComputeDeviceBase):
         try:
             self._staged(nbytes)
             if whole:
-                self.queue.write_buffer(storage.gpu, 0, data[:whole])
+                self.gpu_queue.write_buffer(storage.gpu, 0, data[:whole])
             if nbytes > whole:  # WebGPU writes whole words: keep the bytes of the last word that are not written
                 word = np.zeros(4, np.uint8)
                 if nbytes < storage.nbytes:
                     self._copy_out(storage, whole, word)
                 word[: nbytes - whole] = data[whole:]
-                self.queue.write_buffer(storage.gpu, whole, word)
+                self.gpu_queue.write_buffer(storage.gpu, whole, word)
         except Exception as exc:
             raise translate(exc, "wgpuQueueWriteBuffer") from None
 
@@ -142,7 +142,7 @@ class WebGPUDevice(ComputeDeviceBase):
         try:
             encoder = self.gpu.create_command_encoder()
             encoder.copy_buffer_to_buffer(storage.gpu, offset, staging, 0, copy_bytes)
-            self.queue.submit([encoder.finish()])
+            self.gpu_queue.submit([encoder.finish()])
             self._pending_bytes = 0
         except Exception as exc:
             raise translate(exc, "wgpuQueueSubmit") from None
@@ -173,7 +173,7 @@ class WebGPUDevice(ComputeDeviceBase):
         group = program.last_group if handles is program.last_buffers else program.bind_group(self, handles)
         try:
             if program.uniform is not None and params != program.last_params:
-                self.queue.write_buffer(program.uniform, 0, params)
+                self.gpu_queue.write_buffer(program.uniform, 0, params)
                 program.last_params = params
             encoder = self.gpu.create_command_encoder()
             compute = encoder.begin_compute_pass()
@@ -181,7 +181,7 @@ class WebGPUDevice(ComputeDeviceBase):
             compute.set_bind_group(0, group)
             compute.dispatch_workgroups(*dims)
             compute.end()
-            self.queue.submit([encoder.finish()])
+            self.gpu_queue.submit([encoder.finish()])
             self._pending_bytes = 0
         except Exception as exc:
             raise translate(exc, "wgpuQueueSubmit") from None

@@ -49,7 +49,7 @@ class Fence:
         self._buffer = buffer
         encoder = device.gpu.create_command_encoder()
         encoder.clear_buffer(buffer, 0, FENCE_BYTES)
-        device.queue.submit([encoder.finish()])
+        device.gpu_queue.submit([encoder.finish()])
         self._promise = map_for_read(buffer, device.wgpu, FENCE_BYTES)
 
     def settle(self, timeout: float | None) -> bool:
