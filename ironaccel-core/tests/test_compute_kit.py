@@ -162,8 +162,9 @@ struct P { a: f32 }
 
 def test_wgsl_interface():
     assert wgsl_interface(WGSL) == [
-        StorageBinding(0, DType.FLOAT32, False), StorageBinding(1, DType.INT32, True),
-        StorageBinding(2, DType.UINT32, False), StorageBinding(3, None, True), StorageBinding(4, DType.FLOAT16, False),
+        StorageBinding(0, DType.FLOAT32, False, "x"), StorageBinding(1, DType.INT32, True, "y"),
+        StorageBinding(2, DType.UINT32, False, "z"), StorageBinding(3, None, True, "s"),
+        StorageBinding(4, DType.FLOAT16, False, "h"),
     ]
 
 
@@ -180,11 +181,11 @@ layout(std140, binding = 0) uniform Params { float a; };
 
 def test_glsl_interface():
     assert glsl_interface(GLSL) == [
-        StorageBinding(0, DType.FLOAT32, False), StorageBinding(1, DType.UINT32, True),
-        StorageBinding(2, DType.FLOAT64, False), StorageBinding(3, None, True),
+        StorageBinding(0, DType.FLOAT32, False, "x"), StorageBinding(1, DType.UINT32, True, "y"),
+        StorageBinding(2, DType.FLOAT64, False, "z"), StorageBinding(3, None, True, "S"),
     ]
     macro = "#define T int\nlayout(std430, binding = 0) buffer X { T x[]; };"
-    assert glsl_interface(macro) == [StorageBinding(0, None, True)]
+    assert glsl_interface(macro) == [StorageBinding(0, None, True, "x")]
 
 
 class Buf:

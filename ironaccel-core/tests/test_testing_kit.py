@@ -7,6 +7,7 @@ import pytest
 from ironaccel import registry
 from ironaccel.testing import double
 from ironaccel.testing.conformance import BackendConformance, ComputeDeviceConformance
+from ironaccel.testing.execution import ExecutionConformance
 
 if "memory" not in registry.installed():
     registry.register(double)  # in-process only: the double is never an entry-point backend
@@ -66,10 +67,12 @@ class TestDoubleBackend(BackendConformance):
     backend_name = "memory"
 
 
-class TestDoubleCompute(ComputeDeviceConformance):
+class TestDoubleCompute(ComputeDeviceConformance, ExecutionConformance):
     backend_name = "memory"
     scale_offset_code = double.SCALE_OFFSET
     broken_code = double.BROKEN
+    typed_params_code = double.TYPED_PARAMS
+    constants_code = double.CONSTANTS
 
 
 def test_double_is_not_an_entry_point_backend():

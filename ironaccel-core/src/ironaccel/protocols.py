@@ -29,6 +29,9 @@ __all__ = [
     "ComputeBuffer",
     "Pipeline",
     "Submission",
+    "ComputeQueue",
+    "ComputeFence",
+    "ComputeBatch",
 ]
 
 
@@ -181,6 +184,72 @@ class Submission(Protocol):
 
 
 @runtime_checkable
+class ComputeQueue(Protocol):
+    """An in-order queue of a ComputeDevice (contract 1.2; `ironaccel.compute.Queue`).
+
+    Work on one queue runs in submission order; between queues only fences order it.  `signal(fence, v)`
+    raises the fence to `v` once the queue's earlier work has finished; `wait(fence, v)` makes the queue's later
+    work wait on the device.  Host-side calls of the device are ordered on its default queue (`device.queue`).
+    """
+
+    index: int
+    priority: int
+
+    def dispatch(self, pipeline: Pipeline, buffers: Sequence[ComputeBuffer], groups: int | tuple[int, ...],
+                 params: Any = ()) -> Submission: ...
+
+    def submit(self, batch: ComputeBatch, *, wait: Any = (), signal: Any = ()) -> Submission: ...
+
+    def signal(self, fence: ComputeFence, value: int) -> None: ...
+
+    def wait(self, fence: ComputeFence, value: int) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ComputeFence(Protocol):
+    """A timeline: a 64-bit counter that only increases (`ironaccel.compute.Fence`).
+
+    Each signal must exceed every earlier one (InvalidArgument); a wait -- a queue's, or the host's without a
+    timeout -- for a value no submitted signal reaches is InvalidState, never a hang.  `value` polls.
+    """
+
+    @property
+    def value(self) -> int: ...
+
+    def wait(self, value: int, timeout: float | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ComputeBatch(Protocol):
+    """Commands recorded once and submitted many times, in order (`ironaccel.compute.CommandBatch`).
+
+    dispatch / copy / fill / write / read each return a Command whose `update(...)` re-binds it before the next
+    submit; a read's `out` holds the bytes once the submission has finished.  Byte offsets and sizes are
+    multiples of 4 (what every API copies).
+    """
+
+    def dispatch(self, pipeline: Pipeline, buffers: Sequence[ComputeBuffer], groups: int | tuple[int, ...],
+                 params: Any = ()) -> Any: ...
+
+    def copy(self, src: ComputeBuffer, dst: ComputeBuffer, nbytes: int | None = None, *, src_offset: int = 0,
+             dst_offset: int = 0) -> Any: ...
+
+    def fill(self, buffer: ComputeBuffer, value: Any, *, offset: int = 0, nbytes: int | None = None) -> Any: ...
+
+    def write(self, buffer: ComputeBuffer, array: Any, *, offset: int = 0) -> Any: ...
+
+    def read(self, buffer: ComputeBuffer, out: Any, *, offset: int = 0) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
 class ComputeDevice(Protocol):
     """The cross-vendor compute surface, with one set of rules for every backend.
 
@@ -244,6 +313,16 @@ class ComputeDevice(Protocol):
     * Threads: calls from several threads are serialized per device, except
       where the vendor API ties a device to one thread (OpenGL's EGL
       context): there other threads get `InvalidState`.
+
+    The execution model (contract 1.2, `ironaccel.compute.execution`; a backend declares what it has in
+    `device.features`, and everything else raises `Unsupported` saying why): `device.queue` and
+    `create_queue(priority)`; `create_fence(value, exportable=)`; `batch(timestamps=)` and `submit(batch,
+    wait=, signal=)` with `Submission.timings()`; `pipeline(..., params="auto", constants={...})` and
+    `pipeline.interface` (bindings, the reflected params block, constants), with params by name (a dict, a
+    numpy structured scalar, a dataclass) or in order; `alloc(size, dtype, memory=, exportable=)` with
+    `device.memory_kinds`, `buffer.map()`, `np.asarray(buffer)` and DLPack where memory stays mapped,
+    `from_dlpack(obj)`; `export_memory` / `import_memory` and `export_fence` / `import_fence` for zero-copy
+    hand-over between APIs on one GPU.  `ironaccel.testing.execution.ExecutionConformance` checks each rule.
     """
 
     descriptor: DeviceDescriptor

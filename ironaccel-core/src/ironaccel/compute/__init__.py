@@ -6,10 +6,17 @@
   `ironaccel.testing.conformance.ComputeDeviceConformance`.
 * `BufferHandle`, `PipelineHandle`, `Program`, `ProgramCache`, `Submission`,
   `wait_for` (`handles`): handles, their lifetimes, the program cache, waiting.
+* The execution model (`execution`, plugin contract 1.2): `Queue`, `Fence`,
+  `CommandBatch` and `Command`, `Timings`, `ExternalMemory` and
+  `ExternalFence`, the `FEATURES` a device may declare and the `MEMORY_KINDS`.
+* Typed parameters (`params`): a pipeline's reflected `ParamBlock` of `Field`s
+  typed `Scalar`, `Vector`, `Array` or `Struct`, its layout rules and the one
+  packing rule; `ConstantInfo` for specialization constants.
 * The argument checks and params packing (`checks`), shader text and the
-  storage-buffer interfaces of WGSL and GLSL (`shaders`), fork detection and
-  the runtime directory (`process`): usable on their own by a backend whose
-  device cannot subclass the base (CUDA's `Device` is also the full CUDA API).
+  storage-buffer interfaces of WGSL and GLSL (`shaders`, with `Interface`,
+  what `pipeline.interface` returns), fork detection and the runtime directory
+  (`process`): usable on their own by a backend whose device cannot subclass
+  the base (CUDA's `Device` is also the full CUDA API).
 """
 
 from __future__ import annotations
@@ -30,8 +37,28 @@ from .checks import (
     workgroups,
 )
 from .handles import WAIT_SLICE, BufferHandle, PipelineHandle, Program, ProgramCache, Submission, evict_unused, wait_for
+from .execution import (
+    FEATURES,
+    MEMORY_KINDS,
+    Command,
+    CommandBatch,
+    ExternalFence,
+    ExternalMemory,
+    Fence,
+    Queue,
+    Timings,
+)
+from .params import Array, ConstantInfo, Field, ParamBlock, Scalar, Struct, Vector
 from .process import ensure_runtime_dir, fork_error, generation
-from .shaders import Interface, StorageBinding, check_bindings, glsl_interface, source_text, wgsl_interface
+from .shaders import (
+    BindingInfo,
+    Interface,
+    StorageBinding,
+    check_bindings,
+    glsl_interface,
+    source_text,
+    wgsl_interface,
+)
 
 __all__ = [
     "ComputeDeviceBase", "flat_bytes",
@@ -39,6 +66,9 @@ __all__ = [
     "WAIT_SLICE",
     "buffer_list", "check_out", "count", "element_count", "element_type", "entry_name", "host_array",
     "numpy_dtype", "pack_params", "timeout_seconds", "workgroup_size", "workgroups",
-    "Interface", "StorageBinding", "check_bindings", "glsl_interface", "source_text", "wgsl_interface",
+    "Interface", "BindingInfo", "StorageBinding", "check_bindings", "glsl_interface", "source_text", "wgsl_interface",
+    "FEATURES", "MEMORY_KINDS", "Queue", "Fence", "CommandBatch", "Command", "Timings", "ExternalMemory",
+    "ExternalFence",
+    "ParamBlock", "Field", "Scalar", "Vector", "Array", "Struct", "ConstantInfo",
     "ensure_runtime_dir", "fork_error", "generation",
 ]

@@ -17,16 +17,21 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable, MutableMapping
+from collections.abc import Callable, Hashable, Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Timeout
+import numpy as np
+
+from ..errors import ClosedError, InvalidState, Timeout
 from ..types import DType
 from .checks import timeout_seconds
+from .params import ParamBlock
 from .shaders import Interface
 
 if TYPE_CHECKING:
     from .base import ComputeDeviceBase
+    from .execution import CommandBatch, Queue, Timings
 
 __all__ = ["BufferHandle", "Program", "PipelineHandle", "ProgramCache", "SpareBuffers", "Submission", "wait_for",
            "evict_unused", "SPARE_BUFFERS", "SPARE_MAX_BYTES", "WAIT_SLICE"]
@@ -61,9 +66,15 @@ _ITEMSIZE: dict[int, int] = {id(d): d.itemsize for d in DType}
 
 
 class BufferHandle:
-    """Device memory of one ComputeDevice: 1-D, `size` elements of `dtype`, `nbytes` bytes."""
+    """Device memory of one ComputeDevice: 1-D, `size` elements of `dtype`, `nbytes` bytes.
 
-    __slots__ = ("dtype", "size", "nbytes", "handle", "_device", "__weakref__")
+    `memory` is the kind it was allocated in ("device" unless `alloc(memory=)` said otherwise); `host_visible`
+    says whether `map()` works on it.  `np.asarray(buffer)` and DLPack (`np.from_dlpack(buffer)`) give a view
+    without a copy where the memory stays mapped for the buffer's life; elsewhere they raise InvalidState
+    naming what to call (`device.download(buffer)`).
+    """
+
+    __slots__ = ("dtype", "size", "nbytes", "handle", "memory", "exportable", "_device", "__weakref__")
 
     def __init__(self, device: ComputeDeviceBase, handle: Any, dtype: DType, size: int):
         self._device = device
@@ -71,10 +82,50 @@ class BufferHandle:
         self.dtype = dtype
         self.size = size
         self.nbytes = size * _ITEMSIZE[id(dtype)]
+        self.memory = "device"
+        self.exportable = False
 
     @property
     def device(self) -> ComputeDeviceBase:
         return self._device
+
+    @property
+    def host_visible(self) -> bool:
+        """True where `map()` works on this buffer (host-visible memory of a backend that maps)."""
+        return "map" in self._device._features and self._device._access(self)[0]
+
+    @contextmanager
+    def map(self, write: bool = True) -> Iterator[np.ndarray]:
+        """`with buffer.map() as a:` a 1-D array of the buffer's elements, ordered after earlier work on the
+        device's default queue; the device does not use the buffer until the block ends.  `write=False` maps for
+        reading only (a backend that maps by copy then writes nothing back)."""
+        array, persistent = self._device._map_buffer(self, bool(write))
+        try:
+            yield array
+        finally:
+            self._device._unmap_buffer(self, None if persistent else array, bool(write))
+
+    def _persistent_view(self, op: str) -> np.ndarray:
+        device = self._device
+        if "map" in device._features and device._access(self) == (True, True):
+            return device._map_buffer(self, True, op)[0]
+        raise InvalidState(device.backend, op, detail=f"this buffer's memory ({self.memory}) is not mapped for the "
+                           "buffer's life, so no view without a copy exists; device.download(buffer) copies it to "
+                           "the host" + (" and buffer.map() maps it for a block" if self.host_visible else ""))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if copy:
+            array = self._device.download(self)
+        else:
+            array = self._persistent_view("__array__")
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._persistent_view("__dlpack__").__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        self._persistent_view("__dlpack_device__")
+        return (1, 0)  # kDLCPU: host memory the device also reaches
 
     @property
     def closed(self) -> bool:
@@ -109,6 +160,8 @@ class Program:
         self.interface = interface or Interface.unknown(buffers)
         self.users = 0
         self.released = False
+        #: The reflected params block dispatches pack by (set by the kit when the pipeline is made), or None.
+        self.block: ParamBlock | None = None
         #: (buffer ids, device epoch, vendor handles) of the last dispatch, whose checks passed (the kit's).
         self.last_binding: tuple[tuple[int, ...], int, list[Any]] | None = None
 
@@ -137,6 +190,15 @@ class PipelineHandle:
     @property
     def device(self) -> Any:
         return self._device
+
+    @property
+    def interface(self) -> Interface:
+        """What the code declares: its storage buffers (`bindings`), parameter block (`params`) and
+        specialization constants (`constants`); see `ironaccel.compute.Interface`."""
+        program = self.program
+        if program is None:
+            raise ClosedError(getattr(self._device, "backend", "compute"), "interface", "pipeline")
+        return program.interface
 
     @property
     def closed(self) -> bool:
@@ -265,17 +327,43 @@ class Submission:
     say the work is finished: closing waited for it.
     """
 
-    __slots__ = ("_device", "serial")
+    __slots__ = ("_device", "serial", "_queue", "_batch", "_timings")
 
-    def __init__(self, device: ComputeDeviceBase, serial: int):
+    def __init__(self, device: ComputeDeviceBase, serial: int, queue: Queue | None = None,
+                 batch: CommandBatch | None = None):
         self._device = device
         self.serial = serial
+        self._queue = queue
+        self._batch = batch
+        self._timings: Timings | None = None
+
+    @property
+    def queue(self) -> Queue:
+        """The queue this work went to."""
+        return self._queue or self._device._queue
 
     def wait(self, timeout: float | None = None) -> None:
-        self._device._wait_serial(self.serial, timeout)
+        queue = self._queue
+        if queue is None or queue.index == 0:
+            self._device._wait_serial(self.serial, timeout)
+        else:
+            self._device._wait_queue_serial(queue, self.serial, timeout)
+        if self._batch is not None:
+            self._device._settle()
 
     def done(self) -> bool:
-        return self._device._serial_done(self.serial)
+        queue = self._queue
+        if queue is None or queue.index == 0:
+            finished = self._device._serial_done(self.serial)
+        else:
+            finished = self._device._queue_serial_done(queue, self.serial)
+        if finished and self._batch is not None:
+            self._device._settle()
+        return finished
+
+    def timings(self, timeout: float | None = None) -> Timings:
+        """The device time of each command of a batch recorded with `timestamps=True`; waits for it first."""
+        return self._device._submission_timings(self, timeout)
 
     def __repr__(self) -> str:
         state = " done" if self.serial <= self._device._completed else ""

@@ -143,7 +143,8 @@ class BackendConformance:
 
 
 class ComputeDeviceConformance:
-    """The cross-vendor compute contract, run against a backend's ComputeDevice."""
+    """The cross-vendor compute contract, run against a backend's ComputeDevice.  A backend with the execution
+    model (contract 1.2) adds `ironaccel.testing.execution.ExecutionConformance` to its test class."""
 
     backend_name: ClassVar[str] = ""
     scale_offset_code: ClassVar[Any] = None
