@@ -36,7 +36,6 @@ from .checks import (
     workgroup_size,
     workgroups,
 )
-from .handles import WAIT_SLICE, BufferHandle, PipelineHandle, Program, ProgramCache, Submission, evict_unused, wait_for
 from .execution import (
     FEATURES,
     MEMORY_KINDS,
@@ -48,6 +47,7 @@ from .execution import (
     Queue,
     Timings,
 )
+from .handles import WAIT_SLICE, BufferHandle, PipelineHandle, Program, ProgramCache, Submission, evict_unused, wait_for
 from .params import Array, ConstantInfo, Field, ParamBlock, Scalar, Struct, Vector
 from .process import ensure_runtime_dir, fork_error, generation
 from .shaders import (

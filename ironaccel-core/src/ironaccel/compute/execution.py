@@ -1,6 +1,6 @@
 """The execution model of a ComputeDevice: queues, fences, command batches, timings and external handles.
 
-These are the kit's handles; `ComputeDeviceBase` makes them and runs every
+These are the kit's handles; `ExecutionModel` (`model`) makes them and runs every
 check, and a backend supplies vendor calls (see `base`'s docstring).
 
 * `Queue`: an in-order queue.  `device.queue` is the default one, which
@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ClosedError, InvalidArgument, InvalidState
+from ..errors import ClosedError, InvalidArgument
 from ..types import DType
 
 if TYPE_CHECKING:
-    from .base import ComputeDeviceBase
     from .handles import BufferHandle, PipelineHandle, Submission
+    from .model import ExecutionModel
 
 __all__ = ["FEATURES", "MEMORY_KINDS", "Queue", "Fence", "EmulatedFence", "CommandBatch", "Command", "Timings",
            "ExternalMemory", "ExternalFence", "constants_key", "fence_value"]
@@ -99,7 +99,7 @@ class Queue:
 
     __slots__ = ("_device", "_vq", "index", "priority", "_closed", "_last_batch_serial", "__weakref__")
 
-    def __init__(self, device: ComputeDeviceBase, vq: Any, index: int, priority: int):
+    def __init__(self, device: ExecutionModel, vq: Any, index: int, priority: int):
         self._device = device
         self._vq = vq
         self.index = index
@@ -107,7 +107,7 @@ class Queue:
         self._closed = False
 
     @property
-    def device(self) -> ComputeDeviceBase:
+    def device(self) -> ExecutionModel:
         return self._device
 
     @property
@@ -151,7 +151,7 @@ class Fence:
 
     __slots__ = ("_device", "_vf", "_signalled", "exportable", "__weakref__")
 
-    def __init__(self, device: ComputeDeviceBase, vf: Any, value: int, exportable: bool):
+    def __init__(self, device: ExecutionModel, vf: Any, value: int, exportable: bool):
         self._device = device
         self._vf = vf
         #: The highest value a submitted signal (or the initial value) reaches: waits beyond it are refused.
@@ -159,7 +159,7 @@ class Fence:
         self.exportable = exportable
 
     @property
-    def device(self) -> ComputeDeviceBase:
+    def device(self) -> ExecutionModel:
         return self._device
 
     @property
@@ -297,7 +297,7 @@ class CommandBatch:
     __slots__ = ("_device", "commands", "timestamps", "_recording", "_dirty", "_closed", "_last", "_reads",
                  "__weakref__")
 
-    def __init__(self, device: ComputeDeviceBase, timestamps: bool):
+    def __init__(self, device: ExecutionModel, timestamps: bool):
         self._device = device
         self.commands: list[Command] = []
         self.timestamps = timestamps
@@ -309,7 +309,7 @@ class CommandBatch:
         self._reads = False
 
     @property
-    def device(self) -> ComputeDeviceBase:
+    def device(self) -> ExecutionModel:
         return self._device
 
     @property

@@ -32,6 +32,7 @@ from .shaders import Interface
 if TYPE_CHECKING:
     from .base import ComputeDeviceBase
     from .execution import CommandBatch, Queue, Timings
+    from .model import ExecutionModel
 
 __all__ = ["BufferHandle", "Program", "PipelineHandle", "ProgramCache", "SpareBuffers", "Submission", "wait_for",
            "evict_unused", "SPARE_BUFFERS", "SPARE_MAX_BYTES", "WAIT_SLICE"]
@@ -329,7 +330,7 @@ class Submission:
 
     __slots__ = ("_device", "serial", "_queue", "_batch", "_timings")
 
-    def __init__(self, device: ComputeDeviceBase, serial: int, queue: Queue | None = None,
+    def __init__(self, device: ExecutionModel, serial: int, queue: Queue | None = None,
                  batch: CommandBatch | None = None):
         self._device = device
         self.serial = serial

@@ -25,12 +25,12 @@ import dataclasses
 import functools
 import math
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from struct import Struct as _Packer
 from struct import error as _PackError
 from struct import pack_into
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +112,7 @@ class Struct:
         return self.name or "struct"
 
 
-ParamType = Union[Scalar, Vector, Array, Struct]
+ParamType = Scalar | Vector | Array | Struct
 
 
 @dataclass(frozen=True)

@@ -417,8 +417,10 @@ class ExecutionConformance:
         n = 64
         x, y = device.upload(np.ones(n, np.float32)), device.alloc(n, "float32")
         good: dict[str, Any] = {"a": 1.0, "pair": (0.0, 0.0), "n": n, "k": 0}
-        changes: list[dict[str, Any]] = [{"b": 1.0}, {"pair": (1.0, 2.0, 3.0)}, {"pair": 1.0}, {"k": 1.5}, {"n": -1}, {"n": 2**32},
-                                         {"a": "x"}, {"a": np.float64(1.0)}, {"k": True}]
+        changes: list[dict[str, Any]] = [
+            {"b": 1.0}, {"pair": (1.0, 2.0, 3.0)}, {"pair": 1.0}, {"k": 1.5}, {"n": -1}, {"n": 2**32}, {"a": "x"},
+            {"a": np.float64(1.0)}, {"k": True},
+        ]
         for change in changes:
             with pytest.raises(InvalidArgument) as info:
                 device.dispatch(pipeline, [x, y], 1, {**good, **change})
