@@ -68,7 +68,7 @@ _EXPORTS = {
     "Linker": "linker",
     "Context": "context",
     "GreenContext": "context",
-    "current_context": "context",
+    "current_context": "device",
     "HostFuncError": "errors",
     "nvtx_range": "profiling",
     "nvtx_mark": "profiling",

@@ -42,12 +42,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import _core, _driver
 from . import dtypes as _dtypes
+from ._devices import open_device
 from ._driver import call
 from .errors import closed, invalid
+from .memory import adopt
+from .stream import Stream
 
 if TYPE_CHECKING:
     from .device import Device
-    from .stream import Stream
 
     DeviceBuf = Any  # memory.DeviceBuf is made at run time, so it cannot be a static type
 
@@ -69,16 +71,14 @@ class Allocator(Protocol):
 
 def is_devicebuf(obj: Any) -> bool:
     """isinstance(obj, DeviceBuf), for modules that cannot name the run-time class as a type."""
-    from . import memory
 
-    cls: type = memory.DeviceBuf
+    cls: type = _core.DeviceBuf
     return isinstance(obj, cls)
 
 
 def check_stream(device: Device, stream: Any, op: str, same_device: bool = False) -> Stream:
     """`stream`, or the device's default stream for None; typed errors for anything else, and with `same_device`
     for a stream of another device (one that becomes a buffer's home, or that NCCL runs on)."""
-    from .stream import Stream
 
     if stream is None:
         return device.default_stream
@@ -199,15 +199,11 @@ class DirectAllocator(_Tracked):
     """
 
     def __init__(self, device: Device):
-        from .device import open_device
-
         super().__init__()
         open_device(device, "DirectAllocator")
         self.device = device
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
-        from .memory import adopt
-
         op = "cuMemAlloc"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)
@@ -260,7 +256,6 @@ class ExternalAllocator(_Tracked):
     def __init__(self, device: Device, allocate: Callable[[int, Any], int],
                  deallocate: Callable[[int, int, Any], Any]):
         super().__init__()
-        from .device import open_device
 
         op = "ExternalAllocator"
         open_device(device, op)
@@ -272,8 +267,6 @@ class ExternalAllocator(_Tracked):
         self._deallocate = deallocate
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
-        from .memory import adopt
-
         op = "ExternalAllocator.allocate"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op)

@@ -46,8 +46,10 @@ from ironaccel.compute import (
 )
 from ironaccel.compute import workgroup_size as workgroup_size_of
 
-from . import _driver
+from . import _core, _driver
 from .errors import BACKEND, closed, invalid
+from .memory import DeviceBuf
+from .program import Program as NvrtcProgram
 
 if TYPE_CHECKING:
     from .event import Event
@@ -185,7 +187,6 @@ class ComputeDeviceMixin:
 
         Work queued before the write still reads the old contents; `array` may be reused at once.
         """
-        from . import _core
 
         op = "write"
         self._compute_check(op)
@@ -203,7 +204,6 @@ class ComputeDeviceMixin:
 
     def download(self, buffer: Any, out: np.ndarray | None = None) -> np.ndarray:
         """The buffer's contents as a new 1-D array, or its first out.nbytes raw bytes into `out`."""
-        from . import _core
 
         op = "download"
         self._compute_check(op)
@@ -251,8 +251,6 @@ class ComputeDeviceMixin:
         return holder.cache
 
     def _load(self, kind: str, code: Any, entry: str, buffers: int, params: int) -> CudaProgram:
-        from .program import Program as NvrtcProgram
-
         op = "pipeline"
         if kind == "image":
             module = self.load_module(code)  # type: ignore[attr-defined]
@@ -298,8 +296,6 @@ class ComputeDeviceMixin:
     # -- cold helpers -------------------------------------------------------
 
     def _own(self, buffer: Any, op: str) -> None:
-        from .memory import DeviceBuf
-
         ours = isinstance(buffer, DeviceBuf)
         if not ours or buffer.device is not self:
             what = "a buffer of another device" if ours else type(buffer).__name__

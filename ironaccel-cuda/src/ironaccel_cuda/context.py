@@ -29,16 +29,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from . import _core
+from . import _core, _driver
 from ._driver import call, driver, try_call
-from .errors import closed, invalid
+from .errors import InvalidArgument, closed, code_name, invalid
+from .module import Module, load_module
+from .stream import Stream, check_priority
 
 if TYPE_CHECKING:
     from .device import Device
-    from .module import Module
-    from .stream import Stream
 
-__all__ = ["Context", "GreenContext", "current_context", "split_sms"]
+__all__ = ["Context", "GreenContext", "context_at", "split_sms"]
 
 CU_STREAM_NON_BLOCKING = 1
 CU_GREEN_CTX_DEFAULT_STREAM = 1
@@ -134,8 +134,6 @@ class _ContextBase:
 
     def load_module(self, code: Any) -> Module:
         """Load an ObjectCode, CUBIN/PTX/fatbin bytes or a path into this context."""
-        from .module import load_module
-
         self._check("cuModuleLoadData")
         return load_module(self.device, code, context=self)
 
@@ -191,8 +189,6 @@ class Context(_ContextBase):
 
     def create_stream(self, priority: int = 0, non_blocking: bool = True) -> Stream:
         """A new owned stream in this context."""
-        from .stream import Stream, check_priority
-
         op = "cuStreamCreateWithPriority"
         check_priority(op, priority)
         with self._current(op):
@@ -208,29 +204,15 @@ class Context(_ContextBase):
             return
         self._close_children()
         self._ctx = None
-        from . import _driver
-
         if not _driver.forked:
             call("cuCtxDestroy", ctx)
             _core.forget_current()
 
 
-def current_context() -> Any:
-    """The Context, GreenContext or Device (primary context) current on this thread, or None."""
-    ctx = call("cuCtxGetCurrent")
-    address = int(ctx) if ctx is not None else 0
-    if not address:
-        return None
+def context_at(address: int) -> Any:
+    """The open Context or GreenContext whose CUcontext is at `address`, or None."""
     with _registry_lock:
-        known = _registry.get(address)
-    if known is not None:
-        return known
-    from . import device as _device
-
-    for st in list(_device._states.values()):
-        if int(st.ctx) == address:
-            return st.device
-    return None
+        return _registry.get(address)
 
 
 _registry: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
@@ -274,8 +256,6 @@ class GreenContext(_ContextBase):
 
     def create_stream(self, priority: int = 0) -> Stream:
         """A new owned stream whose work runs on this partition's SMs (cuGreenCtxStreamCreate, non-blocking)."""
-        from .stream import Stream, check_priority
-
         op = "cuGreenCtxStreamCreate"
         self._check(op)
         check_priority(op, priority)
@@ -291,8 +271,6 @@ class GreenContext(_ContextBase):
         self._close_children()
         self._ctx = None
         green, self._green = self._green, None
-        from . import _driver
-
         if not _driver.forked:
             call("cuGreenCtxDestroy", green)
 
@@ -327,8 +305,6 @@ def split_sms(device: Device, sm_count: int, groups: int | None = None, *, cosch
     flags = 0 if coscheduling else CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING
     err, out = try_call(op, groups if groups is not None else total, whole, flags, sm_count)
     if err:
-        from .errors import InvalidArgument, code_name
-
         raise InvalidArgument("cuda", op, err, code_name(err),
                               f"{groups or 'as many'} groups of at least {sm_count} SMs of {total} cannot be made")
     parts, made = list(out[0]), int(out[1])

@@ -16,9 +16,8 @@ thread).  Stream-ordered calls need no current context.
 
 from __future__ import annotations
 
+import difflib
 import re
-import threading
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -28,112 +27,38 @@ from ironaccel import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind
 from . import _core
 from . import _driver as _driver_mod
 from . import dtypes as _dtypes
+from ._devices import (
+    DeviceAttributes,
+    DeviceState,
+    cudevice,
+    device_count,
+    device_uuid,
+    open_device,
+    query_attributes,
+    state_for,
+    states,
+)
 from ._driver import call, driver, try_call
 from .compute import ComputeDeviceMixin
-from .errors import InvalidArgument, closed, invalid
+from .context import Context, context_at, split_sms
+from .driver_pool import DriverPool
+from .errors import InvalidArgument, Unsupported, closed, driver_error, invalid
 from .event import Event
-from .memory import PinnedBuf
+from .memory import PinnedBuf, adopt
+from .module import load_module
+from .pitched import PitchedBuf
+from .pool import MemPool
+from .program import nvrtc_version
 from .stream import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, Stream, check_priority, implicit_stream
+from .vmm import VirtualBuffer
 
-__all__ = ["Device", "DeviceAttributes", "device_count", "devices", "describe"]
+__all__ = ["Device", "DeviceAttributes", "current_context", "device_count", "devices", "describe", "open_device"]
 
 CU_STREAM_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
 CU_MEMHOSTALLOC_PORTABLE = 1
 CU_MEMHOSTALLOC_DEVICEMAP = 2
 CU_MEMHOSTALLOC_WRITECOMBINED = 4
-
-
-@dataclass(frozen=True)
-class DeviceAttributes:
-    """The device attributes a dispatcher needs (from cuDeviceGetAttribute)."""
-
-    compute_capability: tuple[int, int]
-    multiprocessor_count: int
-    max_threads_per_block: int
-    max_threads_per_multiprocessor: int
-    max_block_dim: tuple[int, int, int]
-    max_grid_dim: tuple[int, int, int]
-    max_shared_memory_per_block: int
-    max_shared_memory_per_block_optin: int
-    max_shared_memory_per_multiprocessor: int
-    max_registers_per_block: int
-    warp_size: int
-    l2_cache_size: int
-    async_engine_count: int
-    memory_pools_supported: bool
-    unified_addressing: bool
-    managed_memory: bool
-    concurrent_managed_access: bool
-    can_map_host_memory: bool
-    cooperative_launch: bool
-    integrated: bool
-    pci_domain_bus_device: tuple[int, int, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-_ATTRS = {
-    "cc_major": "COMPUTE_CAPABILITY_MAJOR",
-    "cc_minor": "COMPUTE_CAPABILITY_MINOR",
-    "multiprocessor_count": "MULTIPROCESSOR_COUNT",
-    "max_threads_per_block": "MAX_THREADS_PER_BLOCK",
-    "max_threads_per_multiprocessor": "MAX_THREADS_PER_MULTIPROCESSOR",
-    "bx": "MAX_BLOCK_DIM_X",
-    "by": "MAX_BLOCK_DIM_Y",
-    "bz": "MAX_BLOCK_DIM_Z",
-    "gx": "MAX_GRID_DIM_X",
-    "gy": "MAX_GRID_DIM_Y",
-    "gz": "MAX_GRID_DIM_Z",
-    "max_shared_memory_per_block": "MAX_SHARED_MEMORY_PER_BLOCK",
-    "max_shared_memory_per_block_optin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
-    "max_shared_memory_per_multiprocessor": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
-    "max_registers_per_block": "MAX_REGISTERS_PER_BLOCK",
-    "warp_size": "WARP_SIZE",
-    "l2_cache_size": "L2_CACHE_SIZE",
-    "async_engine_count": "ASYNC_ENGINE_COUNT",
-    "memory_pools_supported": "MEMORY_POOLS_SUPPORTED",
-    "unified_addressing": "UNIFIED_ADDRESSING",
-    "managed_memory": "MANAGED_MEMORY",
-    "concurrent_managed_access": "CONCURRENT_MANAGED_ACCESS",
-    "can_map_host_memory": "CAN_MAP_HOST_MEMORY",
-    "cooperative_launch": "COOPERATIVE_LAUNCH",
-    "integrated": "INTEGRATED",
-    "pci_domain": "PCI_DOMAIN_ID",
-    "pci_bus": "PCI_BUS_ID",
-    "pci_device": "PCI_DEVICE_ID",
-}
-
-
-def query_attributes(cudev: Any) -> DeviceAttributes:
-    """All of `DeviceAttributes` for a CUdevice (no context needed)."""
-    enum = driver().CUdevice_attribute
-    v = {key: int(call("cuDeviceGetAttribute", getattr(enum, "CU_DEVICE_ATTRIBUTE_" + name), cudev))
-         for key, name in _ATTRS.items()}
-    return DeviceAttributes(
-        compute_capability=(v["cc_major"], v["cc_minor"]),
-        multiprocessor_count=v["multiprocessor_count"],
-        max_threads_per_block=v["max_threads_per_block"],
-        max_threads_per_multiprocessor=v["max_threads_per_multiprocessor"],
-        max_block_dim=(v["bx"], v["by"], v["bz"]),
-        max_grid_dim=(v["gx"], v["gy"], v["gz"]),
-        max_shared_memory_per_block=v["max_shared_memory_per_block"],
-        max_shared_memory_per_block_optin=v["max_shared_memory_per_block_optin"],
-        max_shared_memory_per_multiprocessor=v["max_shared_memory_per_multiprocessor"],
-        max_registers_per_block=v["max_registers_per_block"],
-        warp_size=v["warp_size"],
-        l2_cache_size=v["l2_cache_size"],
-        async_engine_count=v["async_engine_count"],
-        memory_pools_supported=bool(v["memory_pools_supported"]),
-        unified_addressing=bool(v["unified_addressing"]),
-        managed_memory=bool(v["managed_memory"]),
-        concurrent_managed_access=bool(v["concurrent_managed_access"]),
-        can_map_host_memory=bool(v["can_map_host_memory"]),
-        cooperative_launch=bool(v["cooperative_launch"]),
-        integrated=bool(v["integrated"]),
-        pci_domain_bus_device=(v["pci_domain"], v["pci_bus"], v["pci_device"]),
-    )
 
 
 _CACHE_CONFIGS = {"prefer_none": 0, "prefer_shared": 1, "prefer_l1": 2, "prefer_equal": 3}
@@ -149,8 +74,6 @@ def _enum_member(enum: Any, prefix: str, name: Any, op: str, what: str) -> Any:
         key = prefix + key
     member = getattr(enum, key, None)
     if member is None or key.endswith("_MAX"):
-        import difflib
-
         known = [n[len(prefix):].lower() for n in dir(enum) if n.startswith(prefix) and not n.endswith("_MAX")]
         close = difflib.get_close_matches(name.lower().removeprefix(prefix.lower()), known, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -158,30 +81,9 @@ def _enum_member(enum: Any, prefix: str, name: Any, op: str, what: str) -> Any:
     return member
 
 
-def device_count() -> int:
-    """Number of CUDA devices (NotAvailable without a driver or GPU)."""
-    return int(call("cuDeviceGetCount"))
-
-
-def _cudevice(ordinal: Any, op: str = "cuDeviceGet") -> Any:
-    if isinstance(ordinal, bool) or not isinstance(ordinal, (int, np.integer)):
-        raise invalid(op, f"the device ordinal must be an int, got {ordinal!r}")
-    count = device_count()
-    if not 0 <= int(ordinal) < count:
-        raise invalid(op, f"device ordinal {ordinal} is out of range: {count} CUDA device(s) here")
-    return call("cuDeviceGet", int(ordinal))
-
-
 def _name(cudev: Any) -> str:
     raw = call("cuDeviceGetName", 256, cudev)
     return raw.split(b"\0", 1)[0].decode(errors="replace").strip()
-
-
-def _uuid(cudev: Any) -> str:
-    raw = call("cuDeviceGetUuid", cudev).bytes
-    b = raw if isinstance(raw, bytes) else bytes(ord(c) & 0xFF for c in raw)
-    h = b.hex()
-    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def _pci_bus_id(cudev: Any) -> str:
@@ -241,8 +143,6 @@ def _nvrtc_available() -> bool:
     global _nvrtc_ok
     if _nvrtc_ok is None:
         try:
-            from .program import nvrtc_version
-
             nvrtc_version()
             _nvrtc_ok = True
         except Exception:
@@ -252,7 +152,7 @@ def _nvrtc_available() -> bool:
 
 def describe(ordinal: int) -> DeviceDescriptor:
     """The core DeviceDescriptor of device `ordinal` (no context is created)."""
-    cudev = _cudevice(ordinal)
+    cudev = cudevice(ordinal)
     attrs = query_attributes(cudev)
     name = _name(cudev)
     total = int(call("cuDeviceTotalMem", cudev))
@@ -264,7 +164,7 @@ def describe(ordinal: int) -> DeviceDescriptor:
     extras = {
         "compute_capability": f"{attrs.compute_capability[0]}.{attrs.compute_capability[1]}",
         "arch": f"sm_{attrs.compute_capability[0]}{attrs.compute_capability[1]}",
-        "uuid": _uuid(cudev),
+        "uuid": device_uuid(cudev),
         "pci_bus_id": _pci_bus_id(cudev),
         "multiprocessor_count": attrs.multiprocessor_count,
         "max_threads_per_block": attrs.max_threads_per_block,
@@ -286,64 +186,6 @@ def devices() -> list[DeviceDescriptor]:
     return [describe(i) for i in range(device_count())]
 
 
-class _DeviceState:
-    """What every Device handle of one ordinal shares: context, default stream, attributes."""
-
-    def __init__(self, ordinal: int):
-        self.ordinal = ordinal
-        self.cudev = _cudevice(ordinal, "Device")
-        self.ctx = call("cuDevicePrimaryCtxRetain", self.cudev)
-        _core.bind(self.ctx)
-        self.attributes = query_attributes(self.cudev)
-        self.total_memory = int(call("cuDeviceTotalMem", self.cudev))
-        self.pools = self.attributes.memory_pools_supported
-        self.default_pool: Any = None  # the DriverPool object of the device's default pool, made on first use
-        if self.pools:
-            from .driver_pool import apply_default_threshold
-
-            apply_default_threshold(self.cudev)
-        self.reachable = {ordinal}  # devices whose memory kernels here may use (self + enabled peers)
-        self.lock = threading.Lock()
-        self.device = Device._internal(self)
-        h = call("cuStreamCreateWithPriority", CU_STREAM_DEFAULT, 0)
-        self.default_stream = Stream._make(h, self.device, owned=True, permanent=True)
-        self._descriptor: DeviceDescriptor | None = None
-        self._uuid: str | None = None
-
-    @property
-    def descriptor(self) -> DeviceDescriptor:
-        if self._descriptor is None:
-            self._descriptor = describe(self.ordinal)
-        return self._descriptor
-
-    @property
-    def uuid(self) -> str:
-        if self._uuid is None:  # kept: an IPC open compares it every time
-            self._uuid = str(self.descriptor.extras["uuid"])
-        return self._uuid
-
-
-_states: dict[int, _DeviceState] = {}
-_states_lock = threading.Lock()
-
-
-def _state_for(ordinal: Any) -> _DeviceState:
-    if ordinal.__class__ is int:
-        st = _states.get(ordinal)
-        if st is not None:
-            return st
-    elif isinstance(ordinal, np.integer) and not isinstance(ordinal, np.bool_):
-        ordinal = int(ordinal)
-    else:
-        raise invalid("Device", f"the device ordinal must be an int, got {ordinal!r}")
-    with _states_lock:
-        st = _states.get(ordinal)
-        if st is None:
-            st = _DeviceState(ordinal)
-            _states[ordinal] = st
-        return st
-
-
 def _dtype_spec(dtype: Any, op: str) -> tuple[DType, np.dtype]:
     """(DType, numpy dtype) for `dtype`, InvalidArgument naming `op` otherwise."""
     dt, npdt, _ = _dtypes.spec(dtype, op)
@@ -363,12 +205,12 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
     def __init__(self, ordinal: int = 0):
         if _driver_mod.forked:
             raise _driver_mod.fork_error("Device")
-        st = _state_for(ordinal)
+        st = state_for(ordinal, _complete)
         self._init(st)
         _core.ensure(st.ctx)
 
     @classmethod
-    def _internal(cls, st: _DeviceState) -> Device:
+    def _internal(cls, st: DeviceState) -> Device:
         dev = cls.__new__(cls)
         dev._init(st)
         return dev
@@ -403,7 +245,10 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     @property
     def descriptor(self) -> DeviceDescriptor:
-        return self._state.descriptor
+        st = self._state
+        if st.descriptor_cache is None:
+            st.descriptor_cache = describe(self.ordinal)
+        return st.descriptor_cache  # type: ignore[no-any-return]
 
     @property
     def total_memory(self) -> int:
@@ -447,9 +292,7 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
     def can_access_peer(self, other: Device | int) -> bool:
         """True if kernels on this device can access `other`'s memory (always True for itself)."""
         peer = self._peer(other, "cuDeviceCanAccessPeer")
-        if peer.ordinal == self.ordinal:
-            return True
-        return bool(int(call("cuDeviceCanAccessPeer", self._state.cudev, peer._state.cudev)))
+        return self._state.can_access(peer._state)
 
     def enable_peer_access(self, other: Device | int) -> None:
         """Let kernels and copies on this device access `other`'s memory directly.  Idempotent."""
@@ -462,8 +305,6 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         self._bind_here()
         err, _ = try_call(op, peer._state.ctx, 0)
         if err not in (0, 704):  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED is fine
-            from .errors import driver_error
-
             raise driver_error(err, op)
         if peer.attributes.memory_pools_supported:
             # Stream-ordered memory (cuMemAllocAsync, MemPool) comes from the peer's pool, which
@@ -521,8 +362,6 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
             if not isinstance(value, bool):
                 raise invalid(op, f"{name} must be a bool, got {value!r}")
         if mapped and not self.attributes.can_map_host_memory:
-            from .errors import Unsupported
-
             raise Unsupported("cuda", op, f"cuda:{self.ordinal} cannot map host memory")
         flags = ((CU_MEMHOSTALLOC_PORTABLE if portable else 0) | (CU_MEMHOSTALLOC_DEVICEMAP if mapped else 0)
                  | (CU_MEMHOSTALLOC_WRITECOMBINED if write_combined else 0))
@@ -538,9 +377,6 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         alive, but the memory goes when the PinnedBuf is closed or the
         registration ends.
         """
-        from .errors import driver_error
-        from .memory import adopt
-
         op = "cuMemHostGetDevicePointer"
         self._check_open(op)
         if not isinstance(array, np.ndarray):
@@ -557,14 +393,10 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
     @property
     def default_pool(self) -> Any:
         """The device's default stream-ordered pool as a DriverPool (what `alloc` draws from); never destroyed."""
-        from .driver_pool import DriverPool
-
         self._check_open("cuDeviceGetDefaultMemPool")
         st = self._state
         if st.default_pool is None:
             if not st.pools:
-                from .errors import Unsupported
-
                 raise Unsupported("cuda", "cuDeviceGetDefaultMemPool", f"cuda:{self.ordinal} has no memory pools")
             with st.lock:
                 if st.default_pool is None:
@@ -583,8 +415,6 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         NUMA node `("host_numa", n)` or a managed pool's preferred location.
         Closed with this Device handle.
         """
-        from .driver_pool import DriverPool
-
         self._check_open("cuMemPoolCreate")
         pool = DriverPool._create(self, host=host, ipc=ipc, max_size=max_size, release_threshold=release_threshold,
                                   managed=managed, location=location)
@@ -593,21 +423,15 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     def reserve(self, capacity: int) -> Any:
         """A growable VirtualBuffer of up to `capacity` bytes at one fixed address; see `vmm`."""
-        from .vmm import VirtualBuffer
-
         return VirtualBuffer._create(self, capacity)
 
     def alloc_pitched(self, shape: tuple[int, ...], dtype: Any = "uint8", stream: Stream | None = None) -> Any:
         """A (rows, cols) or (depth, rows, cols) PitchedBuf with rows padded by the driver; see `pitched`."""
-        from .pitched import PitchedBuf
-
         return PitchedBuf._alloc(self, shape, dtype, stream)
 
     def create_pool(self, stream: Stream | None = None, *, max_block: int = 1 << 26, max_bytes: int = 1 << 32,
                     front_depth: int = 32, min_block: int = 256) -> Any:
         """A MemPool of power-of-two buckets on `stream` (default: the default stream); see `MemPool`."""
-        from .pool import MemPool
-
         self._check_open("MemPool")
         pool = MemPool(self, stream, max_block=max_block, max_bytes=max_bytes, front_depth=front_depth,
                        min_block=min_block)
@@ -701,15 +525,11 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
         `sched` is how a waiting host thread waits: "auto", "spin", "yield" or "blocking_sync".
         """
-        from .context import Context
-
         self._check_open("cuCtxCreate")
         return Context._create(self, sched, map_host)
 
     def split_sms(self, sm_count: int, groups: int | None = None, *, coscheduling: bool = True) -> list[Any]:
         """Green contexts over disjoint groups of at least `sm_count` SMs each (see `context.split_sms`)."""
-        from .context import split_sms
-
         self._check_open("cuDevSmResourceSplitByCount")
         return split_sms(self, sm_count, groups, coscheduling=coscheduling)
 
@@ -717,8 +537,6 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     def load_module(self, code: Any) -> Any:
         """Load an ObjectCode, CUBIN/PTX/fatbin bytes, or a file path (str or Path) into this device."""
-        from .module import load_module
-
         self._check_open("cuModuleLoadData")
         return load_module(self, code)
 
@@ -775,9 +593,25 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         return invalid(op, f"the stream is on cuda:{s._ordinal}, not cuda:{self.ordinal}")
 
 
-def open_device(device: Any, op: str) -> Device:
-    """`device` if it is an open Device: InvalidArgument for anything else, ClosedError once it is closed."""
-    if not isinstance(device, Device):
-        raise invalid(op, f"device must be a Device, got {type(device).__name__}")
-    device._check_open(op)
-    return device
+def _complete(st: DeviceState) -> None:
+    """Give a new device state its own Device handle and its permanent default stream (see `_devices`)."""
+    device = Device._internal(st)
+    _core.ensure(st.ctx)
+    h = call("cuStreamCreateWithPriority", CU_STREAM_DEFAULT, 0)
+    st.default_stream = Stream._make(h, device, owned=True, permanent=True)
+    st.device = device  # last: another thread takes a state with a device as complete
+
+
+def current_context() -> Any:
+    """The Context, GreenContext or Device (primary context) current on this thread, or None."""
+    ctx = call("cuCtxGetCurrent")
+    address = int(ctx) if ctx is not None else 0
+    if not address:
+        return None
+    found = context_at(address)
+    if found is not None:
+        return found
+    for st in list(states.values()):
+        if int(st.ctx) == address:
+            return state_for(st.ordinal, _complete).device
+    return None

@@ -35,15 +35,17 @@ which the driver needs before such a pool can be exported; a managed pool
 
 from __future__ import annotations
 
-import os
-import re
+import threading
+import weakref
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _core, _driver
+from ._devices import ENV_RELEASE_THRESHOLD, MAX_THRESHOLD, DeviceState, attribute, parse_threshold, state_of
 from ._driver import call, driver
 from .allocator import _Tracked, check_stream, deallocate, element_count, host_ranges
 from .errors import InvalidState, Unsupported, closed, invalid
+from .memory import adopt
 
 if TYPE_CHECKING:
     from .device import Device
@@ -53,12 +55,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DriverPool", "PoolUsage", "ENV_RELEASE_THRESHOLD", "parse_threshold"]
 
-ENV_RELEASE_THRESHOLD = "IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD"
-MAX_THRESHOLD = (1 << 64) - 1
 _ACCESS = {"none": 0, "read": 1, "readwrite": 3}
 _ACCESS_NAMES = {v: k for k, v in _ACCESS.items()}
-_UNITS = {"": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
-          "t": 1 << 40, "tib": 1 << 40}
 
 
 @dataclass(frozen=True)
@@ -72,34 +70,6 @@ class PoolUsage:
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
-
-
-def parse_threshold(text: str) -> int | None:
-    """The release threshold a setting names: None for "keep", 2**64-1 for "max", else bytes."""
-    value = text.strip().lower()
-    if value in ("", "max"):
-        return MAX_THRESHOLD
-    if value == "keep":
-        return None
-    match = re.fullmatch(r"(\d+)\s*([a-z]*)", value)
-    if match is None or match.group(2) not in _UNITS:
-        raise invalid(ENV_RELEASE_THRESHOLD, f"expected 'max', 'keep' or a byte count such as 8GiB, got {text!r}")
-    n = int(match.group(1)) * _UNITS[match.group(2)]
-    if n > MAX_THRESHOLD:
-        raise invalid(ENV_RELEASE_THRESHOLD, f"{text!r} is more than 2**64-1 bytes")
-    return n
-
-
-def apply_default_threshold(cudev: Any) -> None:
-    """At a device's first open: set its default pool's release threshold as the environment says."""
-    wanted = parse_threshold(os.environ.get(ENV_RELEASE_THRESHOLD, ""))
-    if wanted is None:
-        return
-    pool = call("cuDeviceGetDefaultMemPool", cudev)
-    attr = driver().CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-    if ENV_RELEASE_THRESHOLD not in os.environ and int(call("cuMemPoolGetAttribute", pool, attr)) >= wanted:
-        return
-    call("cuMemPoolSetAttribute", pool, attr, driver().cuuint64_t(wanted))
 
 
 def memory_location(drv: Any, kind: str, ordinal: int) -> Any:
@@ -133,24 +103,27 @@ def _access_desc(drv: Any, ordinal: int, flags: int) -> Any:
     return desc
 
 
-def peer_device(peer: Any, op: str) -> Device:
-    """The Device a `peer` argument names (a Device or an ordinal); InvalidArgument for anything else."""
-    from .device import Device
-
-    if isinstance(peer, Device):
-        return peer
-    if isinstance(peer, bool) or not isinstance(peer, int):
-        raise invalid(op, f"peer must be a Device or an ordinal, got {peer!r}")
-    return Device(peer)
+def peer_device(peer: Any, op: str) -> DeviceState:
+    """The state of the device a `peer` argument names (an open Device or an ordinal); typed errors otherwise."""
+    return state_of(peer, op, "peer")
 
 
 def device_attribute(device: Device, name: str) -> int:
     """cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_<name>) of `device`; 0 when the binding lacks the attribute."""
-    enum = driver().CUdevice_attribute
-    attr = getattr(enum, "CU_DEVICE_ATTRIBUTE_" + name, None)
-    if attr is None:
-        return 0
-    return int(call("cuDeviceGetAttribute", attr, device._state.cudev))
+    return attribute(device._state.cudev, name)
+
+
+# This process's IPC-capable created pools, as weak references: ipc.export() walks a tuple of them (a WeakSet's
+# guarded iteration cost ~2.6 us of a ~13 us export against the fake driver, session 12).
+ipc_pools: list[weakref.ref[Any]] = []
+_ipc_pools_lock = threading.Lock()
+
+
+def _register_ipc(pool: DriverPool) -> None:
+    """A pool created with ipc=True: its buffers can then be exported (`ipc.export`)."""
+    with _ipc_pools_lock:
+        ipc_pools[:] = [r for r in ipc_pools if r() is not None]
+        ipc_pools.append(weakref.ref(pool))
 
 
 class DriverPool(_Tracked):
@@ -266,9 +239,7 @@ class DriverPool(_Tracked):
         h = call(op, props)
         pool = cls._make(h, device, owned=True, kind=kind, ipc=ipc, max_size=max_size)
         if ipc:
-            from .ipc import register_pool
-
-            register_pool(pool)
+            _register_ipc(pool)
         try:
             if host:  # a host pool is the CPU's until a device is given access
                 call("cuMemPoolSetAccess", h, [_access_desc(drv, device.ordinal, 3)], 1)
@@ -312,7 +283,6 @@ class DriverPool(_Tracked):
         if self.imported:
             raise InvalidState("cuda", op, detail="an imported pool holds buffers of another process; it cannot "
                                "allocate")
-        from .memory import adopt
 
         most = 1 << 46 if self.kind != "device" else self.device.total_memory
         dt, size, nbytes = element_count(self.device, size, dtype, op, most)
@@ -452,7 +422,7 @@ class DriverPool(_Tracked):
             if access != "readwrite":
                 raise invalid(op, f"a pool of cuda:{other.ordinal} is always read-write for that device")
             return
-        if self.kind == "device" and not other.can_access_peer(self.device):
+        if self.kind == "device" and not other.can_access(self.device._state):
             raise invalid(op, f"cuda:{other.ordinal} cannot access cuda:{self.device.ordinal} (no peer path)")
         call(op, self._h, [_access_desc(driver(), other.ordinal, _ACCESS[access])], 1)
 

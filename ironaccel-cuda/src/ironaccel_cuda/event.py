@@ -7,14 +7,12 @@ created with `timing=True`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _core
 from ._core import CLOSED
+from ._driver import call
 from .errors import InvalidState, closed, invalid
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Event"]
 
@@ -51,7 +49,6 @@ class Event(_core.EventCore):
             raise closed(op, "start event")
         if not (self.timing and start.timing):
             raise invalid(op, "both events need timing=True (Device.create_event(timing=True))")
-        from ._driver import call
 
         return float(call(op, start._h, self._h))
 
@@ -76,10 +73,8 @@ class Event(_core.EventCore):
         return f"<Event {state} on cuda:{self._ordinal} timing={self.timing}>"
 
     def _bad(self, op: str, stream: Any = None) -> Exception:
-        from .stream import Stream
-
         if self._h is CLOSED:
             return closed(op, "event")
-        if stream is not None and not isinstance(stream, Stream):
+        if stream is not None and not isinstance(stream, _core.StreamCore):
             return invalid(op, f"stream must be a Stream, got {type(stream).__name__}")
         return closed(op, "stream")

@@ -40,13 +40,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _core
+from . import dtypes as _dtypes
 from ._core import CLOSED
+from ._devices import open_device
 from ._driver import call, driver, try_call
-from .errors import closed, invalid
+from .errors import closed, driver_error, invalid
+from .event import Event
+from .hostfn import _entry, exec_set_host_node, graph_add_node, retarget
+from .launch import pack_error
+from .memory import DeviceBuf, adopt
+from .module import Function, _count, _dim3
 
 if TYPE_CHECKING:
     from .device import Device
-    from .module import Function
     from .stream import Stream
 
 __all__ = ["Graph", "GraphExec", "GraphNode", "ConditionalNode", "AllocNode"]
@@ -144,8 +150,6 @@ class Graph(_Owned):
     _destroy = "cuGraphDestroy"
 
     def __init__(self, device: Device):
-        from .device import open_device
-
         device = open_device(device, "cuGraphCreate")
         self._setup(call("cuGraphCreate", 0), device, None)
 
@@ -247,7 +251,6 @@ class Graph(_Owned):
 
     def add_host_func(self, fn: Callable[[], Any], after: Any = ()) -> GraphNode:
         """Run `fn()` on a driver thread when the node runs (cuGraphAddHostNode); see `Stream.launch_host_func`."""
-        from .hostfn import graph_add_node
 
         op = "cuGraphAddHostNode"
         self._check(op)
@@ -296,8 +299,6 @@ class Graph(_Owned):
         one; free it with `add_free` (or it is freed when a later launch needs
         the address, or by `GraphExec` close).
         """
-        from . import dtypes as _dtypes
-        from .memory import adopt
 
         op = "cuGraphAddMemAllocNode"
         self._check(op)
@@ -412,10 +413,8 @@ class GraphExec(_Owned):
         call(op, self._h, s._h)
 
     def _stream(self, stream: Any, op: str) -> Any:
-        from .stream import Stream
-
         s = self._default if stream is None else stream
-        if not isinstance(s, Stream):
+        if not isinstance(s, _core.StreamCore):
             raise invalid(op, f"stream must be a Stream, got {type(s).__name__}")
         if s._h is CLOSED:
             raise closed(op, "stream")
@@ -461,8 +460,6 @@ class GraphExec(_Owned):
         self._keep.append(keep)
 
     def _set_host(self, node: GraphNode, fn: Callable[[], Any]) -> None:
-        from .hostfn import exec_set_host_node
-
         self._hold([], [exec_set_host_node(int(self._h), int(node._h), fn, None)])
 
     def _set_event_record(self, node: GraphNode, event: Any) -> None:
@@ -515,7 +512,6 @@ class GraphExec(_Owned):
             err, info = try_call(op, self._h, graph._h)
         if err:
             result = getattr(getattr(info, "result", None), "name", None) or _update_result(self._h, graph._h)
-            from .errors import driver_error
 
             raise driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
         self._adopt(keep, host_funcs)
@@ -564,7 +560,6 @@ def _update_result(exec_h: Any, graph_h: Any) -> str | None:
     """Why cuGraphExecUpdate refuses `graph_h` (a CU_GRAPH_EXEC_UPDATE_* name), asked through the driver's entry
     point: the binding returns no result info when the call fails.  A refused update changes nothing, so asking
     again is harmless."""
-    from .hostfn import _entry
 
     update = _entry("cuGraphExecUpdate", ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_UpdateResultInfo))
     info = _UpdateResultInfo()
@@ -580,8 +575,6 @@ class _HostFuncGraphExec(GraphExec):
     """A GraphExec with host functions: each launch sends their failures to the launching stream."""
 
     def launch(self, stream: Stream | None = None) -> None:
-        from .hostfn import retarget
-
         s = self._default if stream is None else stream
         if getattr(s, "_h", CLOSED) is not CLOSED and self._h is not CLOSED:
             retarget(self._host_funcs, s)
@@ -593,9 +586,6 @@ class _HostFuncGraphExec(GraphExec):
 
 def _kernel_params(device: Device, fn: Any, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: Any,
                    op: str) -> tuple[Any, Any]:
-    from .launch import pack_error
-    from .module import Function, _count, _dim3
-
     if not isinstance(fn, Function):
         raise invalid(op, f"expected a Function, got {type(fn).__name__}")
     if fn._h is CLOSED:
@@ -630,8 +620,6 @@ def _host_address(array: Any, op: str, writable: bool) -> tuple[int, int]:
 
 
 def _memcpy_params(device: Device, dst: Any, src: Any, op: str) -> tuple[Any, Any]:
-    from .memory import DeviceBuf
-
     drv = driver()
     params = drv.CUDA_MEMCPY3D()
     kinds = drv.CUmemorytype
@@ -661,8 +649,6 @@ def _memcpy_params(device: Device, dst: Any, src: Any, op: str) -> tuple[Any, An
 
 
 def _memset_params(device: Device, buf: Any, value: Any, op: str) -> tuple[Any, Any]:
-    from .memory import DeviceBuf
-
     if not isinstance(buf, DeviceBuf):
         raise invalid(op, f"expected a DeviceBuf, got {type(buf).__name__}")
     if buf.closed:
@@ -684,8 +670,6 @@ def _memset_params(device: Device, buf: Any, value: Any, op: str) -> tuple[Any, 
 
 
 def _event(event: Any, device: Device, op: str) -> Any:
-    from .event import Event
-
     if not isinstance(event, Event):
         raise invalid(op, f"expected an Event, got {type(event).__name__}")
     if event._h is CLOSED:

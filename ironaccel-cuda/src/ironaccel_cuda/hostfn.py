@@ -33,7 +33,7 @@ from typing import Any
 
 from . import _core
 from ._driver import call, driver
-from .errors import HostFuncError, closed, driver_error, invalid
+from .errors import HostFuncError, Unsupported, closed, driver_error, invalid
 
 __all__ = ["HostFunc", "launch", "launch_c", "launch_kept", "graph_add_node", "pending_errors", "raise_pending"]
 
@@ -110,8 +110,6 @@ def _entry(name: str, *argtypes: Any) -> Any:
         out = call("cuGetProcAddress", name.encode(), 12000, flags)
         address = int(out[0] if isinstance(out, tuple) else out)
         if not address:
-            from .errors import Unsupported
-
             raise Unsupported("cuda", name, f"the driver does not provide {name}")
         fn = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(address)
         _entry_points[name] = fn
@@ -239,18 +237,8 @@ def retarget(entries: Any, stream: Any) -> None:
 
 
 def watch(stream: Any) -> None:
-    """From now on, `stream.synchronize()` / `query()` raise host-function failures (a Stream subclass)."""
-    global _plain, _watched
-    if _plain is None:  # stream.py imports this module: its classes are found at the first launch
-        from .stream import Stream, _WatchedStream
-
-        _plain, _watched = Stream, _WatchedStream
-    if stream.__class__ is _plain:
-        stream.__class__ = _watched
-
-
-_plain: Any = None
-_watched: Any = None
+    """From now on, `stream.synchronize()` / `query()` raise host-function failures (`Stream._watch`)."""
+    stream._watch()
 
 
 def pending_errors(stream: Any) -> list[HostFuncError]:

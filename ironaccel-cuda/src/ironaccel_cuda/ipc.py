@@ -74,21 +74,21 @@ import socket
 import struct
 import threading
 import uuid as _uuid
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from . import _core, _driver
 from . import dtypes as _dtypes
+from ._devices import device_count
 from ._driver import call, driver, try_call
 from .allocator import release_after
-from .device import Device, device_count
+from .device import Device
+from .driver_pool import DriverPool, ipc_pools
 from .errors import InvalidState, closed, driver_error, invalid
+from .event import Event
+from .memory import adopt
 
 if TYPE_CHECKING:
-    from .driver_pool import DriverPool
-    from .event import Event
-
     DeviceBuf = Any  # memory.DeviceBuf is made at run time, so it cannot be a static type
 
 __all__ = ["IpcBuffer", "IpcPool", "IpcEvent", "export", "create_event", "send", "recv"]
@@ -99,19 +99,6 @@ CU_EVENT_INTERPROCESS = 0x4
 HANDLE_SIZE = 64
 _MAX_SPAN = 1 << 48  # a GPU's address space: no offset or size reaches past it
 POSIX_FD = 1
-
-# This process's IPC-capable created pools, as weak references: export() walks a tuple of them (a WeakSet's
-# guarded iteration cost ~2.6 us of a ~13 us export against the fake driver, session 12).
-_ipc_pools: list[weakref.ref[Any]] = []
-_ipc_pools_lock = threading.Lock()
-
-
-def register_pool(pool: DriverPool) -> None:
-    """Called by DriverPool for a pool created with ipc=True: its buffers can then be exported."""
-    with _ipc_pools_lock:
-        _ipc_pools[:] = [r for r in _ipc_pools if r() is not None]
-        _ipc_pools.append(weakref.ref(pool))
-
 
 _pid = os.getpid()  # this process's, kept current across forks: every open compares it
 
@@ -340,7 +327,6 @@ class _Imports:
 
     def open_pool(self, desc: IpcPool, device: Device) -> DriverPool:
         """IpcPool.open(): an imported DriverPool that holds one count of the import."""
-        from .driver_pool import DriverPool
 
         self._enter()
         try:
@@ -525,8 +511,6 @@ class IpcBuffer:
         return buf, extent
 
     def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
-        from .memory import adopt
-
         dev._bind_here()
         base = int(call(op, _filled(driver().CUipcMemHandle, self.handle), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
         err, got = try_call("cuMemGetAddressRange", base)
@@ -569,7 +553,7 @@ def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
     dev = buf.device
     dev._check_open(op)
     ptr = buf.ptr
-    for ref in tuple(_ipc_pools):
+    for ref in tuple(ipc_pools):
         pool = ref()
         if pool is None or pool.device.ordinal != dev.ordinal:
             continue
@@ -620,7 +604,6 @@ class IpcEvent:
 
     def open(self, device: Device | None = None) -> Event:
         """The exporter's event in this process (record, wait on, synchronize; timing is off)."""
-        from .event import Event
 
         op = "cuIpcOpenEventHandle"
         if len(self.handle) != HANDLE_SIZE:
@@ -634,8 +617,6 @@ class IpcEvent:
 
 def create_event(device: Device) -> Event:
     """An event that other processes can open (CU_EVENT_INTERPROCESS, timing off)."""
-    from .device import Device
-    from .event import Event
 
     op = "cuEventCreate"
     if not isinstance(device, Device):
@@ -668,8 +649,6 @@ def export(obj: Any) -> Any:
         if made is not None and obj.ptr is not None and made.pool._fd is not None:  # and its pool is open
             return made
         return _export_buffer(obj)
-    from .driver_pool import DriverPool
-    from .event import Event
 
     if isinstance(obj, DriverPool):
         return _export_pool(obj)

@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import invalid
+from ._core import DeviceBuf
+from .errors import closed, invalid
 
 __all__ = ["ArgPacker", "build_packer", "param_layout_fallback", "ptx_param_types"]
 
@@ -88,7 +89,6 @@ def _code_for(index: int, value: Any, size: int, op: str, name: str, ptx_type: s
     integer parameter is refused and a Python int for a floating-point one is converted to it.  A numpy
     scalar is always its own bytes (only the size must match): it says exactly what it means.
     """
-    from .memory import DeviceBuf
 
     arg = f"a{index}"
     kind = type(value)
@@ -142,7 +142,6 @@ def param_layout_fallback(args: Sequence[Any]) -> tuple[tuple[int, int], ...]:
 
     ints and floats are taken as 8 bytes (int64, double) here; numpy scalars as their own size.
     """
-    from .memory import DeviceBuf
 
     layout = []
     offset = 0
@@ -167,7 +166,6 @@ def build_packer(layout: Sequence[tuple[int, int]], args: Sequence[Any], *, ordi
     `types`, when known, are the PTX types of the parameters (`ptx_param_types`): they catch a float passed
     for an integer parameter, which the sizes alone cannot.
     """
-    from .memory import DeviceBuf
 
     if len(args) != len(layout):
         raise invalid(op, f"{name} takes {len(layout)} argument(s), got {len(args)}")
@@ -219,8 +217,6 @@ def build_packer(layout: Sequence[tuple[int, int]], args: Sequence[Any], *, ordi
 def pack_error(args: Sequence[Any], exc: Exception, name: str, op: str = "cuLaunchKernel",
                packer: ArgPacker | None = None) -> Exception:
     """Explain why packing `args` failed (cold path); `packer`, the one that failed, tells which int did not fit."""
-    from .errors import closed
-    from .memory import DeviceBuf
 
     if isinstance(exc, IndexError | ValueError) and "unpack" in str(exc):
         return invalid(op, f"{name}: wrong number of arguments ({len(args)})")

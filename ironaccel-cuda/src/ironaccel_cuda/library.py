@@ -17,8 +17,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from . import _driver
+from ._devices import open_device
 from ._driver import call, try_call
-from .device import open_device
 from .errors import closed, driver_error, invalid
 from .module import Function, _symbol, close_contents, global_view, loadable_image, param_types
 
@@ -103,7 +104,6 @@ class Library:
             return
         self._h = None
         close_contents(self)
-        from . import _driver
 
         if not _driver.forked:
             call("cuLibraryUnload", h)

@@ -31,16 +31,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _driver
+from . import _core, _driver
+from ._devices import DeviceState, device_count, open_device, state_of
 from ._driver import call, driver
 from .allocator import _DirectFree, _Tracked, check_stream, deallocate, element_count, host_ranges, is_devicebuf
 from .driver_pool import memory_location
 from .errors import OutOfMemory, Unsupported, closed, invalid
-from .memory import _HostArrayOwner
+from .memory import _HostArrayOwner, adopt
+from .stream import Stream
 
 if TYPE_CHECKING:
     from .device import Device
-    from .stream import Stream
 
     DeviceBuf = Any  # memory.DeviceBuf is made at run time, so it cannot be a static type
 
@@ -86,7 +87,6 @@ class ManagedAllocator(_Tracked):
 
     def __init__(self, device: Device, *, host_first: bool = False):
         super().__init__()
-        from .device import open_device
 
         op = "ManagedAllocator"
         open_device(device, op)
@@ -98,8 +98,6 @@ class ManagedAllocator(_Tracked):
         self._flags = CU_MEM_ATTACH_HOST if host_first else CU_MEM_ATTACH_GLOBAL
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
-        from .memory import adopt
-
         op = "cuMemAllocManaged"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op)
@@ -151,16 +149,14 @@ def _managed(buf: Any, op: str) -> tuple[int, int]:
     return buf.ptr, buf.nbytes
 
 
-def _location(where: Any, op: str) -> tuple[Any, Device | None]:
-    """A CUmemLocation for a Device, an ordinal or "host"; and the Device (None for the host)."""
-    from .device import Device
-
+def _location(where: Any, op: str) -> tuple[Any, DeviceState | None]:
+    """A CUmemLocation for a Device, an ordinal or "host"; and the device's state (None for the host)."""
     if isinstance(where, str) and where == "host":
         return memory_location(driver(), "host", 0), None
-    if isinstance(where, bool) or not isinstance(where, (Device, int)):
+    if isinstance(where, bool) or not isinstance(where, (_core.DeviceCore, int)):
         raise invalid(op, f"the location must be a Device, a device ordinal or 'host', got {where!r}")
-    dev = where if isinstance(where, Device) else Device(where)
-    return memory_location(driver(), "device", dev.ordinal), dev
+    st = state_of(where, op, "the location")
+    return memory_location(driver(), "device", st.ordinal), st
 
 
 def prefetch(buf: DeviceBuf, to: Any, stream: Stream | None = None) -> None:
@@ -201,7 +197,6 @@ def attach(buf: DeviceBuf, stream: Stream, mode: str = "single") -> None:
 
     Queued on `stream`; takes effect when the stream reaches it.
     """
-    from .stream import Stream
 
     op = "cuStreamAttachMemAsync"
     base, _ = _managed(buf, op)
@@ -222,7 +217,6 @@ def _where(value: int) -> int | str | None:
 
 def managed_info(buf: DeviceBuf) -> ManagedInfo:
     """Read-mostly, preferred location, last prefetch location and accessed-by devices of `buf`'s range."""
-    from .device import device_count
 
     op = "cuMemRangeGetAttribute"
     _managed(buf, op)

@@ -20,8 +20,10 @@ import numpy as np
 
 from ironaccel import DType
 
-from . import _core
-from .errors import closed, invalid
+from . import _core, _devices, _driver
+from . import dtypes as _dtypes
+from ._driver import call
+from .errors import Unsupported, closed, invalid
 
 if TYPE_CHECKING:
     from .device import Device
@@ -60,7 +62,6 @@ def adopt(ptr: int, size: int, dtype: Any, device: Device, *, stream: Stream | N
     is a view that frees nothing.  `keepalive` is referenced until then.  `stream` is the home stream
     (default: the device's default stream).
     """
-    from . import dtypes as _dtypes
 
     op = "DeviceBuf.adopt"
     dt, npdt, _ = _dtypes.spec(dtype, op)
@@ -167,9 +168,7 @@ class PinnedBuf:
         if ptr is not None:
             self._array = None
             _core.pinned_remove(ptr)
-            from ._driver import call
-
-            call("cuMemFreeHost", ptr)
+            _driver.call("cuMemFreeHost", ptr)  # through the module: tests replace it
 
     def __enter__(self) -> PinnedBuf:
         return self
@@ -208,8 +207,6 @@ def pinned(array: np.ndarray, device: Device | None = None, *, read_only: bool =
     `mapped`: the device can address it directly (`dev.device_view(array)`);
     `portable`: page-locked for every context, not only this device's.
     """
-    from ._driver import call
-    from .device import Device
 
     op = "cuMemHostRegister"
     if not isinstance(array, np.ndarray):
@@ -223,20 +220,15 @@ def pinned(array: np.ndarray, device: Device | None = None, *, read_only: bool =
             raise invalid(op, f"{name} must be a bool, got {value!r}")
     if not array.flags.writeable and not read_only:
         raise invalid(op, "the array is read-only: register it with read_only=True")
-    dev = device if device is not None else Device(0)
+    st = _devices.state_of(0 if device is None else device, op)
     if read_only:
-        from .driver_pool import device_attribute
-        from .errors import Unsupported
-
-        if not device_attribute(dev, "READ_ONLY_HOST_REGISTER_SUPPORTED"):
-            raise Unsupported("cuda", op, f"cuda:{dev.ordinal} cannot register host memory read-only")
-    if mapped and not dev.attributes.can_map_host_memory:
-        from .errors import Unsupported
-
-        raise Unsupported("cuda", op, f"cuda:{dev.ordinal} cannot map host memory")
+        if not _devices.attribute(st.cudev, "READ_ONLY_HOST_REGISTER_SUPPORTED"):
+            raise Unsupported("cuda", op, f"cuda:{st.ordinal} cannot register host memory read-only")
+    if mapped and not st.attributes.can_map_host_memory:
+        raise Unsupported("cuda", op, f"cuda:{st.ordinal} cannot map host memory")
     flags = ((CU_MEMHOSTREGISTER_PORTABLE if portable else 0) | (CU_MEMHOSTREGISTER_DEVICEMAP if mapped else 0)
              | (CU_MEMHOSTREGISTER_READ_ONLY if read_only else 0))
-    dev._bind_here()
+    _core.ensure(st.ctx)
     ptr = array.ctypes.data
     call(op, ptr, array.nbytes, flags)
     _core.pinned_add(ptr, array.nbytes)
@@ -244,6 +236,6 @@ def pinned(array: np.ndarray, device: Device | None = None, *, read_only: bool =
         yield array
     finally:
         _core.pinned_remove(ptr)
-        dev._bind_here()
+        _core.ensure(st.ctx)
         call("cuMemHostUnregister", ptr)
 

@@ -8,18 +8,23 @@ name expression given to `Program` (`"saxpy<float>"`) or by its symbol.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _core
+from . import _core, _driver
+from . import dtypes as _dtypes
 from ._core import CLOSED
+from ._devices import states
 from ._driver import call, driver, relaxed_capture, try_call
-from .errors import closed, invalid
+from .errors import closed, driver_error, invalid
 from .images import check_image
 from .launch import ArgPacker, build_packer, param_layout_fallback, ptx_param_types
+from .memory import adopt
+from .program import ObjectCode
 
 if TYPE_CHECKING:
     from .device import Device
@@ -37,7 +42,6 @@ def image_kind(image: bytes) -> str:
 
 def loadable_image(code: Any, op: str) -> tuple[bytes, dict[str, str], str]:
     """(image the driver can load, name map, kind) from an ObjectCode, bytes or a path; every image is checked."""
-    from .program import ObjectCode
 
     name_map: dict[str, str] = {}
     if isinstance(code, ObjectCode):
@@ -61,7 +65,6 @@ def loadable_image(code: Any, op: str) -> tuple[bytes, dict[str, str], str]:
 
 def param_types(code: Any, image: bytes, kind: str) -> dict[str, tuple[str, ...]]:
     """{symbol: PTX parameter types} of the kernels in `code`, where they are known (Program output, PTX)."""
-    from .program import ObjectCode
 
     if isinstance(code, ObjectCode) and code.params:
         return dict(code.params)
@@ -104,7 +107,6 @@ def settle_lazy_load(ctx: Any) -> None:
 
 def _settle_in(d: Any, ctx: Any) -> tuple[Any, Any] | None:
     """Settle once in `ctx` with a new stream and event; a primary context's pair is kept (None: nothing kept)."""
-    from .device import _states
 
     if d.cuCtxPushCurrent(ctx)[0]:
         return None
@@ -116,7 +118,7 @@ def _settle_in(d: Any, ctx: Any) -> tuple[Any, Any] | None:
         if err:
             d.cuStreamDestroy(s)
             return None
-        if any(int(st.ctx) == int(ctx) for st in list(_states.values())):
+        if any(int(st.ctx) == int(ctx) for st in list(states.values())):
             _settle_pairs[int(ctx)] = (s, e)
             return s, e
         if not d.cuEventRecord(e, s)[0]:
@@ -186,8 +188,6 @@ class Module:
         symbol = _symbol(self.name_map, name, op)
         err, h = try_call(op, self._h, symbol)
         if err:
-            from .errors import driver_error
-
             known = f"; name expressions: {sorted(self.name_map)}" if self.name_map else ""
             raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol.decode()!r}) in this module{known}")
         default = self.context.default_stream if self.context is not None else None
@@ -214,8 +214,6 @@ class Module:
             return view
         err, out = try_call(op, self._h, _symbol(self.name_map, name, op))
         if err:
-            from .errors import driver_error
-
             raise driver_error(err, op, f"no __device__ or __constant__ variable {name!r} in this module")
         view = self._views[key] = global_view(self.device, int(out[0]), int(out[1]), dtype, name, op, self)
         return view
@@ -230,7 +228,6 @@ class Module:
         if h is CLOSED:
             return
         close_contents(self)
-        from . import _driver
 
         if _driver.forked:
             call("cuModuleUnload", h)
@@ -275,8 +272,6 @@ def _symbol(name_map: dict[str, str], name: str, op: str) -> bytes:
 
 def global_view(device: Device, ptr: int, nbytes: int, dtype: Any, name: str, op: str, owner: Any) -> Any:
     """A DeviceBuf (frees nothing) over `nbytes` of a module or library global at `ptr`."""
-    from . import dtypes as _dtypes
-    from .memory import adopt
 
     _, npdt, _ = _dtypes.spec(dtype, op)
     if nbytes % npdt.itemsize:
@@ -433,8 +428,6 @@ class Function(_core.FunctionCore):
         if not callable(dynamic_smem):
             grid, block = call(op, self._h, None, _count(dynamic_smem, "dynamic_smem", op), limit)
             return int(grid), int(block)
-        import ctypes
-
         failures: list[BaseException] = []
 
         def per_block(size: int) -> int:
@@ -563,20 +556,16 @@ class Function(_core.FunctionCore):
         return packer
 
     def _bad_stream(self, s: Any) -> Exception:
-        from .stream import Stream
-
-        if not isinstance(s, Stream):
+        if not isinstance(s, _core.StreamCore):
             return invalid("cuLaunchKernel", f"stream must be a Stream, got {type(s).__name__}")
         return invalid("cuLaunchKernel", f"the stream is on cuda:{s._ordinal} but {self.name} is loaded on "
                        f"cuda:{self._ordinal}")
 
     def _launch_error(self, s: Any, exc: Exception, grid: tuple, block: tuple, smem: Any) -> Exception:
-        from .stream import Stream
-
         op = "cuLaunchKernel"
         if self._h is CLOSED:
             return closed(op, "function (its module was closed)")
-        if not isinstance(s, Stream):
+        if not isinstance(s, _core.StreamCore):
             return invalid(op, f"stream must be a Stream, got {type(s).__name__}")
         if s._h is CLOSED:
             return closed(op, "stream")

@@ -34,6 +34,7 @@ from . import dtypes as _dtypes
 from ._driver import call, driver
 from .allocator import check_stream, is_devicebuf, release_after
 from .errors import closed, invalid
+from .memory import adopt
 
 if TYPE_CHECKING:
     from ironaccel import DType
@@ -83,8 +84,6 @@ class PitchedBuf:
 
     @classmethod
     def _alloc(cls, device: Device, shape: Any, dtype: Any, stream: Stream | None) -> PitchedBuf:
-        from .memory import adopt
-
         op = "cuMemAllocPitch"
         device._check_open(op)
         shape = _shape(shape, op)

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _core
+from ._devices import open_device
+from .allocator import deallocate
 from .errors import closed, invalid
 
 if TYPE_CHECKING:
@@ -72,8 +74,6 @@ class MemPool(_core.PoolCore):
 
     def __init__(self, device: Device, stream: Stream | None = None, *, max_block: int = 1 << 26,
                  max_bytes: int = 1 << 32, front_depth: int = 32, min_block: int = 256):
-        from .device import open_device
-
         op = "MemPool"
         open_device(device, op)
         for name, value in (("max_block", max_block), ("min_block", min_block)):
@@ -111,8 +111,6 @@ class MemPool(_core.PoolCore):
 
     def deallocate(self, buf: Any, stream: Stream | None = None) -> None:
         """Free `buf` after the work queued on `stream` (default: the pool's stream); see `allocator.deallocate`."""
-        from .allocator import deallocate
-
         deallocate(self, buf, stream, "MemPool.deallocate")
 
     def stats(self) -> PoolStats:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+from ._driver import call
 from .errors import BACKEND, NotAvailable, invalid
 
 __all__ = ["nvtx_range", "nvtx_mark", "nvtx_push", "nvtx_pop", "profiler_start", "profiler_stop"]
@@ -80,13 +81,11 @@ def nvtx_mark(name: str, color: str | None = None, domain: str = DOMAIN) -> None
 
 def profiler_start() -> None:
     """Start profiler collection for this process (cuProfilerStart)."""
-    from ._driver import call
 
     call("cuProfilerStart")
 
 
 def profiler_stop() -> None:
     """Stop profiler collection and flush what was collected (cuProfilerStop)."""
-    from ._driver import call
 
     call("cuProfilerStop")

@@ -15,14 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _core
+from . import _core, _driver
 from . import hostfn as _hostfn
 from ._core import CLOSED
+from ._devices import open_device
+from ._driver import call, driver
 from .errors import closed, invalid
+from .event import Event
+from .graph import Graph
 
 if TYPE_CHECKING:
     from .device import Device
-    from .graph import Graph
 
 __all__ = ["Stream"]
 
@@ -70,8 +73,6 @@ class Stream(_core.StreamCore):
             handle = handle.__cuda_stream__()[1]
         if isinstance(handle, bool) or not isinstance(handle, int) or not 0 <= handle < 1 << 64:
             raise invalid("Stream.from_handle", f"expected a CUstream address (int), got {handle!r}")
-        from .device import open_device
-
         open_device(device, "Stream.from_handle")
         return cls._make(handle, device, owned=False)
 
@@ -79,8 +80,6 @@ class Stream(_core.StreamCore):
 
     def begin_capture(self, mode: str = "thread_local") -> None:
         """Start capturing work issued to this stream into a graph (see `end_capture`)."""
-        from ._driver import call, driver
-
         if not isinstance(mode, str) or mode not in _CAPTURE_MODES:
             raise invalid("cuStreamBeginCapture", f"mode must be one of {sorted(_CAPTURE_MODES)}, got {mode!r}")
         self._check_open("cuStreamBeginCapture")
@@ -88,8 +87,6 @@ class Stream(_core.StreamCore):
 
     def end_capture(self) -> Graph:
         """Stop capturing; returns the captured Graph (holding the host functions captured into it)."""
-        from ._driver import call
-        from .graph import Graph
 
         self._check_open("cuStreamEndCapture")
         captured = _hostfn.take_captured(self)
@@ -98,6 +95,11 @@ class Stream(_core.StreamCore):
         return graph
 
     # -- host functions -----------------------------------------------------
+
+    def _watch(self) -> None:
+        """From now on, synchronize() and query() raise the failures of host functions run on this stream."""
+        if self.__class__ is Stream:
+            self.__class__ = _WatchedStream
 
     def launch_host_func(self, fn: Callable[[], Any]) -> None:
         """Run `fn()` on a driver thread once the work queued before it is done; later work waits for it.
@@ -118,8 +120,6 @@ class Stream(_core.StreamCore):
 
     @property
     def is_capturing(self) -> bool:
-        from ._driver import call
-
         self._check_open("cuStreamIsCapturing")
         return int(call("cuStreamIsCapturing", self._h)) == 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
 
@@ -148,8 +148,6 @@ class Stream(_core.StreamCore):
             return
         self._h = CLOSED
         if self._owned:
-            from . import _driver
-
             try:
                 if not _driver.forked:
                     # relaxed: closing (or collecting) a stream while this thread captures another in global or
@@ -188,8 +186,6 @@ class Stream(_core.StreamCore):
         return invalid(op, f"bad stream handle {self._h!r}")
 
     def _bad_event(self, op: str, event: Any) -> Exception:
-        from .event import Event
-
         if self._h is CLOSED:
             return closed(op, "stream")
         if not isinstance(event, Event):

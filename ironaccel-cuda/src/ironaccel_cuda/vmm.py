@@ -34,10 +34,13 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import _driver
+from . import dtypes as _dtypes
+from ._devices import open_device
 from ._driver import call, driver
 from .allocator import _Tracked, check_stream, deallocate, element_count
 from .driver_pool import _ACCESS, _access_desc, device_attribute, peer_device
 from .errors import Unsupported, closed, invalid
+from .memory import adopt
 
 if TYPE_CHECKING:
     from .device import Device
@@ -196,8 +199,6 @@ class VirtualBuffer:
 
     def view(self, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
         """A DeviceBuf over the current `nbytes` as `dtype` (home stream `stream`); it keeps this buffer alive."""
-        from . import dtypes as _dtypes
-        from .memory import adopt
 
         op = "VirtualBuffer.view"
         if self._closed:
@@ -238,7 +239,7 @@ class VirtualBuffer:
             if access != "readwrite":
                 raise invalid(op, f"memory of cuda:{other.ordinal} is always read-write for that device")
             return
-        if not other.can_access_peer(self.device):
+        if not other.can_access(self.device._state):
             raise invalid(op, f"cuda:{other.ordinal} cannot access cuda:{self.device.ordinal} (no peer path)")
         with self._lock:
             if access == "none":
@@ -296,15 +297,11 @@ class VirtualAllocator(_Tracked):
     """
 
     def __init__(self, device: Device):
-        from .device import open_device
-
         super().__init__()
         open_device(device, "VirtualAllocator")
         self.device = device
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
-        from .memory import adopt
-
         op = "VirtualAllocator.allocate"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)

@@ -112,11 +112,11 @@ def test_stream_is_an_ironaccel_stream_with_its_sync(cc, device):
 def test_a_foreign_stream_opens_only_its_own_device():
     out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import ironaccel_cuda as cu
-        from ironaccel_cuda import device
+        from ironaccel_cuda import _devices
         from ironaccel_cuda.compat import cuda_core as cc
         s = cu.Device(1).create_stream()
         assert cc.Stream.from_handle(s.handle).device.ordinal == 1
-        print(sorted(device._states))
+        print(sorted(_devices.states))
     """)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[1]", "Stream.from_handle opened other devices to find the stream's"
