@@ -386,10 +386,11 @@ class ComputeDeviceBase(ExecutionModel):
             if fixed and "constants" not in self._features:
                 raise self._unsupported("pipeline", "constants")
             prepared, code_key = self._prepare(code, entry)
-            key = (code_key, entry, buffers, wanted, fixed)
+            key = (code_key, entry, buffers, wanted, size, fixed)
             program = self._programs.get(key)
             if program is None:
                 program = self._compile(prepared, entry, buffers, wanted, size, dict(fixed))
+                program.workgroup_size = size
                 _settle_params(program, wanted)
                 self._programs.add(key, program)
             return self.pipeline_type(self, program, entry, size)

@@ -165,6 +165,8 @@ class Program:
         self.block: ParamBlock | None = None
         #: (buffer ids, device epoch, vendor handles) of the last dispatch, whose checks passed (the kit's).
         self.last_binding: tuple[tuple[int, ...], int, list[Any]] | None = None
+        #: The workgroup size it was compiled for (set by the kit; a launch that must pass it reads it here).
+        self.workgroup_size: tuple[int, int, int] = (1, 1, 1)
 
     def release(self) -> None:
         """Free the vendor objects (after the work that used them, where the driver does not defer it itself)."""

@@ -20,6 +20,7 @@ and calls `_open_execution(features, memory_kinds)` once its state exists.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -246,7 +247,9 @@ class ExecutionModel:
                               f"({_DLPACK_NAMES.get(kind, 'unknown')}) cannot be used by {self.backend}; hand GPU "
                               "memory over with export_memory() and import_memory()")
 
-    def _export_memory(self, handle: Any) -> tuple[int, int]:
+    def _export_memory(self, handle: Any) -> tuple[int, int] | tuple[int, int, bool]:
+        """(fd, bytes) or (fd, bytes, dedicated): the fd of `handle`'s memory; dedicated (default True) says
+        whether the allocation was a dedicated one (a Vulkan importer must then ask for one too)."""
         raise self._unsupported("export_memory", "export_memory")
 
     def _import_memory(self, fd: int, nbytes: int, dtype: DType, ext: ExternalMemory) -> Any:
@@ -355,8 +358,10 @@ class ExecutionModel:
             if not buffer.exportable:
                 raise InvalidArgument(self.backend, "export_memory", detail="the buffer was not allocated with "
                                       "exportable=True")
-            fd, nbytes = self._export_memory(handle)
-            return ExternalMemory(fd, nbytes, backend=self.backend)
+            exported = self._export_memory(handle)
+            fd, nbytes = exported[0], exported[1]
+            dedicated = bool(exported[2]) if len(exported) > 2 else True
+            return ExternalMemory(fd, nbytes, backend=self.backend, dedicated=dedicated)
 
     def import_memory(self, memory: ExternalMemory, size: int, dtype: Any = "float32") -> BufferHandle:
         """A buffer of `size` elements over memory another API exported (zero-copy; the fd stays `memory`'s)."""
@@ -378,7 +383,8 @@ class ExecutionModel:
             try:
                 handle = self._import_memory(fd, nbytes, dt, memory)
             except BaseException:
-                os.close(fd)
+                with contextlib.suppress(OSError):  # some APIs (GL) own the fd even when the import fails
+                    os.close(fd)
                 raise
             return self._wrap_buffer(handle, dt, size)
 
@@ -407,7 +413,8 @@ class ExecutionModel:
             try:
                 vf = self._import_fence(fd)
             except BaseException:
-                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
                 raise
             imported = Fence(self, vf, 0, False)
             imported._signalled = _U64
@@ -910,7 +917,9 @@ class ExecutionModel:
         if self._shutdown_pending and not self._pins and (self._owner_thread is None
                                                           or _get_ident() == self._owner_thread):
             self._shutdown_pending = False
-            self._shutdown()
+            with self._lock:
+                self._activate()
+                self._shutdown()
 
     def _unmap_buffer(self, buffer: BufferHandle, array: np.ndarray | None, write: bool) -> None:
         with self._lock:
