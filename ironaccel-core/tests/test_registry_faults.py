@@ -215,4 +215,5 @@ def test_survey_carries_what_the_spec_says(fake_site):
     good, cuda = reg.survey(["good", "cuda"], devices=False)
     assert (good.vendor.value, [k.value for k in good.kinds], good.install) == ("mesa", ["cpu"], "pip install fakegood")
     assert good.to_dict()["kinds"] == ["cpu"] and good.to_dict()["install"] == "pip install fakegood"
-    assert cuda.distribution is None and cuda.install == FIRST_PARTY["cuda"] == cuda.probe.fix
+    assert cuda.distribution is None and cuda.install == cuda.probe.fix
+    assert cuda.install.startswith(FIRST_PARTY["cuda"] + " (from the index, or `pip install ./ironaccel-cuda`")

@@ -6,6 +6,9 @@
     ironaccel.devices()               # DeviceDescriptors of every available backend
     dev = ironaccel.open("cuda", 0)   # a backend's device object
 
+`PLUGIN_API` is the version of the plugin contract this core implements
+(`ironaccel.contract` says what each version holds and the deprecation rule).
+
 Importing this package reads plugin metadata only: no plugin module, vendor
 binding or vendor library is loaded until a backend is asked for.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .contract import PLUGIN_API
 from .errors import (
     ClosedError,
     CompileError,
@@ -67,6 +71,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "PLUGIN_API",
     "registry",
     "BackendRegistry",
     "BackendReport",

@@ -3,7 +3,8 @@
     ironaccel                 every selected backend: distribution, status, reason, devices
     ironaccel cuda vulkan     only these backends (others are not probed)
     ironaccel --json          the same as JSON, for machines
-    ironaccel --failures      also plugin failures (import, hook, probe)
+    ironaccel --failures      also plugin failures (import, hook, contract, probe)
+    ironaccel --version       core's version, its plugin API, and each installed backend distribution's version
 
 Exit status: 1 when a backend that was asked for by name (on the command line,
 or by IRONACCEL_BACKENDS when none is given there) is unavailable, else 0; a
@@ -23,6 +24,7 @@ import time
 from collections.abc import Sequence
 
 from . import __version__
+from .contract import PLUGIN_API
 from .registry import ENV_BACKENDS, BackendRegistry, registry
 from .types import BackendReport, DeviceDescriptor
 
@@ -39,7 +41,7 @@ def _device_line(d: DeviceDescriptor) -> str:
     )
 
 
-def _report_lines(r: BackendReport) -> list[str]:
+def _report_lines(r: BackendReport, listed: bool = True) -> list[str]:
     dist = f"{r.distribution} {r.version}" if r.distribution else "not installed"
     p = r.probe
     if p.available:
@@ -48,7 +50,8 @@ def _report_lines(r: BackendReport) -> list[str]:
             for k, v in (("driver", p.driver_version), ("runtime", p.runtime_version), ("binding", p.binding_version))
             if v
         )
-        head = f"{r.name:<10} {dist:<28} available    {len(r.devices)} device(s)"
+        count = f"{len(r.devices)} device(s)" if listed else "devices not listed (--no-devices)"
+        head = f"{r.name:<10} {dist:<28} available    {count}"
         if versions:
             head += f"; {versions}"
         lines = [head]
@@ -64,16 +67,17 @@ def _report_lines(r: BackendReport) -> list[str]:
     return lines
 
 
-def render(reports: Sequence[BackendReport], elapsed: float, reg: BackendRegistry, failures: bool) -> str:
+def render(reports: Sequence[BackendReport], elapsed: float, reg: BackendRegistry, failures: bool,
+           listed: bool = True) -> str:
     avail = sum(r.probe.available for r in reports)
-    ndev = sum(len(r.devices) for r in reports)
+    ndev = f"{sum(len(r.devices) for r in reports)} device(s)" if listed else "devices not listed"
     out = [
         f"ironaccel {__version__} on {platform.system()} {platform.machine()}, Python {platform.python_version()}: "
-        f"{len(reports)} backend(s), {avail} available, {ndev} device(s) ({elapsed * 1000:.0f} ms)",
+        f"{len(reports)} backend(s), {avail} available, {ndev} ({elapsed * 1000:.0f} ms)",
         "",
     ]
     for r in reports:
-        out.extend(_report_lines(r))
+        out.extend(_report_lines(r, listed))
     if failures:
         problems = reg.failures()
         out.append("")
@@ -93,6 +97,25 @@ IRONACCEL_PLUGINS=ironaccel-cuda (load only these distributions), IRONACCEL_PROB
 (seconds each probe may take; 0: no deadline)."""
 
 
+def versions(reg: BackendRegistry) -> str:
+    """Core's version and plugin API, then each installed backend distribution's version (`--version`)."""
+    lines = [f"ironaccel {__version__} (plugin API {PLUGIN_API})"]
+    seen: dict[str, list[str]] = {}
+    for name in reg.installed():
+        dist, version = reg.distribution(name)
+        seen.setdefault(_who_dist(dist, version), []).append(name)
+    for failure in reg.failures():
+        if failure.stage in ("import", "register", "hook", "contract") and failure.distribution:
+            seen.setdefault(_who_dist(failure.distribution, failure.version), [])
+    for who, names in seen.items():
+        lines.append(f"  {who}" + (f" ({', '.join(names)})" if names else " (failed to load: ironaccel --failures)"))
+    return "\n".join(lines)
+
+
+def _who_dist(dist: str | None, version: str | None) -> str:
+    return " ".join(p for p in (dist or "in-process plugin", version) if p)
+
+
 def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ironaccel", description="Survey ironaccel's accelerator backends.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -100,14 +123,19 @@ def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) 
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--no-devices", action="store_true", help="probe only; do not enumerate devices")
     parser.add_argument("--failures", action="store_true", help="also list plugin failures")
+    parser.add_argument("--version", action="store_true",
+                        help="print core's version and each installed backend distribution's, and exit")
     args = parser.parse_args(argv)
     reg = reg or registry
+    if args.version:
+        return _write(versions(reg), 0)
     start = time.perf_counter()
     reports = reg.survey(args.backends or None, devices=not args.no_devices)
     elapsed = time.perf_counter() - start
     if args.json:
         doc = {
             "ironaccel": __version__,
+            "plugin_api": PLUGIN_API,
             "python": platform.python_version(),
             "platform": f"{platform.system()} {platform.machine()}",
             "elapsed_s": round(elapsed, 4),
@@ -116,7 +144,12 @@ def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) 
         }
         text = json.dumps(doc, indent=2)
     else:
-        text = render(reports, elapsed, reg, args.failures or bool(reg.failures()))
+        text = render(reports, elapsed, reg, args.failures or bool(reg.failures()), listed=not args.no_devices)
+    named = bool(args.backends) or os.environ.get(ENV_BACKENDS) is not None
+    return _write(text, 1 if named and not all(r.probe.available for r in reports) else 0)
+
+
+def _write(text: str, status: int) -> int:
     try:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -126,5 +159,4 @@ def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) 
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    named = bool(args.backends) or os.environ.get(ENV_BACKENDS) is not None
-    return 1 if named and not all(r.probe.available for r in reports) else 0
+    return status

@@ -52,7 +52,9 @@ class NotAvailable(IronAccelError, RuntimeError):
     not found, loader present but no driver, wrong OS); `fix` says what to do
     (the distribution to pip install, the library to provide); `library` and
     `searched` name the vendor library and the places it was looked for;
-    `env_var` is the variable that skips the backend.
+    `env_var` is the variable that skips the backend.  The message ends with
+    how to skip it (``skip it with IRONACCEL_DISABLE=cuda``) unless `named`:
+    the caller asked for this backend by name, so skipping it is no answer.
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class NotAvailable(IronAccelError, RuntimeError):
         searched: Sequence[str] = (),
         code: int | None = None,
         code_name: str | None = None,
+        named: bool = False,
     ):
         self.reason = reason
         self.fix = fix
@@ -76,7 +79,8 @@ class NotAvailable(IronAccelError, RuntimeError):
         parts = [reason]
         if fix:
             parts.append(f"fix: {fix}")
-        parts.append(f"skip it with {self.env_var}={backend}")
+        if not named:
+            parts.append(f"skip it with {self.env_var}={backend}")
         super().__init__("; ".join(parts), backend=backend)
 
 

@@ -21,17 +21,19 @@ few lines and the reasons are uniform.  `check_ordinal` is the one check of
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import operator
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
+from .contract import deprecated
 from .errors import InvalidArgument, NotAvailable
 from .types import ProbeResult
 
@@ -46,6 +48,7 @@ __all__ = [
     "require_platform",
     "distribution_version",
     "unavailable",
+    "probe_guard",
 ]
 
 _SYSTEM_DIRS = (
@@ -98,13 +101,17 @@ def load_library(
 
     Searched in order: the folders (or file) in `env_var`, `extra_dirs`, the
     `ironaccel_library_dirs` hook, LD_LIBRARY_PATH, the usual system folders,
-    then the dynamic loader's own search (ld.so.cache).  A file named by
+    then the dynamic loader's own search (ld.so.cache).  The fix hint names
+    `env_var` when there is one.  A file named by
     `env_var` is the only candidate: if it fails to load or lacks a symbol,
     that is the answer, not a library found elsewhere.  Raises NotAvailable
     listing every place searched and, if a file was found but failed to load
     or lacked symbols, why.
     """
     dirs = _library_dirs(backend, env_var, extra_dirs)
+    if env_var:
+        fix = f"{fix}; or set {env_var} to the library file or its folder" if fix else (
+            f"set {env_var} to the library file or its folder")
     searched: list[str] = []
     load_errors: list[str] = []
     explicit = os.environ.get(env_var, "") if env_var else ""
@@ -209,16 +216,25 @@ def distribution_version(name: str) -> str | None:
 
 def unavailable(exc: NotAvailable, **extra: object) -> ProbeResult:
     """The ProbeResult that a NotAvailable describes."""
-    return ProbeResult(
-        backend=exc.backend or "?",
-        available=False,
-        reason=exc.reason,
-        fix=exc.fix or "",
-        code=exc.code,
-        code_name=exc.code_name,
-        searched=exc.searched,
-        **extra,  # type: ignore[arg-type]
-    )
+    return ProbeResult.from_error(exc, **extra)
+
+
+_P = ParamSpec("_P")
+
+
+@deprecated("ironaccel.probing.probe_guard")
+def probe_guard(fn: Callable[_P, ProbeResult]) -> Callable[_P, ProbeResult]:
+    """Deprecated (plugin API 1.2; removed without warning in 1.1, restored): decorate a probe, function or
+    method, so that NotAvailable becomes an unavailable ProbeResult.  Use `ProbedBackend` instead."""
+
+    @functools.wraps(fn)
+    def probe(*args: _P.args, **kwargs: _P.kwargs) -> ProbeResult:
+        try:
+            return fn(*args, **kwargs)
+        except NotAvailable as exc:
+            return unavailable(exc)
+
+    return probe
 
 
 def check_ordinal(backend: str, ordinal: object, count: int) -> int:

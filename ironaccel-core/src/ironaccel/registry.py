@@ -27,11 +27,13 @@ Environment variables, read at every call:
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from . import hookspecs
+from .contract import PLUGIN_API, incompatible
 from .errors import DuplicateBackend, InvalidArgument, NotAvailable, PluginError
 
 if TYPE_CHECKING:
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 # enums and dataclasses is most of what importing the package would otherwise cost.
 
 __all__ = [
-    "BackendRegistry", "registry", "scan_entry_points", "probe_timeout",
+    "BackendRegistry", "registry", "scan_entry_points", "probe_timeout", "install_hint",
     "ENV_BACKENDS", "ENV_DISABLE", "ENV_PLUGINS", "ENV_PROBE_TIMEOUT", "DEFAULT_PROBE_TIMEOUT",
 ]
 
@@ -74,6 +77,28 @@ FIRST_PARTY: dict[str, str] = {
     "opengl": "pip install ironaccel-opengl",
 }
 
+
+
+def install_hint(name: str) -> str:
+    """What installs first-party backend `name`, true from the index and from a checkout; "" if not first-party.
+
+    ``pip install ironaccel-vulkan (from the index, or `pip install ./ironaccel-vulkan` from a checkout)``.
+    """
+    command = FIRST_PARTY.get(name)
+    if not command:
+        return ""
+    local = command.replace(f"ironaccel-{name}", f"./ironaccel-{name}")
+    return f"{command} (from the index, or `{local}` from a checkout)"
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" did you mean 'vulkan'?" for a near miss of one of `known` (case first), else ""."""
+    choices = sorted(set(known))
+    by_case = [k for k in choices if k.lower() == name.lower()]
+    close = by_case or difflib.get_close_matches(name.lower(), choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 #: Stages at which a plugin fails before it has registered any backend.
 _LOAD_STAGES = ("import", "register", "hook")
 
@@ -94,11 +119,13 @@ class _EntryPoint:
 class _Registered:
     """A backend name claimed by a distribution (and any rivals claiming it too)."""
 
-    __slots__ = ("spec", "distribution", "version", "rivals")
+    __slots__ = ("spec", "distribution", "version", "rivals", "incompatible")
 
     def __init__(self, spec: BackendSpec, distribution: str | None, version: str | None):
         self.spec, self.distribution, self.version = spec, distribution, version
         self.rivals: list[tuple[str, str | None]] = []  # (distribution or label, version)
+        #: Why the plugin API it targets is not this core's, or None: then it is never built.
+        self.incompatible: str | None = None
 
     def duplicate(self) -> DuplicateBackend:
         rival, rival_version = self.rivals[0]
@@ -266,6 +293,7 @@ class BackendRegistry:
         self._probes: dict[str, ProbeResult] = {}
         self._probe_locks: dict[str, threading.Lock] = {}
         self._runs: dict[str, _ProbeRun] = {}
+        self._warned: set[tuple[str, str]] = set()
         if discover:
             self._entry_points = self._discover()
 
@@ -364,7 +392,13 @@ class BackendRegistry:
     def _add_spec(self, spec: BackendSpec, dist: str | None, version: str | None, label: str) -> None:
         existing = self._registered.get(spec.name)
         if existing is None:
-            self._registered[spec.name] = _Registered(spec, dist, version)
+            reg = self._registered[spec.name] = _Registered(spec, dist, version)
+            why = incompatible(spec.plugin_api)
+            if why is not None:
+                who = _who(dist, version) if dist else "an in-process plugin"
+                reg.incompatible = f"{who} cannot be loaded: {why}"
+                self._fail(dist, version, label, "contract", PluginError(
+                    why, distribution=dist, version=version, stage="contract", backend=spec.name), backend=spec.name)
             return
         existing.rivals.append((dist or label, version))
         self._fail(dist, version, label, "register", existing.duplicate(), backend=spec.name)
@@ -405,9 +439,23 @@ class BackendRegistry:
         else:
             ordered = sorted(installed, key=lambda n: (-self._registered[n].spec.priority, n))
         disabled = set(_split_env(ENV_DISABLE) or ())
+        self._warn_unknown(ENV_BACKENDS, explicit or (), installed)
+        self._warn_unknown(ENV_DISABLE, sorted(disabled - {"*"}), installed)
         if "*" in disabled:
             return []
         return [n for n in ordered if n not in disabled]
+
+    def _warn_unknown(self, var: str, names: Iterable[str], installed: list[str]) -> None:
+        """Warn (once per name) about a name in `var` that no installed or first-party backend has: a typo
+        there would otherwise select or disable nothing, silently."""
+        known = set(installed) | set(FIRST_PARTY)
+        for name in names:
+            if name in known or (var, name) in self._warned:
+                continue
+            self._warned.add((var, name))
+            warnings.warn(f"{var} names {name!r}, which is neither an installed nor a first-party backend"
+                          f"{_did_you_mean(name, known)} (known: {', '.join(sorted(known))})",
+                          RuntimeWarning, stacklevel=4)
 
     def spec(self, name: str) -> BackendSpec:
         """The registered BackendSpec of `name` (NotAvailable if none)."""
@@ -442,23 +490,26 @@ class BackendRegistry:
         reg = self._registered.get(name)
         if reg is not None:
             return NotAvailable(name, f"its distribution {reg.distribution} is not in {ENV_PLUGINS}={allow!r}",
-                                fix=f"add {reg.distribution} to {ENV_PLUGINS} or unset it")
-        hint = FIRST_PARTY.get(name)
+                                fix=f"add {reg.distribution} to {ENV_PLUGINS} or unset it", named=True)
+        hint = install_hint(name) or None
         known = ", ".join(sorted(self._registered)) or "none"
         excluded = sorted({ep.distribution or ep.label for ep in self._entry_points
                            if not self._allowed(ep.distribution)})
         provider = self._provider_hint(name)
         if provider in excluded:
             return NotAvailable(name, f"backend {name!r} comes from {provider}, which {ENV_PLUGINS}={allow!r} "
-                                "leaves out", fix=f"add {provider} to {ENV_PLUGINS} or unset it")
+                                "leaves out", fix=f"add {provider} to {ENV_PLUGINS} or unset it", named=True)
         broken = [f for f in self._failures if f.stage in _LOAD_STAGES and f.backend is None]
         for failure in broken:
             if failure.distribution is not None and failure.distribution == provider:
                 return NotAvailable(
                     name, f"the plugin of {_who(failure.distribution, failure.version)}, which provides backend "
                     f"{name!r}, failed at {failure.stage}: {failure.error}",
-                    fix=f"reinstall or fix {failure.distribution} (`ironaccel --failures` lists every plugin failure)")
+                    fix=f"reinstall or fix {failure.distribution} (`ironaccel --failures` lists every plugin failure)",
+                    named=True)
         reason = f"no installed distribution provides backend {name!r} (installed: {known})"
+        if not hint:
+            reason += _did_you_mean(name, set(self._registered) | set(FIRST_PARTY))
         if excluded:
             reason += (f"; {ENV_PLUGINS}={allow!r} leaves out {', '.join(excluded)}, whose backends are not "
                        "known until they load")
@@ -466,7 +517,7 @@ class BackendRegistry:
         if broken:
             names = ", ".join(dict.fromkeys(_who(f.distribution or f.entry_point, f.version) for f in broken))
             reason += f"; plugins that failed to load and may provide it: {names} (`ironaccel --failures`)"
-        return NotAvailable(name, reason, fix=hint)
+        return NotAvailable(name, reason, fix=hint, named=True)
 
     def _provider_hint(self, name: str) -> str | None:
         """The distribution that would provide `name`: one whose entry point is called `name`, or the
@@ -483,11 +534,11 @@ class BackendRegistry:
         disabled = set(_split_env(ENV_DISABLE) or ())
         if name in disabled or "*" in disabled:
             raise NotAvailable(name, f"disabled by {ENV_DISABLE}={os.environ.get(ENV_DISABLE)}",
-                               fix=f"remove it from {ENV_DISABLE}")
+                               fix=f"remove it from {ENV_DISABLE}", named=True)
         explicit = _split_env(ENV_BACKENDS)
         if explicit is not None and name not in explicit:
             raise NotAvailable(name, f"not selected by {ENV_BACKENDS}={os.environ.get(ENV_BACKENDS)}",
-                               fix=f"add it to {ENV_BACKENDS}")
+                               fix=f"add it to {ENV_BACKENDS}", named=True)
 
     def _gate(self, name: str) -> None:
         """NotAvailable unless `name` is selected, installed and allowed, as the environment says now."""
@@ -508,6 +559,11 @@ class BackendRegistry:
         reg = self._registered[name]
         if reg.rivals:
             raise reg.duplicate()
+        if reg.incompatible is not None:
+            raise NotAvailable(name, reg.incompatible, fix=(
+                f"install a release of {reg.distribution or 'the plugin'} written for plugin API "
+                f"{PLUGIN_API.split('.')[0]}.x up to {PLUGIN_API}, or an ironaccel whose plugin API it targets"),
+                named=True)
         backend = self._backends.get(name)
         if backend is not None:
             return backend
@@ -534,8 +590,9 @@ class BackendRegistry:
     def probe(self, name: str) -> ProbeResult:
         """Probe `name` once, within IRONACCEL_PROBE_TIMEOUT, and cache the result; never raises for an
         unusable backend (InvalidArgument for a name that is not a str)."""
-        from .probing import unavailable
+        from .types import ProbeResult
 
+        unavailable = ProbeResult.from_error
         _check_name(name, "probe")
         try:
             self._gate(name)
@@ -614,7 +671,7 @@ class BackendRegistry:
         result = self.probe(name)
         if not result.available:
             raise NotAvailable(name, result.reason, fix=result.fix or None, searched=result.searched,
-                               code=result.code, code_name=result.code_name)
+                               code=result.code, code_name=result.code_name, named=True)
         return self.backend(name)
 
     def devices(self, name: str | None = None) -> list[DeviceDescriptor]:
@@ -692,7 +749,7 @@ class BackendRegistry:
                     error = f"{type(exc).__name__}: {exc}"
             if spec is None:
                 reports.append(BackendReport(name, None, None, "", result, found, error,
-                                             install=FIRST_PARTY.get(name, "")))
+                                             install=install_hint(name)))
             else:
                 reports.append(BackendReport(name, dist, version, spec.summary, result, found, error, spec.vendor,
                                              spec.kinds, spec.install))

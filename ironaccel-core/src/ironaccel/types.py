@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Union
 
+from .contract import parse as parse_plugin_api
+
 if TYPE_CHECKING:
     import numpy as np
+
+    from .errors import NotAvailable
 
 __all__ = [
     "Vendor",
@@ -283,10 +287,16 @@ class BackendSpec:
     kinds: tuple[DeviceKind, ...] = (DeviceKind.GPU,)
     install: str = ""  # e.g. "pip install ironaccel-cuda"
     priority: int = 0  # higher first, when nothing else orders backends
+    #: The plugin contract version the plugin was written against ("1.1"; `ironaccel.PLUGIN_API` is core's),
+    #: since 1.2.  None: unstated, loaded as compatible.  The registry refuses, and reports, a plugin whose
+    #: major version differs from core's or whose minor is newer.
+    plugin_api: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.isidentifier() or self.name != self.name.lower():
             raise ValueError(f"backend names are lower-case identifiers, got {self.name!r}")
+        if self.plugin_api is not None:
+            parse_plugin_api(self.plugin_api)
         if not (callable(self.factory) or (isinstance(self.factory, str) and ":" in self.factory)):
             raise ValueError(f"factory must be 'module:attr' or a callable, got {self.factory!r}")
 
@@ -311,6 +321,12 @@ class ProbeResult:
     code_name: str | None = None
     searched: tuple[str, ...] = ()
     extras: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    @classmethod
+    def from_error(cls, exc: NotAvailable, **extra: Any) -> ProbeResult:
+        """The unavailable ProbeResult that a NotAvailable describes (`extra`: more fields)."""
+        return cls(backend=exc.backend or "?", available=False, reason=exc.reason, fix=exc.fix or "", code=exc.code,
+                   code_name=exc.code_name, searched=exc.searched, **extra)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -343,6 +359,14 @@ class DeviceDescriptor:
     compute_tier: ComputeTier = ComputeTier.CONSUMER
     capabilities: CapabilityFlags = CapabilityFlags.NONE
     extras: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __repr__(self) -> str:
+        """One short line: backend, ordinal, name and the key facts; `to_dict()` has everything."""
+        memory = f"{self.memory_bytes / 2**30:.1f} GiB" if self.memory_bytes else "memory unknown"
+        caps = len(self.capabilities.names())
+        return (f"<DeviceDescriptor {self.backend}:{self.ordinal} {self.name!r} {self.kind.value} "
+                f"{self.vendor.value} {memory} {self.compute_tier.name.lower()}, {caps} capabilities, "
+                f"{len(self.extras)} extras>")
 
     def to_dict(self) -> dict[str, Any]:
         return {
