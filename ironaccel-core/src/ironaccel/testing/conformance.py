@@ -12,6 +12,15 @@
         broken_code = "..."         # code that must fail to compile
         entry = "main"
 
+Versions: the kit runs the tests of the plugin API version the plugin
+targets (`ironaccel.contract`).  That is the class attribute ``plugin_api``
+when set, else the ``plugin_api`` of the backend's registered `BackendSpec`,
+else "1.1" (a suite written before plugins stated a version) -- or "1.2" where
+the class adopted `ExecutionConformance` by hand.  A test marked
+``@since("1.1")`` is skipped, saying so, for an older target.  From 1.2 on
+`ComputeDeviceConformance` includes `ExecutionConformance` (the execution
+model), whose tests are 1.2's.
+
 The tests that need a working backend skip with the probe's reason when it is
 unavailable (failures under IRONACCEL_REQUIRE, see `pytest_plugin`).
 
@@ -42,6 +51,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+from ironaccel.contract import PLUGIN_API, incompatible, is_at_least, since, since_of
 from ironaccel.errors import (
     ClosedError,
     CompileError,
@@ -55,9 +65,14 @@ from ironaccel.protocols import ComputeDevice
 from ironaccel.registry import registry
 from ironaccel.types import DeviceDescriptor, DType, ProbeResult
 
+from .execution import ExecutionConformance
 from .pytest_plugin import require
 
 __all__ = ["BackendConformance", "ComputeDeviceConformance", "scale_offset"]
+
+since("1.2")(ExecutionConformance)
+#: What a suite that states no version targets: the last contract before plugins could state one.
+UNSTATED = "1.1"
 
 WORKGROUP = 64
 
@@ -80,7 +95,43 @@ def scale_offset(device: ComputeDevice, x: np.ndarray, a: float, b: float, pipel
         ys.close()
 
 
-class BackendConformance:
+class _Versioned:
+    """The plugin API version a test class targets, and the skip of the tests introduced after it."""
+
+    backend_name: ClassVar[str] = ""
+    #: The plugin API version the backend under test targets (see the module docstring for the default).
+    plugin_api: ClassVar[str | None] = None
+
+    @classmethod
+    def target_plugin_api(cls) -> str:
+        """The version whose tests run: the class's, the BackendSpec's, or the default for neither."""
+        if cls.plugin_api is not None:
+            return cls.plugin_api
+        try:
+            stated = registry.spec(cls.backend_name).plugin_api if cls.backend_name else None
+        except IronAccelError:
+            stated = None
+        if stated is not None:
+            return stated
+        return "1.2" if any(ExecutionConformance in klass.__bases__ for klass in cls.__mro__
+                            if klass is not ComputeDeviceConformance) else UNSTATED
+
+    @pytest.fixture(autouse=True)
+    def _plugin_api_version(self, request: pytest.FixtureRequest) -> None:
+        target = self.target_plugin_api()
+        why = incompatible(target)
+        if why is not None:
+            pytest.fail(f"the test class targets plugin API {target}, which this kit ({PLUGIN_API}) cannot test: "
+                        f"{why}", pytrace=False)
+        name = request.function.__name__
+        owner = next((k for k in type(self).__mro__ if name in vars(k)), type(self))
+        # the mark of the class that defines the test, not one it inherits
+        introduced = since_of(request.function, vars(owner).get("__plugin_api_since__", "1.0"))
+        if not is_at_least(target, introduced):
+            pytest.skip(f"introduced in plugin API {introduced}; {self.backend_name or 'the plugin'} targets {target}")
+
+
+class BackendConformance(_Versioned):
     """Identity, probe, enumerate and open: what every backend must get right."""
 
     backend_name: ClassVar[str] = ""
@@ -142,9 +193,9 @@ class BackendConformance:
         subprocess.run([sys.executable, "-c", code], check=True)
 
 
-class ComputeDeviceConformance:
-    """The cross-vendor compute contract, run against a backend's ComputeDevice.  A backend with the execution
-    model (contract 1.2) adds `ironaccel.testing.execution.ExecutionConformance` to its test class."""
+class ComputeDeviceConformance(_Versioned, ExecutionConformance):
+    """The cross-vendor compute contract, run against a backend's ComputeDevice, with the execution model's
+    tests (`ExecutionConformance`) for a plugin that targets plugin API 1.2 or later."""
 
     backend_name: ClassVar[str] = ""
     scale_offset_code: ClassVar[Any] = None
@@ -335,6 +386,7 @@ class ComputeDeviceConformance:
     def _run_params(self, n: int, a: float = 2.0, b: float = 1.0) -> tuple[Any, ...]:
         return (np.float32(a), np.float32(b), np.uint32(n))
 
+    @since("1.1")
     def test_upload_flattens_in_c_order(self, device: ComputeDevice) -> None:
         data = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
         buf = device.upload(data)
@@ -347,6 +399,7 @@ class ComputeDeviceConformance:
         buf.close()
         scalar.close()
 
+    @since("1.1")
     def test_download_out_gets_raw_leading_bytes(self, device: ComputeDevice) -> None:
         data = np.arange(16, dtype=np.float32)
         buf = device.upload(data)
@@ -368,6 +421,7 @@ class ComputeDeviceConformance:
                 device.download(buf, bad)
         buf.close()
 
+    @since("1.1")
     def test_dispatch_argument_kinds(self, device: ComputeDevice, pipeline: Any) -> None:
         n = 64
         x, y = device.upload(np.ones(n, np.float32)), device.alloc(n, "float32")
@@ -393,6 +447,7 @@ class ComputeDeviceConformance:
         x.close()
         y.close()
 
+    @since("1.1")
     def test_pipeline_argument_kinds(self, device: ComputeDevice) -> None:
         code, entry = self.scale_offset_code, self.entry
         cases: list[dict[str, Any]] = [
@@ -412,6 +467,7 @@ class ComputeDeviceConformance:
             with pytest.raises(InvalidArgument):
                 device.pipeline(bad_code, entry, buffers=2, params=3)  # type: ignore[arg-type]
 
+    @since("1.1")
     def test_text_code_with_nul_or_lone_surrogate(self, device: ComputeDevice) -> None:
         code = self.scale_offset_code
         if not isinstance(code, str):
@@ -422,6 +478,7 @@ class ComputeDeviceConformance:
             with pytest.raises(InvalidArgument):
                 device.pipeline(bad, self.entry, buffers=2, params=3, workgroup_size=(WORKGROUP, 1, 1))
 
+    @since("1.1")
     def test_pipelines_are_cached_handles(self, device: ComputeDevice, pipeline: Any) -> None:
         again = device.pipeline(self.scale_offset_code, self.entry, buffers=2, params=3,
                                 workgroup_size=(WORKGROUP, 1, 1))
@@ -436,6 +493,7 @@ class ComputeDeviceConformance:
         x.close()
         y.close()
 
+    @since("1.1")
     def test_element_types_against_the_shader(self, device: ComputeDevice, pipeline: Any) -> None:
         n = 64
         ints, y = device.upload(np.zeros(n, np.int32)), device.upload(np.full(n, 9, np.float32))
@@ -454,6 +512,7 @@ class ComputeDeviceConformance:
         ints.close()
         y.close()
 
+    @since("1.1")
     def test_one_buffer_bound_twice_to_a_writable_binding(self, device: ComputeDevice, pipeline: Any) -> None:
         n = 64
         x = device.upload(np.ones(n, np.float32))
@@ -473,6 +532,7 @@ class ComputeDeviceConformance:
             sub = device.dispatch(pipeline, [y, x], groups, self._run_params(n, 1.0, 0.0))
         return sub, [x, y]
 
+    @since("1.1")
     def test_wait_timeouts(self, device: ComputeDevice, pipeline: Any) -> None:
         for bad in (float("nan"), -1, -1e-9, "1", [1], True):
             sub, held = self._long_work(device, pipeline)
@@ -498,6 +558,7 @@ class ComputeDeviceConformance:
         for buf in held:
             buf.close()
 
+    @since("1.1")
     def test_submissions_after_the_device_closed(self) -> None:
         device = self.open_device()
         pipeline = device.pipeline(self.scale_offset_code, self.entry, buffers=2, params=3,
@@ -518,6 +579,7 @@ class ComputeDeviceConformance:
             buf.close()
         pipeline.close()
 
+    @since("1.1")
     def test_calls_from_another_thread(self, device: ComputeDevice) -> None:
         outcome: list[Any] = []
 
@@ -541,6 +603,7 @@ class ComputeDeviceConformance:
             assert isinstance(result, np.ndarray), result
             np.testing.assert_array_equal(result, np.arange(16, dtype=np.float32))
 
+    @since("1.1")
     def test_forked_child_gets_invalid_state(self, device: ComputeDevice, pipeline: Any) -> None:
         if not hasattr(os, "fork"):
             pytest.skip("no os.fork on this platform")
