@@ -120,7 +120,8 @@ def check(src: Path, package: str, graph: bool = False) -> list[str]:
                     continue
                 top = target.split(".")[0]
                 if nested and top != package and top not in stdlib and top not in optional:
-                    problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: a function imports {target}, which is"
+                    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                    problems.append(f"{where}:{node.lineno}: a function imports {target}, which is"
                                     f" not an optional dependency of {package}: import it at module level, or list"
                                     " it in OPTIONAL in .ci/imports.py")
     for cycle in _cycles(edges):

@@ -113,6 +113,34 @@ from ironaccel import BackendSpec, hookimpl
 def ironaccel_backends():
     return [BackendSpec("good", factory="fake_backends:GoodBackend")]
 """,
+    "fakeold": """
+from ironaccel import BackendSpec, hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    return [BackendSpec("old", factory="fake_backends:GoodBackend", plugin_api="1.0")]
+""",
+    "fakefuture": """
+from ironaccel import BackendSpec, hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    return [BackendSpec("future", factory="fake_never_imported:Backend", plugin_api="1.99")]
+""",
+    "fakemajor": """
+from ironaccel import BackendSpec, hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    return [BackendSpec("major", factory="fake_never_imported:Backend", plugin_api="2.0")]
+""",
+    "fakebadapi": """
+from ironaccel import BackendSpec, hookimpl
+
+@hookimpl
+def ironaccel_backends():
+    return [BackendSpec("badapi", factory="fake_backends:GoodBackend", plugin_api="one")]
+""",
     "fakemisspelled": """
 from ironaccel import hookimpl
 

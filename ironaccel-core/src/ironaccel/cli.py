@@ -21,6 +21,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 
 from . import __version__
@@ -130,7 +131,10 @@ def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) 
     if args.version:
         return _write(versions(reg), 0)
     start = time.perf_counter()
-    reports = reg.survey(args.backends or None, devices=not args.no_devices)
+    with warnings.catch_warnings(record=True) as caught:  # a typo in IRONACCEL_BACKENDS: said in the output
+        warnings.simplefilter("always", RuntimeWarning)
+        reports = reg.survey(args.backends or None, devices=not args.no_devices)
+    notes = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)))
     elapsed = time.perf_counter() - start
     if args.json:
         doc = {
@@ -141,10 +145,12 @@ def main(argv: Sequence[str] | None = None, reg: BackendRegistry | None = None) 
             "elapsed_s": round(elapsed, 4),
             "backends": [r.to_dict() for r in reports],
             "failures": [f.to_dict() for f in reg.failures()],
+            "warnings": notes,
         }
         text = json.dumps(doc, indent=2)
     else:
         text = render(reports, elapsed, reg, args.failures or bool(reg.failures()), listed=not args.no_devices)
+        text += "".join(f"\nwarning: {note}" for note in notes)
     named = bool(args.backends) or os.environ.get(ENV_BACKENDS) is not None
     return _write(text, 1 if named and not all(r.probe.available for r in reports) else 0)
 

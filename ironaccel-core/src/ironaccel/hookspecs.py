@@ -1,4 +1,8 @@
-"""The whole plugin contract: pluggy hook specifications.
+"""The hooks of the plugin contract: pluggy hook specifications.
+
+Both hooks are plugin API 1.0 (`ironaccel.contract` has the version, what each
+version holds, and the deprecation rule); a plugin states the version it
+targets in `BackendSpec.plugin_api`.
 
 A backend distribution declares an entry point in the group
 ``ironaccel.backends`` that names a module; the registry registers that
@@ -18,6 +22,8 @@ import pluggy
 
 if TYPE_CHECKING:
     from .types import BackendSpec
+
+__all__ = ["hookimpl", "ironaccel_backends", "ironaccel_library_dirs"]
 
 PROJECT = "ironaccel"
 
@@ -39,7 +45,7 @@ def ironaccel_backends() -> list[BackendSpec]:  # type: ignore[empty-body]
         @hookimpl
         def ironaccel_backends():
             return [BackendSpec(name="mydev", factory="my_pkg.backend:MyBackend",
-                                vendor=Vendor.UNKNOWN, install="pip install my-pkg")]
+                                vendor=Vendor.UNKNOWN, install="pip install my-pkg", plugin_api="1.2")]
     """
 
 
