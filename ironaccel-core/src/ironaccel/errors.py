@@ -89,7 +89,8 @@ class PluginError(IronAccelError):
 
     `distribution` and `version` name the distribution (either may be None for
     an in-process plugin), `stage` is one of "import", "hook", "register",
-    "factory", "probe", "refresh"; `detail` is what went wrong, without the
+    "contract" (it targets a plugin API this core cannot load), "factory",
+    "probe", "refresh"; `detail` is what went wrong, without the
     "plugin ... failed at ..." prefix.
     """
 

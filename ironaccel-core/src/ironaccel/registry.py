@@ -7,7 +7,10 @@ Life of a backend:
 2. The first registry call that needs names imports each allowed plugin
    module and calls its hooks, each in its own ``try``: a plugin that fails to
    import or raises in a hook is recorded as a `PluginFailure` (distribution,
-   version, stage, error) and the others carry on.
+   version, stage, error) and the others carry on.  A backend whose
+   `BackendSpec.plugin_api` this core cannot load (another major version, or a
+   newer minor than `ironaccel.PLUGIN_API`) is recorded at stage "contract"
+   and reported unavailable with that reason; its factory is never imported.
 3. ``probe(name)`` builds that backend (its factory is imported only now) and
    probes it, once, in a thread of its own with a deadline: a probe that has
    not answered in time is reported unavailable ("probe timed out after N s"),
@@ -23,6 +26,9 @@ Environment variables, read at every call:
 * ``IRONACCEL_DISABLE=pjrt,rocm``      never these (``*`` disables all).
 * ``IRONACCEL_PLUGINS=ironaccel-cuda`` load only these distributions (empty: none).
 * ``IRONACCEL_PROBE_TIMEOUT=5``        seconds each probe may take (``0``: no deadline).
+
+A name in IRONACCEL_BACKENDS or IRONACCEL_DISABLE that is neither installed nor
+first-party warns (RuntimeWarning, once, with a did-you-mean).
 """
 
 from __future__ import annotations

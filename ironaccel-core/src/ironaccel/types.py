@@ -389,7 +389,7 @@ class PluginFailure:
     distribution: str | None
     version: str | None
     entry_point: str
-    stage: str  # "import", "hook", "register", "factory", "probe"
+    stage: str  # "import", "hook", "register", "contract", "factory", "probe", "refresh"
     error: str
     backend: str | None = None
 
