@@ -1,6 +1,6 @@
 """A/B of fenced waits (native/fence.h): a busy stream's synchronize on the fence word, or cuStreamSynchronize.
 
-    python3 ironaccel-cuda/bench/ab_fence.py [--rounds 3] [--json OUT]
+    python3 ironaccel-cuda/bench/experiments/ab_fence.py [--rounds 3] [--json OUT]
 
 "off" is IRONACCEL_CUDA_FENCE_SPIN_US=0 (every wait is cuStreamSynchronize, the bounce copies' too).  Each run
 is a fresh process; runs alternate on / off.  Per run, through ironaccel's own API on a non-blocking stream:

@@ -1,11 +1,11 @@
 """A/B of `module.settle_lazy_load`: what getting a kernel costs the process's later queries and waits, with the
-settle and without it (H200 runs: bench/results/h200-2026-12-02/experiments.md).
+settle and without it (H200 runs: bench/experiments/README.md).
 
-    python3 ironaccel-cuda/bench/ab_settle.py [--rounds 3] [--json OUT]
+    python3 ironaccel-cuda/bench/experiments/ab_settle.py [--rounds 3] [--json OUT]
 
 Each run is a fresh process (the state is the process's): it gets one kernel by one public way (ironaccel's
 `Module.function`, the cuda.core surface's `ObjectCode.get_kernel`, the PyCUDA surface's `get_function`; a
-Library's `function`, which does not settle (bench/probe_library_load.py says why), timed after its get and
+Library's `function`, which does not settle (bench/experiments/probe_library_load.py says why), timed after its get and
 after its first launch), then times on an idle non-blocking stream of the same context: its query, an event
 record + sync, a 64 KiB page-locked -> device copy + sync, and a launch + sync.  "off" replaces the settle with
 nothing.  Runs alternate on / off, rounds times.
@@ -132,7 +132,7 @@ def child(case: str, settle: bool) -> dict[str, float]:
             _core.stream_sync(0)
     out["launch_sync_ns"] = per_call(launch, 500)
     out["graph_100_sync_ns"] = 0.0
-    if fn is not None:  # session 10's compat run: graph replay 80 -> 115 us on every Python side after the settle
+    if fn is not None:  # an earlier compat run: graph replay 80 -> 115 us on every Python side after the settle
         stream.begin_capture()
         for _ in range(100):
             fn.launch(1, 32, np.uint64(0), stream=stream)

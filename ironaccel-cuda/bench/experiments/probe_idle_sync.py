@@ -1,18 +1,17 @@
 """What makes an idle stream's synchronize slow in a process: its cost after each kind of driver operation.
 
-    python3 ironaccel-cuda/bench/probe_idle_sync.py [--reverse | --remedies | --first-load
+    python3 ironaccel-cuda/bench/experiments/probe_idle_sync.py [--reverse | --remedies | --first-load
                                                      | --after-launches [--rounds N] | --per-cpu] [--json OUT]
 
 The benchmarks measure 1.35-1.7 µs for `cuStreamSynchronize` of an idle non-blocking stream, in Python and in
 the C floor's process alike, once other operations have run there; a fresh process measures 0.2-0.4 µs
-(bench/results/h200-2026-12-01-g/experiments.md).  This probe opens device 0 and a non-blocking stream,
+(bench/experiments/README.md).  This probe opens device 0 and a non-blocking stream,
 times 7 batches of 5,000 idle syncs (the compiled core's call), then runs one operation after another and
 times them again after each: the first operation after which the figure jumps is the one that puts the process
 in the slow state.  `--reverse` runs the operations in the opposite order (the module load stays before the
 launches), to tell an operation from the time that has passed.  `--remedies` puts the process in that state
-with each of three operations and tries one way out per row (see `remedies`).  Findings (H200, 2026-12-01):
-bench/results/h200-2026-12-01-h/experiments.md and bench/results/h200-2026-12-02/experiments.md; on launches,
-CPU placement and cuCtxSynchronize as the only way out found (2026-12-03): bench/results/h200-2026-12-03-c/.
+with each of three operations and tries one way out per row (see `remedies`).  Findings (H200): README.md
+beside this file; on launches, CPU placement, and cuCtxSynchronize as the only way out found.
 """
 
 from __future__ import annotations
@@ -251,10 +250,10 @@ AFTER_LAUNCH_WAYS = ("nothing", "2 ms of nothing", "cuStreamQuery(stream)", "cuS
 def after_launches(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, measure: Callable[[], float],
                    out: Path | None, way: str | None, rounds: int) -> None:
     """Which call ends the slow state that a batch of 1000 launches and its wait leave (the PyCUDA benchmark's
-    launch rows put both sides there, 2026-12-03).  Each way out gets a fresh process, the child `way`: in one
+    launch rows put both sides there).  Each way out gets a fresh process, the child `way`: in one
     process the state stopped appearing after five entries.  Whether a process enters it depends on the vCPU it
     runs on (`per_cpu`), so a way out says something only over `rounds` processes; a `cycles` child traces
-    eight entries in one process.  H200 findings: bench/results/h200-2026-12-03-c/README.md."""
+    eight entries in one process.  H200 findings: bench/experiments/README.md"""
     if way is None:
         rows: list[Any] = []
         for label in [*AFTER_LAUNCH_WAYS, "cycles"] * rounds:
@@ -331,7 +330,7 @@ def per_cpu(out: Path | None) -> None:
     """The `nothing` child of --after-launches pinned to each CPU in turn (it inherits the affinity), beside the
     GPU's NUMA-local CPUs: --rounds 3 found processes whose first idle synchronize took 170-200 ns never entering
     the slow state and those at 340-420 ns mostly entering it, as CPU placement would make them.  On the H200
-    guest (2026-12-03) 4 of 16 vCPUs entered it, in one NUMA node."""
+    guest 4 of 16 vCPUs entered it, in one NUMA node."""
     import os
     import subprocess
 
@@ -353,7 +352,7 @@ def per_cpu(out: Path | None) -> None:
 
 
 def first_load() -> None:
-    """Session 9's A/B found that a process's first module load leaves the slow state, and that a query of the
+    """An earlier A/B found that a process's first module load leaves the slow state, and that a query of the
     legacy stream does not end it (in the probe's own run, a launch and cuCtxSynchronize did).  One fresh process
     per way out: idle query before the load, after it, and after the way out."""
     print("| way out tried after the first load | before the load | after it | after cuModuleGetFunction | "
@@ -373,7 +372,7 @@ def first_load() -> None:
 
 def remedies(cu: Any, ok: Callable[[Any], Any], dev: Any, stream: Any, host: Any,
              measure: Callable[[], float]) -> None:
-    """Session 9's first probe run found the slow state follows work left on the legacy stream that nobody has
+    """An earlier probe run found the slow state follows work left on the legacy stream that nobody has
     waited for (a pageable cuMemcpyHtoD, a module load), and ends with a wait on the legacy stream
     (cuMemcpyDtoH, cuCtxSynchronize).  This mode puts the process in that state with each of three operations,
     then tries one way out per row, and also times other hot calls in the slow and the cleared state."""

@@ -1,6 +1,6 @@
 """Does polling see a stream's work finish sooner than cuStreamSynchronize?  Builds and runs probe_wait.c.
 
-    python3 ironaccel-cuda/bench/probe_wait.py [--sched auto spin yield blocking] [--rounds 30] [--out DIR]
+    python3 ironaccel-cuda/bench/experiments/probe_wait.py [--sched auto spin yield blocking] [--rounds 30] [--out DIR]
 
 The copy rows of the cuda.core compat benchmark sit 1-1.5 µs above the C floor for every Python side, and the
 floor itself is `cuMemcpy*Async + cuStreamSynchronize`.  This asks whether another way of waiting (a query
@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # paths.py lives in bench/
 
 import paths  # noqa: E402
 
@@ -84,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     work_dir = Path(tempfile.mkdtemp(prefix="probe_wait-"))
     exe = build(work_dir)
-    report = ["# Waiting for a stream's work: cuStreamSynchronize against polling (bench/probe_wait.py)", "",
+    report = ["# Waiting for a stream's work: cuStreamSynchronize against polling (probe_wait.py)", "",
               "Cells: median time per operation (submit + wait); in brackets, cuStreamSynchronize / that wait "
               "(median of per-round ratios, bootstrap 95% interval; above 1 = faster than the driver's wait).",
               f"Rounds: {args.rounds}, {args.n} operations each; CUDA_VISIBLE_DEVICES="

@@ -1,12 +1,12 @@
 """When does settling a library kernel's lazy load end the slow waits it leaves?  One fresh process per way.
 
-    python3 ironaccel-cuda/bench/probe_library_load.py
+    python3 ironaccel-cuda/bench/experiments/probe_library_load.py
 
 A Library's kernel (cuLibraryGetKernel) loads into a context at its first launch, and from then on an idle
 stream's query costs ~1.6 µs instead of ~0.4 µs.  Settling right after that launch (module.settle_lazy_load:
-an event of a private idle stream, waited for) did not end it (bench/ab_settle.py, H200 2026-12-02), although
+an event of a private idle stream, waited for) did not end it (bench/experiments/ab_settle.py), although
 the same settle after cuModuleGetFunction does.  Each way below runs in its own process: get the kernel, launch
-it once, do the way, sync the stream, then time the idle query.  Found (H200, 2026-12-02, two processes a way):
+it once, do the way, sync the stream, then time the idle query.  Found (H200, two processes a way):
 only cuCtxSynchronize ends it (205-217 ns); every settle, before or after the launch, leaves 1.37-1.76 us.
 """
 

@@ -1,6 +1,6 @@
 """What does one batched copy save over a loop of copies?  (`cu.copy_batch`, cuMemcpyBatchAsync)
 
-    python3 ironaccel-cuda/bench/probe_copy_batch.py [--rounds 15] [--copies 64] [--block 4096]
+    python3 ironaccel-cuda/bench/experiments/probe_copy_batch.py [--rounds 15] [--copies 64] [--block 4096]
 
 The shape of a KV-cache block swap: `--copies` blocks of `--block` bytes, device to device and device to
 page-locked host, each way timed per batch + stream synchronize, interleaved round by round, medians of the

@@ -1,15 +1,15 @@
 """Why does an IPC import + close cost more through ironaccel than through raw cuda.bindings?
 
-    python3 ironaccel-cuda/bench/probe_ipc.py [--rounds 5] [-n 200]
+    python3 ironaccel-cuda/bench/experiments/probe_ipc.py [--rounds 5] [-n 200]
 
 The main benchmark's IPC row (export + import + close of a 1 MiB pool buffer, the importer another process)
-measured ironaccel at 170-208 us against raw cuda.bindings' 113 us (H200, 2026-12-02).  Python adds ~15 us
+measured ironaccel at 170-208 us against raw cuda.bindings' 113 us (H200).  Python adds ~15 us
 there (the whole open + close is 18.6 us against the fake driver), so the rest is the driver's.  One visible
 difference: ironaccel frees an imported pointer on the device's default stream, which is a blocking stream
 (CU_STREAM_DEFAULT), where the raw side uses a non-blocking one.  The importer here times, interleaved per round,
 cuMemPoolImportPointer + cuMemFreeAsync + cuStreamSynchronize on a non-blocking stream, a blocking stream and
 the legacy stream, and ironaccel's `desc.open(dev).close()` (with its pool and `without_pool()`); medians of the
-rounds, per import + close.  The exporter's side is timed too (session 12: the row stayed at 169 us against raw's
+rounds, per import + close.  The exporter's side is timed too (the row stayed at 169 us against raw's
 89 us with `without_pool()`, while the importer alone is 91 us against 78): ironaccel's `ipc.export(buf)` and
 `.without_pool()` against cuMemPoolExportPointer + the 64 bytes read out.  And the pool's cap: the same row ran
 cuda.core (whose side makes its pool with max_size=64 MiB) at 108 us against raw's 163 us (pools without a cap),

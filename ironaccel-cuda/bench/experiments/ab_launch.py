@@ -1,6 +1,6 @@
 """A/B of the plain launch between two builds of ironaccel-cuda, on one GPU, interleaved.
 
-    python3 ironaccel-cuda/bench/ab_launch.py --a SITE_A --b SITE_B [--rounds 12] [--json OUT]
+    python3 ironaccel-cuda/bench/experiments/ab_launch.py --a SITE_A --b SITE_B [--rounds 12] [--json OUT]
 
 SITE_A and SITE_B are folders that each hold an installed ironaccel + ironaccel_cuda (``pip install
 --target``); an empty string means the ones installed in this interpreter. Issue 15 asks that the
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # paths.py lives in bench/
 
 import paths  # noqa: E402
 

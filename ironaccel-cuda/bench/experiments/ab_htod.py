@@ -1,6 +1,6 @@
 """A/B of the PyCUDA surface's small `memcpy_htod`: its page-locked ring against the driver's own staging.
 
-    python3 ironaccel-cuda/bench/ab_htod.py [--sizes 1024,16384,65536] [--json OUT]
+    python3 ironaccel-cuda/bench/experiments/ab_htod.py [--sizes 1024,16384,65536] [--json OUT]
 
 Two ways to queue a small copy on the legacy stream and return without waiting for the DMA:
 
@@ -13,7 +13,7 @@ Two ways to queue a small copy on the legacy stream and return without waiting f
 
 Each batch ends with a synchronize of the legacy stream, timed, as the PyCUDA benchmark's row does.  Cases are
 sampled together in balanced rounds (`harness.measure_rounds`); the ratio is driver time over ring time (above
-1: the ring is faster).  Session 8's probe (bench/results/h200-2026-12-01-g/experiments.md) measured the two
+1: the ring is faster).  An earlier probe (bench/experiments/README.md) measured the two
 at about the same queueing cost; this settles whether the ring is worth keeping.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # paths.py lives in bench/
 
 import paths  # noqa: E402
 
