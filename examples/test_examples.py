@@ -48,7 +48,7 @@ def examples() -> list[str]:
 
 def runs() -> list[object]:
     """One pytest param per run of an example that exists, marked with the backends it needs."""
-    params = []
+    params: list[object] = []
     for name in examples():
         needs = NEEDS.get(name)
         if needs is None:
