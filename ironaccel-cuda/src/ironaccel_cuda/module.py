@@ -341,7 +341,7 @@ def _count(value: Any, what: str, op: str) -> int:
 class Function(_core.FunctionCore):
     """A kernel in a loaded Module.
 
-    launch(grid, block, *args, stream=None, shared_mem=0) is the hot method,
+    `launch(grid, block, *args, stream=None, shared_mem=0)` is the hot method,
     inherited from `_core.FunctionCore`; argument packing is prepared once per
     tuple of argument types (`_prepare`) and reused.
     """
