@@ -20,7 +20,7 @@ for src in sorted(ROOT.glob("ironaccel-*/src")):
         sys.path.append(str(src))
 
 project = "ironaccel"
-copyright = "the ironaccel contributors; Apache-2.0"  # noqa: A001 - Sphinx's name
+copyright = "the ironaccel contributors; Apache-2.0"
 release = (ROOT / "VERSION").read_text().strip()
 version = release
 
@@ -63,7 +63,8 @@ nitpick_ignore_regex = [
     (r"py:class", r"ironaccel_webgpu\.adapters\.AdapterEntry"),
 ]
 if not intersphinx_mapping:
-    nitpick_ignore_regex.append((r"py:.*", r"(collections|enum|types|ctypes|typing|numpy|np|os|pathlib|threading)\..*"))
+    _stdlib = r"(collections|enum|types|ctypes|typing|numpy|np|os|pathlib|threading)\..*"
+    nitpick_ignore_regex.append((r"py:.*", _stdlib))
 # "ref.python": an annotation naming a class that two packages export (Program, Event) is ambiguous to Sphinx.
 suppress_warnings = ["myst.header", "myst.xref_missing", "ref.python"]
 
@@ -72,7 +73,7 @@ html_title = f"ironaccel {release}"
 html_static_path: list[str] = []
 
 
-def _members_from_all(app, docname, source):  # noqa: ANN001 - Sphinx's event signature
+def _members_from_all(app, docname, source):
     """Give every `.. automodule::` its module's `__all__` as explicit members.
 
     The backends export lazily (a module `__getattr__`), so autodoc's own member scan of the module's namespace
@@ -93,11 +94,11 @@ def _members_from_all(app, docname, source):  # noqa: ANN001 - Sphinx's event si
     source[0] = re.sub(r"^\.\. automodule:: (\S+)\n", expand, source[0], flags=re.MULTILINE)
 
 
-def _is_module(obj):  # noqa: ANN001, ANN202
+def _is_module(obj):
     import types
 
     return isinstance(obj, types.ModuleType)
 
 
-def setup(app):  # noqa: ANN001, ANN201
+def setup(app):
     app.connect("source-read", _members_from_all)
