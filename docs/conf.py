@@ -77,7 +77,8 @@ def _members_from_all(app, docname, source):
     """Give every `.. automodule::` its module's `__all__` as explicit members.
 
     The backends export lazily (a module `__getattr__`), so autodoc's own member scan of the module's namespace
-    misses them: each is resolved into the namespace (in the docs build's process only) and named.  The page lists exactly `__all__`, so it
+    misses them: each is resolved into the namespace (in the docs build's process only) and named.
+    The page lists exactly `__all__`, so it
     cannot drift from the code."""
     import importlib
     import re
