@@ -4,7 +4,7 @@
     compute-sanitizer --tool memcheck --leak-check full python3 .ci/memcheck_frames.py   # True: a frame holds it
     compute-sanitizer --tool memcheck --show-backtrace no --leak-check full python3 .ci/memcheck_frames.py
 
-On the H200 (compute-sanitizer 2025.3.1, 2026-12-01) the second printed True and reported the 16 bytes as leaked;
+On the H200 (compute-sanitizer 2025.3.1) the second printed True and reported the 16 bytes as leaked;
 the third printed False with no leak.  This is why `.ci/h200 memcheck` runs with `--show-backtrace no`.
 """
 import gc

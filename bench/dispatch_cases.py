@@ -23,7 +23,7 @@ SMALL, LARGE = 1024, 16 << 20  # float32 elements: 4 KiB and 64 MiB
 F = np.float32
 # The direct sides' uniform: scale and offset (float32), n (uint32), 4 bytes of padding.  struct.pack is the
 # fastest idiomatic way to make those 16 bytes in Python; np.array + a uint32 view + an item set, used before,
-# cost those sides ~0.6 us a dispatch more (2-core machine, 2026-12-02).
+# cost those sides ~0.6 us a dispatch more (2-core machine).
 pack_params = struct.Struct("<ffII").pack
 ROUND_TRIP_TARGET, REPEATED_TARGET = 1.15, 1.0
 

@@ -168,7 +168,7 @@ def rotation(k: int, round_index: int) -> list[int]:
 
     A plain cyclic shift kept the cyclic order, so one case always ran right after the same other: behind the C
     floor (another process, another context on the GPU) the compat's graph replay paid the context switch in
-    every batch, 0.91 of ironaccel's own against 1.00 without the floor (H200, 2026-12-01)."""
+    every batch, 0.91 of ironaccel's own against 1.00 without the floor (H200)."""
     if k <= 0:
         return []
     seq, lo, hi = [0], 1, k - 1

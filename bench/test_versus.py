@@ -170,3 +170,17 @@ def test_a_side_that_computes_the_wrong_thing_fails_its_case(memory_side, make):
     x = np.random.default_rng(2).standard_normal(dispatch_cases.SMALL).astype(dispatch_cases.F)
     with pytest.raises(AssertionError):
         versus.compare("case", make(memory_side, x), make(NumpyPeer(off=0.5), x), rounds=3, target=1.15)
+
+
+def test_publish_overwrites_the_baseline_with_command_machine_commit_and_table(tmp_path, capsys):
+    clock = FakeClock()
+    rows = [versus.compare("round_trip_4KiB", costing(clock, 1100), costing(clock, 1000), rounds=6, target=1.15,
+                           clock=clock)]
+    doc = versus.report("memory", "memory0", "numpy", {}, rows)
+    baseline = tmp_path / "BASELINE.md"
+    baseline.write_text("old figures\n")
+    versus.publish(doc, None, baseline=baseline)
+    text = baseline.read_text()
+    assert "old figures" not in text
+    assert "- command: `python " in text and "- machine: memory0 on " in text and "- commit: " in text
+    assert "| round_trip_4KiB | 1.1 | 1.0 |" in text

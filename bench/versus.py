@@ -16,6 +16,9 @@ from __future__ import annotations
 import json
 import math
 import platform
+import shlex
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -129,8 +132,44 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def publish(doc: dict[str, Any], json_path: str | Path | None) -> None:
-    """Print the table; write the JSON too when asked."""
-    print(markdown(doc), end="", flush=True)
+def publish(doc: dict[str, Any], json_path: str | Path | None, baseline: str | Path | None = None) -> None:
+    """Print the table; write the JSON too when asked, and overwrite the backend's BASELINE.md when given one."""
+    text = markdown(doc)
+    print(text, end="", flush=True)
     if json_path:
         Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
+    if baseline:
+        write_baseline(Path(baseline), text, machine=f"{doc['device']} on {doc['host']} (Python {doc['python']})")
+
+
+def git_commit(where: Path) -> str:
+    """The commit the tree at `where` is on (with `+dirty` when it has changes), or `unknown` outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def write_baseline(path: Path, table: str, *, machine: str, command: list[str] | None = None) -> None:
+    """Overwrite `path` (a backend's bench/BASELINE.md) with the latest figures: command, machine, commit, table.
+
+    One file per backend, replaced by every measured run, so the repository holds the latest figures and git
+    history holds the older ones (no dated result folders)."""
+    argv = command if command is not None else sys.argv
+    lines = [
+        "# Benchmark baseline",
+        "",
+        "The latest measured run, overwritten by each one (older figures: `git log -p` of this file).",
+        "",
+        f"- command: `python {shlex.join(argv)}`",
+        f"- machine: {machine}",
+        f"- commit: {git_commit(path.parent)}",
+        "",
+        table.rstrip("\n"),
+        "",
+    ]
+    path.write_text("\n".join(lines))

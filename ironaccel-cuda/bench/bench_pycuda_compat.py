@@ -11,7 +11,7 @@ library does: a process's state is then its own library's doing.  (In one
 shared process, PyCUDA's lazily loaded kernel leaves every idle stream and
 event wait of the process, the compat's too, 1.2-1.3 us slower -- the state
 `module.settle_lazy_load` ends for the compat's own kernels; see
-bench/results/h200-2026-12-02/experiments.md.  `--shared-process` runs the old
+bench/experiments/README.md  `--shared-process` runs the old
 way, both sides in this process on one primary context, for comparison.)
 Each child times its own batches (the pipe is outside the figure), and the
 rounds are the paired, order-alternating rounds and bootstrap intervals of
@@ -355,7 +355,7 @@ class RemoteSide:
 
 def idle_sync_ns(side: Side) -> float:
     """Median per call of 5 batches of 2,000 `Stream.synchronize()` of the side's idle stream: whether the
-    process is in the slow state of bench/probe_idle_sync.py (about 0.2-0.5 us when not, 1.5-2 us when in it)."""
+    process is in the slow state of experiments/probe_idle_sync.py (about 0.2-0.5 us when not, 1.5-2 us when in it)."""
     sync = side.stream.synchronize
     sync()
     per = []
@@ -586,7 +586,7 @@ def _markdown(meta: dict[str, str], rows: list[dict[str, Any]], config: Sampling
                     f"{TARGET} either: " + ("; ".join(floored) or "none") + ".")
     lines += ["", summary, "",
               "Each side's idle `Stream.synchronize()` after the row (median of 5 x 2,000 calls; 1.5-2 us means "
-              "the process is in the slow state of bench/probe_idle_sync.py):", "",
+              "the process is in the slow state of bench/experiments/probe_idle_sync.py):", "",
               "| after row | PyCUDA | compat |", "|---|---:|---:|"]
     for row in rows:
         idle = row.get("idle_sync_after_ns", {})

@@ -337,7 +337,7 @@ static void setup(const char *cubin_path) {
     CK(cuModuleGetFunction(&k16, module, "bench_k16"));
     /* The lazy-load settle ironaccel makes after getting a kernel (module.settle_lazy_load): getting one leaves
      * every idle stream and event wait of the process 1.2-1.3 us slower until an event recorded on a stream with
-     * no work is waited for (bench/results/h200-2026-12-02/experiments.md).  Made here too, so the floor stays
+     * no work is waited for (bench/experiments/README.md).  Made here too, so the floor stays
      * the fastest known; IRONACCEL_FLOOR_SETTLE=0 leaves it out. */
     const char *settle = getenv("IRONACCEL_FLOOR_SETTLE");
     if (!settle || strcmp(settle, "0") != 0) {

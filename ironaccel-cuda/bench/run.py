@@ -10,6 +10,7 @@ See README.md beside this file for what each row means and how the intervals are
 from __future__ import annotations
 
 import argparse
+import platform
 import shutil
 import sys
 import tempfile
@@ -30,11 +31,14 @@ from harness import SamplingConfig  # noqa: E402
 from runner import RunConfig, Runner  # noqa: E402
 from sides import SIDE_NAMES, all_sides, open_context  # noqa: E402
 from sides.base import SideUnavailable  # noqa: E402
+from versus import write_baseline  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for results.md/json/png")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="do not overwrite bench/BASELINE.md (a full run of every group overwrites it)")
     parser.add_argument("--quick", action="store_true", help="smoke run: fewer rounds and sizes (~1 minute)")
     parser.add_argument("--only", default="", help=f"comma-separated groups to run, of: {','.join(ops.GROUPS)}")
     parser.add_argument("--sides", default="", help=f"comma-separated sides to open, of: {','.join(SIDE_NAMES)}")
@@ -112,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         report.write_json(result, args.out / "results.json")
         text = report.markdown(result)
         (args.out / "results.md").write_text(text + "\n")
+        if not args.no_baseline and not args.quick and groups is None:
+            write_baseline(Path(__file__).with_name("BASELINE.md"), text,
+                           machine=f"{device['name']} (sm_{device['arch']}), {platform.node()}")
         try:
             if report.plot_transfers(result, args.out / "transfers.png"):
                 print(f"chart: {args.out / 'transfers.png'}")

@@ -65,7 +65,7 @@ def precompile_bytecode(side: str) -> None:
 
 def _short(exc: BaseException) -> str:
     """The error in at most ~600 characters: its head and its last line (a child's traceback ends with the
-    exception itself, which a cut at the head alone lost: the IPC importer's error of 2026-12-02)."""
+    exception itself, which a cut at the head alone lost: the IPC importer's error)."""
     text = f"{type(exc).__name__}: {exc}"
     if len(text) < 600:
         return text

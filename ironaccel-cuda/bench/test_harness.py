@@ -484,7 +484,8 @@ def test_probe_wait_compiles_with_warnings_as_errors(tmp_path):
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None or not (CUDA_INCLUDE / "cuda.h").is_file():
         pytest.skip("needs a C compiler and cuda.h (CUDA toolkit headers)")
-    subprocess.run([gcc, "-c", "-O2", "-Wall", "-Werror", f"-I{CUDA_INCLUDE}", str(BENCH / "probe_wait.c"), "-o",
+    source = BENCH / "experiments" / "probe_wait.c"
+    subprocess.run([gcc, "-c", "-O2", "-Wall", "-Werror", f"-I{CUDA_INCLUDE}", str(source), "-o",
                     str(tmp_path / "probe_wait.o")], check=True)
 
 
@@ -537,7 +538,7 @@ def test_a_cell_whose_medians_and_ratio_disagree_is_flagged():
     from harness import Interval
     from results import Cell, Row
 
-    # the 2026-11-30 report printed "event cycle: 1.73x ahead of cuda.core, ironaccel 1,636 ns vs cuda.core
+    # an earlier report printed "event cycle: 1.73x ahead of cuda.core, ironaccel 1,636 ns vs cuda.core
     # 1,524 ns": the ratio came from one pairing, ironaccel's median from all of them pooled
     bad = Cell("cuda.core", 1524.0, Interval(1.73, 1.70, 1.76, 40), 40, 100, "Event()", 1636.0)
     good = Cell("cuda.core", 1524.0, Interval(1.73, 1.70, 1.76, 40), 40, 100, "Event()", 880.0)

@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=41, help="rounds per 4 KiB case (64 MiB cases: a fifth, >= 5)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--no-baseline", action="store_true", help="do not overwrite bench/BASELINE.md")
     args = parser.parse_args(argv)
     if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
         os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ironaccel-xdg-")
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         dev.close()
     facts = {"gl_version": dev.descriptor.extras["gl_version"]}
-    publish(report("opengl", dev.descriptor.name, f"moderngl {moderngl.__version__}", facts, cases), args.json)
+    publish(report("opengl", dev.descriptor.name, f"moderngl {moderngl.__version__}", facts, cases), args.json,
+            baseline=None if args.no_baseline else Path(__file__).with_name("BASELINE.md"))
     return 0
 
 

@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=1024, help="elements per array")
     parser.add_argument("--pairs", type=int, default=200, help="rounds per operation")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--no-baseline", action="store_true", help="do not overwrite bench/BASELINE.md")
     opts = parser.parse_args(argv)
 
     import jax
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         "jax_cpu_round_trip": ("zero-copy in and out (round_trip_copies: JAX copies too)"
                                if jax.default_backend() == "cpu" else "copies"),
     }
-    publish(report("pjrt", device.kind, f"JAX {jax.__version__}", facts, cases), opts.json)
+    publish(report("pjrt", device.kind, f"JAX {jax.__version__}", facts, cases), opts.json,
+            baseline=None if opts.no_baseline else Path(__file__).with_name("BASELINE.md"))
     client.close()
     return 0
 

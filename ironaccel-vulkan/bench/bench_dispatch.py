@@ -329,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", choices=("auto", "mapped", "staged"), default="auto",
                         help="ironaccel's memory mode; the direct version follows it")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--no-baseline", action="store_true", help="do not overwrite bench/BASELINE.md")
     args = parser.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="ironaccel-xdg-"))
 
@@ -352,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         direct.close()
     facts = {"driver": d.extras["driver_info"] or d.extras["driver_version"], "memory": ia.dev.memory_mode,
              "descriptor": d.to_dict()}
-    publish(report("vulkan", d.name, f"pyvulkan {version('vulkan')}", facts, rows), args.json)
+    publish(report("vulkan", d.name, f"pyvulkan {version('vulkan')}", facts, rows), args.json,
+            baseline=None if args.no_baseline else Path(__file__).with_name("BASELINE.md"))
     return 0
 
 

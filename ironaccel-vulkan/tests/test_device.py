@@ -516,7 +516,7 @@ refused = []
 for kind, codes in (("cut before instruction", prefixes), ("without instruction", dropped)):
     refused.append(0)
     for n, code in enumerate(codes):
-        # If the driver kills the process, the last line of stderr names the module (H200, 2026-12-01: SIGSEGV
+        # If the driver kills the process, the last line of stderr names the module (H200: SIGSEGV
         # without instruction 21, a BuiltIn decoration, which spirv-val accepts; spirv.reflect refuses it now).
         at = starts[n + 1] if kind.startswith("cut") else starts[n]
         print(kind, n, "opcode", int(words[at]) & 0xFFFF, file=sys.stderr, flush=True)

@@ -179,7 +179,7 @@ def _without_instruction(code: bytes, opcode: int, operands: tuple[int, ...]) ->
 
 
 def test_a_compute_input_that_is_not_a_builtin_is_refused() -> None:
-    # spirv-val accepts it, and NVIDIA's driver 580 died on it with SIGSEGV (H200, 2026-12-01): the scale_offset
+    # spirv-val accepts it, and NVIDIA's driver 580 died on it with SIGSEGV (H200): the scale_offset
     # kernel without `OpDecorate %11 BuiltIn GlobalInvocationId`, i.e. a user-defined Input in a compute shader.
     code = (KERNELS / "scale_offset.spv").read_bytes()
     builtin_id = 11

@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ordinal", type=int, default=0, help="webgpu adapter (see `python -m ironaccel webgpu`)")
     parser.add_argument("--pairs", type=int, default=41, help="rounds per 4 KiB case (64 MiB cases: a fifth, >= 5)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--no-baseline", action="store_true", help="do not overwrite bench/BASELINE.md")
     args = parser.parse_args(argv)
     if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
         os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ironaccel-xdg-")
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     extras = dev.descriptor.extras
     facts = {"adapter": args.ordinal, "backend_type": extras.get("backend_type", ""),
              "driver": extras.get("driver", "")}
-    publish(report("webgpu", dev.descriptor.name, f"wgpu {wgpu.__version__}", facts, cases), args.json)
+    publish(report("webgpu", dev.descriptor.name, f"wgpu {wgpu.__version__}", facts, cases), args.json,
+            baseline=None if args.no_baseline else Path(__file__).with_name("BASELINE.md"))
     return 0
 
 

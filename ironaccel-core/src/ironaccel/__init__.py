@@ -67,7 +67,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ironaccel' has no attribute {name!r}")
 
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "__version__",

@@ -81,8 +81,8 @@ class HostData:
     14: "the same pinned or pageable source on both sides").  No side registers these arrays with the driver,
     so no library's copies change another's memory.
 
-    `shared=False` gives each side its own pair of arrays instead (run.py --per-side-host-arrays; the default
-    until 2026-12-01).  On the H200 (quick runs, 2026-12-01) the pageable peers ran faster with shared arrays:
+    `shared=False` gives each side its own pair of arrays instead (run.py --per-side-host-arrays; once the
+    default).  On the H200 (quick runs) the pageable peers ran faster with shared arrays:
     16 MiB host-to-device 13.7-14.6 GB/s per side against 16.5-16.8 shared, 64 MiB device-to-host 9.3-10.0
     against 10.9-11.4 (a source another side has just read is cache-warm; the host's L3 is 300 MiB), while
     ironaccel's rates moved by 1-3%: shared is the condition that favours the peers."""
@@ -133,7 +133,7 @@ def written_out(target: Callable[..., Any], args: tuple[Any, ...], **kw: Any) ->
     with a fixed argument list calls a launch (`fn.launch(grid, block, out, a, b, c, stream=s)`).  Unpacking a
     stored tuple there costs CPython allocations of its own: against the fake libcuda, ironaccel's launch took
     471 ns as `launch(g, b, *args, stream=s)` and 193 ns written out, cuda.core-style `f(s, c, k, *args)` 111 ns
-    more than written out (2026-12-02).  The launch rows of every side that takes arguments one by one use this.
+    more than written out.  The launch rows of every side that takes arguments one by one use this.
     """
     names = [f"a{i}" for i in range(len(args))]
     keys = list(kw)

@@ -300,7 +300,7 @@ class BindingsSide(Side):
             hptr = hview.ctypes.data
         # The synchronous driver calls, the library's fastest for this: a held-out harness on the H200 measured
         # pageable 64 MiB at 14.4-14.8 GB/s with cuMemcpyHtoD against 7-8 GB/s for the async call on a stream plus
-        # a synchronize (FIELD-NOTES, 2026-12-01); pinned runs at the PCIe limit either way.
+        # a synchronize (FIELD-NOTES); pinned runs at the PCIe limit either way.
         if direction == "h2d":
 
             def run(n: int) -> None:
@@ -503,7 +503,7 @@ class BindingsSide(Side):
         export = cu.cuMemPoolExportPointer
 
         # The allocation's export data is fixed for its life, so it is made once, as ironaccel and cuda.core keep
-        # it (cuMemPoolExportPointer costs ~20 us on the H200: bench/probe_ipc.py); each operation is then the
+        # it (cuMemPoolExportPointer costs ~20 us on the H200: experiments/probe_ipc.py); each operation is then the
         # import + free + synchronize in the importer.
         err, data = export(ptr)
         if err:

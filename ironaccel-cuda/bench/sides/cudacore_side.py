@@ -269,7 +269,7 @@ class CudaCoreSide(Side):
         clock = time.perf_counter_ns
 
         # cuda.core 1.2: the `ipc_descriptor` property (get_ipc_descriptor() before it; the H200 run of
-        # 2026-12-01 16:10 UTC lost this cell to an AttributeError on 1.2)
+        # lost this cell to an AttributeError on 1.2)
         def export() -> object:
             return buf.ipc_descriptor
 
@@ -347,7 +347,7 @@ def ipc_importer(conn) -> None:
         clock = time.perf_counter_ns
 
         # cuda.core 1.2 wants the stream its imported buffers are freed on (a required keyword-only `stream` in
-        # 1.2.2; the H200 runs of 2026-12-02 lost this cell in this call, the message cut before its reason).  The
+        # 1.2.2; the H200 runs lost this cell in this call, the message cut before its reason).  The
         # sync makes the free complete here, as the raw side's cuStreamSynchronize and ironaccel's close() do.
         def run(desc, n):
             start = clock()

@@ -141,7 +141,7 @@ class CupySide(Side):
             view = host.pageable(self.name, direction, nbytes)
         # Without a stream CuPy copies on the null stream: its fastest call here (the held-out H200 harness measured
         # ndarray.set at 14.4-14.8 GB/s pageable, twice the stream= form plus a synchronize).  From page-locked
-        # memory that copy returns before the data has moved (seen on the H200, 2026-12-01: 7.7 us for 16 MiB),
+        # memory that copy returns before the data has moved (seen on the H200: 7.7 us for 16 MiB),
         # so the null stream is synchronized after it, as a synchronous copy must be.
         null_sync = cp.cuda.Stream.null.synchronize
         if direction == "h2d":

@@ -43,13 +43,13 @@ _ATTRS = np.dtype([("order", "<i4"), ("src_type", "<i4"), ("src_id", "<i4"), ("d
 class CopyAttributes:
     """How the driver may treat the copies of a batch (CUmemcpyAttributes).
 
-    src_access: "stream" (sources read in stream order, the default), "during_call" (read before
-        `copy_batch` returns, so the caller may reuse them at once; no earlier work on the stream may still
-        be using them), or "any" (read at any time until the copies finish in stream order).
-    src_hint, dst_hint: where a managed or pageable operand should be taken from or put: None, "host",
-        "host_numa_current", ("host_numa", node), a Device or a device ordinal.  The driver ignores them for
-        other memory.
-    prefer_overlap: ask the driver to overlap the copies with compute work (a hint).
+    - src_access: "stream" (sources read in stream order, the default), "during_call" (read before
+      `copy_batch` returns, so the caller may reuse them at once; no earlier work on the stream may still
+      be using them), or "any" (read at any time until the copies finish in stream order).
+    - src_hint, dst_hint: where a managed or pageable operand should be taken from or put: None, "host",
+      "host_numa_current", ("host_numa", node), a Device or a device ordinal.  The driver ignores them for
+      other memory.
+    - prefer_overlap: ask the driver to overlap the copies with compute work (a hint).
     """
 
     src_access: str = "stream"
@@ -101,12 +101,12 @@ def copy_batch(dsts: Any, srcs: Any, sizes: Any = None, *, stream: Any,
                attributes: CopyAttributes | Sequence[CopyAttributes] | None = None) -> None:
     """Queue `len(dsts)` copies, dsts[i] <- srcs[i], on `stream` in one driver call.
 
-    dsts, srcs: sequences of ironaccel buffers (DeviceBuf, PinnedBuf: anything with `ptr` and `nbytes`; the
-        cuda.core compat's Buffers) or of addresses (ints), or uint64 numpy arrays of addresses.
-    sizes: bytes per copy: None (each pair's buffers, which must be of one size), one int for every copy, or
-        one per copy (a sequence or an integer numpy array); each at most both operands' `nbytes` where known.
-    stream: the ironaccel Stream the copies are ordered on (not the legacy default stream).
-    attributes: one CopyAttributes for every copy (default: stream-ordered, no hints), or one per copy.
+    - dsts, srcs: sequences of ironaccel buffers (DeviceBuf, PinnedBuf: anything with `ptr` and `nbytes`; the
+      cuda.core compat's Buffers) or of addresses (ints), or uint64 numpy arrays of addresses.
+    - sizes: bytes per copy: None (each pair's buffers, which must be of one size), one int for every copy, or
+      one per copy (a sequence or an integer numpy array); each at most both operands' `nbytes` where known.
+    - stream: the ironaccel Stream the copies are ordered on (not the legacy default stream).
+    - attributes: one CopyAttributes for every copy (default: stream-ordered, no hints), or one per copy.
 
     An empty batch does nothing.  Returns once the copies are queued (after the sources are read, for
     "during_call").

@@ -114,7 +114,7 @@ def device_attribute(device: Device, name: str) -> int:
 
 
 # This process's IPC-capable created pools, as weak references: ipc.export() walks a tuple of them (a WeakSet's
-# guarded iteration cost ~2.6 us of a ~13 us export against the fake driver, session 12).
+# guarded iteration cost ~2.6 us of a ~13 us export against the fake driver).
 ipc_pools: list[weakref.ref[Any]] = []
 _ipc_pools_lock = threading.Lock()
 
@@ -471,7 +471,7 @@ class DriverPool(_Tracked):
     def _destroy(self) -> None:
         # A pool destroyed with allocations outstanding (which the driver documents as allowed: it frees the pool
         # with its last allocation) made a later cuStreamSynchronize crash inside libcuda 580.159 on the H200
-        # (2026-12-01, test_closed_pools_and_surviving_buffers then test_graph): the last free destroys it instead.
+        # (test_closed_pools_and_surviving_buffers then test_graph): the last free destroys it instead.
         call("cuMemPoolDestroy", self._h)
 
     def __enter__(self) -> DriverPool:

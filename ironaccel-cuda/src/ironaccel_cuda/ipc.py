@@ -254,7 +254,7 @@ class _Imports:
     """This process's IPC imports, under one lock: pools by key, counted by their open pools and buffers, and
     pool pointers by export data, counted by the DeviceBufs that map them.
 
-    A pointer is imported once per process and shared (H200, 2026-12-01: a second cuMemPoolImportPointer of one
+    A pointer is imported once per process and shared (H200: a second cuMemPoolImportPointer of one
     pointer returns the same address from a device pool, and one cuMemFreeAsync unmaps both; from a pinned host
     pool it fails with CUDA_ERROR_ALREADY_MAPPED).  Its last unmap frees it under the lock, so an import racing
     it cannot get the address back from the driver just before the free takes it away.  A release that a
@@ -505,7 +505,7 @@ class IpcBuffer:
         base, extent = _imports.map(pool, key, dev, data, op)
         home = dev.default_stream
         # memory.adopt's checks hold here (a mapped address; the size, checked above): the buffer is made directly,
-        # since Python's share of an open + close was ~17 us of 127 on the H200 (bench/probe_ipc.py, 2026-12-02).
+        # since Python's share of an open + close was ~17 us of 127 on the H200 (bench/experiments/probe_ipc.py).
         buf = _core.DeviceBuf._wrap(base + self.offset, self.size, dt, npdt, dev, home, _core.RELEASE_IMPORTED,
                                     base=(None, _PoolUnmap(base, home._h, key, data)))
         return buf, extent

@@ -176,7 +176,7 @@ def prefetch(buf: DeviceBuf, to: Any, stream: Stream | None = None) -> None:
 
 
 def advise(buf: DeviceBuf, advice: str, location: Any = None) -> None:
-    """Tell the driver how `buf` is used: "read_mostly", "preferred_location", "accessed_by" or an "unset_" one.
+    """Tell the driver how `buf` is used: "read_mostly", "preferred_location", "accessed_by" or an `"unset_..."` one.
 
     "preferred_location" and "accessed_by" (and "unset_accessed_by") need a
     `location` (a Device, an ordinal or "host").

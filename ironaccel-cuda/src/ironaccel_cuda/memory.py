@@ -105,7 +105,7 @@ class PinnedBuf:
 
     # The buffer holds its array weakly: the array holds the buffer (through _HostArrayOwner), and numpy arrays
     # are not tracked by the garbage collector, so a strong reference back made a cycle that was never freed
-    # (memcheck found such a buffer still allocated at exit, 2026-12-01).
+    # (memcheck found such a buffer still allocated at exit).
     __slots__ = ("ptr", "nbytes", "size", "dtype", "device", "_array", "_flags", "__weakref__")
     ptr: int | None
     nbytes: int

@@ -83,8 +83,8 @@ def settle_lazy_load(ctx: Any) -> None:
     With lazy loading (CUDA's default), getting a kernel moves its code to the device, and from then on every
     stream query and wait in the process costs about 1.2 µs more (H200, driver 580: an idle stream's query 0.40
     -> 1.6 µs), until the driver sees an event of an idle stream complete.  The user's next launch and its sync
-    do not end it; cuCtxSynchronize would, but waits for everything (bench/probe_idle_sync.py --first-load and
-    bench/ab_settle.py, results/h200-2026-12-02/experiments.md).  So: an event on a private stream of `ctx`,
+    do not end it; cuCtxSynchronize would, but waits for everything (the experiments probe_idle_sync.py
+    --first-load and ab_settle.py in ironaccel-cuda/bench/experiments/).  So: an event on a private stream of `ctx`,
     waited for at once, with this thread's capture mode relaxed so that a capture in progress is not
     invalidated.  A primary context keeps its stream and event for the process, as it keeps its default stream
     (making and destroying them cost about 80 µs a kernel); another context's are made each time.  It only
@@ -341,7 +341,7 @@ def _count(value: Any, what: str, op: str) -> int:
 class Function(_core.FunctionCore):
     """A kernel in a loaded Module.
 
-    launch(grid, block, *args, stream=None, shared_mem=0) is the hot method,
+    `launch(grid, block, *args, stream=None, shared_mem=0)` is the hot method,
     inherited from `_core.FunctionCore`; argument packing is prepared once per
     tuple of argument types (`_prepare`) and reused.
     """

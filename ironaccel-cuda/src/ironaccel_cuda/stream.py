@@ -151,7 +151,7 @@ class Stream(_core.StreamCore):
             try:
                 if not _driver.forked:
                     # relaxed: closing (or collecting) a stream while this thread captures another in global or
-                    # thread-local mode keeps that capture (cuda.core's graph/test_options.py on the H200, 2026-12-03)
+                    # thread-local mode keeps that capture (cuda.core's graph/test_options.py on the H200)
                     with _driver.relaxed_capture(_driver.driver()):
                         _core.stream_sync(h)
             finally:

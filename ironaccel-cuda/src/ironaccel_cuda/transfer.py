@@ -20,7 +20,7 @@ Environment (read at the first large copy; `bench/sweep_transfer.py` measures th
 
 * ``IRONACCEL_CUDA_COPY_THREADS``: copy threads (default: min(8, usable CPUs - 2), at least 1).  On the
   H200 machine (16 CPUs) 6, 8, 10, 12 and 15 threads all reached the same 59-61% of pinned bandwidth
-  (bench/sweep_transfer.py, 2026-11-30): the host's memory, not the thread count, is the limit.
+  (bench/sweep_transfer.py): the host's memory, not the thread count, is the limit.
 * ``IRONACCEL_CUDA_COPY_CHUNK``: slot size = largest chunk (default 512 KiB, a multiple of 4 KiB).
 * ``IRONACCEL_CUDA_COPY_SLOTS``: page-locked slots per device (default 4 x threads, at least 8).
 * ``IRONACCEL_CUDA_COPY_SPLIT``: a copy is cut into about this many chunks (default 32).
@@ -31,7 +31,7 @@ Environment (read at the first large copy; `bench/sweep_transfer.py` measures th
 * ``IRONACCEL_CUDA_FENCE_SPIN_US``: how long a wait (a busy stream's synchronize, a copy's own wait, the
   bounce copies' included) spins on this thread's fence word (native/fence.h) before it asks
   cuStreamSynchronize to wait (default 200; 0: always cuStreamSynchronize).  A wait the word ends gains
-  ~1 us; one that outlasts the spin pays the write, ~0.4 us (bench/ab_fence.py, H200 2026-12-02: a 57 us
+  ~1 us; one that outlasts the spin pays the write, ~0.4 us (bench/experiments/ab_fence.py: a 57 us
   graph replay 0.99x with 50 us).  200 us covers copies to a few MiB and short graphs; cuStreamSynchronize
   spins too under the default scheduling.
 """

@@ -38,7 +38,7 @@ def raw_async(dev):
 FACTORIES = {
     "default pool": lambda dev, s: dev.default_pool,
     "driver pool": lambda dev, s: dev.create_driver_pool(),
-    # a host pool's memory lives on the host: cuMemcpyHtoDAsync refuses it as a destination (H200, 2026-12-01), so
+    # a host pool's memory lives on the host: cuMemcpyHtoDAsync refuses it as a destination (H200), so
     # it is tested on its own in test_driver_pool.py, not with the device-memory copies here
     "MemPool": lambda dev, s: dev.create_pool(s),
     "virtual": lambda dev, s: cu.VirtualAllocator(dev),

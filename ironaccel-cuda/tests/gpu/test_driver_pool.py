@@ -52,7 +52,7 @@ def test_threshold_0_trims_at_a_stream_or_event_synchronize(dev, default_pool, w
     """The driver trims a pool at a synchronize; an idle-stream shortcut must not skip that.
 
     Before the fix, Stream.synchronize on an idle stream only queried it, so a
-    threshold of 0 kept every freed byte (the H200 bench, 2026-12-01: 6 us per
+    threshold of 0 kept every freed byte (the H200 bench: 6 us per
     64 MiB alloc+free+sync against the peers' 244 us of real release).
     """
     s = dev.create_stream()

@@ -120,7 +120,7 @@ def memory_workload(dev, kernels, mark=lambda stage: None):
 def settled_free_memory(dev, timeout_s=5.0):
     """The device's free memory once it stops moving: the figure is the device's, so a process of an earlier
     test (test_ipc's children) whose context is still being torn down moves it.  A full-suite run on the H200
-    saw free memory 122 MiB off inside this test's window twice (2026-12-02), the file alone never."""
+    saw free memory 122 MiB off inside this test's window twice , the file alone never."""
     last = dev.memory_info()[0]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -156,7 +156,7 @@ def test_no_device_memory_leak(dev, kernels):
 def test_managed_memory_goes_back(dev):
     """Managed memory, prefetched to the device, advised and viewed from the host, goes back when freed.  The UVM
     driver keeps reservations of its own: in the full H200 suite free memory fell by 122 MiB once, inside
-    test_no_device_memory_leak's third round of a 64 KiB managed buffer (2026-12-02), and never alone.  So each
+    test_no_device_memory_leak's third round of a 64 KiB managed buffer , and never alone.  So each
     round here is 256 MiB, and the check is that six rounds after two warm-up rounds leave less than one
     round's worth missing, which any round's leak would not."""
     alloc = cu.ManagedAllocator(dev)

@@ -82,7 +82,7 @@ def kernel_code():
 def test_fenced_waits_on_both_devices_from_one_thread(two, monkeypatch):
     """One thread's fence word lives in a page registered portable in one device's primary context (native/fence.h);
     it must serve streams of the other device too.  Waits alternate between the devices, each seeing every byte
-    of its own work, and end on the word.  (Not yet run on two GPUs: no such machine was lent by 2026-12-02.)"""
+    of its own work, and end on the word.  (Not yet run on two GPUs: no such machine was lent.)"""
     from conftest import FAKE
 
     from ironaccel_cuda import _core

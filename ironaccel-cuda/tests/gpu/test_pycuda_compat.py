@@ -494,7 +494,7 @@ def test_non_blocking_streams_order_frees(ctx, drv, mod):
     gone = weakref.ref(s)
     del s
     gc.collect()
-    # (under compute-sanitizer on 2026-12-01 the count stayed 1: whatever still held the stream is named here)
+    # (under compute-sanitizer the count stayed 1: whatever still held the stream is named here)
     assert gone() is None, [f"{r.f_code.co_name}:{r.f_lineno}" if hasattr(r, "f_code") else repr(r)[:160]
                             for r in gc.get_referrers(gone())]
     assert ctx.nonblocking == 0

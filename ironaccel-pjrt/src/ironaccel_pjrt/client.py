@@ -545,7 +545,7 @@ class Client:
         if event:
             # kImmutableOnlyDuringCall: the plugin may not hold on to `data` once the call has returned, so
             # done_with_host_buffer has nothing left to say; it is destroyed unawaited (2-3 us per upload).
-            # (kImmutableZeroCopy, tried 2026-12-02: the C call is 0.1 us faster for float32[1024] on the
+            # (kImmutableZeroCopy, tried: the C call is 0.1 us faster for float32[1024] on the
             # CPU plugin, and the array would have to live until the event; not worth its lifetime rules.)
             event_args.event = event
             error = api._event_destroy(event_address)

@@ -100,6 +100,7 @@ def errors() -> list[Message]:
 
 
 def clear_errors() -> None:
+    """Forget the validation errors recorded so far (every device's), so the next check starts clean."""
     with _global_lock:
         _global_errors.clear()
 

@@ -46,7 +46,7 @@ class WebGPUDevice(ComputeDeviceBase):
     def __init__(self, wgpu: Any, adapter: Any, descriptor: DeviceDescriptor):
         self.wgpu = wgpu
         # Measured: requesting these features and limits leaves a dispatch's cost as it is (H200, direct wgpu-py
-        # bursts with each feature alone, all, none: 62.6-65.0 us a dispatch at best, 2026-12-02).
+        # bursts with each feature alone, all, none: 62.6-65.0 us a dispatch at best).
         features = [f for f in WANTED_FEATURES if f in adapter.features]
         limits = {k: v for k, v in adapter.limits.items() if k in WANTED_LIMITS}
         try:

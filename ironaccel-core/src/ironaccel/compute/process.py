@@ -49,6 +49,7 @@ def generation() -> int:
 
 
 def fork_error(backend: str, op: str) -> InvalidState:
+    """The error a device used in a forked child raises: `op` of `backend` is InvalidState, saying why."""
     return InvalidState(backend, op, detail=FORK_DETAIL)
 
 

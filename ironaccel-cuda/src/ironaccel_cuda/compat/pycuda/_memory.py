@@ -150,7 +150,7 @@ def mem_alloc(bytes: int) -> DeviceAllocation:
     try:
         # Tried: cuMemAlloc/cuMemFree by default (IRONACCEL_CUDA_PYCUDA_ALLOC=sync), since the pool's free on the
         # legacy stream leaves idle syncs at 1.3-1.7 us: mem_alloc(64 KiB).free() 0.47-0.81x PyCUDA against the
-        # pool's 1.47-1.50x, interleaved runs (H200, 2026-12-03, bench/results/h200-2026-12-03-c).
+        # pool's 1.47-1.50x, interleaved runs (H200, bench/experiments/README.md).
         if ctx.pools:
             dp = _fast.mem_alloc_async(bytes, _LEGACY)
             ctx.live[dp] = None
@@ -390,7 +390,7 @@ def memcpy_htod(dest: Any, src: Any) -> None:
     """Copy host buffer `src` to device address `dest`; returns once `src` may be reused."""
     # The common small case first, inline, as in memcpy_dtoh: an ndarray of at most one slot, a valid context
     # on top of the stack that has its slots already.  The whole path through Python cost 1.5 us per 1 KiB copy
-    # against 0.07 us for the bare queued DMA (CPU box, fake driver, 2026-12-01).
+    # against 0.07 us for the bare queued DMA (CPU box, fake driver).
     stack = _local.stack
     if stack and src.__class__ is _ndarray:
         top = stack[-1]
@@ -428,7 +428,7 @@ def memcpy_htod(dest: Any, src: Any) -> None:
 def memcpy_dtoh(dest: Any, src: Any) -> None:
     """Copy from device address `src` into writable host buffer `dest`; returns once the data is there."""
     # The common small case first, inline: an ndarray of at most one bounce slot, a valid context on top of the
-    # stack.  Through `_current` and `_nbytes` it cost 0.55 us more per call (CPU box, fake driver, 2026-12-01).
+    # stack.  Through `_current` and `_nbytes` it cost 0.55 us more per call (CPU box, fake driver).
     stack = _local.stack
     if stack and dest.__class__ is _ndarray:
         top = stack[-1]
@@ -447,7 +447,7 @@ def memcpy_dtoh(dest: Any, src: Any) -> None:
     try:
         if n <= _BOUNCE_SLOT:
             # The compiled core's bounce copy (its wait ends on a fence word).  A Python-side page-locked slot
-            # and cuStreamSynchronize, used before, measured 0.94x PyCUDA at 1 KiB (H200, 2026-12-01).
+            # and cuStreamSynchronize, used before, measured 0.94x PyCUDA at 1 KiB (H200).
             if n:
                 try:
                     _fast.memcpy_dtoh_sync(dest, src, n, _LEGACY, ctx._ordinal)
