@@ -27,6 +27,16 @@ from .memory import map_for_read
 if TYPE_CHECKING:
     from .device import WebGPUDevice
 
+try:  # wgpu-native's own pass calls: a submit replays set_bind_group + dispatch without wgpu-py's wrappers
+    from wgpu.backends.wgpu_native._ffi import ffi as _ffi
+    from wgpu.backends.wgpu_native._ffi import lib as _lib
+
+    _SET_GROUP: Any = _lib.wgpuComputePassEncoderSetBindGroup
+    _DISPATCH: Any = _lib.wgpuComputePassEncoderDispatchWorkgroups
+    _NULL: Any = _ffi.NULL
+except (ImportError, AttributeError):  # another wgpu-py: its public calls
+    _SET_GROUP = _DISPATCH = _NULL = None
+
 #: resolveQuerySet writes at offsets that are multiples of this.
 RESOLVE_ALIGN = 256
 
@@ -48,7 +58,8 @@ class Recording:
         self.resolve: Any = None
         self.queries: Any = None
         self.spans: dict[int, list[tuple[int, int]]] = {}
-        #: One entry per command: for a dispatch [pipeline, bind group, dims, params offset]; for a copy
+        #: One entry per command: for a dispatch [pipeline, bind group, dims, params offset, the bind group's
+        #: wgpu-native handle or None]; for a copy
         #: (src, src offset, dst, dst offset, bytes); a fill (dst, offset, bytes, staging offset or -1 to clear);
         #: a write (staging offset, dst, offset, bytes); a read (src, offset, read-back offset, bytes).
         self.plan: list[Any] = []
@@ -59,7 +70,7 @@ class Recording:
         for command in commands:
             if command.kind == "dispatch":
                 size = command.program.uniform_size
-                self.plan.append([command.program.pipeline, None, command.dims, params_at if size else -1])
+                self.plan.append([command.program.pipeline, None, command.dims, params_at if size else -1, None])
                 params_at += _round(size, align) if size else 0
             elif command.kind == "copy":
                 self.plan.append((command.src.gpu, command.src_offset, command.dst.gpu, command.dst_offset,
@@ -110,6 +121,7 @@ class Recording:
                 self.params_dirty = True
             step[1] = program.make_bind_group(self.device, command.handles, self.uniform, max(offset, 0))
             step[2] = command.dims
+            step[4] = getattr(step[1], "_internal", None) if _SET_GROUP is not None else None
             return True
         if command.kind == "write":
             at = step[0]
@@ -143,6 +155,7 @@ class Recording:
         queries = self.queries
         compute = None
         current = None
+        native: Any = None
         for index, command in enumerate(self.commands):
             step = self.plan[index]
             kind = command.kind
@@ -157,8 +170,17 @@ class Recording:
                 if step[0] is not current:
                     compute.set_pipeline(step[0])
                     current = step[0]
-                compute.set_bind_group(0, step[1])
-                compute.dispatch_workgroups(*step[2])
+                    native = getattr(compute, "_internal", None) if _SET_GROUP is not None else None
+                if native is not None and step[4] is not None:
+                    # wgpu-native's functions, not wgpu-py's methods: measured to pay (bench/experiments/
+                    # native_pass_calls.py, figures in bench/BASELINE.md); wgpu-native still checks the pass at
+                    # end() and finish(), which go through wgpu-py.
+                    _SET_GROUP(native, 0, step[4], 0, _NULL)
+                    x, y, z = step[2]
+                    _DISPATCH(native, x, y, z)
+                else:
+                    compute.set_bind_group(0, step[1])
+                    compute.dispatch_workgroups(*step[2])
                 if timed:
                     compute.end()
                     compute = current = None
