@@ -26,10 +26,10 @@ def main() -> int:
     args = parser.parse_args()
     if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
         os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ironaccel-xdg-")
+    import bench_batch
     import wgpu
     from wgpu.backends.wgpu_native._ffi import ffi, lib
 
-    import bench_batch
     import ironaccel
 
     adapter = ironaccel.backend("webgpu")._state()[1][0].adapter

@@ -125,7 +125,7 @@ class Recording:
             return True
         if command.kind == "write":
             at = step[0]
-            self.staged[at: at + command.nbytes] = command.data
+            self.staged[at: at + command.nbytes] = command.data  # type: ignore[assignment]
             self.staged_dirty = True
             return True
         if command.kind == "fill":

@@ -104,11 +104,11 @@ class WebGPUDevice(ComputeDeviceBase):
         self._spare = SpareBuffers()  # closed small buffers: they keep their bind groups
         #: The alignment of a bind group's uniform offset (a batch's params sit at multiples of it).
         self.uniform_align = max(16, int(device_limits.get("min-uniform-buffer-offset-alignment", 256)))
-        features = FEATURES | ({"timestamps"} if "timestamp-query" in self.gpu.features else set())
+        have = FEATURES | ({"timestamps"} if "timestamp-query" in self.gpu.features else set())
         self._open(descriptor, max_buffer_bytes=int(device_limits["max-buffer-size"]) & ~3,
                    group_limits=(self.max_groups,) * 3,
                    max_buffers=int(device_limits["max-storage-buffers-per-shader-stage"]),
-                   max_params=int(device_limits["max-uniform-buffer-binding-size"]) // 4, features=features)
+                   max_params=int(device_limits["max-uniform-buffer-binding-size"]) // 4, features=have)
 
     def _unsupported_reason(self, feature: str) -> str:
         return _WHY_NOT.get(feature, super()._unsupported_reason(feature))
