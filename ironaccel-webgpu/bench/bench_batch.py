@@ -16,8 +16,9 @@ ratio of times per operation with its bootstrap 95% interval):
 * batch_vs_encoder: the batch against what a wgpu-py program writes without batches: per dispatch
   queue.write_buffer of its params and an encoder, pass and queue.submit of its own; target <= 1.0 (ahead).
 
-The direct side waits as ironaccel does (wgpu-py 0.32's on_submitted_work_done is unusable): a one-word clear
-submitted after the work and a MAP_READ mapping of it.
+The direct side runs on ironaccel's own wgpu device (`device.gpu`), so both share one queue and nothing of a
+second device (on lavapipe: its worker threads) runs beside either.  It waits as ironaccel does (wgpu-py
+0.32's on_submitted_work_done is unusable): a one-word clear submitted after the work and a MAP_READ mapping.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ class Ours:
 class Direct:
     """The same work on wgpu-py directly (see the module docstring)."""
 
-    def __init__(self, wgpu: Any, adapter: Any, count: int):
-        self.device = adapter.request_device_sync()
+    def __init__(self, wgpu: Any, gpu_device: Any, count: int):
+        self.device = gpu_device
         self.queue = self.device.queue
         self.count = count
         usage = wgpu.BufferUsage
@@ -159,16 +160,20 @@ class Direct:
         np.testing.assert_array_equal(got, np.float32(scale(self.count - 1)) * self.data + 1)
 
     def close(self) -> None:
-        self.device.destroy()
+        for buffer in (self.x, self.y, self.uniforms, self.uniform, self.fence):
+            buffer.destroy()
 
 
 def main(argv: list[str] | None = None) -> int:
+    global N
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ordinal", type=int, default=0, help="webgpu adapter (see `python -m ironaccel webgpu`)")
     parser.add_argument("--pairs", type=int, default=21, help="rounds per case")
     parser.add_argument("--dispatches", type=int, default=100, help="dispatches per batch")
+    parser.add_argument("--elements", type=int, default=N, help="float32 per dispatch (a multiple of 64)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    N = max(64, args.elements // 64 * 64)
     if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
         os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ironaccel-xdg-")
     import wgpu
@@ -176,9 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     import ironaccel
 
     dev = ironaccel.open("webgpu", args.ordinal)
-    adapter = ironaccel.backend("webgpu")._state()[1][args.ordinal].adapter  # the same adapter, for direct use
     ours = Ours(dev, args.dispatches)
-    direct = Direct(wgpu, adapter, args.dispatches)
+    direct = Direct(wgpu, dev.gpu, args.dispatches)  # the same wgpu device: one queue, no second device's work
     count = args.dispatches
     try:
         cases = [

@@ -32,8 +32,8 @@ def main() -> int:
 
     import ironaccel
 
-    adapter = ironaccel.backend("webgpu")._state()[1][0].adapter
-    direct = bench_batch.Direct(wgpu, adapter, 100)
+    device = ironaccel.open("webgpu", 0)
+    direct = bench_batch.Direct(wgpu, device.gpu, 100)
     set_group, dispatch = lib.wgpuComputePassEncoderSetBindGroup, lib.wgpuComputePassEncoderDispatchWorkgroups
     handles = [g._internal for g in direct.groups]
     groups = bench_batch.N // 64
@@ -72,8 +72,9 @@ def main() -> int:
         a, b = (timed(native), timed(methods)) if k % 2 == 0 else tuple(reversed((timed(methods), timed(native))))
         ratios.append(a / b)
     print(f"native / wgpu-py encode of 100 dispatches: median {statistics.median(ratios):.3f} "
-          f"(range {min(ratios):.3f}..{max(ratios):.3f}, {args.rounds} rounds, {adapter.info['device']})")
+          f"(range {min(ratios):.3f}..{max(ratios):.3f}, {args.rounds} rounds, {device.descriptor.name})")
     direct.close()
+    device.close()
     return 0
 
 
