@@ -102,8 +102,12 @@ class Recording:
         except Exception as exc:
             self.release()
             raise translate(exc, "wgpuDeviceCreateBuffer") from None
-        for index, command in enumerate(commands):
-            self.update(index, command)
+        try:
+            for index, command in enumerate(commands):
+                self.update(index, command)
+        except BaseException:  # a bind group refused: free what was made
+            self.release()
+            raise
         self.params_dirty = bool(params_at)
         self.staged_dirty = bool(staged_at)
 
