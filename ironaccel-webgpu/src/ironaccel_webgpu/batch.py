@@ -57,7 +57,7 @@ class Recording:
         self.readback: Any = None
         self.resolve: Any = None
         self.queries: Any = None
-        self.spans: dict[int, list[tuple[int, int]]] = {}
+        self.spans: dict[int, list[tuple[float, float]]] = {}
         #: One entry per command: for a dispatch [pipeline, bind group, dims, params offset, the bind group's
         #: wgpu-native handle or None]; for a copy
         #: (src, src offset, dst, dst offset, bytes); a fill (dst, offset, bytes, staging offset or -1 to clear);
@@ -233,9 +233,11 @@ class Recording:
                     at, nbytes = self.plan[index][2], self.plan[index][3]
                     command.out[:] = data[at: at + nbytes]
             if self.timestamps:
-                # wgpu normalizes resolved timestamps to nanoseconds (its queue's timestamp period is 1.0)
+                # resolved timestamps are ticks (wgpu-native normalizes only when asked to): ns = ticks * period
                 stamps = data[self.stamps_at: self.stamps_at + 16 * len(self.commands)].view(np.uint64)
-                self.spans[serial] = [(int(stamps[2 * i]), int(stamps[2 * i + 1])) for i in range(len(self.commands))]
+                ns = self.device.timestamp_period
+                self.spans[serial] = [(int(stamps[2 * i]) * ns, int(stamps[2 * i + 1]) * ns)
+                                      for i in range(len(self.commands))]
         finally:
             self.readback.unmap()
 

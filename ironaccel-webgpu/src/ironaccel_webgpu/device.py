@@ -65,6 +65,17 @@ _WHY_NOT = {
 }
 
 
+def timestamp_period(gpu_queue: Any) -> float:
+    """wgpuQueueGetTimestampPeriod: ns per tick of resolved timestamps (wgpu-py 0.32 has no method for it)."""
+    try:
+        from wgpu.backends.wgpu_native._ffi import lib
+
+        period = float(lib.wgpuQueueGetTimestampPeriod(gpu_queue._internal))
+    except (ImportError, AttributeError, TypeError):
+        return 1.0
+    return period if period > 0 else 1.0
+
+
 class WebGPUDevice(ComputeDeviceBase):
     """A ComputeDevice on one WebGPU adapter; code is WGSL."""
 
@@ -105,6 +116,8 @@ class WebGPUDevice(ComputeDeviceBase):
         #: The alignment of a bind group's uniform offset (a batch's params sit at multiples of it).
         self.uniform_align = max(16, int(device_limits.get("min-uniform-buffer-offset-alignment", 256)))
         have = FEATURES | ({"timestamps"} if "timestamp-query" in self.gpu.features else set())
+        #: Nanoseconds per timestamp tick (wgpu-native's queue reports it; 1.0 where this wgpu-py cannot ask).
+        self.timestamp_period = timestamp_period(self.gpu_queue)
         self._open(descriptor, max_buffer_bytes=int(device_limits["max-buffer-size"]) & ~3,
                    group_limits=(self.max_groups,) * 3,
                    max_buffers=int(device_limits["max-storage-buffers-per-shader-stage"]),
@@ -279,7 +292,7 @@ class WebGPUDevice(ComputeDeviceBase):
         except Exception as exc:
             raise translate(exc, "wgpuBufferMapAsync") from None
 
-    def _timings(self, rec: Recording, serial: int) -> list[tuple[int, int]]:
+    def _timings(self, rec: Recording, serial: int) -> list[tuple[float, float]]:
         return rec.spans.pop(serial)
 
     def _free_recording(self, rec: Recording) -> None:
