@@ -3,6 +3,7 @@ has, WGSL overrides by @id, bad input a WebGPU recording could hit, and writes o
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,7 @@ def test_upload_and_readback_memory_map_by_copy_and_copy_in_a_batch(device) -> N
         device.alloc(4).map().__enter__()  # device memory is not host-visible
 
 
-def test_a_fill_into_memory_webgpu_cannot_write_is_a_typed_error(device) -> None:
+def test_a_copy_into_memory_webgpu_cannot_write_is_a_typed_error(device) -> None:
     up = device.alloc(16, memory="upload")  # MAP_WRITE | COPY_SRC: no copy may land in it
     x = device.upload(np.ones(16, np.float32))
     batch = device.batch()
@@ -145,3 +146,24 @@ def test_writes_of_any_byte_length_land(device, kind) -> None:
     np.testing.assert_array_equal(device.download(odd), [-1, 2, -3])
     assert device.upload(np.array([7, 8, 9], np.uint8)).size == 3
     np.testing.assert_array_equal(device.download(device.upload(np.array([7, 8, 9], np.uint8))), [7, 8, 9])
+
+
+def test_timestamps_are_nanoseconds_within_the_wall_clock(device) -> None:
+    """Resolved timestamps are ticks; times the queue's period they are ns, so a batch's device time lies within
+    the host's wall time around its submit and wait (a wrong unit is off by orders of magnitude)."""
+    if "timestamps" not in device.features:
+        with pytest.raises(Unsupported, match="timestamp-query"):
+            device.batch(timestamps=True)
+        return
+    n = 1 << 18
+    pipe = device.pipeline(SCALE_OFFSET, buffers=2, params=3)
+    x, y = device.upload(np.ones(n, np.float32)), device.alloc(n)
+    batch = device.batch(timestamps=True)
+    for _ in range(4):
+        batch.dispatch(pipe, [x, y], n // 64, (2.0, 1.0, n))
+    device.submit(batch).wait(timeout=60)  # first run: compiles and warms up
+    start = time.perf_counter_ns()
+    timings = device.submit(batch).timings(timeout=60)
+    wall = time.perf_counter_ns() - start
+    assert 0 < timings.total_ns <= wall, (timings.total_ns, wall)
+    assert all(ns > 0 for ns in timings.commands_ns)
