@@ -25,10 +25,12 @@ def padded(nbytes: int) -> int:
 class Storage:
     """The vendor side of a WebGPUBuffer: the wgpu GPUBuffer and the cached bind groups that use it."""
 
-    __slots__ = ("gpu", "nbytes", "padded_nbytes", "serial", "bind_keys")
+    __slots__ = ("gpu", "nbytes", "padded_nbytes", "serial", "bind_keys", "kind")
 
-    def __init__(self, gpu_buffer: Any, nbytes: int):
+    def __init__(self, gpu_buffer: Any, nbytes: int, kind: str = "device"):
         self.gpu = gpu_buffer
+        #: The memory kind: "device" (storage), "upload" (MAP_WRITE | COPY_SRC) or "readback" (MAP_READ | COPY_DST).
+        self.kind = kind
         self.nbytes = nbytes
         self.padded_nbytes = padded(nbytes)
         self.serial = next(_serials)  # identifies the buffer in bind-group keys (ids get reused)

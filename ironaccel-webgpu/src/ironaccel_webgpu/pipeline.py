@@ -15,7 +15,9 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from ironaccel.compute import Interface, PipelineHandle, Program, wgsl_interface
+from ironaccel.compute.params import ConstantInfo, wgsl_overrides, wgsl_params
 from ironaccel.errors import InvalidArgument
+from ironaccel.types import DType
 
 from .errors import compile_error, translate
 
@@ -32,14 +34,24 @@ MAX_BIND_GROUPS = 64
 class WebGPUProgram(Program):
     """What one compile produced, shared by every pipeline handle with the same key."""
 
-    def __init__(self, device: WebGPUDevice, code: str, entry: str, buffers: int, params: int):
+    def __init__(self, device: WebGPUDevice, code: str, entry: str, buffers: int, params: int | None,
+                 constants: dict[str | int, Any] | None = None):
         wgpu = device.wgpu
         gpu = device.gpu
+        overrides = wgsl_overrides(code)
+        pipeline_constants = override_values(overrides, constants or {})
         try:
             module = gpu.create_shader_module(code=code)
         except Exception as exc:  # wgpu raises GPUValidationError with naga's message
             raise compile_error(exc, "wgpuDeviceCreateShaderModule") from None
-        interface = Interface.of(buffers, wgsl_interface(code))
+        # The uniform block of group 0, read from the code: params go by name in its layout ("wgsl-uniform")
+        # where the caller asked for the code's params (None) or as many as it has fields.
+        found = wgsl_params(code)
+        block = found[1] if found is not None and (params is None or params == len(found[1].fields)) else None
+        if block is not None:
+            params = len(block.fields)
+        params = params or 0
+        interface = Interface.of(buffers, wgsl_interface(code), block, overrides)
         stage = wgpu.ShaderStage.COMPUTE
         entries = [
             {"binding": i, "visibility": stage,
@@ -48,9 +60,12 @@ class WebGPUProgram(Program):
         ]
         self.uniform: Any = None
         self.uniform_size = 0
+        #: The uniform's binding: the code's where its block was read, else right after the storage buffers.
+        self.uniform_binding = found[0] if block is not None and found is not None else buffers
         if params:
-            self.uniform_size = -(-params * 4 // UNIFORM_ALIGN) * UNIFORM_ALIGN
-            entries.append({"binding": buffers, "visibility": stage, "buffer": {"type": "uniform"}})
+            size = block.size if block is not None else params * 4
+            self.uniform_size = -(-size // UNIFORM_ALIGN) * UNIFORM_ALIGN
+            entries.append({"binding": self.uniform_binding, "visibility": stage, "buffer": {"type": "uniform"}})
         try:
             self.layout = gpu.create_bind_group_layout(entries=entries)
             pipeline_layout = gpu.create_pipeline_layout(bind_group_layouts=[self.layout])
@@ -58,7 +73,8 @@ class WebGPUProgram(Program):
             raise translate(exc, "wgpuDeviceCreateBindGroupLayout") from None
         try:
             self.pipeline = gpu.create_compute_pipeline(
-                layout=pipeline_layout, compute={"module": module, "entry_point": entry})
+                layout=pipeline_layout,
+                compute={"module": module, "entry_point": entry, "constants": pipeline_constants})
         except Exception as exc:
             message = str(exc)
             if "pipeline layout" in message or "binding" in message.lower():
@@ -66,7 +82,7 @@ class WebGPUProgram(Program):
                     BACKEND, "wgpuDeviceCreateComputePipeline",
                     detail=f"the shader's bindings do not match buffers={buffers}, params={params} "
                     f"(storage buffers at @group(0) @binding(0..{buffers - 1})"
-                    + (f", a uniform at @binding({buffers})" if params else "") + f"): {message.strip()}",
+                    + (f", a uniform at @binding({self.uniform_binding})" if params else "") + f"): {message.strip()}",
                 ) from None
             raise compile_error(exc, "wgpuDeviceCreateComputePipeline") from None
         if params:
@@ -92,20 +108,7 @@ class WebGPUProgram(Program):
         if group is not None:
             self.last_buffers, self.last_group = buffers, group
             return group
-        limit = device.max_binding_bytes
-        for index, buf in enumerate(buffers):
-            if buf.padded_nbytes > limit:
-                raise InvalidArgument(BACKEND, "dispatch", detail=f"buffer {index} holds {buf.nbytes} bytes, over "
-                                      f"the device's max-storage-buffer-binding-size {limit}")
-        entries = [{"binding": i, "resource": {"buffer": b.gpu, "offset": 0, "size": b.padded_nbytes}}
-                   for i, b in enumerate(buffers)]
-        if self.uniform is not None:
-            entries.append({"binding": len(buffers),
-                            "resource": {"buffer": self.uniform, "offset": 0, "size": self.uniform_size}})
-        try:
-            group = device.gpu.create_bind_group(layout=self.layout, entries=entries)
-        except Exception as exc:  # e.g. one buffer bound read-only and read-write at once
-            raise translate(exc, "wgpuDeviceCreateBindGroup") from None
+        group = self.make_bind_group(device, buffers, self.uniform, 0)
         self.bind_groups[key] = group
         self.last_buffers, self.last_group = buffers, group
         for buf in buffers:
@@ -113,6 +116,23 @@ class WebGPUProgram(Program):
         if len(self.bind_groups) > MAX_BIND_GROUPS:
             self.bind_groups.popitem(last=False)
         return group
+
+    def make_bind_group(self, device: WebGPUDevice, buffers: list[Storage], uniform: Any, offset: int) -> Any:
+        """A new bind group of these storage buffers and the params at `offset` of `uniform` (a batch's own)."""
+        limit = device.max_binding_bytes
+        for index, buf in enumerate(buffers):
+            if buf.padded_nbytes > limit:
+                raise InvalidArgument(BACKEND, "dispatch", detail=f"buffer {index} holds {buf.nbytes} bytes, over "
+                                      f"the device's max-storage-buffer-binding-size {limit}")
+        entries = [{"binding": i, "resource": {"buffer": b.gpu, "offset": 0, "size": b.padded_nbytes}}
+                   for i, b in enumerate(buffers)]
+        if self.uniform_size:
+            entries.append({"binding": self.uniform_binding,
+                            "resource": {"buffer": uniform, "offset": offset, "size": self.uniform_size}})
+        try:
+            return device.gpu.create_bind_group(layout=self.layout, entries=entries)
+        except Exception as exc:  # e.g. one buffer bound read-only and read-write at once
+            raise translate(exc, "wgpuDeviceCreateBindGroup") from None
 
     def release(self) -> None:
         super().release()
@@ -122,6 +142,32 @@ class WebGPUProgram(Program):
             self.uniform.destroy()
             self.uniform = None
         self.pipeline = None
+
+
+def override_values(overrides: tuple[ConstantInfo, ...], constants: dict[str | int, Any]) -> dict[str, Any]:
+    """The pipeline constants wgpu takes (keyed by @id where the override has one, else by name), each checked
+    against the code's `override` declarations: a known name or id, and a value of its type."""
+    found: dict[str, Any] = {}
+    for key, value in constants.items():
+        info = next((o for o in overrides if o.name == key or (isinstance(key, int) and o.id == key)), None)
+        if info is None:
+            raise InvalidArgument(BACKEND, "pipeline", detail=f"the code declares no override {key!r} (it has "
+                                  f"{', '.join(o.name for o in overrides) or 'none'})")
+        kind = info.dtype
+        if kind is DType.BOOL:
+            good = isinstance(value, bool)
+        elif kind in (DType.FLOAT32, DType.FLOAT16):
+            good = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif kind in (DType.INT32, DType.UINT32):
+            low, high = (0, 2**32 - 1) if kind is DType.UINT32 else (-(2**31), 2**31 - 1)
+            good = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+        else:
+            good = True  # a type the reader does not know: wgpu checks it
+        if not good:
+            raise InvalidArgument(BACKEND, "pipeline", detail=f"override {info.name!r} is "
+                                  f"{kind.value if kind else 'of unknown type'}, got {value!r}")
+        found[str(info.id) if info.id is not None else info.name] = value
+    return found
 
 
 class WebGPUPipeline(PipelineHandle):
