@@ -115,7 +115,7 @@ class GLCalls:
             return
         self.available = True
         u, p, i64, vp = ctypes.c_uint, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p
-        optional = {  # the execution model's calls (batches, timestamps, persistent mapping, reflection)
+        optional: dict[str, tuple[Any, ...]] = {  # the execution model's calls (batches, timestamps, persistent mapping, reflection)
             "bind_buffer": ("glBindBuffer", None, u, u),
             "bind_buffer_base": ("glBindBufferBase", None, u, u, u),
             "copy_buffer_sub_data": ("glCopyBufferSubData", None, u, u, i64, i64, i64),
@@ -136,6 +136,11 @@ class GLCalls:
             "get_program_resourceiv": ("glGetProgramResourceiv", None, u, u, u, ctypes.c_int, ctypes.POINTER(u),
                                        ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)),
             "get_error": ("glGetError", u),
+            "create_memory_objects": ("glCreateMemoryObjectsEXT", None, ctypes.c_int, ctypes.POINTER(u)),
+            "delete_memory_objects": ("glDeleteMemoryObjectsEXT", None, ctypes.c_int, ctypes.POINTER(u)),
+            "memory_object_parameteriv": ("glMemoryObjectParameterivEXT", None, u, u, ctypes.POINTER(ctypes.c_int)),
+            "import_memory_fd": ("glImportMemoryFdEXT", None, u, ctypes.c_uint64, u, ctypes.c_int),
+            "buffer_storage_mem": ("glBufferStorageMemEXT", None, u, i64, u, ctypes.c_uint64),
         }
         self.missing: list[str] = []
         for attr, (name, restype, *argtypes) in optional.items():

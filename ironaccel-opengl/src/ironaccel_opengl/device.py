@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from ironaccel.compute import ComputeDeviceBase
-from ironaccel.compute.params import glsl_params
 from ironaccel.compute.execution import Command
 from ironaccel.compute.handles import SpareBuffers
+from ironaccel.compute.params import glsl_params
 from ironaccel.errors import InvalidArgument, OutOfMemory
 from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType
 
@@ -47,7 +47,7 @@ class OpenGLDevice(ComputeDeviceBase):
     params_limit_name = "GL_MAX_UNIFORM_BLOCK_SIZE / 4"
     any_array = True  # moderngl takes any buffer-protocol object
     execution_features = frozenset({"fences", "batches", "timestamps", "typed_params", "constants", "map",
-                                    "dlpack"})
+                                    "dlpack", "import_memory"})
     supported_memory = ("device", "host")
     bindable_memory = ("device", "host")
 
@@ -92,6 +92,10 @@ class OpenGLDevice(ComputeDeviceBase):
         if gx.timestamp_bits(calls) <= 0 or "batches" not in features:
             features.discard("timestamps")
             missing["timestamps"] = "GL_QUERY_COUNTER_BITS of GL_TIMESTAMP is 0 on this driver: no GPU timestamps"
+        features.discard("import_memory")
+        if "GL_EXT_memory_object_fd" in self._extensions and calls.has(
+                "glCreateMemoryObjectsEXT", "glImportMemoryFdEXT", "glBufferStorageMemEXT", "glCopyBufferSubData"):
+            features.add("import_memory")
         kinds: tuple[str, ...] = ("device",)
         storage = self.ctx.version_code >= 440 or "GL_ARB_buffer_storage" in self._extensions
         if storage and calls.has("glBufferStorage", "glMapBufferRange", "glGenBuffers"):
@@ -106,10 +110,11 @@ class OpenGLDevice(ComputeDeviceBase):
             return self._missing[feature]
         if feature == "queues" or feature == "fences on several queues":
             return "a GL context is one in-order command stream: the device has its default queue only"
-        if feature in ("export_memory", "import_memory"):
-            have = "GL_EXT_memory_object_fd" in self._extensions
-            return ("GL_EXT_memory_object_fd is missing on this driver" if not have else
-                    "GL_EXT_memory_object_fd import/export is not wired in ironaccel-opengl yet")
+        if feature == "export_memory":
+            return "OpenGL cannot export memory (GL_EXT_memory_object_fd imports only): allocate it where it " \
+                   "can be exported (Vulkan, CUDA) and import_memory() it here"
+        if feature == "import_memory":
+            return "GL_EXT_memory_object_fd is missing on this driver"
         if feature in ("export_fence", "import_fence"):
             have = "GL_EXT_semaphore_fd" in self._extensions
             return ("GL_EXT_semaphore_fd is missing on this driver" if not have else
@@ -148,6 +153,8 @@ class OpenGLDevice(ComputeDeviceBase):
         return handle
 
     def _recycle(self, handle: Any) -> bool:
+        if type(handle) in (gx.HostBuffer, gx.ImportedBuffer):
+            return False  # not a plain device buffer: freed, never handed out again as one
         return self._spare.keep(handle, handle.size)
 
     def _free_buffer(self, handle: Any) -> None:
@@ -248,6 +255,9 @@ class OpenGLDevice(ComputeDeviceBase):
         if memory == "device":
             return self._create_buffer(nbytes, dtype, None)
         return gx.HostBuffer(self._calls, nbytes)
+
+    def _import_memory(self, fd: int, nbytes: int, dtype: DType, ext: Any) -> gx.ImportedBuffer:
+        return gx.ImportedBuffer(self, fd, nbytes, ext)
 
     def _memory_of(self, handle: Any) -> tuple[bool, bool]:
         host = type(handle) is gx.HostBuffer

@@ -13,7 +13,9 @@
   GL_QUERY_COUNTER_BITS for GL_TIMESTAMP is above 0).
 * Memory kinds: "device" (glBufferData, moderngl) and "host" (glBufferStorage with persistent, coherent
   mapping: map(), np.asarray and DLPack (kDLCPU) see the memory itself).
-* Interop: GL_EXT_memory_object_fd / GL_EXT_semaphore_fd are not wired (Unsupported names the extension).
+* Interop: import_memory through GL_EXT_memory_object_fd (an opaque fd another API exported, e.g. Vulkan's;
+  GL owns the fd once glImportMemoryFdEXT took it).  GL cannot export memory, and its semaphores
+  (GL_EXT_semaphore_fd) are binary, not timelines, so export_memory and the fence hand-over are Unsupported.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ GL_UNIFORM = 0x92E1
 GL_OFFSET = 0x92FC
 GL_INVALID_INDEX = 0xFFFFFFFF
 GL_OUT_OF_MEMORY = 0x0505
+GL_DEDICATED_MEMORY_OBJECT_EXT = 0x9581
+GL_HANDLE_TYPE_OPAQUE_FD_EXT = 0x9586
+_GL_ERRORS = {0x0500: "GL_INVALID_ENUM", 0x0501: "GL_INVALID_VALUE", 0x0502: "GL_INVALID_OPERATION",
+              0x0505: "GL_OUT_OF_MEMORY"}
 
 _PERSISTENT = GL_MAP_READ_BIT | GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT
 
@@ -99,6 +105,61 @@ class HostBuffer:
             self._calls.delete_buffers(1, ctypes.byref(name))
             self.glo = 0
             self.address = None
+
+
+class ImportedBuffer:
+    """A GL buffer over memory another API exported (GL_EXT_memory_object_fd): immutable storage without
+    GL_DYNAMIC_STORAGE_BIT, so writes go through a staging buffer and a copy inside the stream."""
+
+    def __init__(self, device: Any, fd: int, nbytes: int, ext: Any):
+        calls = device._calls
+        self._calls, self._ctx = calls, device.ctx
+        memory, name = ctypes.c_uint(0), ctypes.c_uint(0)
+        calls.get_error()  # what earlier work left set
+        calls.create_memory_objects(1, ctypes.byref(memory))
+        dedicated = ctypes.c_int(1 if getattr(ext, "dedicated", True) else 0)
+        calls.memory_object_parameteriv(memory.value, GL_DEDICATED_MEMORY_OBJECT_EXT, ctypes.byref(dedicated))
+        calls.import_memory_fd(memory.value, int(ext.size), GL_HANDLE_TYPE_OPAQUE_FD_EXT, fd)  # GL owns fd now
+        error = calls.get_error()
+        op = "glImportMemoryFdEXT"
+        if not error:
+            calls.gen_buffers(1, ctypes.byref(name))
+            calls.bind_buffer(GL_COPY_WRITE_BUFFER, name.value)
+            calls.buffer_storage_mem(GL_COPY_WRITE_BUFFER, nbytes, memory.value, 0)
+            error, op = calls.get_error(), "glBufferStorageMemEXT"
+        if error:
+            if name.value:
+                calls.delete_buffers(1, ctypes.byref(name))
+            calls.delete_memory_objects(1, ctypes.byref(memory))
+            raise InvalidArgument(BACKEND, "import_memory", code=error, code_name=_GL_ERRORS.get(error),
+                                  detail=f"{op} refused {nbytes} bytes of the fd's {ext.size} (an fd of another "
+                                  "driver or device, or not an exported allocation)")
+        self.glo, self.memory, self.size = name.value, memory.value, nbytes
+        self.address = None
+
+    def bind_to_storage_buffer(self, slot: int) -> None:
+        self._calls.bind_buffer_base(GL_SHADER_STORAGE_BUFFER, slot, self.glo)
+
+    def write(self, data: Any, offset: int = 0) -> None:
+        array = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        staging = self._ctx.buffer(array)
+        try:
+            self._calls.bind_buffer(GL_COPY_READ_BUFFER, staging.glo)
+            self._calls.bind_buffer(GL_COPY_WRITE_BUFFER, self.glo)
+            self._calls.copy_buffer_sub_data(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, offset, array.nbytes)
+        finally:
+            staging.release()  # GL keeps its storage until the copy has run
+
+    def read_into(self, out: np.ndarray, size: int, offset: int = 0) -> None:
+        self._calls.bind_buffer(GL_COPY_READ_BUFFER, self.glo)
+        self._calls.get_buffer_sub_data(GL_COPY_READ_BUFFER, offset, size, out.ctypes.data)
+
+    def release(self) -> None:
+        if self.glo:
+            name, memory = ctypes.c_uint(self.glo), ctypes.c_uint(self.memory)
+            self._calls.delete_buffers(1, ctypes.byref(name))
+            self._calls.delete_memory_objects(1, ctypes.byref(memory))
+            self.glo = 0
 
 
 def timestamp_bits(calls: Any) -> int:
@@ -233,7 +294,7 @@ def _step(device: Any, command: Command, staging: dict[int, Any]) -> tuple[Any, 
     if kind == "fill":
         return ("fill", command.dst.glo, command.offset, command.nbytes, ctypes.c_uint32(command.word))
     if kind == "write":
-        data = command.data
+        data: Any = command.data
         return ("write", command.dst.glo, command.offset, command.nbytes, data, data.ctypes.data)
     buffer = staging.get(command.index)
     if buffer is None:
