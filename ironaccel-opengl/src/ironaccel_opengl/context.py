@@ -115,7 +115,8 @@ class GLCalls:
             return
         self.available = True
         u, p, i64, vp = ctypes.c_uint, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p
-        optional: dict[str, tuple[Any, ...]] = {  # the execution model's calls (batches, timestamps, persistent mapping, reflection)
+        # The execution model's calls (batches, timestamps, persistent mapping, reflection, interop).
+        optional: dict[str, tuple[Any, ...]] = {
             "bind_buffer": ("glBindBuffer", None, u, u),
             "bind_buffer_base": ("glBindBufferBase", None, u, u, u),
             "copy_buffer_sub_data": ("glCopyBufferSubData", None, u, u, i64, i64, i64),
