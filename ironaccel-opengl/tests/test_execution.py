@@ -108,13 +108,29 @@ def test_import_memory_refuses_what_gl_cannot_take(device) -> None:
             device.import_memory(ExternalMemory(-1, 16), 4)
         assert "GL_EXT_memory_object_fd" in str(info.value)
         return
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    read_end, write_end = os.pipe()
+    with open(__file__, "rb") as small, ExternalMemory(read_end, 1 << 20) as pipe_ext, \
+            ExternalMemory(os.dup(small.fileno()), 1 << 30) as small_ext:
+        before = open_fds()
+        for ext, why in ((pipe_ext, "not exported memory"), (small_ext, "holds")):
+            with pytest.raises(InvalidArgument) as info:  # refused before GL: llvmpipe blocks reading a pipe
+                device.import_memory(ext, 16)
+            assert info.value.op == "import_memory" and why in str(info.value)
+        assert open_fds() == before  # the duplicates given to the import are closed
+    os.close(write_end)
+    with pytest.raises((InvalidArgument, ClosedError)):
+        device.import_memory(ExternalMemory(-1, 16), 4)  # no fd
     fd = os.memfd_create("not-an-exported-allocation")
     os.ftruncate(fd, 4096)
     with ExternalMemory(fd, 4096) as ext:
+        before = open_fds()
         try:
             buf = device.import_memory(ext, 1024)
         except InvalidArgument as exc:
-            assert exc.op == "import_memory"
+            assert exc.op == "import_memory" and open_fds() == before
         else:  # a driver that takes any fd: it must then be the fd's memory
             np.testing.assert_array_equal(device.download(buf), np.zeros(1024, np.float32))
             buf.close()

@@ -257,6 +257,7 @@ class OpenGLDevice(ComputeDeviceBase):
         return gx.HostBuffer(self._calls, nbytes)
 
     def _import_memory(self, fd: int, nbytes: int, dtype: DType, ext: Any) -> gx.ImportedBuffer:
+        gx.check_memory_fd(fd, ext.size)  # before GL: a driver may block reading a pipe, or fault on a file
         return gx.ImportedBuffer(self, fd, nbytes, ext)
 
     def _memory_of(self, handle: Any) -> tuple[bool, bool]:

@@ -21,7 +21,9 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import re
+import stat
 from collections.abc import Sequence
 from typing import Any
 
@@ -105,6 +107,24 @@ class HostBuffer:
             self._calls.delete_buffers(1, ctypes.byref(name))
             self.glo = 0
             self.address = None
+
+
+def check_memory_fd(fd: int, size: int) -> None:
+    """InvalidArgument unless `fd` can be an exported allocation of `size` bytes: a memory file (Mesa's drivers
+    export memfds) at least that large, or a device file (NVIDIA's opaque fds).  A pipe, socket or directory
+    never is, and llvmpipe blocks reading a pipe, so GL never sees one."""
+    try:
+        info = os.fstat(fd)
+    except OSError as exc:
+        raise InvalidArgument(BACKEND, "import_memory", detail=f"the fd cannot be examined: {exc}") from None
+    if stat.S_ISREG(info.st_mode):
+        if info.st_size < size:
+            raise InvalidArgument(BACKEND, "import_memory", detail=f"the fd's file holds {info.st_size} bytes, the "
+                                  f"export says {size}")
+        return
+    if not stat.S_ISCHR(info.st_mode):
+        raise InvalidArgument(BACKEND, "import_memory", detail="the fd is not exported memory (a pipe, socket or "
+                              "directory); pass the fd another API's export_memory gave")
 
 
 class ImportedBuffer:
