@@ -140,3 +140,43 @@ def test_import_memory_refuses_what_gl_cannot_take(device) -> None:
     device.dispatch(device.pipeline(SCALE_OFFSET, buffers=2, params=3), [device.upload(np.ones(64, np.float32)),
                     device.alloc(64, "float32")], 1, (np.float32(1), np.float32(0), np.uint32(64))).wait()
     assert device.ctx.error == "GL_NO_ERROR"
+
+
+def test_timestamps_are_ns_within_the_wall_clock(device) -> None:
+    if "timestamps" not in device.features:
+        return
+    import time
+
+    pipe = device.pipeline(SCALE_OFFSET, buffers=2, params=3)
+    n = 1 << 18
+    x, y = device.upload(np.ones(n, np.float32)), device.alloc(n, "float32")
+    batch = device.batch(timestamps=True)
+    for _ in range(4):
+        batch.dispatch(pipe, [x, y], (n // 64 // 64, 64), (np.float32(2), np.float32(0), np.uint32(n)))
+    device.synchronize()
+    start = time.perf_counter_ns()
+    sub = device.submit(batch)
+    sub.wait(timeout=60)
+    wall = time.perf_counter_ns() - start
+    timings = sub.timings()
+    assert 0 < timings.total_ns <= wall  # a wrong tick unit would land far outside
+    assert sum(timings.commands_ns) <= timings.total_ns
+    batch.close()
+
+
+def test_dlpack_of_another_device_is_refused(device) -> None:
+    class OnCuda:
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("not to be called")
+
+    with pytest.raises(InvalidArgument) as info:
+        device.from_dlpack(OnCuda())
+    assert info.value.op == "from_dlpack" and "kDLCUDA" in str(info.value)
+    host = device.alloc(8, "float32", memory="host")
+    assert host.__dlpack_device__() == (1, 0)
+    view = np.from_dlpack(host)
+    view[:] = 3
+    np.testing.assert_array_equal(device.download(host), np.full(8, 3, np.float32))
