@@ -39,6 +39,7 @@ def test_constants_are_defines_after_version_and_each_set_is_a_program(device) -
     assert a.program is again.program and a.program is not b.program
     listed = {c.name: c for c in a.interface.constants}
     assert listed["SCALE"].dtype is DType.FLOAT32 and listed["BIAS"].dtype is DType.INT32
+    assert listed["SCALE"].default == 1.0 and listed["BIAS"].default == 0
     assert a.interface.params is not None and a.interface.params.names == ("n",)
     x, y = device.upload(np.arange(64, dtype=np.float32)), device.alloc(64, "float32")
     device.dispatch(b, [x, y], 1, {"n": 64})
@@ -180,3 +181,16 @@ def test_dlpack_of_another_device_is_refused(device) -> None:
     view = np.from_dlpack(host)
     view[:] = 3
     np.testing.assert_array_equal(device.download(host), np.full(8, 3, np.float32))
+
+
+def test_constant_defaults_are_read_as_glsl_literals() -> None:
+    from ironaccel_opengl.execution import declared_constants
+
+    def guarded(name: str, value: str) -> str:
+        return f"#ifndef {name}\n#define {name} {value}\n#endif\n"
+
+    code = "#version 430\n" + "".join(guarded(n, v) for n, v in [
+        ("OCT", "010"), ("HEX", "0x1Fu"), ("F", "-2.5e1f"), ("B", "true"), ("BAD", "09"), ("CALL", "f(1)")])
+    found = {c.name: (c.dtype, c.default) for c in declared_constants(code)}
+    assert found == {"OCT": (DType.INT32, 8), "HEX": (DType.UINT32, 31), "F": (DType.FLOAT32, -25.0),
+                     "B": (DType.BOOL, True), "BAD": (None, "09"), "CALL": (None, "f(1)")}

@@ -233,7 +233,7 @@ class OpenGLDevice(ComputeDeviceBase):
     def _update(self, rec: gx.Recording, index: int, command: Command) -> bool:
         if command.kind == "read":
             return False
-        rec.steps[index] = gx._step(self, command, rec.staging)  # a replay reads the step as it is at submit
+        rec.steps[index] = gx.step(self, command, rec.staging)  # a replay reads the step as it is at submit
         return True
 
     def _submit(self, vq: Any, rec: gx.Recording, waits: list[tuple[Any, int]],

@@ -203,7 +203,7 @@ def _literal_type(text: str) -> DType | None:
     text = text.strip().strip("()")
     if text in ("true", "false"):
         return DType.BOOL
-    if re.fullmatch(r"[-+]?\d+[uU]", text):
+    if re.fullmatch(r"[-+]?(0[xX][0-9a-fA-F]+|\d+)[uU]", text):
         return DType.UINT32
     if re.fullmatch(r"[-+]?(0[xX][0-9a-fA-F]+|\d+)", text):
         return DType.INT32
@@ -215,8 +215,25 @@ def _literal_type(text: str) -> DType | None:
 def declared_constants(code: str) -> list[ConstantInfo]:
     """The constants GLSL code declares the way ironaccel reads them: a default under its own guard,
     ``#ifndef NAME`` / ``#define NAME value`` / ``#endif``."""
-    return [ConstantInfo(m.group(1), None, _literal_type(m.group(2)), m.group(2).strip())
-            for m in _DEFAULT.finditer(code)]
+    found = []
+    for match in _DEFAULT.finditer(code):
+        text, dtype = match.group(2).strip(), _literal_type(match.group(2))
+        value: Any = text
+        bare = text.strip("()")
+        if dtype is DType.BOOL:
+            value = bare == "true"
+        elif dtype in (DType.INT32, DType.UINT32):
+            digits = bare.rstrip("uU")
+            octal = len(digits.lstrip("+-")) > 1 and digits.lstrip("+-")[0] == "0" and digits.lstrip("+-")[1] in \
+                "01234567"
+            try:
+                value = int(digits, 8) if octal else int(digits, 0)  # GLSL: a leading 0 is octal
+            except ValueError:  # "09": not a GLSL integer either; the compiler will say so
+                dtype = None
+        elif dtype is DType.FLOAT32:
+            value = float(bare.rstrip("fF"))
+        found.append(ConstantInfo(match.group(1), None, dtype, value))
+    return found
 
 
 def without_defaults(code: str) -> str:
@@ -292,7 +309,7 @@ def record(device: Any, commands: Sequence[Command], timestamps: bool) -> Record
     staging: dict[int, Any] = {}
     try:
         for command in commands:
-            steps.append(_step(device, command, staging))
+            steps.append(step(device, command, staging))
         queries = None
         if timestamps:
             count = len(commands) + 1
@@ -305,7 +322,7 @@ def record(device: Any, commands: Sequence[Command], timestamps: bool) -> Record
     return Recording(steps, staging, queries)
 
 
-def _step(device: Any, command: Command, staging: dict[int, Any]) -> tuple[Any, ...]:
+def step(device: Any, command: Command, staging: dict[int, Any]) -> tuple[Any, ...]:
     kind = command.kind
     if kind == "dispatch":
         return ("dispatch", command.program, command.handles, command.dims, command.params)
