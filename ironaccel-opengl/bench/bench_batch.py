@@ -13,6 +13,9 @@ ratio of times per operation with its bootstrap 95% interval):
 * batch_vs_moderngl: the batch against moderngl making the same GL calls itself, on the device's own
   context: per dispatch the params uniform written, buffers bound, run, memory_barrier; then glFinish;
   target <= 1.1.
+* fence_vs_finish: what an emulated fence costs: one dispatch, `queue.signal(fence, v)` and `fence.wait(v)`
+  (a glFenceSync made on demand and glClientWaitSync) against the same dispatch by moderngl and glFinish;
+  target <= 1.1.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Ours:
         self.data = np.arange(N, dtype=np.float32)
         self.x, self.y = device.upload(self.data), device.alloc(N)
         self.params = [(np.float32(scale(k)), np.float32(1.0), np.uint32(N)) for k in range(count)]
+        self.fence, self.value = device.create_fence(), 0
         self.batch = device.batch()
         for params in self.params:
             self.batch.dispatch(self.pipeline, [self.x, self.y], N // 64, params)
@@ -63,6 +67,12 @@ class Ours:
             device.dispatch(pipeline, buffers, N // 64, params)
         device.synchronize()
 
+    def fenced(self) -> None:
+        self.device.dispatch(self.pipeline, [self.x, self.y], N // 64, self.params[0])
+        self.value += 1
+        self.device.queue.signal(self.fence, self.value)
+        self.fence.wait(self.value)
+
     def check(self) -> None:
         for run in (self.submit, self.plain):
             self.device.write(self.y, np.zeros(N, np.float32))
@@ -71,6 +81,7 @@ class Ours:
             np.testing.assert_array_equal(self.device.download(self.y), expected)
 
     def close(self) -> None:
+        self.fence.close()
         self.batch.close()
         self.x.close()
         self.y.close()
@@ -98,6 +109,17 @@ class Direct:
                 y.bind_to_storage_buffer(1)
                 shader.run(N // 64, 1, 1)
                 ctx.memory_barrier(barrier)
+            ctx.finish()
+
+    def finished(self) -> None:
+        ctx = self.ctx
+        with ctx:
+            self.uniform.write(self.params[0])
+            self.uniform.bind_to_uniform_block(0)
+            self.x.bind_to_storage_buffer(0)
+            self.y.bind_to_storage_buffer(1)
+            self.shader.run(N // 64, 1, 1)
+            ctx.memory_barrier(self.barrier)
             ctx.finish()
 
     def check(self) -> None:
@@ -134,10 +156,13 @@ def main() -> None:
             compare("batch_vs_plain", Case(repeat(ours.submit), check=ours.check),
                     Case(repeat(ours.plain)), rounds=args.pairs, target=1.0),
             compare("batch_vs_moderngl", Case(repeat(ours.submit), check=ours.check),
-                    Case(repeat(direct.same_calls), check=direct.check, close=direct.close),
+                    Case(repeat(direct.same_calls), check=direct.check),
+                    rounds=args.pairs, target=1.1),
+            compare("fence_vs_finish", Case(repeat(ours.fenced)), Case(repeat(direct.finished)),
                     rounds=args.pairs, target=1.1),
         ]
         ours.close()
+        direct.close()
         facts = {"dispatches_per_op": args.dispatches, "elements": N,
                  "gl_renderer": device.descriptor.extras.get("gl_renderer", ""),
                  "gl_version": device.descriptor.extras.get("gl_version", "")}
