@@ -178,9 +178,10 @@ def test_publish_overwrites_the_baseline_with_command_machine_commit_and_table(t
                            clock=clock)]
     doc = versus.report("memory", "memory0", "numpy", {}, rows)
     baseline = tmp_path / "BASELINE.md"
-    baseline.write_text("old figures\n")
+    baseline.write_text("# Baseline\n\nhand-written notes\n")
     versus.publish(doc, None, baseline=baseline)
+    versus.publish(doc, None, baseline=baseline)  # a second run replaces its own section, keeps the rest
     text = baseline.read_text()
-    assert "old figures" not in text
+    assert "hand-written notes" in text and text.count("<!-- bench: ") == 1
     assert "- command: `python " in text and "- machine: memory0 on " in text and "- commit: " in text
     assert "| round_trip_4KiB | 1.1 | 1.0 |" in text

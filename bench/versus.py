@@ -155,21 +155,32 @@ def git_commit(where: Path) -> str:
 
 
 def write_baseline(path: Path, table: str, *, machine: str, command: list[str] | None = None) -> None:
-    """Overwrite `path` (a backend's bench/BASELINE.md) with the latest figures: command, machine, commit, table.
+    """Overwrite this benchmark's section of `path` (a backend's bench/BASELINE.md) with the latest figures.
 
-    One file per backend, replaced by every measured run, so the repository holds the latest figures and git
-    history holds the older ones (no dated result folders)."""
+    One file per backend; each benchmark script owns one section of it (between `<!-- bench: NAME -->`
+    markers), replaced by every measured run of that script, so the repository holds the latest figures
+    and git history the older ones (no dated result folders).  Text outside the markers is kept."""
     argv = command if command is not None else sys.argv
-    lines = [
-        "# Benchmark baseline",
-        "",
-        "The latest measured run, overwritten by each one (older figures: `git log -p` of this file).",
+    name = Path(argv[0]).name if argv else "bench"
+    begin, end = f"<!-- bench: {name} -->", f"<!-- end bench: {name} -->"
+    section = "\n".join([
+        begin,
+        f"## `{name}`",
         "",
         f"- command: `python {shlex.join(argv)}`",
         f"- machine: {machine}",
         f"- commit: {git_commit(path.parent)}",
         "",
         table.rstrip("\n"),
-        "",
-    ]
-    path.write_text("\n".join(lines))
+        end,
+    ])
+    old = path.read_text() if path.exists() else ""
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        if not old.strip() or (old.startswith("# Benchmark baseline") and "<!-- bench:" not in old):
+            old = ("# Benchmark baseline\n\nThe latest measured run of each benchmark, overwritten by each one "
+                   "(older figures: `git log -p` of this file).\n")
+        text = old.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)

@@ -38,13 +38,24 @@ def test_more_params_than_a_uniform_block_holds_are_refused_at_pipeline(device) 
     device.pipeline(MULTIPLY, buffers=3, params=5, workgroup_size=(8, 8)).close()  # unread params still pass
 
 
-@pytest.mark.parametrize("params", [1, 3, 4])
+@pytest.mark.parametrize("params", [1, 3, 5])
 def test_a_params_block_larger_than_the_params_buffer_is_refused(device, params: int) -> None:
-    # The shader would read table[] past the end of the 16-byte buffer that 1 to 4 params fill.
+    # params=N other than the block's 4 fields means N 32-bit words: the shader would read table[] past the end
+    # of the 16 or 32 bytes they fill.
     with pytest.raises(InvalidArgument) as info:
         device.pipeline(WIDE_BLOCK, buffers=1, params=params)
-    assert info.value.op == "pipeline" and "larger than the 16 bytes" in info.value.detail
+    assert info.value.op == "pipeline" and "larger than the" in info.value.detail
     assert device.ctx.error == "GL_NO_ERROR"
+
+
+def test_params_as_many_as_the_block_has_fields_take_the_typed_block(device) -> None:
+    pipe = device.pipeline(WIDE_BLOCK, buffers=1, params=4)
+    block = pipe.interface.params
+    assert block is not None and block.names == ("a", "b", "n", "table") and block.size >= 128 - 12
+    y = device.upload(np.zeros(64, np.float32))
+    table = np.arange(7, dtype=np.float32)
+    device.dispatch(pipe, [y], 1, {"a": 2.0, "b": 1.0, "n": 64, "table": table}).wait()
+    np.testing.assert_array_equal(device.download(y), np.full(64, 2 * 6 + 1, np.float32))
 
 
 def test_a_block_member_past_the_params_given_reads_zero(device) -> None:

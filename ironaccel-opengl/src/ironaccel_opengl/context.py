@@ -114,6 +114,45 @@ class GLCalls:
         except LookupError:
             return
         self.available = True
+        u, p, i64, vp = ctypes.c_uint, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p
+        # The execution model's calls (batches, timestamps, persistent mapping, reflection, interop).
+        optional: dict[str, tuple[Any, ...]] = {
+            "bind_buffer": ("glBindBuffer", None, u, u),
+            "bind_buffer_base": ("glBindBufferBase", None, u, u, u),
+            "copy_buffer_sub_data": ("glCopyBufferSubData", None, u, u, i64, i64, i64),
+            "clear_buffer_sub_data": ("glClearBufferSubData", None, u, u, i64, i64, u, u, p),
+            "gen_buffers": ("glGenBuffers", None, ctypes.c_int, ctypes.POINTER(u)),
+            "delete_buffers": ("glDeleteBuffers", None, ctypes.c_int, ctypes.POINTER(u)),
+            "buffer_storage": ("glBufferStorage", None, u, i64, vp, u),
+            "buffer_sub_data": ("glBufferSubData", None, u, i64, i64, vp),
+            "get_buffer_sub_data": ("glGetBufferSubData", None, u, i64, i64, vp),
+            "map_buffer_range": ("glMapBufferRange", vp, u, i64, i64, u),
+            "unmap_buffer": ("glUnmapBuffer", ctypes.c_ubyte, u),
+            "gen_queries": ("glGenQueries", None, ctypes.c_int, ctypes.POINTER(u)),
+            "delete_queries": ("glDeleteQueries", None, ctypes.c_int, ctypes.POINTER(u)),
+            "query_counter": ("glQueryCounter", None, u, u),
+            "get_query_object_ui64v": ("glGetQueryObjectui64v", None, u, u, ctypes.POINTER(ctypes.c_uint64)),
+            "get_queryiv": ("glGetQueryiv", None, u, u, ctypes.POINTER(ctypes.c_int)),
+            "get_program_resource_index": ("glGetProgramResourceIndex", u, u, u, ctypes.c_char_p),
+            "get_program_resourceiv": ("glGetProgramResourceiv", None, u, u, u, ctypes.c_int, ctypes.POINTER(u),
+                                       ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)),
+            "get_error": ("glGetError", u),
+            "create_memory_objects": ("glCreateMemoryObjectsEXT", None, ctypes.c_int, ctypes.POINTER(u)),
+            "delete_memory_objects": ("glDeleteMemoryObjectsEXT", None, ctypes.c_int, ctypes.POINTER(u)),
+            "memory_object_parameteriv": ("glMemoryObjectParameterivEXT", None, u, u, ctypes.POINTER(ctypes.c_int)),
+            "import_memory_fd": ("glImportMemoryFdEXT", None, u, ctypes.c_uint64, u, ctypes.c_int),
+            "buffer_storage_mem": ("glBufferStorageMemEXT", None, u, i64, u, ctypes.c_uint64),
+        }
+        self.missing: list[str] = []
+        for attr, (name, restype, *argtypes) in optional.items():
+            try:
+                setattr(self, attr, _fn(loader, name, restype, *argtypes))
+            except LookupError:
+                self.missing.append(name)
+
+    def has(self, *names: str) -> bool:
+        """Whether the loader gave every one of these GL entry points (by GL name)."""
+        return self.available and not any(n in self.missing for n in names)
 
     def integer(self, name: int) -> int:
         value = ctypes.c_int(0)

@@ -8,6 +8,7 @@ from typing import Any
 from ironaccel.types import CapabilityFlags, ComputeTier, DeviceDescriptor, DeviceKind, Vendor
 
 from .context import GLCalls
+from .execution import timestamp_bits
 
 BACKEND = "opengl"
 
@@ -25,7 +26,6 @@ _FLAG_EXTENSIONS = (
     (CapabilityFlags.FP16, ("GL_AMD_gpu_shader_half_float", "GL_NV_gpu_shader5")),
     (CapabilityFlags.INT8, ("GL_EXT_shader_explicit_arithmetic_types_int8", "GL_NV_gpu_shader5")),
     (CapabilityFlags.SUBGROUPS, ("GL_KHR_shader_subgroup", "GL_ARB_shader_ballot")),
-    (CapabilityFlags.TIMESTAMPS, ("GL_ARB_timer_query",)),
 )
 #: Limits copied into extras, under lower-case names without the GL_ prefix.
 _LIMITS = (
@@ -68,6 +68,8 @@ def describe(ctx: Any, calls: GLCalls | None, ordinal: int = 0) -> DeviceDescrip
     for flag, names in _FLAG_EXTENSIONS:
         if any(n in extensions for n in names):
             caps |= flag
+    if calls is not None and calls.available and timestamp_bits(calls) > 0:  # GL_TIMESTAMP queries tick here
+        caps |= CapabilityFlags.TIMESTAMPS
     if ctx.version_code >= 400:  # double precision is core from OpenGL 4.0
         caps |= CapabilityFlags.FP64
     memory, memory_source = 0, None  # core GL has no memory query; NVIDIA's extension does

@@ -11,16 +11,20 @@ handles, cache and waiting are `ironaccel.compute.ComputeDeviceBase`'s.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import dataclasses
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ironaccel.compute import ComputeDeviceBase
+from ironaccel.compute.execution import Command
 from ironaccel.compute.handles import SpareBuffers
+from ironaccel.compute.params import glsl_params
 from ironaccel.errors import InvalidArgument, OutOfMemory
-from ironaccel.types import DeviceDescriptor, DType
+from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType
 
+from . import execution as gx
 from .context import GLCalls, create_context, make_current
 from .memory import OpenGLBuffer
 from .pipeline import OpenGLPipeline, OpenGLProgram, clear_errors, native
@@ -42,6 +46,10 @@ class OpenGLDevice(ComputeDeviceBase):
     binding_limit_name = "GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS"
     params_limit_name = "GL_MAX_UNIFORM_BLOCK_SIZE / 4"
     any_array = True  # moderngl takes any buffer-protocol object
+    execution_features = frozenset({"fences", "batches", "timestamps", "typed_params", "constants", "map",
+                                    "dlpack", "import_memory"})
+    supported_memory = ("device", "host")
+    bindable_memory = ("device", "host")
 
     def __init__(self, moderngl: Any, descriptor: DeviceDescriptor):
         self.ctx = create_context(moderngl)
@@ -58,10 +66,60 @@ class OpenGLDevice(ComputeDeviceBase):
         self._bound_list: list[Any] | None = None  # the handles list `_bound` was last brought up to date with
         self._bound_uniform: Any = None
         self._spare = SpareBuffers()  # closed small buffers: they keep their SSBO bindings
+        self._extensions = set(self.ctx.extensions)
+        features, kinds, self._missing = self._what_it_has(descriptor)
+        if "timestamps" not in features and CapabilityFlags.TIMESTAMPS in descriptor.capabilities:
+            descriptor = dataclasses.replace(descriptor, capabilities=descriptor.capabilities
+                                             & ~CapabilityFlags.TIMESTAMPS)
+        elif "timestamps" in features and CapabilityFlags.TIMESTAMPS not in descriptor.capabilities:
+            descriptor = dataclasses.replace(descriptor, capabilities=descriptor.capabilities
+                                             | CapabilityFlags.TIMESTAMPS)
+        if "host" in kinds:  # shader writes to persistently mapped buffers reach the host's view
+            self._barrier |= gx.GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT
         self._open(descriptor, max_buffer_bytes=int(info["GL_MAX_SHADER_STORAGE_BLOCK_SIZE"]),
                    group_limits=self.max_groups, max_buffers=self.max_storage_blocks,
                    max_params=int(info["GL_MAX_UNIFORM_BLOCK_SIZE"]) // 4,
-                   thread_bound=make_current(self.ctx))
+                   thread_bound=make_current(self.ctx), features=features, memory_kinds=kinds)
+
+    def _what_it_has(self, descriptor: DeviceDescriptor) -> tuple[set[str], tuple[str, ...], dict[str, str]]:
+        """(features, memory kinds, why-not by feature) from the GL entry points and extensions this context has."""
+        calls = self._calls
+        features = set(self.execution_features)
+        missing: dict[str, str] = {}
+        if not calls.has("glBindBuffer", "glCopyBufferSubData", "glClearBufferSubData", "glBufferSubData"):
+            features.discard("batches")
+            missing["batches"] = f"this GL lacks {', '.join(calls.missing) or 'glFenceSync'}"
+        if gx.timestamp_bits(calls) <= 0 or "batches" not in features:
+            features.discard("timestamps")
+            missing["timestamps"] = "GL_QUERY_COUNTER_BITS of GL_TIMESTAMP is 0 on this driver: no GPU timestamps"
+        features.discard("import_memory")
+        if "GL_EXT_memory_object_fd" in self._extensions and calls.has(
+                "glCreateMemoryObjectsEXT", "glImportMemoryFdEXT", "glBufferStorageMemEXT", "glCopyBufferSubData"):
+            features.add("import_memory")
+        kinds: tuple[str, ...] = ("device",)
+        storage = self.ctx.version_code >= 440 or "GL_ARB_buffer_storage" in self._extensions
+        if storage and calls.has("glBufferStorage", "glMapBufferRange", "glGenBuffers"):
+            kinds = ("device", "host")
+        else:
+            features -= {"map", "dlpack"}
+            missing["map"] = missing["dlpack"] = "no persistent mapping: GL 4.4 or GL_ARB_buffer_storage is missing"
+        return features, kinds, missing
+
+    def _unsupported_reason(self, feature: str) -> str:
+        if feature in self._missing:
+            return self._missing[feature]
+        if feature == "queues" or feature == "fences on several queues":
+            return "a GL context is one in-order command stream: the device has its default queue only"
+        if feature == "export_memory":
+            return "OpenGL cannot export memory (GL_EXT_memory_object_fd imports only): allocate it where it " \
+                   "can be exported (Vulkan, CUDA) and import_memory() it here"
+        if feature == "import_memory":
+            return "GL_EXT_memory_object_fd is missing on this driver"
+        if feature in ("export_fence", "import_fence"):
+            have = "GL_EXT_semaphore_fd" in self._extensions
+            return ("GL_EXT_semaphore_fd is missing on this driver" if not have else
+                    "GL semaphores (GL_EXT_semaphore_fd) are binary, not timelines: fences are not exported")
+        return super()._unsupported_reason(feature)
 
     # -- context ----------------------------------------------------------------------------------------
 
@@ -95,6 +153,8 @@ class OpenGLDevice(ComputeDeviceBase):
         return handle
 
     def _recycle(self, handle: Any) -> bool:
+        if type(handle) in (gx.HostBuffer, gx.ImportedBuffer):
+            return False  # not a plain device buffer: freed, never handed out again as one
         return self._spare.keep(handle, handle.size)
 
     def _free_buffer(self, handle: Any) -> None:
@@ -121,7 +181,20 @@ class OpenGLDevice(ComputeDeviceBase):
 
     def _build(self, code: str, entry: str, buffers: int, params: int,
                workgroup_size: tuple[int, int, int]) -> OpenGLProgram:
-        return OpenGLProgram(self.ctx, code, buffers, params)
+        return self._compile(code, entry, buffers, params, workgroup_size, {})
+
+    def _compile(self, code: str, entry: str, buffers: int, params: int | None,
+                 workgroup_size: tuple[int, int, int], constants: dict[str | int, Any]) -> OpenGLProgram:
+        """Typed params from the code's uniform block (parsed, then checked against GL's introspection);
+        constants as #defines after #version, so each constant set is a program of its own."""
+        text, declared = gx.specialize(code, constants)
+        source = gx.without_defaults(code) if declared else code
+        found = glsl_params(source)
+        block = None
+        if found is not None and found[0] == 0 and (params is None or params == len(found[1].fields)):
+            block = found[1]
+        return OpenGLProgram(self.ctx, text, buffers, 0 if params is None and block is None else params or 0,
+                             block, self._calls, declared, source)
 
     def _launch(self, program: OpenGLProgram, handles: list[Any], dims: tuple[int, int, int],
                 params: bytes) -> int:
@@ -151,6 +224,50 @@ class OpenGLDevice(ComputeDeviceBase):
 
     def _wait(self, serial: int, seconds: float | None) -> bool:
         return self._completion.wait(serial, seconds)
+
+    # -- the execution model: batches, timestamps, host memory (see `execution`) ---------------------------
+
+    def _record(self, commands: Sequence[Command], timestamps: bool) -> gx.Recording:
+        return gx.record(self, commands, timestamps)
+
+    def _update(self, rec: gx.Recording, index: int, command: Command) -> bool:
+        if command.kind == "read":
+            return False
+        rec.steps[index] = gx.step(self, command, rec.staging)  # a replay reads the step as it is at submit
+        return True
+
+    def _submit(self, vq: Any, rec: gx.Recording, waits: list[tuple[Any, int]],
+                signals: list[tuple[Any, int]]) -> int:
+        return gx.replay(self, rec)
+
+    def _finish(self, rec: gx.Recording, serial: int) -> None:
+        gx.finish(rec)
+
+    def _timings(self, rec: gx.Recording, serial: int) -> list[tuple[int, int]]:
+        return gx.timings(self._calls, rec)
+
+    def _free_recording(self, rec: gx.Recording) -> None:
+        gx.free(self._calls, rec)
+
+    def _create_memory(self, nbytes: int, dtype: DType, memory: str, exportable: bool) -> Any:
+        if exportable:
+            raise self._unsupported("alloc", "export_memory")
+        if memory == "device":
+            return self._create_buffer(nbytes, dtype, None)
+        return gx.HostBuffer(self._calls, nbytes)
+
+    def _import_memory(self, fd: int, nbytes: int, dtype: DType, ext: Any) -> gx.ImportedBuffer:
+        gx.check_memory_fd(fd, ext.size)  # before GL: a driver may block reading a pipe, or fault on a file
+        return gx.ImportedBuffer(self, fd, nbytes, ext)
+
+    def _memory_of(self, handle: Any) -> tuple[bool, bool]:
+        host = type(handle) is gx.HostBuffer
+        return host, host
+
+    def _map(self, handle: Any, write: bool) -> Any:
+        self._completion.wait(self._submitted, None)  # the host sees what earlier work wrote
+        self._completed = self._submitted
+        return handle.address
 
     def _shutdown(self) -> None:
         self._completion.release()

@@ -10,9 +10,12 @@ dispatch checks (`ironaccel.compute.glsl_interface`).
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Sequence
 from typing import Any
 
 from ironaccel.compute import Interface, PipelineHandle, Program, glsl_interface
+from ironaccel.compute.params import ConstantInfo, ParamBlock
 from ironaccel.errors import CompileError, InvalidArgument
 
 BACKEND = "opengl"
@@ -81,24 +84,68 @@ def check_interface(shader: Any, buffers: int, params: int) -> None:
                               f"{buffers}, params={params}: " + "; ".join(problems))
 
 
+def check_typed_interface(shader: Any, buffers: int, block: ParamBlock, calls: Any) -> int:
+    """InvalidArgument unless the linked program's blocks match `buffers` and the parsed params `block`: GL's
+    own introspection (glGetProgramResourceiv) gives the uniform block's size and each member's offset, which
+    must be the parser's.  The size of the uniform buffer the block needs."""
+    storage, uniform_blocks, plain = [], [], []
+    for name, member in shader._members.items():
+        kind = type(member).__name__
+        if kind == "StorageBlock":
+            storage.append((name, member.binding))
+        elif kind == "UniformBlock":
+            uniform_blocks.append((name, member.binding, member.size))
+        elif kind == "Uniform":
+            plain.append(name)
+    problems = [f"storage block {n} at binding {b} (the pipeline binds 0..{buffers - 1})"
+                for n, b in storage if not 0 <= b < buffers]
+    size = -(-block.size // UNIFORM_ALIGN) * UNIFORM_ALIGN
+    for name, binding, gl_size in uniform_blocks:
+        if binding != 0:
+            problems.append(f"uniform block {name} at binding {binding} (params use binding 0)")
+        elif gl_size > size:
+            problems.append(f"uniform block {name} is {gl_size} bytes in GL, the parsed block {block.size}")
+    if calls is not None and calls.has("glGetProgramResourceIndex", "glGetProgramResourceiv"):
+        prop, offset = ctypes.c_uint(0x92FC), ctypes.c_int(-1)  # GL_OFFSET
+        for field in block.fields:
+            index = calls.get_program_resource_index(shader.glo, 0x92E1, field.name.encode())  # GL_UNIFORM
+            if index == 0xFFFFFFFF:
+                continue  # an instance-named block or an unused member: GL names it otherwise or not at all
+            calls.get_program_resourceiv(shader.glo, 0x92E1, index, 1, ctypes.byref(prop), 1, None,
+                                         ctypes.byref(offset))
+            if offset.value >= 0 and offset.value != field.offset:
+                problems.append(f"params member {field.name} is at offset {offset.value} in GL, {field.offset} "
+                                "as parsed")
+    if problems:
+        raise InvalidArgument(BACKEND, "pipeline", detail="the shader's interface does not match: "
+                              + "; ".join(problems))
+    return size
+
+
 class OpenGLProgram(Program):
     """A linked compute program and its params buffer, shared by pipeline handles with the same key."""
 
-    def __init__(self, ctx: Any, code: str, buffers: int, params: int):
+    def __init__(self, ctx: Any, code: str, buffers: int, params: int, block: ParamBlock | None = None,
+                 calls: Any = None, constants: Sequence[ConstantInfo] = (), source: str | None = None):
         self.shader = compile_program(ctx, code)
         try:
-            check_interface(self.shader, buffers, params)
+            if block is not None:
+                uniform_size = check_typed_interface(self.shader, buffers, block, calls)
+                params = len(block.fields)
+            else:
+                check_interface(self.shader, buffers, params)
+                uniform_size = params_bytes(params)
         except InvalidArgument:
             self.shader.release()
             clear_errors(ctx)
             raise
-        super().__init__(buffers, params, Interface.of(buffers, glsl_interface(code)))
+        super().__init__(buffers, params, Interface.of(buffers, glsl_interface(source or code), block, constants))
         self.uniform: Any = None
         self.write_params: Any = None  # the uniform buffer's write(data, offset)
         if params:
             # Zeroed, not reserved: a block member past the params given reads 0, not what the memory held.
             try:
-                self.uniform = ctx.buffer(bytes(params_bytes(params)))
+                self.uniform = ctx.buffer(bytes(uniform_size))
             except BaseException:  # the linked shader goes now, not when the context is released
                 self.shader.release()
                 raise
