@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from ironaccel.compute import ComputeDeviceBase, generation
+from ironaccel.compute.execution import Command
 from ironaccel.types import DType
 
-from . import spirv_val
+from . import batches, spirv, spirv_val
 from .binding import BACKEND, Binding
 from .dispatch import submit
 from .instance import Instance
@@ -78,7 +79,32 @@ class VulkanDevice(ComputeDeviceBase):
             self._buffer_prefer = PREFER_DEVICE_LOCAL
         limit = min(state.limits["max_buffer_bytes"], max(s for s, _ in info.memory_heaps))
         self._open(info.descriptor(), max_buffer_bytes=limit, group_limits=state.limits["max_workgroup_count"],
-                   max_buffers=state.limits["max_storage_buffers_per_stage"], lock=state.lock)
+                   max_buffers=state.limits["max_storage_buffers_per_stage"], lock=state.lock,
+                   features=self._device_features(state))
+
+    @staticmethod
+    def _device_features(state: DeviceState) -> frozenset[str]:
+        """What this device has of the execution model: batches always; timestamps where the compute queue
+        family has valid timestamp bits; fences where timeline semaphores (Vulkan 1.2) are enabled."""
+        found = {"batches"}
+        if state.timestamp_bits:
+            found.add("timestamps")
+        if "timelineSemaphore" in state.enabled_features:
+            found.add("fences")
+        return frozenset(found)
+
+    def _unsupported_reason(self, feature: str) -> str:
+        state = self._state
+        if feature == "queues":
+            family = state.info.compute_family()
+            count = family.count if family is not None else 0
+            return (f"{self.descriptor.name}'s compute queue family has {count} queue(s); another queue needs "
+                    "a family with more (ironaccel uses one compute family)")
+        if feature == "fences":
+            return f"{self.descriptor.name} does not enable timelineSemaphore (Vulkan 1.2), which fences need"
+        if feature == "timestamps":
+            return f"{self.descriptor.name}'s compute queue family has no valid timestamp bits"
+        return f"the Vulkan backend does not provide {feature!r} yet"
 
     # -- properties -----------------------------------------------------------------------------------------
 
@@ -157,12 +183,77 @@ class VulkanDevice(ComputeDeviceBase):
                workgroup_size: tuple[int, int, int]) -> PipelineState:
         return build(self._state, code, entry, buffers, params)
 
+    def _compile(self, code: Any, entry: str, buffers: int, params: int | None,
+                 workgroup_size: tuple[int, int, int], constants: dict[str | int, Any]) -> Any:
+        """`params` None: as many 32-bit words as the module's push-constant block holds."""
+        if params is None and not constants:
+            pushed = spirv.reflect(code, "pipeline").push_constant_bytes or 0
+            params = (pushed + 3) // 4
+        return super()._compile(code, entry, buffers, params, workgroup_size, constants)
+
+    def _pack(self, program: Any, params: Any) -> Any:
+        """The kit's packing; params already packed (bytes of the pipeline's push-constant size) pass as they
+        are: core's Command.update re-checks a dispatch with its packed params when only buffers or groups
+        change."""
+        if type(params) is bytes and program.block is None and len(params) == 4 * program.params:
+            return params
+        return super()._pack(program, params)
+
     def _launch(self, program: PipelineState, handles: list[Allocation], dims: tuple[int, int, int],
                 params: bytes) -> int:
         return submit(self._state, program, handles, dims, params)
 
     def _wait(self, serial: int, seconds: float | None) -> bool:
         return self._state.timeline.wait(serial, seconds)
+
+    # -- execution model: fences (timeline semaphores) and batches (see batches.py) --------------------------
+
+    def _create_fence(self, value: int, exportable: bool) -> Any:
+        return batches.create_semaphore(self._state, value)
+
+    def _destroy_fence(self, vf: Any) -> None:
+        state = self._state
+
+        def destroy() -> None:
+            if state.handle is not None and vf in state.semaphores:
+                state.semaphores.discard(vf)
+                state.lib.vkDestroySemaphore(state.handle, vf, state.ffi.NULL)
+
+        state.timeline.defer(state.timeline.submitted, destroy)
+
+    def _fence_value(self, vf: Any) -> int:
+        return batches.semaphore_value(self._state, vf)
+
+    def _fence_wait(self, vf: Any, value: int, seconds: float | None) -> bool:
+        return batches.semaphore_wait(self._state, vf, value, seconds)
+
+    def _signal(self, vq: Any, vf: Any, value: int) -> None:
+        batches.queue_op(self._state, [], [(vf, value)])
+
+    def _wait_fence(self, vq: Any, vf: Any, value: int) -> None:
+        batches.queue_op(self._state, [(vf, value)], [])
+
+    def _record(self, commands: Sequence[Command], timestamps: bool) -> Any:
+        rec = batches.record(self._state, commands, timestamps)
+        return (rec, commands)
+
+    def _update(self, rec: Any, index: int, command: Command) -> bool:
+        """In place for a write (new data into its staging buffer) or a read (new `out`); a dispatch, copy or
+        fill is re-recorded at the next submit."""
+        return batches.update(rec[0], command)
+
+    def _submit(self, vq: Any, rec: Any, waits: list[tuple[Any, int]], signals: list[tuple[Any, int]]) -> int:
+        return batches.submit(self._state, rec[0], rec[1], waits, signals)
+
+    def _finish(self, rec: Any, serial: int) -> None:
+        if self._state.handle is not None:
+            batches.finish(self._state, rec[0], rec[1], serial)
+
+    def _timings(self, rec: Any, serial: int) -> Sequence[tuple[float, float]]:
+        return batches.timings(rec[0], serial)
+
+    def _free_recording(self, rec: Any) -> None:
+        batches.free(self._state, rec[0])
 
     def _shutdown(self) -> None:
         self._finalizer()

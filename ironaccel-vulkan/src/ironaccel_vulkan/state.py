@@ -73,6 +73,10 @@ class DeviceState:
         self.descriptor_pools: list[Any] = []
         self.free_command_buffers: list[Any] = []
         self.pipelines: dict[int, Any] = {}  # id -> every PipelineState not yet destroyed
+        #: Query pools of batch recordings and timeline semaphores of fences, destroyed with the device if still
+        #: alive then (see batches.py).
+        self.query_pools: set[Any] = set()
+        self.semaphores: set[Any] = set()
         self.limits = info.limits
         self.mapped = memory_mode == "mapped" or (memory_mode == "auto" and info.unified_memory)
         self.memory_mode = "mapped" if self.mapped else "staged"
@@ -368,6 +372,12 @@ class DeviceState:
                 for pool in self.descriptor_pools:
                     lib.vkDestroyDescriptorPool(device, pool, ffi.NULL)
                 self.descriptor_pools.clear()
+                for pool in self.query_pools:
+                    lib.vkDestroyQueryPool(device, pool, ffi.NULL)
+                self.query_pools.clear()
+                for semaphore in self.semaphores:
+                    lib.vkDestroySemaphore(device, semaphore, ffi.NULL)
+                self.semaphores.clear()
                 lib.vkDestroyCommandPool(device, self.command_pool, ffi.NULL)  # frees its command buffers
                 self.free_command_buffers.clear()
                 lib.vkDestroyPipelineCache(device, self.pipeline_cache, ffi.NULL)
