@@ -76,7 +76,7 @@ def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> 
                 rec.staging[command.index] = alloc
                 core.allocations[alloc.id] = alloc
                 if command.kind == "write":
-                    copy_bytes(alloc.view[: command.nbytes], command.data)
+                    copy_bytes(alloc.view[: command.nbytes], command.data)  # type: ignore[arg-type]
         begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": 42, "flags": SIMULTANEOUS_USE})
         cmd = rec.cmd
         results.check("vkResetCommandBuffer", lib.vkResetCommandBuffer(cmd, 0))
@@ -148,7 +148,7 @@ def update(rec: Recording, command: Command) -> bool:
     read's new `out` is read at finish; a dispatch, copy or fill has its arguments in the command buffer and is
     re-recorded (False).  The kit has waited for the recording's last submission."""
     if command.kind == "write":
-        copy_bytes(rec.staging[command.index].view[: command.nbytes], command.data)
+        copy_bytes(rec.staging[command.index].view[: command.nbytes], command.data)  # type: ignore[arg-type]
         return True
     return command.kind == "read"
 

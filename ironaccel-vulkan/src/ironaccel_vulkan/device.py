@@ -86,7 +86,7 @@ class VulkanDevice(ComputeDeviceBase):
     def _device_features(state: DeviceState) -> frozenset[str]:
         """What this device has of the execution model: batches always; timestamps where the compute queue
         family has valid timestamp bits; fences where timeline semaphores (Vulkan 1.2) are enabled."""
-        found = {"batches"}
+        found = {"batches", "typed_params"}
         if state.timestamp_bits:
             found.add("timestamps")
         if "timelineSemaphore" in state.enabled_features:
@@ -187,15 +187,17 @@ class VulkanDevice(ComputeDeviceBase):
                  workgroup_size: tuple[int, int, int], constants: dict[str | int, Any]) -> Any:
         """`params` None: as many 32-bit words as the module's push-constant block holds."""
         if params is None and not constants:
-            pushed = spirv.reflect(code, "pipeline").push_constant_bytes or 0
-            params = (pushed + 3) // 4
+            info = spirv.reflect(code, "pipeline")
+            block = info.push_block
+            params = len(block.fields) if block is not None else ((info.push_constant_bytes or 0) + 3) // 4
         return super()._compile(code, entry, buffers, params, workgroup_size, constants)
 
     def _pack(self, program: Any, params: Any) -> Any:
         """The kit's packing; params already packed (bytes of the pipeline's push-constant size) pass as they
         are: core's Command.update re-checks a dispatch with its packed params when only buffers or groups
         change."""
-        if type(params) is bytes and program.block is None and len(params) == 4 * program.params:
+        size = program.block.size if program.block is not None else 4 * program.params
+        if type(params) is bytes and len(params) == size and size:
             return params
         return super()._pack(program, params)
 

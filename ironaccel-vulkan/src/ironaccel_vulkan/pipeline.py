@@ -39,7 +39,10 @@ class PipelineState(Program):
 
     def __init__(self, state: DeviceState, entry: str, buffers: int, params: int, info: spirv.ModuleInfo):
         storage = [b.storage() for b in info.bindings if b.set == 0 and b.kind == "storage"]
-        super().__init__(buffers, params, Interface.of(buffers, storage))
+        super().__init__(buffers, params, Interface.of(buffers, storage, info.push_block))
+        #: Bytes of the push-constant range: the reflected block's size where dispatches pack by it.
+        self.push_bytes = max(4 * params, info.push_block.size if info.push_block is not None
+                              and len(info.push_block.fields) == params else 0)
         self.id = -next(_ids)  # negative: never collides with allocation ids in the dispatch-cache index
         self.entry = entry
         self.info = info
@@ -121,7 +124,8 @@ def _check_interface(core: DeviceState, info: spirv.ModuleInfo, entry: str, buff
                                   "binds storage buffers only (declare it as `buffer`, not `uniform`)")
     if info.uses_push_constants and params == 0:
         raise InvalidArgument(BACKEND, op, detail="the code declares push constants but the pipeline declares params=0")
-    if info.push_constant_bytes is not None and info.push_constant_bytes > 4 * params:
+    typed = info.push_block is not None and len(info.push_block.fields) == params
+    if not typed and info.push_constant_bytes is not None and info.push_constant_bytes > 4 * params:
         raise InvalidArgument(BACKEND, op, detail=f"the code reads {info.push_constant_bytes} bytes of push constants; "
                               f"params={params} gives {4 * params}")
 
@@ -129,10 +133,11 @@ def _check_interface(core: DeviceState, info: spirv.ModuleInfo, entry: str, buff
 def build(state: DeviceState, words: np.ndarray, entry: str, buffers: int, params: int) -> PipelineState:
     """A new state for this module and interface; typed errors for every bad input, before the driver sees it."""
     op = "pipeline"
-    if 4 * params > state.limits["max_push_constants_bytes"]:
+    info = spirv.reflect(words, op)
+    push = info.push_block.size if info.push_block is not None and len(info.push_block.fields) == params else 0
+    if max(4 * params, push) > state.limits["max_push_constants_bytes"]:
         raise InvalidArgument(BACKEND, op, detail=f"params={params} needs {4 * params} bytes of push constants; "
                               f"this device allows {state.limits['max_push_constants_bytes']}")
-    info = spirv.reflect(words, op)
     _check_interface(state, info, entry, buffers, params)
     spirv_val.validate(words, spirv_val.target_for(state.api_version, state.enabled_features), op)
     pipeline = PipelineState(state, entry, buffers, params, info)
@@ -179,7 +184,7 @@ def _create(core: DeviceState, state: PipelineState, words: Any) -> None:
     state.set_layout = out_set[0]
 
     set_layouts = ffi.new("VkDescriptorSetLayout[1]", [state.set_layout])
-    push_range = ffi.new("VkPushConstantRange*", {"stageFlags": STAGE_COMPUTE, "offset": 0, "size": 4 * state.params})
+    push_range = ffi.new("VkPushConstantRange*", {"stageFlags": STAGE_COMPUTE, "offset": 0, "size": state.push_bytes})
     layout_info = ffi.new("VkPipelineLayoutCreateInfo*", {
         "sType": 30, "setLayoutCount": 1, "pSetLayouts": set_layouts,
         "pushConstantRangeCount": 1 if state.params else 0, "pPushConstantRanges": push_range if state.params

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ironaccel.compute import StorageBinding
+from ironaccel.compute.params import Array, Field, ParamBlock, ParamType, Scalar, Struct, Vector
 from ironaccel.errors import CompileError, InvalidArgument
 from ironaccel.types import DType
 
@@ -31,6 +32,7 @@ _SWAPPED_MAGIC = 0x03022307
 
 # Opcodes
 OP_ENTRY_POINT, OP_EXECUTION_MODE = 15, 16
+OP_NAME, OP_MEMBER_NAME = 5, 6
 OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX = 21, 22, 23, 24
 OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 30, 32
 OP_CONSTANT, OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE = 43, 59, 71, 72
@@ -81,6 +83,8 @@ class ModuleInfo:
     push_constant_bytes: int | None  # None: no push-constant block, or one of a size not computed here
     uses_push_constants: bool = False
     words: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.uint32))
+    #: The push-constant block's members, names, types and offsets (None: no block, or one not readable here).
+    push_block: ParamBlock | None = None
 
 
 def to_words(code: Any, op: str = "pipeline") -> np.ndarray:
@@ -167,6 +171,8 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
     types: dict[int, tuple[int, list[int]]] = {}
     constants: dict[int, int] = {}
     variables: list[tuple[int, int, int]] = []  # (pointer type, id, storage class)
+    names: dict[int, str] = {}
+    member_names: dict[int, dict[int, str]] = {}
 
     w = words.tolist()
     i, n = 5, len(w)
@@ -184,6 +190,10 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
             if opcode == OP_ENTRY_POINT:
                 name, _ = _string(words, i + 3, i + count)
                 entries.append((ops[0], ops[1], name))
+            elif opcode == OP_NAME and count >= 3:
+                names[ops[0]] = _string(words, i + 2, i + count)[0]
+            elif opcode == OP_MEMBER_NAME and count >= 4:
+                member_names.setdefault(ops[0], {})[ops[1]] = _string(words, i + 3, i + count)[0]
             elif opcode == OP_EXECUTION_MODE and len(ops) >= 5 and ops[1] == MODE_LOCAL_SIZE:
                 local_sizes[ops[0]] = (ops[2], ops[3], ops[4])
             elif opcode == OP_DECORATE and len(ops) >= 2:
@@ -255,7 +265,37 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
     if entries and all(model == MODEL_GLCOMPUTE for model, _, _ in entries):
         _check_compute_interface(variables, types, decorations, builtin_members, op)
 
+    def param_type(type_id: int, depth: int = 0) -> ParamType | None:
+        """A params-kit type for a push-constant member, with SPIR-V's own offsets and strides."""
+        kind, rest = types.get(type_id, (0, []))
+        if depth > 8:
+            return None
+        if kind == OP_TYPE_INT and len(rest) >= 2 and (rest[0], rest[1]) in _INTS:
+            return Scalar(_INTS[(rest[0], rest[1])])
+        if kind == OP_TYPE_FLOAT and rest and rest[0] in _FLOATS:
+            return Scalar(_FLOATS[rest[0]])
+        if kind == OP_TYPE_VECTOR and len(rest) >= 2:
+            inner = param_type(rest[0], depth + 1)
+            return Vector(inner.dtype, rest[1]) if isinstance(inner, Scalar) else None
+        if kind == OP_TYPE_ARRAY and len(rest) >= 2:
+            inner = param_type(rest[0], depth + 1)
+            stride = decorations.get(type_id, {}).get(DECO_ARRAY_STRIDE)
+            length = constants.get(rest[1])
+            return None if inner is None or stride is None or length is None else Array(inner, length, stride)
+        if kind == OP_TYPE_STRUCT:
+            offsets, labels = member_offsets.get(type_id, {}), member_names.get(type_id, {})
+            fields = []
+            for index, member in enumerate(rest):
+                inner = param_type(member, depth + 1)
+                if inner is None or index not in offsets or not labels.get(index):
+                    return None
+                fields.append(Field(labels[index], offsets[index], inner))
+            size = size_of(type_id)
+            return None if size is None else Struct(names.get(type_id, ""), tuple(fields), size)
+        return None
+
     bindings: list[DescriptorBinding] = []
+    push_block: ParamBlock | None = None
     push_bytes: int | None = None
     uses_push = False
     for pointer_type, var_id, storage in variables:
@@ -263,6 +303,8 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
         if storage == SC_PUSH_CONSTANT:
             uses_push = True
             push_bytes = size_of(pointee)
+            found = param_type(pointee)
+            push_block = ParamBlock(found, "std430") if isinstance(found, Struct) and found.fields else None
             continue
         deco = decorations.get(var_id, {})
         if DECO_BINDING not in deco:
@@ -287,4 +329,5 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
         push_constant_bytes=push_bytes,
         uses_push_constants=uses_push,
         words=words,
+        push_block=push_block,
     )
