@@ -86,7 +86,7 @@ class VulkanDevice(ComputeDeviceBase):
     def _device_features(state: DeviceState) -> frozenset[str]:
         """What this device has of the execution model: batches always; timestamps where the compute queue
         family has valid timestamp bits; fences where timeline semaphores (Vulkan 1.2) are enabled."""
-        found = {"batches", "typed_params"}
+        found = {"batches", "typed_params", "constants"}
         if state.timestamp_bits:
             found.add("timestamps")
         if "timelineSemaphore" in state.enabled_features:
@@ -185,12 +185,13 @@ class VulkanDevice(ComputeDeviceBase):
 
     def _compile(self, code: Any, entry: str, buffers: int, params: int | None,
                  workgroup_size: tuple[int, int, int], constants: dict[str | int, Any]) -> Any:
-        """`params` None: as many 32-bit words as the module's push-constant block holds."""
-        if params is None and not constants:
+        """`params` None: the module's push-constant block (or as many 32-bit words as it holds); `constants` by
+        name or SpecId, passed as VkSpecializationInfo."""
+        if params is None:
             info = spirv.reflect(code, "pipeline")
             block = info.push_block
             params = len(block.fields) if block is not None else ((info.push_constant_bytes or 0) + 3) // 4
-        return super()._compile(code, entry, buffers, params, workgroup_size, constants)
+        return build(self._state, code, entry, buffers, params, constants)
 
     def _pack(self, program: Any, params: Any) -> Any:
         """The kit's packing; params already packed (bytes of the pipeline's push-constant size) pass as they

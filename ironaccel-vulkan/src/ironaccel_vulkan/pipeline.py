@@ -37,9 +37,11 @@ _ids = itertools.count(1)
 class PipelineState(Program):
     """The Vulkan objects of one pipeline, shared by every handle that asked for the same code."""
 
-    def __init__(self, state: DeviceState, entry: str, buffers: int, params: int, info: spirv.ModuleInfo):
+    def __init__(self, state: DeviceState, entry: str, buffers: int, params: int, info: spirv.ModuleInfo,
+                 specialization: list[tuple[int, bytes]] | None = None):
         storage = [b.storage() for b in info.bindings if b.set == 0 and b.kind == "storage"]
-        super().__init__(buffers, params, Interface.of(buffers, storage, info.push_block))
+        super().__init__(buffers, params, Interface.of(buffers, storage, info.push_block, info.constants))
+        self.specialization = specialization or []
         #: Bytes of the push-constant range: the reflected block's size where dispatches pack by it.
         self.push_bytes = max(4 * params, info.push_block.size if info.push_block is not None
                               and len(info.push_block.fields) == params else 0)
@@ -130,7 +132,8 @@ def _check_interface(core: DeviceState, info: spirv.ModuleInfo, entry: str, buff
                               f"params={params} gives {4 * params}")
 
 
-def build(state: DeviceState, words: np.ndarray, entry: str, buffers: int, params: int) -> PipelineState:
+def build(state: DeviceState, words: np.ndarray, entry: str, buffers: int, params: int,
+          constants: dict[Any, Any] | None = None) -> PipelineState:
     """A new state for this module and interface; typed errors for every bad input, before the driver sees it."""
     op = "pipeline"
     info = spirv.reflect(words, op)
@@ -140,7 +143,8 @@ def build(state: DeviceState, words: np.ndarray, entry: str, buffers: int, param
                               f"this device allows {state.limits['max_push_constants_bytes']}")
     _check_interface(state, info, entry, buffers, params)
     spirv_val.validate(words, spirv_val.target_for(state.api_version, state.enabled_features), op)
-    pipeline = PipelineState(state, entry, buffers, params, info)
+    specialization = spirv.pack_constants(info, constants or {}, op)
+    pipeline = PipelineState(state, entry, buffers, params, info, specialization)
     try:
         _create(state, pipeline, words)
     except BaseException:
@@ -194,9 +198,21 @@ def _create(core: DeviceState, state: PipelineState, words: Any) -> None:
     state.layout = out_layout[0]
 
     name = ffi.new("char[]", state.entry.encode())
+    special: Any = ffi.NULL
+    if state.specialization:
+        data = b"".join(raw for _, raw in state.specialization)
+        entries, offset = [], 0
+        for spec_id, raw in state.specialization:
+            entries.append({"constantID": spec_id, "offset": offset, "size": len(raw)})
+            offset += len(raw)
+        map_entries = ffi.new("VkSpecializationMapEntry[]", entries)
+        blob = ffi.new("char[]", data)
+        special = ffi.new("VkSpecializationInfo*", {"mapEntryCount": len(entries), "pMapEntries": map_entries,
+                                                    "dataSize": len(data), "pData": blob})
     pipeline_info = ffi.new("VkComputePipelineCreateInfo*", {
         "sType": 29,
-        "stage": {"sType": 18, "stage": STAGE_COMPUTE, "module": state.module, "pName": name},
+        "stage": {"sType": 18, "stage": STAGE_COMPUTE, "module": state.module, "pName": name,
+                  "pSpecializationInfo": special},
         "layout": state.layout,
         "basePipelineIndex": -1,
     })
