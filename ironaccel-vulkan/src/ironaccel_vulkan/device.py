@@ -58,6 +58,7 @@ class VulkanDevice(ComputeDeviceBase):
     """
 
     backend = BACKEND
+    supported_memory = ("device", "host", "upload", "readback")
     language = "SPIR-V"
     buffer_type = VulkanBuffer
     pipeline_type = VulkanPipeline
@@ -69,6 +70,8 @@ class VulkanDevice(ComputeDeviceBase):
     def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
                  *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK):
         self.info = info
+        #: The memory kind of each allocation made with alloc(memory=...) other than the default.
+        self._kinds: dict[int, str] = {}
         state = self._state = DeviceState(binding, instance, physical, info, memory_mode=memory,
                                           staging_chunk_bytes=staging_chunk_bytes)
         self._finalizer = weakref.finalize(self, _teardown, state, generation())
@@ -86,7 +89,7 @@ class VulkanDevice(ComputeDeviceBase):
     def _device_features(state: DeviceState) -> frozenset[str]:
         """What this device has of the execution model: batches always; timestamps where the compute queue
         family has valid timestamp bits; fences where timeline semaphores (Vulkan 1.2) are enabled."""
-        found = {"batches", "typed_params", "constants"}
+        found = {"batches", "typed_params", "constants", "map", "dlpack"}
         if state.timestamp_bits:
             found.add("timestamps")
         if "timelineSemaphore" in state.enabled_features:
@@ -154,7 +157,37 @@ class VulkanDevice(ComputeDeviceBase):
         return alloc
 
     def _free_buffer(self, alloc: Allocation) -> None:
+        self._kinds.pop(alloc.id, None)
         self._state.release(alloc)
+
+    # -- memory kinds and mapping -------------------------------------------------------------------------
+
+    def _create_memory(self, nbytes: int, dtype: DType, memory: str, exportable: bool) -> Allocation:
+        """"device": the device's preferred memory (not promised host-visible, so never mapped); "host":
+        host-visible coherent memory, device-local where the device has such (ReBAR, unified), mapped for
+        its life and bindable; "upload" / "readback": host-visible staging memory, cached where possible."""
+        state = self._state
+        if exportable:
+            from . import external
+            alloc = external.create_exportable(state, nbytes, PREFER_DEVICE_LOCAL if memory == "device"
+                                               else PREFER_UNIFIED, mapped=memory != "device")
+        elif memory == "device":
+            return self._create_buffer(nbytes, dtype, None)
+        else:
+            prefer = PREFER_UNIFIED if memory == "host" else PREFER_HOST
+            alloc = state.create_allocation(nbytes, prefer, mapped=True, usage=BUFFER_USAGE, op="alloc")
+        state.allocations[alloc.id] = alloc
+        self._kinds[alloc.id] = memory
+        return alloc
+
+    def _memory_of(self, alloc: Allocation) -> tuple[bool, bool]:
+        visible = self._kinds.get(alloc.id, "device") != "device" and alloc.view is not None
+        return visible, visible
+
+    def _map(self, alloc: Allocation, write: bool) -> Any:
+        self._state.timeline.wait(alloc.last_serial)  # the device may still use it
+        assert alloc.view is not None
+        return alloc.view.ctypes.data  # coherent and mapped for the buffer's life
 
     def _write(self, alloc: Allocation, data: np.ndarray) -> None:
         if alloc.view is not None:
