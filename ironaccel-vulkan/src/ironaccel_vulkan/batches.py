@@ -235,9 +235,12 @@ def free(core: DeviceState, rec: Recording) -> None:
 
 # -- timeline-semaphore fences ------------------------------------------------------------------------------
 
-def create_semaphore(core: DeviceState, value: int) -> Any:
+def create_semaphore(core: DeviceState, value: int, exportable: bool = False) -> Any:
+    """A timeline semaphore at `value`; `exportable` as an opaque fd (VK_KHR_external_semaphore_fd)."""
     ffi = core.ffi
-    kind = ffi.new("VkSemaphoreTypeCreateInfo*", {"sType": ST_SEMAPHORE_TYPE_CREATE_INFO,
+    export = ffi.new("VkExportSemaphoreCreateInfo*", {"sType": 1000077000, "handleTypes": 0x1}) if exportable \
+        else ffi.NULL
+    kind = ffi.new("VkSemaphoreTypeCreateInfo*", {"sType": ST_SEMAPHORE_TYPE_CREATE_INFO, "pNext": export,
                                                   "semaphoreType": SEMAPHORE_TYPE_TIMELINE, "initialValue": value})
     info = ffi.new("VkSemaphoreCreateInfo*", {"sType": ST_SEMAPHORE_CREATE_INFO, "pNext": kind})
     out = ffi.new("VkSemaphore*")

@@ -94,6 +94,10 @@ class VulkanDevice(ComputeDeviceBase):
             found.add("timestamps")
         if "timelineSemaphore" in state.enabled_features:
             found.add("fences")
+            if "VK_KHR_external_semaphore_fd" in state.extensions:
+                found |= {"export_fence", "import_fence"}
+        if "VK_KHR_external_memory_fd" in state.extensions:
+            found |= {"export_memory", "import_memory"}
         return frozenset(found)
 
     def _unsupported_reason(self, feature: str) -> str:
@@ -105,6 +109,11 @@ class VulkanDevice(ComputeDeviceBase):
                     "a family with more (ironaccel uses one compute family)")
         if feature == "fences":
             return f"{self.descriptor.name} does not enable timelineSemaphore (Vulkan 1.2), which fences need"
+        if feature in ("export_memory", "import_memory"):
+            return f"{self.descriptor.name} lacks VK_KHR_external_memory_fd (or Vulkan 1.1)"
+        if feature in ("export_fence", "import_fence"):
+            return (f"{self.descriptor.name} lacks VK_KHR_external_semaphore_fd or timeline semaphores, which "
+                    "fence hand-over needs")
         if feature == "timestamps":
             return f"{self.descriptor.name}'s compute queue family has no valid timestamp bits"
         return f"the Vulkan backend does not provide {feature!r} yet"
@@ -180,6 +189,36 @@ class VulkanDevice(ComputeDeviceBase):
         self._kinds[alloc.id] = memory
         return alloc
 
+    def _export_memory(self, alloc: Allocation) -> tuple[int, int, bool]:
+        from . import external
+
+        return external.export_memory(self._state, alloc)
+
+    def _import_memory(self, fd: int, nbytes: int, dtype: DType, ext: Any) -> Allocation:
+        from . import external
+
+        state = self._state
+        alloc = external.import_memory(state, fd, nbytes, ext.size, ext.dedicated, state.mapped)
+        state.allocations[alloc.id] = alloc
+        return alloc
+
+    def _export_fence(self, vf: Any) -> int:
+        from . import external
+
+        return external.export_semaphore(self._state, vf)
+
+    def _import_fence(self, fd: int) -> Any:
+        from . import external
+
+        semaphore = batches.create_semaphore(self._state, 0)
+        try:
+            external.import_semaphore(self._state, semaphore, fd)
+        except BaseException:
+            self._state.semaphores.discard(semaphore)
+            self._state.lib.vkDestroySemaphore(self._state.handle, semaphore, self._state.ffi.NULL)
+            raise
+        return semaphore
+
     def _memory_of(self, alloc: Allocation) -> tuple[bool, bool]:
         visible = self._kinds.get(alloc.id, "device") != "device" and alloc.view is not None
         return visible, visible
@@ -245,7 +284,7 @@ class VulkanDevice(ComputeDeviceBase):
     # -- execution model: fences (timeline semaphores) and batches (see batches.py) --------------------------
 
     def _create_fence(self, value: int, exportable: bool) -> Any:
-        return batches.create_semaphore(self._state, value)
+        return batches.create_semaphore(self._state, value, exportable)
 
     def _destroy_fence(self, vf: Any) -> None:
         state = self._state
