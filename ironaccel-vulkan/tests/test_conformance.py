@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 
 from ironaccel.testing.conformance import BackendConformance, ComputeDeviceConformance
+from ironaccel.testing.execution import ExecutionConformance
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 SCALE_OFFSET = (KERNELS / "scale_offset.spv").read_bytes()
+TYPED_PARAMS = (KERNELS / "typed_params.spv").read_bytes()
+CONSTANTS = (KERNELS / "constants.spv").read_bytes()
 
 
 def truncated_mid_instruction(spv: bytes) -> bytes:
@@ -25,8 +28,10 @@ class TestVulkanBackend(BackendConformance):
 
 
 @pytest.mark.backend("vulkan")
-class TestVulkanCompute(ComputeDeviceConformance):
+class TestVulkanCompute(ComputeDeviceConformance, ExecutionConformance):
     backend_name = "vulkan"
     scale_offset_code = SCALE_OFFSET
     broken_code = truncated_mid_instruction(SCALE_OFFSET)
     entry = "main"
+    typed_params_code = TYPED_PARAMS
+    constants_code = CONSTANTS

@@ -408,7 +408,9 @@ def test_dispatch_limits(device: Any, so: Any) -> None:
             device.dispatch(so, [a, b], groups, params(1, 0, 64))
         assert info.value.op == "dispatch"
     for bad in ((np.float64(1), F32(0), np.uint32(64)), (F32(1), "0", np.uint32(64)), (F32(1), F32(0), 2**40),
-                (F32(1), F32(0), True), (F32(1), F32(0), np.int64(64))):
+                (F32(1), F32(0), True), (F32(1), F32(0), np.int64(-1)), (F32(1), F32(0), np.int64(2**33))):
+        # The module's push-constant block is reflected (a: float, b: float, n: uint): an int of any width is
+        # checked against uint32's range, a float64 is refused for a float field.
         with pytest.raises(InvalidArgument, match="param"):
             device.dispatch(so, [a, b], 1, bad)
     with pytest.raises(InvalidArgument):

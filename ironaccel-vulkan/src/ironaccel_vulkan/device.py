@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from ironaccel.compute import ComputeDeviceBase, generation
+from ironaccel.compute.execution import Command
 from ironaccel.types import DType
 
-from . import spirv_val
+from . import batches, spirv, spirv_val
 from .binding import BACKEND, Binding
 from .dispatch import submit
 from .instance import Instance
@@ -57,6 +58,7 @@ class VulkanDevice(ComputeDeviceBase):
     """
 
     backend = BACKEND
+    supported_memory = ("device", "host", "upload", "readback")
     language = "SPIR-V"
     buffer_type = VulkanBuffer
     pipeline_type = VulkanPipeline
@@ -68,6 +70,8 @@ class VulkanDevice(ComputeDeviceBase):
     def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
                  *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK):
         self.info = info
+        #: The memory kind of each allocation made with alloc(memory=...) other than the default.
+        self._kinds: dict[int, str] = {}
         state = self._state = DeviceState(binding, instance, physical, info, memory_mode=memory,
                                           staging_chunk_bytes=staging_chunk_bytes)
         self._finalizer = weakref.finalize(self, _teardown, state, generation())
@@ -78,7 +82,41 @@ class VulkanDevice(ComputeDeviceBase):
             self._buffer_prefer = PREFER_DEVICE_LOCAL
         limit = min(state.limits["max_buffer_bytes"], max(s for s, _ in info.memory_heaps))
         self._open(info.descriptor(), max_buffer_bytes=limit, group_limits=state.limits["max_workgroup_count"],
-                   max_buffers=state.limits["max_storage_buffers_per_stage"], lock=state.lock)
+                   max_buffers=state.limits["max_storage_buffers_per_stage"], lock=state.lock,
+                   features=self._device_features(state))
+
+    @staticmethod
+    def _device_features(state: DeviceState) -> frozenset[str]:
+        """What this device has of the execution model: batches always; timestamps where the compute queue
+        family has valid timestamp bits; fences where timeline semaphores (Vulkan 1.2) are enabled."""
+        found = {"batches", "typed_params", "constants", "map", "dlpack"}
+        if state.timestamp_bits:
+            found.add("timestamps")
+        if "timelineSemaphore" in state.enabled_features:
+            found.add("fences")
+            if "VK_KHR_external_semaphore_fd" in state.extensions:
+                found |= {"export_fence", "import_fence"}
+        if "VK_KHR_external_memory_fd" in state.extensions:
+            found |= {"export_memory", "import_memory"}
+        return frozenset(found)
+
+    def _unsupported_reason(self, feature: str) -> str:
+        state = self._state
+        if feature == "queues":
+            family = state.info.compute_family()
+            count = family.count if family is not None else 0
+            return (f"{self.descriptor.name}'s compute queue family has {count} queue(s); another queue needs "
+                    "a family with more (ironaccel uses one compute family)")
+        if feature == "fences":
+            return f"{self.descriptor.name} does not enable timelineSemaphore (Vulkan 1.2), which fences need"
+        if feature in ("export_memory", "import_memory"):
+            return f"{self.descriptor.name} lacks VK_KHR_external_memory_fd (or Vulkan 1.1)"
+        if feature in ("export_fence", "import_fence"):
+            return (f"{self.descriptor.name} lacks VK_KHR_external_semaphore_fd or timeline semaphores, which "
+                    "fence hand-over needs")
+        if feature == "timestamps":
+            return f"{self.descriptor.name}'s compute queue family has no valid timestamp bits"
+        return f"the Vulkan backend does not provide {feature!r} yet"
 
     # -- properties -----------------------------------------------------------------------------------------
 
@@ -128,7 +166,67 @@ class VulkanDevice(ComputeDeviceBase):
         return alloc
 
     def _free_buffer(self, alloc: Allocation) -> None:
+        self._kinds.pop(alloc.id, None)
         self._state.release(alloc)
+
+    # -- memory kinds and mapping -------------------------------------------------------------------------
+
+    def _create_memory(self, nbytes: int, dtype: DType, memory: str, exportable: bool) -> Allocation:
+        """"device": the device's preferred memory (not promised host-visible, so never mapped); "host":
+        host-visible coherent memory, device-local where the device has such (ReBAR, unified), mapped for
+        its life and bindable; "upload" / "readback": host-visible staging memory, cached where possible."""
+        state = self._state
+        if exportable:
+            from . import external
+            alloc = external.create_exportable(state, nbytes, PREFER_DEVICE_LOCAL if memory == "device"
+                                               else PREFER_UNIFIED, mapped=memory != "device")
+        elif memory == "device":
+            return self._create_buffer(nbytes, dtype, None)
+        else:
+            prefer = PREFER_UNIFIED if memory == "host" else PREFER_HOST
+            alloc = state.create_allocation(nbytes, prefer, mapped=True, usage=BUFFER_USAGE, op="alloc")
+        state.allocations[alloc.id] = alloc
+        self._kinds[alloc.id] = memory
+        return alloc
+
+    def _export_memory(self, alloc: Allocation) -> tuple[int, int, bool]:
+        from . import external
+
+        return external.export_memory(self._state, alloc)
+
+    def _import_memory(self, fd: int, nbytes: int, dtype: DType, ext: Any) -> Allocation:
+        from . import external
+
+        state = self._state
+        alloc = external.import_memory(state, fd, nbytes, ext.size, ext.dedicated, state.mapped)
+        state.allocations[alloc.id] = alloc
+        return alloc
+
+    def _export_fence(self, vf: Any) -> int:
+        from . import external
+
+        return external.export_semaphore(self._state, vf)
+
+    def _import_fence(self, fd: int) -> Any:
+        from . import external
+
+        semaphore = batches.create_semaphore(self._state, 0)
+        try:
+            external.import_semaphore(self._state, semaphore, fd)
+        except BaseException:
+            self._state.semaphores.discard(semaphore)
+            self._state.lib.vkDestroySemaphore(self._state.handle, semaphore, self._state.ffi.NULL)
+            raise
+        return semaphore
+
+    def _memory_of(self, alloc: Allocation) -> tuple[bool, bool]:
+        visible = self._kinds.get(alloc.id, "device") != "device" and alloc.view is not None
+        return visible, visible
+
+    def _map(self, alloc: Allocation, write: bool) -> Any:
+        self._state.timeline.wait(alloc.last_serial)  # the device may still use it
+        assert alloc.view is not None
+        return alloc.view.ctypes.data  # coherent and mapped for the buffer's life
 
     def _write(self, alloc: Allocation, data: np.ndarray) -> None:
         if alloc.view is not None:
@@ -157,12 +255,80 @@ class VulkanDevice(ComputeDeviceBase):
                workgroup_size: tuple[int, int, int]) -> PipelineState:
         return build(self._state, code, entry, buffers, params)
 
+    def _compile(self, code: Any, entry: str, buffers: int, params: int | None,
+                 workgroup_size: tuple[int, int, int], constants: dict[str | int, Any]) -> Any:
+        """`params` None: the module's push-constant block (or as many 32-bit words as it holds); `constants` by
+        name or SpecId, passed as VkSpecializationInfo."""
+        if params is None:
+            info = spirv.reflect(code, "pipeline")
+            block = info.push_block
+            params = len(block.fields) if block is not None else ((info.push_constant_bytes or 0) + 3) // 4
+        return build(self._state, code, entry, buffers, params, constants)
+
+    def _pack(self, program: Any, params: Any) -> Any:
+        """The kit's packing; params already packed (bytes of the pipeline's push-constant size) pass as they
+        are: core's Command.update re-checks a dispatch with its packed params when only buffers or groups
+        change."""
+        size = program.block.size if program.block is not None else 4 * program.params
+        if type(params) is bytes and len(params) == size and size:
+            return params
+        return super()._pack(program, params)
+
     def _launch(self, program: PipelineState, handles: list[Allocation], dims: tuple[int, int, int],
                 params: bytes) -> int:
         return submit(self._state, program, handles, dims, params)
 
     def _wait(self, serial: int, seconds: float | None) -> bool:
         return self._state.timeline.wait(serial, seconds)
+
+    # -- execution model: fences (timeline semaphores) and batches (see batches.py) --------------------------
+
+    def _create_fence(self, value: int, exportable: bool) -> Any:
+        return batches.create_semaphore(self._state, value, exportable)
+
+    def _destroy_fence(self, vf: Any) -> None:
+        state = self._state
+
+        def destroy() -> None:
+            if state.handle is not None and vf in state.semaphores:
+                state.semaphores.discard(vf)
+                state.lib.vkDestroySemaphore(state.handle, vf, state.ffi.NULL)
+
+        state.timeline.defer(state.timeline.submitted, destroy)
+
+    def _fence_value(self, vf: Any) -> int:
+        return batches.semaphore_value(self._state, vf)
+
+    def _fence_wait(self, vf: Any, value: int, seconds: float | None) -> bool:
+        return batches.semaphore_wait(self._state, vf, value, seconds)
+
+    def _signal(self, vq: Any, vf: Any, value: int) -> None:
+        batches.queue_op(self._state, [], [(vf, value)])
+
+    def _wait_fence(self, vq: Any, vf: Any, value: int) -> None:
+        batches.queue_op(self._state, [(vf, value)], [])
+
+    def _record(self, commands: Sequence[Command], timestamps: bool) -> Any:
+        rec = batches.record(self._state, commands, timestamps)
+        return (rec, commands)
+
+    def _update(self, rec: Any, index: int, command: Command) -> bool:
+        """In place for a write (new data into its staging buffer) or a read (new `out`); a dispatch, copy or
+        fill is re-recorded at the next submit."""
+        return batches.update(rec[0], command)
+
+    def _submit(self, vq: Any, rec: Any, waits: list[tuple[Any, int]], signals: list[tuple[Any, int]]) -> int:
+        return batches.submit(self._state, rec[0], rec[1], waits, signals)
+
+    def _finish(self, rec: Any, serial: int) -> None:
+        if self._state.handle is not None:
+            batches.finish(self._state, rec[0], rec[1], serial)
+
+    def _timings(self, rec: Any, serial: int) -> Sequence[tuple[float, float]]:
+        return batches.timings(rec[0], serial)
+
+    def _free_recording(self, rec: Any) -> None:
+        batches.free(self._state, rec[0])
 
     def _shutdown(self) -> None:
         self._finalizer()

@@ -37,9 +37,14 @@ _ids = itertools.count(1)
 class PipelineState(Program):
     """The Vulkan objects of one pipeline, shared by every handle that asked for the same code."""
 
-    def __init__(self, state: DeviceState, entry: str, buffers: int, params: int, info: spirv.ModuleInfo):
+    def __init__(self, state: DeviceState, entry: str, buffers: int, params: int, info: spirv.ModuleInfo,
+                 specialization: list[tuple[int, bytes]] | None = None):
         storage = [b.storage() for b in info.bindings if b.set == 0 and b.kind == "storage"]
-        super().__init__(buffers, params, Interface.of(buffers, storage))
+        super().__init__(buffers, params, Interface.of(buffers, storage, info.push_block, info.constants))
+        self.specialization = specialization or []
+        #: Bytes of the push-constant range: the reflected block's size where dispatches pack by it.
+        self.push_bytes = max(4 * params, info.push_block.size if info.push_block is not None
+                              and len(info.push_block.fields) == params else 0)
         self.id = -next(_ids)  # negative: never collides with allocation ids in the dispatch-cache index
         self.entry = entry
         self.info = info
@@ -121,21 +126,25 @@ def _check_interface(core: DeviceState, info: spirv.ModuleInfo, entry: str, buff
                                   "binds storage buffers only (declare it as `buffer`, not `uniform`)")
     if info.uses_push_constants and params == 0:
         raise InvalidArgument(BACKEND, op, detail="the code declares push constants but the pipeline declares params=0")
-    if info.push_constant_bytes is not None and info.push_constant_bytes > 4 * params:
+    typed = info.push_block is not None and len(info.push_block.fields) == params
+    if not typed and info.push_constant_bytes is not None and info.push_constant_bytes > 4 * params:
         raise InvalidArgument(BACKEND, op, detail=f"the code reads {info.push_constant_bytes} bytes of push constants; "
                               f"params={params} gives {4 * params}")
 
 
-def build(state: DeviceState, words: np.ndarray, entry: str, buffers: int, params: int) -> PipelineState:
+def build(state: DeviceState, words: np.ndarray, entry: str, buffers: int, params: int,
+          constants: dict[Any, Any] | None = None) -> PipelineState:
     """A new state for this module and interface; typed errors for every bad input, before the driver sees it."""
     op = "pipeline"
-    if 4 * params > state.limits["max_push_constants_bytes"]:
+    info = spirv.reflect(words, op)
+    push = info.push_block.size if info.push_block is not None and len(info.push_block.fields) == params else 0
+    if max(4 * params, push) > state.limits["max_push_constants_bytes"]:
         raise InvalidArgument(BACKEND, op, detail=f"params={params} needs {4 * params} bytes of push constants; "
                               f"this device allows {state.limits['max_push_constants_bytes']}")
-    info = spirv.reflect(words, op)
     _check_interface(state, info, entry, buffers, params)
     spirv_val.validate(words, spirv_val.target_for(state.api_version, state.enabled_features), op)
-    pipeline = PipelineState(state, entry, buffers, params, info)
+    specialization = spirv.pack_constants(info, constants or {}, op)
+    pipeline = PipelineState(state, entry, buffers, params, info, specialization)
     try:
         _create(state, pipeline, words)
     except BaseException:
@@ -179,7 +188,7 @@ def _create(core: DeviceState, state: PipelineState, words: Any) -> None:
     state.set_layout = out_set[0]
 
     set_layouts = ffi.new("VkDescriptorSetLayout[1]", [state.set_layout])
-    push_range = ffi.new("VkPushConstantRange*", {"stageFlags": STAGE_COMPUTE, "offset": 0, "size": 4 * state.params})
+    push_range = ffi.new("VkPushConstantRange*", {"stageFlags": STAGE_COMPUTE, "offset": 0, "size": state.push_bytes})
     layout_info = ffi.new("VkPipelineLayoutCreateInfo*", {
         "sType": 30, "setLayoutCount": 1, "pSetLayouts": set_layouts,
         "pushConstantRangeCount": 1 if state.params else 0, "pPushConstantRanges": push_range if state.params
@@ -189,9 +198,21 @@ def _create(core: DeviceState, state: PipelineState, words: Any) -> None:
     state.layout = out_layout[0]
 
     name = ffi.new("char[]", state.entry.encode())
+    special: Any = ffi.NULL
+    if state.specialization:
+        data = b"".join(raw for _, raw in state.specialization)
+        entries, offset = [], 0
+        for spec_id, raw in state.specialization:
+            entries.append({"constantID": spec_id, "offset": offset, "size": len(raw)})
+            offset += len(raw)
+        map_entries = ffi.new("VkSpecializationMapEntry[]", entries)
+        blob = ffi.new("char[]", data)
+        special = ffi.new("VkSpecializationInfo*", {"mapEntryCount": len(entries), "pMapEntries": map_entries,
+                                                    "dataSize": len(data), "pData": blob})
     pipeline_info = ffi.new("VkComputePipelineCreateInfo*", {
         "sType": 29,
-        "stage": {"sType": 18, "stage": STAGE_COMPUTE, "module": state.module, "pName": name},
+        "stage": {"sType": 18, "stage": STAGE_COMPUTE, "module": state.module, "pName": name,
+                  "pSpecializationInfo": special},
         "layout": state.layout,
         "basePipelineIndex": -1,
     })

@@ -12,6 +12,7 @@ code reads.  Full validation follows before the driver sees the module
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ironaccel.compute import StorageBinding
+from ironaccel.compute.params import Array, ConstantInfo, Field, ParamBlock, ParamType, Scalar, Struct, Vector
 from ironaccel.errors import CompileError, InvalidArgument
 from ironaccel.types import DType
 
@@ -31,6 +33,7 @@ _SWAPPED_MAGIC = 0x03022307
 
 # Opcodes
 OP_ENTRY_POINT, OP_EXECUTION_MODE = 15, 16
+OP_NAME, OP_MEMBER_NAME = 5, 6
 OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX = 21, 22, 23, 24
 OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 30, 32
 OP_CONSTANT, OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE = 43, 59, 71, 72
@@ -39,6 +42,9 @@ MODEL_GLCOMPUTE = 5
 MODE_LOCAL_SIZE = 17
 DECO_BLOCK, DECO_BUFFER_BLOCK, DECO_ARRAY_STRIDE, DECO_MATRIX_STRIDE = 2, 3, 6, 7
 DECO_BUILTIN = 11
+DECO_SPEC_ID = 1
+OP_TYPE_BOOL = 20
+OP_SPEC_TRUE, OP_SPEC_FALSE, OP_SPEC_CONSTANT = 48, 49, 50
 DECO_NON_WRITABLE, DECO_BINDING, DECO_DESCRIPTOR_SET, DECO_OFFSET = 24, 33, 34, 35
 SC_UNIFORM_CONSTANT, SC_INPUT, SC_UNIFORM, SC_OUTPUT, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER = 0, 1, 2, 3, 9, 12
 MODELS = {0: "Vertex", 1: "TessellationControl", 2: "TessellationEvaluation", 3: "Geometry", 4: "Fragment",
@@ -69,6 +75,39 @@ class DescriptorBinding:
 _INTS = {(8, 1): DType.INT8, (8, 0): DType.UINT8, (16, 1): DType.INT16, (16, 0): DType.UINT16,
          (32, 1): DType.INT32, (32, 0): DType.UINT32, (64, 1): DType.INT64, (64, 0): DType.UINT64}
 _FLOATS = {16: DType.FLOAT16, 32: DType.FLOAT32, 64: DType.FLOAT64}
+#: The struct codes of the scalar types a specialization constant may have (bool is 4 bytes: a VkBool32).
+_SPEC_CODES = {DType.FLOAT16: "e", DType.FLOAT32: "f", DType.FLOAT64: "d", DType.INT8: "b", DType.UINT8: "B",
+               DType.INT16: "h", DType.UINT16: "H", DType.INT32: "i", DType.UINT32: "I", DType.INT64: "q",
+               DType.UINT64: "Q", DType.BOOL: "I"}
+
+
+def pack_constants(info: ModuleInfo, constants: dict[Any, Any], op: str = "pipeline") -> list[tuple[int, bytes]]:
+    """(SpecId, bytes) for each of `constants` (by name or SpecId), checked against the module's declarations."""
+    by_name = {c.name: c for c in info.constants}
+    by_id = {c.id: c for c in info.constants}
+    out = []
+    for key, value in constants.items():
+        found = by_id.get(key) if isinstance(key, int) and not isinstance(key, bool) else by_name.get(key)
+        if found is None or found.dtype is None:
+            have = ", ".join(f"{c.name} (id {c.id})" for c in info.constants) or "none"
+            raise InvalidArgument(BACKEND, op, detail=f"the module declares no specialization constant {key!r} "
+                                  f"(it has {have})")
+        dt = found.dtype
+        if dt == DType.BOOL:
+            ok = isinstance(value, (bool, np.bool_))
+        elif dt in (DType.FLOAT16, DType.FLOAT32, DType.FLOAT64):
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+        else:
+            ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+            if ok:
+                lo, hi = np.iinfo(dt.numpy).min, np.iinfo(dt.numpy).max
+                ok = lo <= int(value) <= hi
+        if not ok:
+            raise InvalidArgument(BACKEND, op, detail=f"constant {found.name!r} is a {dt.value}, got {value!r}")
+        code = _SPEC_CODES[dt]
+        out.append((int(found.id or 0), struct.pack("<" + code, bool(value) if dt == DType.BOOL else
+                                               float(value) if code in "efd" else int(value))))
+    return out
 
 
 @dataclass(frozen=True)
@@ -81,6 +120,11 @@ class ModuleInfo:
     push_constant_bytes: int | None  # None: no push-constant block, or one of a size not computed here
     uses_push_constants: bool = False
     words: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.uint32))
+    #: The push-constant block's members, names, types and offsets (None: no block, or one not readable here).
+    push_block: ParamBlock | None = None
+    #: Specialization constants (OpSpecConstant* with a SpecId): name (OpName, else the id as text), id, type,
+    #: default.
+    constants: tuple[ConstantInfo, ...] = ()
 
 
 def to_words(code: Any, op: str = "pipeline") -> np.ndarray:
@@ -167,6 +211,9 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
     types: dict[int, tuple[int, list[int]]] = {}
     constants: dict[int, int] = {}
     variables: list[tuple[int, int, int]] = []  # (pointer type, id, storage class)
+    names: dict[int, str] = {}
+    spec_constants: list[tuple[int, int, list[int] | bool]] = []  # (result id, type id, value words or bool)
+    member_names: dict[int, dict[int, str]] = {}
 
     w = words.tolist()
     i, n = 5, len(w)
@@ -184,6 +231,16 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
             if opcode == OP_ENTRY_POINT:
                 name, _ = _string(words, i + 3, i + count)
                 entries.append((ops[0], ops[1], name))
+            elif opcode == OP_NAME and count >= 3:
+                names[ops[0]] = _string(words, i + 2, i + count)[0]
+            elif opcode == OP_MEMBER_NAME and count >= 4:
+                member_names.setdefault(ops[0], {})[ops[1]] = _string(words, i + 3, i + count)[0]
+            elif opcode in (OP_SPEC_TRUE, OP_SPEC_FALSE) and len(ops) >= 2:
+                spec_constants.append((ops[1], ops[0], opcode == OP_SPEC_TRUE))
+            elif opcode == OP_SPEC_CONSTANT and len(ops) >= 3:
+                spec_constants.append((ops[1], ops[0], list(ops[2:])))
+            elif opcode == OP_TYPE_BOOL and ops:
+                types[ops[0]] = (opcode, [])
             elif opcode == OP_EXECUTION_MODE and len(ops) >= 5 and ops[1] == MODE_LOCAL_SIZE:
                 local_sizes[ops[0]] = (ops[2], ops[3], ops[4])
             elif opcode == OP_DECORATE and len(ops) >= 2:
@@ -255,7 +312,50 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
     if entries and all(model == MODEL_GLCOMPUTE for model, _, _ in entries):
         _check_compute_interface(variables, types, decorations, builtin_members, op)
 
+    def param_type(type_id: int, depth: int = 0) -> ParamType | None:
+        """A params-kit type for a push-constant member, with SPIR-V's own offsets and strides."""
+        kind, rest = types.get(type_id, (0, []))
+        if depth > 8:
+            return None
+        if kind == OP_TYPE_INT and len(rest) >= 2 and (rest[0], rest[1]) in _INTS:
+            return Scalar(_INTS[(rest[0], rest[1])])
+        if kind == OP_TYPE_FLOAT and rest and rest[0] in _FLOATS:
+            return Scalar(_FLOATS[rest[0]])
+        if kind == OP_TYPE_VECTOR and len(rest) >= 2:
+            inner = param_type(rest[0], depth + 1)
+            return Vector(inner.dtype, rest[1]) if isinstance(inner, Scalar) else None
+        if kind == OP_TYPE_ARRAY and len(rest) >= 2:
+            inner = param_type(rest[0], depth + 1)
+            stride = decorations.get(type_id, {}).get(DECO_ARRAY_STRIDE)
+            length = constants.get(rest[1])
+            return None if inner is None or stride is None or length is None else Array(inner, length, stride)
+        if kind == OP_TYPE_STRUCT:
+            offsets, labels = member_offsets.get(type_id, {}), member_names.get(type_id, {})
+            fields = []
+            for index, member in enumerate(rest):
+                inner = param_type(member, depth + 1)
+                if inner is None or index not in offsets or not labels.get(index):
+                    return None
+                fields.append(Field(labels[index], offsets[index], inner))
+            size = size_of(type_id)
+            return None if size is None else Struct(names.get(type_id, ""), tuple(fields), size)
+        return None
+
+    found_constants = []
+    for result, type_id, value in spec_constants:
+        spec_id = decorations.get(result, {}).get(DECO_SPEC_ID)
+        if spec_id is None:
+            continue
+        scalar = param_type(type_id)
+        if isinstance(value, bool):
+            found_constants.append(ConstantInfo(names.get(result) or str(spec_id), spec_id, DType.BOOL, value))
+        elif isinstance(scalar, Scalar) and scalar.dtype in _SPEC_CODES:
+            raw = np.array(value[: max(1, scalar.size // 4)], np.uint32).tobytes()[: scalar.size]
+            default = np.frombuffer(raw, scalar.dtype.numpy)[0].item()
+            found_constants.append(ConstantInfo(names.get(result) or str(spec_id), spec_id, scalar.dtype, default))
+
     bindings: list[DescriptorBinding] = []
+    push_block: ParamBlock | None = None
     push_bytes: int | None = None
     uses_push = False
     for pointer_type, var_id, storage in variables:
@@ -263,6 +363,8 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
         if storage == SC_PUSH_CONSTANT:
             uses_push = True
             push_bytes = size_of(pointee)
+            found = param_type(pointee)
+            push_block = ParamBlock(found, "std430") if isinstance(found, Struct) and found.fields else None
             continue
         deco = decorations.get(var_id, {})
         if DECO_BINDING not in deco:
@@ -287,4 +389,6 @@ def reflect(code: Any, op: str = "pipeline") -> ModuleInfo:
         push_constant_bytes=push_bytes,
         uses_push_constants=uses_push,
         words=words,
+        push_block=push_block,
+        constants=tuple(found_constants),
     )

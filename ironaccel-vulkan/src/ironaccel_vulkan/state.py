@@ -53,6 +53,11 @@ DESCRIPTORS_PER_POOL = 2048
 _ids = itertools.count(1)
 
 
+def next_id() -> int:
+    """A fresh allocation id (shared by every allocation, external ones included)."""
+    return next(_ids)
+
+
 class DeviceState:
     """Handles and bookkeeping of one opened Vulkan device."""
 
@@ -73,6 +78,13 @@ class DeviceState:
         self.descriptor_pools: list[Any] = []
         self.free_command_buffers: list[Any] = []
         self.pipelines: dict[int, Any] = {}  # id -> every PipelineState not yet destroyed
+        #: Query pools of batch recordings and timeline semaphores of fences, destroyed with the device if still
+        #: alive then (see batches.py).
+        self.query_pools: set[Any] = set()
+        self.semaphores: set[Any] = set()
+        #: Extension entry points (vkGetDeviceProcAddr), and the allocation size of each external allocation.
+        self.proc_cache: dict[str, Any] = {}
+        self.export_sizes: dict[int, int] = {}
         self.limits = info.limits
         self.mapped = memory_mode == "mapped" or (memory_mode == "auto" and info.unified_memory)
         self.memory_mode = "mapped" if self.mapped else "staged"
@@ -123,10 +135,18 @@ class DeviceState:
         supported = {k: v for k, v in self.info.features.items() if v}
         enabled = {name for names in ENABLED_FEATURES.values() for name in names if name in supported}
         self.enabled_features = frozenset(enabled)
+        from .external import EXTENSIONS
+
+        wanted = [e for e in EXTENSIONS if e in self.info.extensions] if api >= (1 << 22 | 1 << 12) else []
+        self.extensions = frozenset(wanted)
+        names = [ffi.new("char[]", e.encode()) for e in wanted]
+        name_array = ffi.new("char*[]", names or 1)
         info = ffi.new("VkDeviceCreateInfo*", {
             "sType": VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
             "queueCreateInfoCount": 1,
             "pQueueCreateInfos": queue_info,
+            "enabledExtensionCount": len(wanted),
+            "ppEnabledExtensionNames": name_array if wanted else ffi.NULL,
         })
         keep: Any = None
         if api >= (1 << 22 | 1 << 12):  # Vulkan 1.1: features through the pNext chain
@@ -228,6 +248,7 @@ class DeviceState:
             return
         self.lib.vkDestroyBuffer(self.handle, alloc.buffer, self.ffi.NULL)
         self.lib.vkFreeMemory(self.handle, alloc.memory, self.ffi.NULL)  # unmaps implicitly
+        self.export_sizes.pop(alloc.id, None)
         alloc.buffer = alloc.memory = alloc.view = None
         alloc.dead = True
 
@@ -368,6 +389,12 @@ class DeviceState:
                 for pool in self.descriptor_pools:
                     lib.vkDestroyDescriptorPool(device, pool, ffi.NULL)
                 self.descriptor_pools.clear()
+                for pool in self.query_pools:
+                    lib.vkDestroyQueryPool(device, pool, ffi.NULL)
+                self.query_pools.clear()
+                for semaphore in self.semaphores:
+                    lib.vkDestroySemaphore(device, semaphore, ffi.NULL)
+                self.semaphores.clear()
                 lib.vkDestroyCommandPool(device, self.command_pool, ffi.NULL)  # frees its command buffers
                 self.free_command_buffers.clear()
                 lib.vkDestroyPipelineCache(device, self.pipeline_cache, ffi.NULL)
