@@ -39,7 +39,9 @@ def fix_no_device() -> str:
 HIP_SUCCESS = 0
 HIP_ERROR_NO_DEVICE = 100
 _OUT_OF_MEMORY = {2}  # hipErrorOutOfMemory
-_INVALID = {1, 101}  # hipErrorInvalidValue, hipErrorInvalidDevice
+#: hipErrorInvalidValue, InvalidConfiguration, InvalidSymbol, InvalidDevicePointer, InvalidDeviceFunction,
+#: InvalidDevice, InvalidImage, NoBinaryForGpu, InvalidHandle, NotFound: the caller passed something wrong.
+_INVALID = {1, 9, 13, 17, 98, 101, 200, 209, 400, 500}
 
 
 def load() -> ModuleType:
