@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from ironaccel.compute import BufferHandle, ComputeDeviceBase, Interface, PipelineHandle, Program, Submission
 from ironaccel.errors import InvalidArgument
 from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType

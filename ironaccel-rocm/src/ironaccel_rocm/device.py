@@ -7,12 +7,14 @@ device that made them: one of another device, or one already closed, is refused 
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+
 from ironaccel.errors import ClosedError, InvalidArgument
 from ironaccel.types import DeviceDescriptor
 
@@ -57,7 +59,7 @@ class _Owned:
         self.device._select(op)
         return self._handle
 
-    def _check_mine(self, other: Any, kind: type, op: str) -> None:
+    def _check_mine(self, other: Any, kind: type[_Owned], op: str) -> None:
         if not isinstance(other, kind):
             raise _invalid(op, f"expected a {kind.__name__}, got {type(other).__name__}")
         if other.device is not self.device:
@@ -253,7 +255,7 @@ class PinnedMemory(_Owned):
         self.nbytes = _size("hipHostMalloc", nbytes)
         device._select("hipHostMalloc")
         self._handle = int(call(device._hip.hipHostMalloc, "hipHostMalloc", nbytes, 0))
-        self._array = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * nbytes).from_address(self._handle))
+        self._array = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(self._handle))
 
     @property
     def array(self) -> np.ndarray:

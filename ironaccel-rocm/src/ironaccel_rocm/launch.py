@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from ironaccel.errors import ClosedError, InvalidArgument
 
 from .binding import BACKEND
