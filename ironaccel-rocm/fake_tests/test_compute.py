@@ -18,6 +18,12 @@ extern "C" __global__ void scale_offset(const float* x, float* y, float a, float
 }
 """
 BROKEN = 'extern "C" __global__ void scale_offset(const float* x, float* y, float a, float b, unsigned n) { y[0] = ; }'
+TYPED_PARAMS = r"""
+extern "C" __global__ void scale_offset(const float* x, float* y, float a, float2 pair, unsigned n, int k) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + pair.x - pair.y * (float)k;
+}
+"""
 SAXPY = r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -32,6 +38,7 @@ class TestHipCompute(ComputeDeviceConformance, ExecutionConformance):
     broken_code = BROKEN
     entry = "scale_offset"
     declares_element_types = False
+    typed_params_code = TYPED_PARAMS
 
     def open_device(self):
         return Backend().compute(0)

@@ -12,6 +12,7 @@
 #include <elf.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,7 +24,7 @@
 
 struct ihipStream_t { uint32_t magic; int device; int priority; struct ihipStream_t* next; };
 struct ihipEvent_t { uint32_t magic; int device; int recorded; double ms; struct ihipEvent_t* next; };
-struct ihipModuleSymbol_t { uint32_t magic; int kind; struct ihipModule_t* module; };
+struct ihipModuleSymbol_t { uint32_t magic; int kind; uint32_t kernarg; struct ihipModule_t* module; };
 struct ihipModule_t { uint32_t magic; int device; struct ihipModuleSymbol_t funcs[8]; int nfuncs;
                       unsigned char* global; size_t global_size; struct ihipModule_t* next; };
 struct alloc { char* base; size_t size; int device; int host; struct alloc* next; };
@@ -34,6 +35,9 @@ static struct ihipEvent_t* events;
 static struct ihipModule_t* modules;
 static struct alloc* allocs;
 
+/* A scale_offset whose kernel descriptor says a kernarg segment this large is the typed-params one: 40 bytes
+ * for (x, y, a, float2 pair, n, k) against 28 for (x, y, a, b, n), as hipRTC 5.2 lays them out. */
+#define TYPED_KERNARG 40
 enum { K_SCALE_OFFSET = 1, K_SAXPY = 2, K_FILL = 3 };
 static const char* kernel_names[] = {"", "scale_offset", "saxpy", "fill"};
 
@@ -243,8 +247,8 @@ hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int v, size_t n, hipStream_t s)
     return stream_ok(s) ? hipMemsetD32(dst, v, n) : hipErrorInvalidHandle;
 }
 
-/* The names in the ELF symbol table of a code object; finds the built-in kernels by name. */
-static int elf_has_symbol(const unsigned char* image, size_t size, const char* name) {
+/* The symbol `name` in the ELF symbol table of a code object (NULL if absent); finds the built-in kernels. */
+static const Elf64_Sym* elf_symbol(const unsigned char* image, size_t size, const char* name) {
     const Elf64_Ehdr* eh = (const Elf64_Ehdr*)image;
     if (eh->e_shoff == 0 || eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr) > size) return 0;
     const Elf64_Shdr* sh = (const Elf64_Shdr*)(image + eh->e_shoff);
@@ -259,9 +263,33 @@ static int elf_has_symbol(const unsigned char* image, size_t size, const char* n
             if (sym[j].st_name >= strs->sh_size) continue;
             const char* s = (const char*)image + strs->sh_offset + sym[j].st_name;
             if (strnlen(s, strs->sh_size - sym[j].st_name) < strs->sh_size - sym[j].st_name && strcmp(s, name) == 0)
-                return 1;
+                return &sym[j];
         }
     }
+    return NULL;
+}
+
+static int elf_has_symbol(const unsigned char* image, size_t size, const char* name) {
+    return elf_symbol(image, size, name) != NULL;
+}
+
+/* The kernarg segment size in kernel `name`'s descriptor (`name`.kd, offset 8), 0 if unreadable. */
+static uint32_t kernarg_size(const unsigned char* image, size_t size, const char* name) {
+    char kd[64];
+    snprintf(kd, sizeof kd, "%s.kd", name);
+    const Elf64_Sym* sym = elf_symbol(image, size, kd);
+    if (!sym) return 0;
+    const Elf64_Ehdr* eh = (const Elf64_Ehdr*)image;
+    const Elf64_Shdr* sh = (const Elf64_Shdr*)(image + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; i++)
+        if (sh[i].sh_type == SHT_PROGBITS && sym->st_value >= sh[i].sh_addr &&
+            sym->st_value + 12 <= sh[i].sh_addr + sh[i].sh_size) {
+            size_t off = sh[i].sh_offset + (sym->st_value - sh[i].sh_addr);
+            uint32_t v;
+            if (off + 12 > size) return 0;
+            memcpy(&v, image + off + 8, 4);
+            return v;
+        }
     return 0;
 }
 
@@ -279,7 +307,8 @@ hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
     for (int k = 1; k <= K_FILL; k++)
         if (elf_has_symbol(p, size, kernel_names[k])) {
             m->funcs[m->nfuncs].magic = MAGIC_FUNC; m->funcs[m->nfuncs].kind = k;
-            m->funcs[m->nfuncs].module = m; m->nfuncs++;
+            m->funcs[m->nfuncs].module = m; m->funcs[m->nfuncs].kernarg = kernarg_size(p, size, kernel_names[k]);
+            m->nfuncs++;
         }
     if (elf_has_symbol(p, size, "scale")) {
         m->global_size = 4; m->global = add_alloc(4, 0);
@@ -330,7 +359,14 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
     if (!params || extra) return hipErrorInvalidValue;
     if (!gx || !gy || !gz || !bx || !by || !bz || (size_t)bx * by * bz > 1024) return hipErrorInvalidConfiguration;
     size_t threads = (size_t)gx * bx;
-    if (f->kind == K_SCALE_OFFSET) { /* (const float* x, float* y, float a, float b, unsigned n) */
+    if (f->kind == K_SCALE_OFFSET && f->kernarg >= TYPED_KERNARG) {
+        /* the typed-params variant: (const float* x, float* y, float a, float2 pair, unsigned n, int k) */
+        float* x = *(float**)params[0]; float* y = *(float**)params[1]; float a = *(float*)params[2];
+        float* pair = (float*)params[3]; unsigned n = *(unsigned*)params[4]; int k = *(int*)params[5];
+        size_t m = n < threads ? n : threads;
+        if (!find(x, m * 4, 1) || !find(y, m * 4, 1)) return hipErrorIllegalAddress;
+        for (size_t i = 0; i < m; i++) y[i] = a * x[i] + pair[0] - pair[1] * (float)k;
+    } else if (f->kind == K_SCALE_OFFSET) { /* (const float* x, float* y, float a, float b, unsigned n) */
         float* x = *(float**)params[0]; float* y = *(float**)params[1];
         float a = *(float*)params[2], b = *(float*)params[3]; unsigned n = *(unsigned*)params[4];
         size_t m = n < threads ? n : threads;

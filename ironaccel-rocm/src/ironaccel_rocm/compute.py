@@ -32,6 +32,7 @@ from ironaccel.compute import (
     Submission,
     pack_params,
 )
+from ironaccel.compute.params import c_params
 from ironaccel.errors import InvalidArgument
 from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType
 
@@ -65,6 +66,8 @@ class HipProgram(Program):
     def __init__(self, module: Module, function: Function, buffers: int, params: int):
         super().__init__(buffers, params, Interface.unknown(buffers))
         self.module, self.function = module, function
+        #: Where the first by-value argument starts in the kernel's arguments (a typed block's offset 0).
+        self.base = 0
 
     def release(self) -> None:
         if not self.released:
@@ -82,7 +85,7 @@ class HipComputeDevice(ComputeDeviceBase):
     submission_type = HipSubmission
     buffer_limit_name = "the device's memory"
     group_limit_name = "HIP's grid limits"
-    execution_features = frozenset({"queues", "batches", "timestamps"})
+    execution_features = frozenset({"queues", "batches", "timestamps", "typed_params"})
     #: Streams one device may have besides the null stream (a bound on what a caller can leak).
     MAX_QUEUES = 64
 
@@ -125,21 +128,47 @@ class HipComputeDevice(ComputeDeviceBase):
 
     def _build(self, code: str, entry: str, buffers: int, params: int,
                workgroup_size: tuple[int, int, int]) -> HipProgram:
+        return self._compile(code, entry, buffers, params, workgroup_size, {})
+
+    def _compile(self, code: str, entry: str, buffers: int, params: int | None,
+                 workgroup_size: tuple[int, int, int], constants: dict[str | int, Any]) -> HipProgram:
+        """hipRTC for the device's target, then hipModuleLoadData; the kernel's arguments (from the code object)
+        must be `buffers` pointers then `params` 32-bit values, or (params None) the block `c_params` reads
+        from the source, each member where the code object puts it."""
+        if constants:
+            raise self._unsupported("pipeline", "constants")
+        block = c_params(code, entry, buffers) if params is None else None
+        if params is None and block is None:
+            raise InvalidArgument(BACKEND, "pipeline", detail=(
+                f"params by name need kernel {entry!r}'s signature: {buffers} pointer argument(s) then by-value "
+                "arguments of plain C types (no templates or macros); pass params=N for positional params"))
         image = HiprtcProgram(code).compile(arch=self.arch)
         module = self.hip.load_module(bytes(image))
         try:
             function = module.function(entry)
             layout = function.layout or ()
+            count = len(block.fields) if block is not None else int(params or 0)
             pointers = [a.pointer for a in layout]
-            expected = [True] * buffers + [False] * params
-            if pointers != expected or any(a.size != 4 for a in layout[buffers:]):
+            if pointers != [True] * buffers + [False] * count or (
+                    block is None and any(a.size != 4 for a in layout[buffers:])):
+                what = f"{count} params from its signature" if block is not None else f"{count} 32-bit param(s)"
                 raise InvalidArgument(BACKEND, "pipeline", detail=(
                     f"kernel {entry!r} takes {len(layout)} parameter(s) ({', '.join(self._kinds(layout))}), but the "
-                    f"pipeline declares {buffers} buffer pointer(s) then {params} 32-bit param(s)"))
+                    f"pipeline declares {buffers} buffer pointer(s) then {what}"))
+            if block is not None:
+                base = layout[buffers].offset if count else 0
+                for arg, fld in zip(layout[buffers:], block.fields):
+                    if arg.offset - base != fld.offset or arg.size != fld.type.size:
+                        raise InvalidArgument(BACKEND, "pipeline", detail=(
+                            f"kernel {entry!r}: param {fld.name!r} is at {arg.offset - base} ({arg.size} bytes) in the "
+                            f"code object but at {fld.offset} ({fld.type.size} bytes) as read from the source"))
         except BaseException:
             module.close()
             raise
-        return HipProgram(module, function, buffers, params)
+        program = HipProgram(module, function, buffers, count)
+        program.interface = Interface.of(buffers, [], block, [])
+        program.base = layout[buffers].offset if block is not None and count else 0
+        return program
 
     @staticmethod
     def _kinds(layout: Any) -> list[str]:
@@ -148,15 +177,22 @@ class HipComputeDevice(ComputeDeviceBase):
     # -- launch and wait ----------------------------------------------------------------------------------
 
     def _pack(self, program: Program, params: Any) -> Any:
-        """The kit's 32-bit rule checks the values; they are kept as given (a batch re-checks them on update)."""
+        """A typed block's bytes (`ParamBlock.pack`); positional params are checked by the kit's 32-bit rule and
+        kept as given (a batch re-checks them on update)."""
+        if program.block is not None:
+            return program.block.pack(params, BACKEND, "dispatch")
         pack_params(BACKEND, params, program.params, "dispatch")
         return tuple(params)
 
     def _packed(self, program: HipProgram, handles: list[DeviceMemory], params: Any) -> Packed:
         layout = program.function.layout or ()
         raw = [int(h.ptr).to_bytes(8, "little") for h in handles]
-        words = pack_params(BACKEND, params, program.params, "dispatch")
-        raw += [words[4 * i: 4 * i + 4] for i in range(program.params)]
+        if program.block is not None:
+            block = bytes(params)
+            raw += [block[a.offset - program.base: a.offset - program.base + a.size] for a in layout[len(handles):]]
+        else:
+            words = pack_params(BACKEND, params, program.params, "dispatch")
+            raw += [words[4 * i: 4 * i + 4] for i in range(program.params)]
         return Packed(layout, raw)
 
     def _go(self, stream: Stream | None, program: HipProgram, handles: list[DeviceMemory],
