@@ -11,8 +11,10 @@ commands are kept and replayed onto the queue's stream at each submit (launches,
 hipMemsetD32Async), so re-bound buffers and params need no re-recording.  HIP graphs would be the other
 choice; ROCm 5.2's graph API lacks kernel-node parameter updates for module kernels (hipGraphExecKernelNode-
 SetParams takes hipKernelNodeParams with a host function pointer), so a replay is what re-binds honestly.
-"timestamps" are a hipEvent pair around each command, read with hipEventElapsedTime.  "fences" are not
-declared: HIP 5.2 has no timeline semaphore of its own (the kit's emulated fence serves the default queue).
+"timestamps" are a hipEvent pair around each command, read with hipEventElapsedTime.  "fences" are
+timelines of hipEvents: HIP has no timeline semaphore of its own, so a fence keeps (value, event) points, a
+signal records an event on the queue's stream, a device-side wait is hipStreamWaitEvent on the first point
+that reaches the value, and the value is the highest point whose event has completed (hipEventQuery).
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class HipComputeDevice(ComputeDeviceBase):
     submission_type = HipSubmission
     buffer_limit_name = "the device's memory"
     group_limit_name = "HIP's grid limits"
-    execution_features = frozenset({"queues", "batches", "timestamps", "typed_params"})
+    execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params"})
     #: Streams one device may have besides the null stream (a bound on what a caller can leak).
     MAX_QUEUES = 64
 
@@ -266,6 +268,50 @@ class HipComputeDevice(ComputeDeviceBase):
     def _last_serial(self, vq: Any) -> int:
         return self._submitted if vq is None else int(vq["serial"])
 
+    # -- fences (timelines of hipEvents) -------------------------------------------------------------------
+
+    def _create_fence(self, value: int, exportable: bool) -> dict[str, Any]:
+        if exportable:
+            raise self._unsupported("create_fence", "export_fence")
+        return {"value": value, "points": []}
+
+    def _destroy_fence(self, vf: dict[str, Any]) -> None:
+        for _, event in vf["points"]:
+            event.close()
+        vf["points"].clear()
+
+    def _fence_value(self, vf: dict[str, Any]) -> int:
+        points = vf["points"]
+        while points and points[0][1].query():  # points are in signal order, and each queue runs in order
+            value, event = points.pop(0)
+            vf["value"] = max(vf["value"], value)
+            event.close()
+        return int(vf["value"])
+
+    def _fence_wait(self, vf: dict[str, Any], value: int, seconds: float | None) -> bool:
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while self._fence_value(vf) < value:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL)
+        return True
+
+    def _signal(self, vq: Any, vf: dict[str, Any], value: int) -> None:
+        vf["points"].append((value, self.hip.event().record(None if vq is None else vq["stream"])))
+
+    def _wait_fence(self, vq: Any, vf: dict[str, Any], value: int) -> None:
+        if self._fence_value(vf) >= value:
+            return
+        event = next(e for v, e in vf["points"] if v >= value)  # the kit refuses a value nothing will signal
+        stream = None if vq is None else vq["stream"]
+        if stream is None:
+            from .binding import call
+
+            call(self.hip._hip.hipStreamWaitEvent, "hipStreamWaitEvent", self.hip._stream(None, "wait"),
+                 event._handle, 0)
+        else:
+            stream.wait(event)
+
     # -- batches (a recorded stream sequence) and timestamps -----------------------------------------------
 
     def _record(self, commands: Any, timestamps: bool) -> dict[str, Any]:
@@ -303,6 +349,8 @@ class HipComputeDevice(ComputeDeviceBase):
     def _submit(self, vq: Any, rec: dict[str, Any], waits: list[tuple[Any, int]],
                 signals: list[tuple[Any, int]]) -> int:
         stream = None if vq is None else vq["stream"]
+        for vf, value in waits:
+            self._wait_fence(vq, vf, value)
         keep: list[Any] = []
         reads: list[Any] = []
         marks: list[tuple[Event, Event]] = []
@@ -317,6 +365,8 @@ class HipComputeDevice(ComputeDeviceBase):
                 a.close()
                 b.close()
             raise
+        for vf, value in signals:
+            self._signal(vq, vf, value)
         done = self.hip.event().record(stream)
         if vq is None:
             self._submitted += 1
