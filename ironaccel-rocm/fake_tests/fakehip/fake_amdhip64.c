@@ -218,8 +218,9 @@ hipError_t hipMemcpyDtoH(void* dst, hipDeviceptr_t src, size_t n) {
     if (!dst || !find(src, n, 0)) return hipErrorInvalidValue;
     memcpy(dst, src, n); return hipSuccess;
 }
+/* Device-side copies and sets take mapped pinned host memory too, as HIP does under unified addressing. */
 hipError_t hipMemcpyDtoD(hipDeviceptr_t dst, hipDeviceptr_t src, size_t n) {
-    if (!find(dst, n, 0) || !find(src, n, 0)) return hipErrorInvalidValue;
+    if (!find(dst, n, 1) || !find(src, n, 1)) return hipErrorInvalidValue;
     memmove(dst, src, n); return hipSuccess;
 }
 hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t dst, void* src, size_t n, hipStream_t s) {
@@ -236,7 +237,7 @@ hipError_t hipMemsetD8(hipDeviceptr_t dst, unsigned char v, size_t n) {
     memset(dst, v, n); return hipSuccess;
 }
 hipError_t hipMemsetD32(hipDeviceptr_t dst, int v, size_t n) {
-    if (n > SIZE_MAX / 4 || !find(dst, n * 4, 0)) return hipErrorInvalidValue;
+    if (n > SIZE_MAX / 4 || !find(dst, n * 4, 1)) return hipErrorInvalidValue;
     for (size_t i = 0; i < n; i++) memcpy((char*)dst + 4 * i, &v, 4);
     return hipSuccess;
 }

@@ -40,7 +40,7 @@ from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType
 
 from .binding import BACKEND
 from .compiler import Program as HiprtcProgram
-from .device import DeviceMemory, Event, Function, HipDevice, Module, Stream
+from .device import DeviceMemory, Event, Function, HipDevice, Module, PinnedMemory, Stream
 from .launch import Packed
 
 __all__ = ["HipComputeDevice"]
@@ -87,7 +87,12 @@ class HipComputeDevice(ComputeDeviceBase):
     submission_type = HipSubmission
     buffer_limit_name = "the device's memory"
     group_limit_name = "HIP's grid limits"
-    execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params"})
+    execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params", "map",
+                                    "dlpack"})
+    #: "host" memory is hipHostMalloc'd: mapped for its life and bindable (kernels reach it by unified addressing);
+    #: DLPack exports it as kDLCPU (the kit's rule); device memory has no DLPack export here (no kDLROCM yet).
+    supported_memory = ("device", "host")
+    bindable_memory = ("device", "host")
     #: Streams one device may have besides the null stream (a bound on what a caller can leak).
     MAX_QUEUES = 64
 
@@ -117,14 +122,45 @@ class HipComputeDevice(ComputeDeviceBase):
                 raise
         return memory
 
-    def _free_buffer(self, handle: DeviceMemory) -> None:
-        handle.close()  # hipFree waits for the work that uses it
+    def _free_buffer(self, handle: DeviceMemory | PinnedMemory) -> None:
+        handle.close()  # hipFree / hipHostFree wait for the work that uses it
 
-    def _write(self, handle: DeviceMemory, data: np.ndarray) -> None:
-        handle.copy_from(data)  # hipMemcpyHtoD on the null stream: after earlier work
+    def _write(self, handle: DeviceMemory | PinnedMemory, data: np.ndarray) -> None:
+        if isinstance(handle, PinnedMemory):
+            self.hip.synchronize()  # host memory: after the work queued before
+            handle.array[: data.size] = data
+        else:
+            handle.copy_from(data)  # hipMemcpyHtoD on the null stream: after earlier work
 
-    def _read(self, handle: DeviceMemory, out: np.ndarray) -> None:
-        handle.copy_to(out)
+    def _read(self, handle: DeviceMemory | PinnedMemory, out: np.ndarray) -> None:
+        if isinstance(handle, PinnedMemory):
+            self.hip.synchronize()
+            out[:] = handle.array[: out.size]
+        else:
+            handle.copy_to(out)
+
+    def _create_memory(self, nbytes: int, dtype: DType, memory: str, exportable: bool) -> Any:
+        if exportable:
+            raise self._unsupported("alloc", "export_memory")
+        return self.hip.pinned(nbytes) if memory == "host" else self.hip.alloc(nbytes)
+
+    def _memory_of(self, handle: Any) -> tuple[bool, bool]:
+        pinned = isinstance(handle, PinnedMemory)
+        return pinned, pinned
+
+    def _map(self, handle: PinnedMemory, write: bool) -> int:
+        self.hip.synchronize()  # the host sees what queued work wrote
+        return handle.ptr
+
+    def _unsupported_reason(self, feature: str) -> str:
+        why = {
+            "constants": "HIP C++ has no specialization constants (hipRTC takes -D defines in the code itself)",
+            "export_memory": "HIP shares memory by hipIpcGetMemHandle, not by fd; not written yet",
+            "import_memory": "importing fds needs hipImportExternalMemory; not written yet",
+            "export_fence": "fences here are hipEvent timelines, which no fd carries",
+            "import_fence": "importing fds needs hipImportExternalSemaphore; not written yet",
+        }
+        return why.get(feature, super()._unsupported_reason(feature))
 
     # -- programs ----------------------------------------------------------------------------------------
 

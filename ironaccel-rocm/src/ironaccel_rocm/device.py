@@ -258,6 +258,11 @@ class PinnedMemory(_Owned):
         self._array = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(self._handle))
 
     @property
+    def ptr(self) -> int:
+        """The address; kernels take it as a device pointer (hipHostMalloc memory is mapped, unified addressing)."""
+        return int(self._live("PinnedMemory.ptr"))
+
+    @property
     def array(self) -> np.ndarray:
         if self._handle is None:
             raise ClosedError(BACKEND, "PinnedMemory.array", self._what)
