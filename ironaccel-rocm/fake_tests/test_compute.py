@@ -24,6 +24,14 @@ extern "C" __global__ void scale_offset(const float* x, float* y, float a, float
     if (i < n) y[i] = a * x[i] + pair.x - pair.y * (float)k;
 }
 """
+CONSTANTS = r"""
+__constant__ float SCALE = 1.0f;
+__constant__ int BIAS = 0;
+extern "C" __global__ void scale_offset(const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * SCALE + (float)BIAS;
+}
+"""
 SAXPY = r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -39,6 +47,7 @@ class TestHipCompute(ComputeDeviceConformance, ExecutionConformance):
     entry = "scale_offset"
     declares_element_types = False
     typed_params_code = TYPED_PARAMS
+    constants_code = CONSTANTS
 
     def open_device(self):
         return Backend().compute(0)

@@ -93,6 +93,11 @@ def test_saxpy_through_a_real_code_object(dev, code: bytes) -> None:
         np.testing.assert_allclose(out, np.float32(3.0) * x + y, rtol=1e-6)
         ptr, size = module.global_("scale")
         assert ptr and size == 4
+        from hip import hip
+
+        value = np.zeros(1, np.float32)
+        assert hip.hipMemcpyDtoH(value.ctypes.data, ptr, 4)[0] == 0
+        assert value[0] == 2.0  # the initial value the code object holds
 
 
 def test_wrong_kernel_arguments(dev, code: bytes) -> None:

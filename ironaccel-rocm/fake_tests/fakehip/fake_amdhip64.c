@@ -25,8 +25,10 @@
 struct ihipStream_t { uint32_t magic; int device; int priority; struct ihipStream_t* next; };
 struct ihipEvent_t { uint32_t magic; int device; int recorded; double ms; struct ihipEvent_t* next; };
 struct ihipModuleSymbol_t { uint32_t magic; int kind; uint32_t kernarg; struct ihipModule_t* module; };
+#define MAX_GLOBALS 8
+struct global { char name[64]; unsigned char* ptr; size_t size; };
 struct ihipModule_t { uint32_t magic; int device; struct ihipModuleSymbol_t funcs[8]; int nfuncs;
-                      unsigned char* global; size_t global_size; struct ihipModule_t* next; };
+                      struct global globals[MAX_GLOBALS]; int nglobals; struct ihipModule_t* next; };
 struct alloc { char* base; size_t size; int device; int host; struct alloc* next; };
 
 static int current;
@@ -38,6 +40,8 @@ static struct alloc* allocs;
 /* A scale_offset whose kernel descriptor says a kernarg segment this large is the typed-params one: 40 bytes
  * for (x, y, a, float2 pair, n, k) against 28 for (x, y, a, b, n), as hipRTC 5.2 lays them out. */
 #define TYPED_KERNARG 40
+/* ... and 20 bytes, (x, y, n), is the one whose SCALE and BIAS are __constant__ globals. */
+#define CONSTANTS_KERNARG 20
 enum { K_SCALE_OFFSET = 1, K_SAXPY = 2, K_FILL = 3 };
 static const char* kernel_names[] = {"", "scale_offset", "saxpy", "fill"};
 
@@ -294,6 +298,39 @@ static uint32_t kernarg_size(const unsigned char* image, size_t size, const char
     return 0;
 }
 
+/* Each data object of the code object (STT_OBJECT, up to 64 bytes) becomes device memory holding its
+ * initial bytes, for hipModuleGetGlobal and for the kernels that read globals. */
+static void load_globals(struct ihipModule_t* m, const unsigned char* image, size_t size) {
+    const Elf64_Ehdr* eh = (const Elf64_Ehdr*)image;
+    const Elf64_Shdr* sh = (const Elf64_Shdr*)(image + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
+        const Elf64_Shdr* strs = &sh[sh[i].sh_link];
+        const Elf64_Sym* sym = (const Elf64_Sym*)(image + sh[i].sh_offset);
+        for (size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym) && m->nglobals < MAX_GLOBALS; j++) {
+            if (ELF64_ST_TYPE(sym[j].st_info) != STT_OBJECT || sym[j].st_size == 0 || sym[j].st_size > 64 ||
+                sym[j].st_shndx == SHN_UNDEF || sym[j].st_shndx >= eh->e_shnum || sym[j].st_name >= strs->sh_size)
+                continue;
+            const char* name = (const char*)image + strs->sh_offset + sym[j].st_name;
+            const Elf64_Shdr* sec = &sh[sym[j].st_shndx];
+            struct global* g = &m->globals[m->nglobals];
+            if (strnlen(name, sizeof g->name) >= sizeof g->name) continue;
+            g->ptr = add_alloc(sym[j].st_size, 0);
+            if (!g->ptr) continue;
+            strcpy(g->name, name);
+            g->size = sym[j].st_size;
+            size_t off = sec->sh_offset + (sym[j].st_value - sec->sh_addr);
+            if (sec->sh_type == SHT_PROGBITS && off + g->size <= size) memcpy(g->ptr, image + off, g->size);
+            m->nglobals++;
+        }
+    }
+}
+
+static struct global* global_of(struct ihipModule_t* m, const char* name) {
+    for (int i = 0; i < m->nglobals; i++) if (strcmp(m->globals[i].name, name) == 0) return &m->globals[i];
+    return NULL;
+}
+
 hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
     if (!module || !image) return hipErrorInvalidValue;
     const unsigned char* p = image;
@@ -311,9 +348,7 @@ hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
             m->funcs[m->nfuncs].module = m; m->funcs[m->nfuncs].kernarg = kernarg_size(p, size, kernel_names[k]);
             m->nfuncs++;
         }
-    if (elf_has_symbol(p, size, "scale")) {
-        m->global_size = 4; m->global = add_alloc(4, 0);
-    }
+    load_globals(m, p, size);
     m->next = modules; modules = m; *module = m;
     return hipSuccess;
 }
@@ -324,7 +359,8 @@ static struct ihipModule_t* module_of(hipModule_t m) {
 hipError_t hipModuleUnload(hipModule_t m) {
     for (struct ihipModule_t** pp = &modules; *pp; pp = &(*pp)->next)
         if (*pp == m) {
-            *pp = m->next; if (m->global) drop_alloc(m->global, 0);
+            *pp = m->next;
+            for (int i = 0; i < m->nglobals; i++) drop_alloc(m->globals[i].ptr, 0);
             m->magic = 0; free(m); return hipSuccess;
         }
     return hipErrorInvalidHandle;
@@ -341,9 +377,10 @@ hipError_t hipModuleGetGlobal(hipDeviceptr_t* dptr, size_t* bytes, hipModule_t m
     struct ihipModule_t* mod = module_of(m);
     if (!name) return hipErrorInvalidValue;
     if (!mod) return hipErrorInvalidHandle;
-    if (!mod->global || strcmp(name, "scale") != 0) return hipErrorNotFound;
-    if (dptr) *dptr = mod->global;
-    if (bytes) *bytes = mod->global_size;
+    struct global* g = global_of(mod, name);
+    if (!g) return hipErrorNotFound;
+    if (dptr) *dptr = g->ptr;
+    if (bytes) *bytes = g->size;
     return hipSuccess;
 }
 
@@ -367,6 +404,16 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
         size_t m = n < threads ? n : threads;
         if (!find(x, m * 4, 1) || !find(y, m * 4, 1)) return hipErrorIllegalAddress;
         for (size_t i = 0; i < m; i++) y[i] = a * x[i] + pair[0] - pair[1] * (float)k;
+    } else if (f->kind == K_SCALE_OFFSET && f->kernarg == CONSTANTS_KERNARG) {
+        /* the constants variant: (const float* x, float* y, unsigned n), y = x * SCALE + BIAS (module globals) */
+        float* x = *(float**)params[0]; float* y = *(float**)params[1]; unsigned n = *(unsigned*)params[2];
+        struct global *scale = global_of(f->module, "SCALE"), *bias = global_of(f->module, "BIAS");
+        if (!scale || !bias) return hipErrorLaunchFailure;
+        float sc; int bi;
+        memcpy(&sc, scale->ptr, 4); memcpy(&bi, bias->ptr, 4);
+        size_t m = n < threads ? n : threads;
+        if (!find(x, m * 4, 1) || !find(y, m * 4, 1)) return hipErrorIllegalAddress;
+        for (size_t i = 0; i < m; i++) y[i] = x[i] * sc + (float)bi;
     } else if (f->kind == K_SCALE_OFFSET) { /* (const float* x, float* y, float a, float b, unsigned n) */
         float* x = *(float**)params[0]; float* y = *(float**)params[1];
         float a = *(float*)params[2], b = *(float*)params[3]; unsigned n = *(unsigned*)params[4];

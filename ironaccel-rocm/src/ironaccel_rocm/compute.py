@@ -11,7 +11,9 @@ commands are kept and replayed onto the queue's stream at each submit (launches,
 hipMemsetD32Async), so re-bound buffers and params need no re-recording.  HIP graphs would be the other
 choice; ROCm 5.2's graph API lacks kernel-node parameter updates for module kernels (hipGraphExecKernelNode-
 SetParams takes hipKernelNodeParams with a host function pointer), so a replay is what re-binds honestly.
-"timestamps" are a hipEvent pair around each command, read with hipEventElapsedTime.  "fences" are
+"constants" are ``__constant__`` globals with an initializer (``__constant__ float SCALE = 1.0f;``): read from
+the source, and a pipeline with constants loads its own module and writes their values there
+(hipModuleGetGlobal + hipMemcpyHtoD) before any launch.  "timestamps" are a hipEvent pair around each command, read with hipEventElapsedTime.  "fences" are
 timelines of hipEvents: HIP has no timeline semaphore of its own, so a fence keeps (value, event) points, a
 signal records an event on the queue's stream, a device-side wait is hipStreamWaitEvent on the first point
 that reaches the value, and the value is the highest point whose event has completed (hipEventQuery).
@@ -20,6 +22,7 @@ that reaches the value, and the value is the highest point whose event has compl
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from typing import Any
 
@@ -34,7 +37,7 @@ from ironaccel.compute import (
     Submission,
     pack_params,
 )
-from ironaccel.compute.params import c_params
+from ironaccel.compute.params import ConstantInfo, c_params
 from ironaccel.errors import InvalidArgument
 from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType
 
@@ -48,6 +51,43 @@ __all__ = ["HipComputeDevice"]
 #: HIP's grid limits: x up to 2**31 - 1 blocks, y and z 65535.
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 _POLL = 50e-6
+
+
+_C_CONSTANT_TYPES = {"float": DType.FLOAT32, "double": DType.FLOAT64, "int": DType.INT32,
+                     "unsigned": DType.UINT32, "unsigned int": DType.UINT32, "bool": DType.BOOL,
+                     "long long": DType.INT64, "unsigned long long": DType.UINT64}
+_C_CONSTANT = re.compile(r"__constant__\s+(?:const\s+)?(unsigned long long|long long|unsigned int|unsigned|int|float|"
+                         r"double|bool)\s+(\w+)\s*=\s*([^;]+);")
+
+
+def hip_constants(code: str) -> list[ConstantInfo]:
+    """The ``__constant__ <scalar> NAME = default;`` declarations of HIP C++ source, as specialization constants."""
+    out = []
+    for kind, name, default in _C_CONSTANT.findall(code):
+        text = default.strip().rstrip("fFuUlL")
+        try:
+            value: Any = (text == "true") if kind == "bool" else float(text) if "." in text or "e" in text.lower() \
+                else int(text, 0)
+        except ValueError:
+            value = None
+        out.append(ConstantInfo(name, None, _C_CONSTANT_TYPES[kind], value))
+    return out
+
+
+def _constant_bytes(info: ConstantInfo, value: Any) -> bytes:
+    """`value` as the bytes of constant `info`'s type; InvalidArgument for a value of another kind."""
+    dtype = info.dtype
+    assert dtype is not None
+    kind = np.dtype(dtype.numpy).kind
+    ok = (type(value) is bool) if kind == "b" else (type(value) in (int, float) if kind == "f"
+                                                    else type(value) is int)
+    if not ok:
+        raise InvalidArgument(BACKEND, "pipeline", detail=f"constant {info.name!r} is {dtype.value}, got {value!r}")
+    try:
+        return np.array(value, dtype.numpy).tobytes()
+    except OverflowError:
+        raise InvalidArgument(BACKEND, "pipeline", detail=f"constant {info.name!r} = {value!r} does not fit "
+                              f"{dtype.value}") from None
 
 
 class HipBuffer(BufferHandle):
@@ -88,7 +128,7 @@ class HipComputeDevice(ComputeDeviceBase):
     buffer_limit_name = "the device's memory"
     group_limit_name = "HIP's grid limits"
     execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params", "map",
-                                    "dlpack"})
+                                    "dlpack", "constants"})
     #: "host" memory is hipHostMalloc'd: mapped for its life and bindable (kernels reach it by unified addressing);
     #: DLPack exports it as kDLCPU (the kit's rule); device memory has no DLPack export here (no kDLROCM yet).
     supported_memory = ("device", "host")
@@ -154,7 +194,6 @@ class HipComputeDevice(ComputeDeviceBase):
 
     def _unsupported_reason(self, feature: str) -> str:
         why = {
-            "constants": "HIP C++ has no specialization constants (hipRTC takes -D defines in the code itself)",
             "export_memory": "HIP shares memory by hipIpcGetMemHandle, not by fd; not written yet",
             "import_memory": "importing fds needs hipImportExternalMemory; not written yet",
             "export_fence": "fences here are hipEvent timelines, which no fd carries",
@@ -173,8 +212,15 @@ class HipComputeDevice(ComputeDeviceBase):
         """hipRTC for the device's target, then hipModuleLoadData; the kernel's arguments (from the code object)
         must be `buffers` pointers then `params` 32-bit values, or (params None) the block `c_params` reads
         from the source, each member where the code object puts it."""
-        if constants:
-            raise self._unsupported("pipeline", "constants")
+        declared = {c.name: c for c in hip_constants(code)}
+        values = {}
+        for name, value in constants.items():
+            info = declared.get(str(name))
+            if info is None:
+                raise InvalidArgument(BACKEND, "pipeline", detail=(
+                    f"the code declares no __constant__ {name!r} with an initializer (it has "
+                    f"{', '.join(declared) or 'none'})"))
+            values[info.name] = _constant_bytes(info, value)
         block = c_params(code, entry, buffers) if params is None else None
         if params is None and block is None:
             raise InvalidArgument(BACKEND, "pipeline", detail=(
@@ -183,6 +229,14 @@ class HipComputeDevice(ComputeDeviceBase):
         image = HiprtcProgram(code).compile(arch=self.arch)
         module = self.hip.load_module(bytes(image))
         try:
+            for name, raw in values.items():
+                ptr, size = module.global_(name)
+                if size != len(raw):
+                    raise InvalidArgument(BACKEND, "pipeline", detail=f"constant {name!r} is {size} bytes in the "
+                                          f"code object, {len(raw)} as read from the source")
+                from .binding import call
+
+                call(self.hip._hip.hipMemcpyHtoD, "hipMemcpyHtoD", ptr, raw, size)
             function = module.function(entry)
             layout = function.layout or ()
             count = len(block.fields) if block is not None else int(params or 0)
@@ -204,7 +258,7 @@ class HipComputeDevice(ComputeDeviceBase):
             module.close()
             raise
         program = HipProgram(module, function, buffers, count)
-        program.interface = Interface.of(buffers, [], block, [])
+        program.interface = Interface.of(buffers, [], block, list(declared.values()))
         program.base = layout[buffers].offset if block is not None and count else 0
         return program
 
