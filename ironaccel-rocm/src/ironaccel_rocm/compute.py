@@ -6,17 +6,22 @@ device's gcnArchName and loaded with hipModuleLoadData (a pipeline is a hipRTC p
 metadata when the pipeline is made.  A dispatch is hipModuleLaunchKernel with the pipeline's workgroup size
 (`program.workgroup_size`, set by the kit) as the block; its serial is an event recorded after it.
 
-Execution model: "queues" are HIP streams (with priority).  A "batch" is a recorded stream sequence: its
-commands are kept and replayed onto the queue's stream at each submit (launches, hipMemcpy*Async,
-hipMemsetD32Async), so re-bound buffers and params need no re-recording.  HIP graphs would be the other
-choice; ROCm 5.2's graph API lacks kernel-node parameter updates for module kernels (hipGraphExecKernelNode-
-SetParams takes hipKernelNodeParams with a host function pointer), so a replay is what re-binds honestly.
-"constants" are ``__constant__`` globals with an initializer (``__constant__ float SCALE = 1.0f;``): read from
-the source, and a pipeline with constants loads its own module and writes their values there
-(hipModuleGetGlobal + hipMemcpyHtoD) before any launch.  "timestamps" are a hipEvent pair around each command, read with hipEventElapsedTime.  "fences" are
-timelines of hipEvents: HIP has no timeline semaphore of its own, so a fence keeps (value, event) points, a
-signal records an event on the queue's stream, a device-side wait is hipStreamWaitEvent on the first point
-that reaches the value, and the value is the highest point whose event has completed (hipEventQuery).
+Execution model, each feature on the HIP mechanism that has it:
+
+* queues: HIP streams (with priority);
+* fences: timelines of hipEvents -- HIP has no timeline semaphore of its own, so a fence keeps (value, event)
+  points; a signal records an event on the queue's stream, a device-side wait is hipStreamWaitEvent on the
+  first point that reaches the value, and the value is the highest point whose event completed;
+* batches: a recorded stream sequence, replayed onto the queue's stream at each submit (launches,
+  hipMemcpy*Async, hipMemsetD32Async), so re-bound buffers and params need no re-recording.  HIP graphs were
+  the other choice; ROCm 5.2's hipGraphExecKernelNodeSetParams takes a host function pointer, not a module
+  kernel, so a graph could not re-bind a hipModuleLaunchKernel node;
+* timestamps: a hipEvent pair around each command of a batch, read with hipEventElapsedTime;
+* typed params: the kernel's C signature (`c_params`), each member checked against the code object;
+* constants: ``__constant__`` scalars with an initializer (``__constant__ float SCALE = 1.0f;``), read from
+  the source; a pipeline with constants loads its own module and writes them (hipModuleGetGlobal +
+  hipMemcpyHtoD) before any launch;
+* map and "host" memory: hipHostMalloc (mapped for its life, bindable); DLPack as kDLCPU by the kit's rule.
 """
 
 from __future__ import annotations
