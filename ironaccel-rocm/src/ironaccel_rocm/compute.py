@@ -13,9 +13,10 @@ Execution model, each feature on the HIP mechanism that has it:
   points; a signal records an event on the queue's stream, a device-side wait is hipStreamWaitEvent on the
   first point that reaches the value, and the value is the highest point whose event completed;
 * batches: a recorded stream sequence, replayed onto the queue's stream at each submit (launches,
-  hipMemcpy*Async, hipMemsetD32Async), so re-bound buffers and params need no re-recording.  HIP graphs were
-  the other choice; ROCm 5.2's hipGraphExecKernelNodeSetParams takes a host function pointer, not a module
-  kernel, so a graph could not re-bind a hipModuleLaunchKernel node;
+  hipMemcpy*Async, hipMemsetD32Async), so re-bound buffers and params need no re-recording and nothing
+  beyond the calls a plain launch makes is needed.  A HIP graph (stream capture, hipGraphInstantiate,
+  hipGraphLaunch) would cut the CPU cost per submit on hardware; it is untried here (no AMD GPU), and
+  re-binding would then need hipGraphExecKernelNodeSetParams per changed node;
 * timestamps: a hipEvent pair around each command of a batch, read with hipEventElapsedTime;
 * typed params: the kernel's C signature (`c_params`), each member checked against the code object;
 * constants: ``__constant__`` scalars with an initializer (``__constant__ float SCALE = 1.0f;``), read from
