@@ -169,3 +169,41 @@ def test_closed_objects_and_another_device(backend: Backend, code: bytes) -> Non
         mem_b.close()
     with pytest.raises(ClosedError):
         a.alloc(16)
+
+
+def _live() -> int:
+    import ctypes
+    import os
+
+    return int(ctypes.CDLL(os.path.join(os.environ["ROCM_PATH"], "lib", "libamdhip64.so")).fakehip_live())
+
+
+def test_close_frees_everything_the_device_made(backend: Backend, code: bytes) -> None:
+    before = _live()
+    dev = backend.open(0)
+    s = dev.stream()
+    dev.alloc(64, stream=s)
+    dev.alloc(64)
+    dev.pinned(64)
+    dev.event().record(s)
+    dev.load_module(code).function("saxpy")
+    assert _live() > before
+    dev.close()
+    assert _live() == before
+    dev.close()
+
+
+def test_compute_device_leaves_nothing(code: bytes) -> None:
+    before = _live()
+    with Backend().compute(0) as dev:
+        x = dev.upload(np.ones(64, np.float32))
+        y = dev.alloc(64, "float32", memory="host")
+        pipe = dev.pipeline(SOURCE, "scale_offset", buffers=2, params=3)
+        q = dev.create_queue()
+        q.dispatch(pipe, [x, y], 1, (np.float32(1), np.float32(0), np.uint32(64)))
+        f = dev.create_fence()
+        q.signal(f, 1)
+        batch = dev.batch(timestamps=True)
+        batch.dispatch(pipe, [x, y], 1, (np.float32(1), np.float32(0), np.uint32(64)))
+        dev.submit(batch)
+    assert _live() == before

@@ -435,5 +435,16 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
     return hipSuccess;
 }
 
+/* For the tests: how many allocations, streams, events and modules are alive (nothing leaked: 0). */
+int fakehip_live(void);
+int fakehip_live(void) {
+    int n = 0;
+    for (struct alloc* a = allocs; a; a = a->next) n++;
+    for (struct ihipStream_t* p = streams; p; p = p->next) n++;
+    for (struct ihipEvent_t* p = events; p; p = p->next) n++;
+    for (struct ihipModule_t* p = modules; p; p = p->next) n += 1 - p->nglobals;  /* globals die with it */
+    return n;
+}
+
 const char* hipGetErrorName(hipError_t e) { return e == hipSuccess ? "hipSuccess" : "hipErrorFake"; }
 const char* hipGetErrorString(hipError_t e) { return hipGetErrorName(e); }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -48,6 +49,7 @@ class _Owned:
 
     def __init__(self, device: HipDevice):
         self.device = device
+        device._objects.add(self)
 
     @property
     def closed(self) -> bool:
@@ -72,6 +74,14 @@ class _Owned:
 
     def __exit__(self, *exc: object) -> None:
         self.close()  # type: ignore[attr-defined]
+
+    def __del__(self) -> None:
+        """A dropped object frees its HIP handle (the device's close() frees what is still alive)."""
+        if getattr(self, "_handle", None) is not None:
+            try:
+                self.close()  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 -- at interpreter exit the runtime may be gone
+                pass
 
 
 class Stream(_Owned):
@@ -359,6 +369,8 @@ class HipDevice:
         self._hip = hip
         self._closed = False
         self._lock = threading.Lock()
+        #: What this device made and has not closed: close() frees it (modules last, streams after memory).
+        self._objects: weakref.WeakSet[_Owned] = weakref.WeakSet()
         self._select("hipSetDevice")
 
     @property
@@ -412,7 +424,17 @@ class HipDevice:
         return Module(self, image)
 
     def close(self) -> None:
-        """Forget the device; closing twice is a no-op.  The primary context stays with the runtime."""
+        """Free what it made (events, memory, then streams and modules) and forget the device; twice is a no-op.
+        The primary context stays with the runtime."""
+        if self._closed:
+            return
+        order = (Event, DeviceMemory, PinnedMemory, Stream, Module)
+        for kind in order:
+            for obj in [o for o in list(self._objects) if isinstance(o, kind)]:
+                try:
+                    obj.close()  # type: ignore[attr-defined]
+                except Exception:  # noqa: BLE001 -- a failing free must not keep the rest alive
+                    pass
         self._closed = True
 
     def __enter__(self) -> HipDevice:
