@@ -80,7 +80,7 @@ class _Owned:
         if getattr(self, "_handle", None) is not None:
             try:
                 self.close()  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 -- at interpreter exit the runtime may be gone
+            except Exception:  # at interpreter exit the runtime may be gone
                 pass
 
 
@@ -433,7 +433,7 @@ class HipDevice:
             for obj in [o for o in list(self._objects) if isinstance(o, kind)]:
                 try:
                     obj.close()  # type: ignore[attr-defined]
-                except Exception:  # noqa: BLE001 -- a failing free must not keep the rest alive
+                except Exception:  # a failing free must not keep the rest alive
                     pass
         self._closed = True
 
