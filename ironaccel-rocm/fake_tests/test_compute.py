@@ -45,7 +45,6 @@ class TestHipCompute(ComputeDeviceConformance, ExecutionConformance):
     scale_offset_code = SCALE_OFFSET
     broken_code = BROKEN
     entry = "scale_offset"
-    declares_element_types = False
     typed_params_code = TYPED_PARAMS
     constants_code = CONSTANTS
 

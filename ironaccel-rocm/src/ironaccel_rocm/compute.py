@@ -18,6 +18,7 @@ Execution model, each feature on the HIP mechanism that has it:
   hipGraphLaunch) would cut the CPU cost per submit on hardware; it is untried here (no AMD GPU), and
   re-binding would then need hipGraphExecKernelNodeSetParams per changed node;
 * timestamps: a hipEvent pair around each command of a batch, read with hipEventElapsedTime;
+* element types and read-only bindings: the pointer arguments' types (``const float*`` is read-only);
 * typed params: the kernel's C signature (`c_params`), each member checked against the code object;
 * constants: ``__constant__`` scalars with an initializer (``__constant__ float SCALE = 1.0f;``), read from
   the source; a pipeline with constants loads its own module and writes them (hipModuleGetGlobal +
@@ -44,6 +45,7 @@ from ironaccel.compute import (
     pack_params,
 )
 from ironaccel.compute.params import ConstantInfo, c_params
+from ironaccel.compute.shaders import StorageBinding
 from ironaccel.errors import InvalidArgument
 from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType
 
@@ -80,6 +82,32 @@ def hip_constants(code: str) -> list[ConstantInfo]:
     return out
 
 
+_KERNEL = r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+{name}\s*\(([^)]*)\)"
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_POINTER = re.compile(r"(const\s+)?((?:unsigned\s+|signed\s+)?(?:long long|int|short|char)|unsigned|float|double|"
+                      r"__half|half|bool)\s*(const\s*)?\*\s*(?:__restrict__\s*)?(\w*)")
+_POINTEE = {"float": DType.FLOAT32, "double": DType.FLOAT64, "int": DType.INT32, "signed int": DType.INT32,
+            "unsigned": DType.UINT32, "unsigned int": DType.UINT32, "short": DType.INT16,
+            "unsigned short": DType.UINT16, "char": DType.INT8, "signed char": DType.INT8,
+            "unsigned char": DType.UINT8, "long long": DType.INT64, "unsigned long long": DType.UINT64,
+            "__half": DType.FLOAT16, "half": DType.FLOAT16, "bool": DType.BOOL}
+
+
+def pointer_bindings(code: str, entry: str, buffers: int) -> list[StorageBinding]:
+    """The element type and writability (``const T*`` is read-only) of the kernel's first `buffers` pointer
+    arguments, where the source states them plainly; [] where it does not (templates, macros, typedefs)."""
+    match = re.search(_KERNEL.format(name=re.escape(entry)), _COMMENTS.sub(" ", code))
+    if not match:
+        return []
+    out = []
+    for index, arg in enumerate(a.strip() for a in match.group(1).split(",")[:buffers]):
+        found = _POINTER.fullmatch(" ".join(arg.split()))
+        if found:
+            kind = " ".join(found.group(2).split())
+            out.append(StorageBinding(index, _POINTEE.get(kind), not found.group(1), found.group(4)))
+    return out
+
+
 def _constant_bytes(info: ConstantInfo, value: Any) -> bytes:
     """`value` as the bytes of constant `info`'s type; InvalidArgument for a value of another kind."""
     dtype = info.dtype
@@ -112,7 +140,7 @@ class HipProgram(Program):
     """A loaded module and its kernel (one hipRTC compile), shared by the pipelines with its key."""
 
     def __init__(self, module: Module, function: Function, buffers: int, params: int):
-        super().__init__(buffers, params, Interface.unknown(buffers))
+        super().__init__(buffers, params)
         self.module, self.function = module, function
         #: Where the first by-value argument starts in the kernel's arguments (a typed block's offset 0).
         self.base = 0
@@ -264,7 +292,8 @@ class HipComputeDevice(ComputeDeviceBase):
             module.close()
             raise
         program = HipProgram(module, function, buffers, count)
-        program.interface = Interface.of(buffers, [], block, list(declared.values()))
+        program.interface = Interface.of(buffers, pointer_bindings(code, entry, buffers), block,
+                                         list(declared.values()))
         program.base = layout[buffers].offset if block is not None and count else 0
         return program
 
