@@ -83,6 +83,8 @@ def call(fn: Callable[..., Any], op: str, *args: Any) -> Any:
     except RuntimeError as exc:  # hip-python could not dlopen libamdhip64 or find the symbol
         raise NotAvailable(BACKEND, f"hip-python could not load the HIP runtime for {op}: {exc}",
                            fix=FIX_RUNTIME, library="libamdhip64.so") from exc
+    except (TypeError, ValueError, OverflowError) as exc:  # hip-python refused an argument before calling HIP
+        raise InvalidArgument(BACKEND, op, detail=f"hip-python refused the arguments: {exc}") from None
     if not isinstance(result, tuple):
         result = (result,)
     err, values = result[0], result[1:]
