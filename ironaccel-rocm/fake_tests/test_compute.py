@@ -33,7 +33,7 @@ extern "C" __global__ void scale_offset(const float* x, float* y, unsigned n) {
 }
 """
 SAXPY = r"""
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+extern "C" __global__ void saxpy(const float* x, float* y, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i] + y[i];
 }
@@ -53,13 +53,13 @@ class TestHipCompute(ComputeDeviceConformance, ExecutionConformance):
 
 
 def test_saxpy_gives_numpys_answer() -> None:
-    """saxpy needs the scalar first: a pipeline with buffers first cannot take it, so this one is (x, y) + params
-    through the HipDevice API and the kit's scale_offset through the ComputeDevice; both against numpy."""
+    """y = a * x + y through the ComputeDevice (hipRTC, module load, launch) against numpy."""
     n = 4096
     rng = np.random.default_rng(7)
     x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     with Backend().compute(0) as dev:
         dx, dy = dev.upload(x), dev.upload(y)
-        pipe = dev.pipeline(SCALE_OFFSET, "scale_offset", buffers=2, params=3, workgroup_size=(256, 1, 1))
-        dev.dispatch(pipe, [dx, dy], (n + 255) // 256, (np.float32(2.5), np.float32(0.0), np.uint32(n))).wait()
-        np.testing.assert_allclose(dev.download(dy), np.float32(2.5) * x, rtol=1e-6)
+        pipe = dev.pipeline(SAXPY, "saxpy", buffers=2, params=2, workgroup_size=(256, 1, 1))
+        assert pipe.interface.bindings[0].writable is False and pipe.interface.bindings[1].writable
+        dev.dispatch(pipe, [dx, dy], (n + 255) // 256, (np.float32(2.5), np.int32(n))).wait()
+        np.testing.assert_allclose(dev.download(dy), np.float32(2.5) * x + y, rtol=1e-6)

@@ -14,7 +14,7 @@ extern "C" __global__ void scale_offset(const float* x, float* y, float a, float
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i] + b;
 }
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+extern "C" __global__ void saxpy(const float* x, float* y, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i] + y[i];
 }
@@ -87,7 +87,7 @@ def test_saxpy_through_a_real_code_object(dev, code: bytes) -> None:
     with dev.load_module(code) as module, dev.alloc(x.nbytes) as dx, dev.alloc(y.nbytes) as dy:
         dx.copy_from(x)
         dy.copy_from(y)
-        module.function("saxpy").launch((n + 63) // 64, 64, 3.0, dx, dy, n)
+        module.function("saxpy").launch((n + 63) // 64, 64, dx, dy, 3.0, n)
         out = np.empty_like(y)
         dy.copy_to(out)
         np.testing.assert_allclose(out, np.float32(3.0) * x + y, rtol=1e-6)

@@ -420,8 +420,8 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
         size_t m = n < threads ? n : threads;
         if (!find(x, m * 4, 1) || !find(y, m * 4, 1)) return hipErrorIllegalAddress;
         for (size_t i = 0; i < m; i++) y[i] = a * x[i] + b;
-    } else if (f->kind == K_SAXPY) { /* (float a, const float* x, float* y, int n) */
-        float a = *(float*)params[0]; float* x = *(float**)params[1]; float* y = *(float**)params[2];
+    } else if (f->kind == K_SAXPY) { /* (const float* x, float* y, float a, int n) */
+        float* x = *(float**)params[0]; float* y = *(float**)params[1]; float a = *(float*)params[2];
         int n = *(int*)params[3];
         size_t m = n < 0 ? 0 : (size_t)n < threads ? (size_t)n : threads;
         if (!find(x, m * 4, 1) || !find(y, m * 4, 1)) return hipErrorIllegalAddress;
