@@ -10,6 +10,7 @@ NotAvailable saying which step failed, with HIP's own error name, e.g.
 from __future__ import annotations
 
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ironaccel.errors import DriverError, NotAvailable
 from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal, distribution_version, loaded_library
@@ -19,6 +20,9 @@ from . import binding
 from .binding import BACKEND, call, format_version, name_of
 from .device import HipDevice
 from .properties import describe
+
+if TYPE_CHECKING:
+    from .compute import HipComputeDevice
 
 
 class Backend(ProbedBackend[tuple[ModuleType, list[DeviceDescriptor]]]):
@@ -67,6 +71,12 @@ class Backend(ProbedBackend[tuple[ModuleType, list[DeviceDescriptor]]]):
         """Select device `ordinal`; InvalidArgument if out of range."""
         hip, devices = self._state()
         return HipDevice(hip, devices[check_ordinal(BACKEND, ordinal, len(devices))])
+
+    def compute(self, ordinal: int = 0) -> HipComputeDevice:
+        """The cross-vendor ComputeDevice on device `ordinal` (the compute kit over a HipDevice it owns)."""
+        from .compute import HipComputeDevice
+
+        return HipComputeDevice(self.open(ordinal))
 
 
 def _enumerate(hip: ModuleType) -> list[DeviceDescriptor]:

@@ -39,7 +39,9 @@ def fix_no_device() -> str:
 HIP_SUCCESS = 0
 HIP_ERROR_NO_DEVICE = 100
 _OUT_OF_MEMORY = {2}  # hipErrorOutOfMemory
-_INVALID = {1, 101}  # hipErrorInvalidValue, hipErrorInvalidDevice
+#: hipErrorInvalidValue, InvalidConfiguration, InvalidSymbol, InvalidDevicePointer, InvalidDeviceFunction,
+#: InvalidDevice, InvalidImage, NoBinaryForGpu, InvalidHandle, NotFound: the caller passed something wrong.
+_INVALID = {1, 9, 13, 17, 98, 101, 200, 209, 400, 500}
 
 
 def load() -> ModuleType:
@@ -81,6 +83,8 @@ def call(fn: Callable[..., Any], op: str, *args: Any) -> Any:
     except RuntimeError as exc:  # hip-python could not dlopen libamdhip64 or find the symbol
         raise NotAvailable(BACKEND, f"hip-python could not load the HIP runtime for {op}: {exc}",
                            fix=FIX_RUNTIME, library="libamdhip64.so") from exc
+    except (TypeError, ValueError, OverflowError) as exc:  # hip-python refused an argument before calling HIP
+        raise InvalidArgument(BACKEND, op, detail=f"hip-python refused the arguments: {exc}") from None
     if not isinstance(result, tuple):
         result = (result,)
     err, values = result[0], result[1:]
