@@ -127,7 +127,7 @@ class LevelZeroDevice(ComputeDeviceBase):
         if code:
             self._lib.zeCommandListDestroy(lst)
             check(code, "zeFenceCreate")
-        return lst.value, fence.value
+        return int(lst.value or 0), int(fence.value or 0)
 
     def _execute(self, record: Any, op: str, keep: Any = None) -> int:
         """Record a command list with `record(list)`, close it and run it on the queue; the new serial."""
@@ -261,7 +261,7 @@ class LevelZeroDevice(ComputeDeviceBase):
         for i, mem in enumerate(handles):
             check(lib.zeKernelSetArgumentValue(kernel, i, 8, _c.byref(_c.c_void_p(mem.ptr))),
                   f"zeKernelSetArgumentValue(argument {i})")
-        words = _c.create_string_buffer(params, len(params)) if params else None
+        words = _c.create_string_buffer(params, max(len(params), 1))
         for j in range(len(params) // 4):
             check(lib.zeKernelSetArgumentValue(kernel, len(handles) + j, 4, _c.byref(words, 4 * j)),
                   f"zeKernelSetArgumentValue(argument {len(handles) + j})")
