@@ -33,6 +33,7 @@ EVENT_POOL_KERNEL_TIMESTAMP = 4
 EVENT_SCOPE_HOST = 4
 NOT_READY = 1
 WAIT_FOREVER = 2**64 - 1
+QUEUE_PRIORITY_NORMAL, QUEUE_PRIORITY_LOW, QUEUE_PRIORITY_HIGH = 0, 1, 2
 
 
 class _Desc(ctypes.Structure):
@@ -132,6 +133,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "zeCommandListAppendBarrier": [ptr, ptr, u32, _P(ptr)],
     "zeCommandListAppendSignalEvent": [ptr, ptr],
     "zeCommandListAppendWaitOnEvents": [ptr, u32, _P(ptr)],
+    "zeCommandListAppendEventReset": [ptr, ptr],
     "zeMemAllocDevice": [ptr, _P(DeviceMemAllocDesc), size_t, size_t, ptr, _P(ptr)],
     "zeMemAllocHost": [ptr, _P(HostMemAllocDesc), size_t, size_t, _P(ptr)],
     "zeMemAllocShared": [ptr, _P(DeviceMemAllocDesc), _P(HostMemAllocDesc), size_t, size_t, ptr, _P(ptr)],

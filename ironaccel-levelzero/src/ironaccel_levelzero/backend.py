@@ -12,7 +12,7 @@ from typing import Any
 
 from ironaccel.errors import DriverError, NotAvailable, Unsupported
 from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal
-from ironaccel.types import DeviceDescriptor
+from ironaccel.types import CapabilityFlags, DeviceDescriptor
 
 from . import api, structs
 from . import devices as devices_module
@@ -83,4 +83,6 @@ class Backend(ProbedBackend[list[DeviceDescriptor]]):
         c = info.compute
         return LevelZeroDevice(lib, driver, device, found[ordinal], max_alloc=int(info.props.maxMemAllocSize),
                                group_limits=(c.maxGroupCountX, c.maxGroupCountY, c.maxGroupCountZ),
-                               compute_ordinal=compute[0])
+                               compute_ordinal=compute[0], queue_count=int(info.queue_groups[compute[0]].numQueues),
+                               timestamps=CapabilityFlags.TIMESTAMPS in found[ordinal].capabilities,
+                               timer_ns=float(info.props.timerResolution or 1))
