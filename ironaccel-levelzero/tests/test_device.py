@@ -142,3 +142,26 @@ def test_kernel_the_fake_cannot_compute_is_a_typed_error(device, kernels_spv: by
     pipeline.close()
     x.close()
     y.close()
+
+
+def test_a_long_lived_fence_reuses_its_events(device, kernels_spv: bytes) -> None:
+    """Each signal needs an unsignalled event; reached ones are reset and reused once no queue can wait on them."""
+    pipeline = device.pipeline(kernels_spv, "scale_offset", buffers=2, params=3, workgroup_size=(64, 1, 1))
+    ones, x, y = device.upload(np.ones(64, np.float32)), device.alloc(64, "float32"), device.alloc(64, "float32")
+    other = device.create_queue()
+    fence = device.create_fence()
+    for value in range(1, 201):
+        device.queue.dispatch(pipeline, [ones, y], 1, (np.float32(value), np.float32(0), np.uint32(64)))
+        device.queue.signal(fence, value)
+        other.wait(fence, value)
+        other.dispatch(pipeline, [y, x], 1, (np.float32(1), np.float32(0), np.uint32(64)))
+        if value % 10 == 0:
+            fence.wait(value, timeout=30)
+            other.synchronize()
+    assert fence.value == 200
+    assert len(fence._vf.events.events) <= 40, len(fence._vf.events.events)
+    np.testing.assert_array_equal(device.download(x), np.full(64, 200, np.float32))
+    other.close()
+    fence.close()
+    for buf in (ones, x, y):
+        buf.close()

@@ -215,18 +215,35 @@ class Events:
 
 
 class ZeFence:
-    """A timeline fence over Level Zero events: each signalled value is an event a queue signals (kept until
-    the fence is destroyed, so a queue that waits on it later still can)."""
+    """A timeline fence over Level Zero events: each signalled value is an event a queue signals.  A reached
+    value's event is retired, and reused (zeEventHostReset) once every queue has finished the work submitted
+    before it was retired, so no queue can still be waiting on it; a long-lived fence keeps a few events."""
 
     def __init__(self, device: LevelZeroDevice, value: int):
+        self.device = device
         self.reached = value
         self.points: list[tuple[int, int]] = []
+        self.retired: list[tuple[int, list[tuple[Stream, int]]]] = []
         self.events = Events(device, False)
 
     def poll(self, lib: ctypes.CDLL) -> int:
         while self.points and lib.zeEventQueryStatus(self.points[0][1]) == 0:
-            self.reached = max(self.reached, self.points.pop(0)[0])
+            value, event = self.points.pop(0)
+            self.reached = max(self.reached, value)
+            self.retired.append((event, [(s, s.submitted) for s in self.device._all_streams()]))
         return self.reached
+
+    def take(self, lib: ctypes.CDLL) -> int:
+        """An unsignalled event: a retired one no queue can still wait on, else a new one."""
+        if self.retired:
+            for stream in self.device._all_streams():
+                stream.wait(stream.submitted, 0)  # a poll: retire the submissions that have finished
+        for i, (event, marks) in enumerate(self.retired):
+            if all(stream.completed >= serial for stream, serial in marks):
+                del self.retired[i]
+                check(lib.zeEventHostReset(event), "zeEventHostReset")
+                return event
+        return self.events.take()
 
     def event_for(self, value: int) -> int | None:
         return next((event for point, event in self.points if point >= value), None)
@@ -494,8 +511,12 @@ class LevelZeroDevice(ComputeDeviceBase):
         check(code, "zeEventHostSynchronize")
         return vf.poll(self._lib) >= value
 
+    def _all_streams(self) -> list[Stream]:
+        return [self._stream, *self._streams]
+
     def _signal(self, vq: Any, vf: ZeFence, value: int) -> None:
-        event = vf.events.take()
+        vf.poll(self._lib)
+        event = vf.take(self._lib)
         lib = self._lib
         self._ran(vq, self._on(vq).run(lambda lst: check(lib.zeCommandListAppendSignalEvent(lst, event),
                                                          "zeCommandListAppendSignalEvent")))
