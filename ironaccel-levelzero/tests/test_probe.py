@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -29,18 +31,29 @@ SYSTEM = _system_loader()
 
 @pytest.mark.skipif(SYSTEM is None, reason="the Level Zero loader is not installed (apt-get install libze1)")
 def test_loader_without_driver_reports_uninitialized(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(loader.ENV_LIBRARY, raising=False)
-    assert SYSTEM is not None
-    if SYSTEM.zeInit(0) == 0:
+    """In a child without the fake driver (this session's loader was given it through ZE_ENABLE_ALT_DRIVERS)."""
+    env = {k: v for k, v in os.environ.items() if k not in (loader.ENV_LIBRARY, "ZE_ENABLE_ALT_DRIVERS")}
+    code = textwrap.dedent("""
+        import ctypes, json
+        from ironaccel_levelzero.backend import Backend
+        if ctypes.CDLL("libze_loader.so.1").zeInit(0) == 0:
+            print(json.dumps(None))
+        else:
+            r = Backend().probe()
+            print(json.dumps([r.available, r.code, r.code_name, r.reason, r.library_path, r.fix]))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    found = json.loads(done.stdout)
+    if found is None:
         pytest.skip("a Level Zero driver is installed here")
-    result = Backend().probe()
-    assert not result.available
-    assert result.code == 0x78000001
-    assert result.code_name == "ZE_RESULT_ERROR_UNINITIALIZED"
-    assert result.reason.startswith("zeInit(0) returned ZE_RESULT_ERROR_UNINITIALIZED (0x78000001)")
-    assert result.library_path and "libze_loader" in result.library_path
-    assert result.library_path in result.reason
-    assert "driver" in result.fix
+    available, rcode, code_name, reason, library_path, fix = found
+    assert not available
+    assert rcode == 0x78000001
+    assert code_name == "ZE_RESULT_ERROR_UNINITIALIZED"
+    assert reason.startswith("zeInit(0) returned ZE_RESULT_ERROR_UNINITIALIZED (0x78000001)")
+    assert library_path and "libze_loader" in library_path
+    assert library_path in reason
+    assert "driver" in fix
 
 
 def test_missing_library_lists_the_paths(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ironaccel_levelzero import structs
+from ironaccel_levelzero import api, structs
 from ironaccel_levelzero.results import RESULT_NAMES, result_name
 
 
@@ -40,6 +40,19 @@ MIRRORS = {
     "ze_device_memory_properties_t": structs.DeviceMemoryProperties,
     "ze_command_queue_group_properties_t": structs.CommandQueueGroupProperties,
     "zel_component_version_t": structs.LoaderComponentVersion,
+    "ze_context_desc_t": api.ContextDesc,
+    "ze_command_queue_desc_t": api.CommandQueueDesc,
+    "ze_command_list_desc_t": api.CommandListDesc,
+    "ze_device_mem_alloc_desc_t": api.DeviceMemAllocDesc,
+    "ze_host_mem_alloc_desc_t": api.HostMemAllocDesc,
+    "ze_module_desc_t": api.ModuleDesc,
+    "ze_kernel_desc_t": api.KernelDesc,
+    "ze_kernel_properties_t": api.KernelProperties,
+    "ze_fence_desc_t": api.FenceDesc,
+    "ze_event_pool_desc_t": api.EventPoolDesc,
+    "ze_event_desc_t": api.EventDesc,
+    "ze_group_count_t": api.GroupCount,
+    "ze_kernel_timestamp_result_t": api.KernelTimestampResult,
 }
 
 
@@ -54,7 +67,7 @@ def test_struct_layouts_match_the_header(layout_exe) -> None:
         else:
             assert getattr(mirror, field).offset == int(value), f"{c_name}.{field}"
         checked += 1
-    assert checked >= 25
+    assert checked >= 50
 
 
 def test_new_sets_stype() -> None:

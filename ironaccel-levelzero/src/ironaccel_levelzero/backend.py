@@ -2,8 +2,8 @@
 
 Probe steps, each with its own reason: find libze_loader, zeInit(0) (the
 loader with no driver answers ZE_RESULT_ERROR_UNINITIALIZED), zeDriverGet,
-zeDeviceGet and the property queries.  Opening a device (context, command
-lists, memory, SPIR-V modules) comes in a later issue and raises Unsupported.
+zeDeviceGet and the property queries.  `open` gives a LevelZeroDevice (a
+ComputeDevice: context, command queue and lists, USM memory, SPIR-V modules).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 
 from ironaccel.errors import DriverError, NotAvailable, Unsupported
 from ironaccel.probing import ProbedBackend, ProbeFacts, check_ordinal
-from ironaccel.types import DeviceDescriptor
+from ironaccel.types import CapabilityFlags, DeviceDescriptor
 
+from . import api, structs
 from . import devices as devices_module
 from . import loader as loader_module
+from .device import LevelZeroDevice
 from .loader import BACKEND, FIX_DRIVER
 from .results import result_name
 
@@ -65,7 +67,22 @@ class Backend(ProbedBackend[list[DeviceDescriptor]]):
         return list(self._state())
 
     def open(self, ordinal: int = 0) -> Any:
-        """Not yet: InvalidArgument for a bad ordinal, else Unsupported."""
-        check_ordinal(BACKEND, ordinal, len(self._state()))
-        raise Unsupported(BACKEND, "open", "opening a Level Zero device (context, command lists, memory) "
-                          "is not implemented yet; this backend probes and enumerates")
+        """A LevelZeroDevice (ComputeDevice) on device `ordinal`, counted across drivers in driver order."""
+        found = self._state()
+        check_ordinal(BACKEND, ordinal, len(found))
+        loader = loader_module.load()
+        lib = api.declare(loader)
+        handles = [(driver, device) for driver in devices_module.drivers(loader)
+                   for device in devices_module.devices_of(loader, driver)]
+        infos = devices_module.query(loader)
+        driver, device = handles[ordinal]
+        info = infos[ordinal]
+        compute = [i for i, g in enumerate(info.queue_groups) if g.flags & structs.QUEUE_GROUP_COMPUTE]
+        if not compute:
+            raise Unsupported(BACKEND, "open", f"{found[ordinal].name} has no compute command-queue group")
+        c = info.compute
+        return LevelZeroDevice(lib, driver, device, found[ordinal], max_alloc=int(info.props.maxMemAllocSize),
+                               group_limits=(c.maxGroupCountX, c.maxGroupCountY, c.maxGroupCountZ),
+                               compute_ordinal=compute[0], queue_count=int(info.queue_groups[compute[0]].numQueues),
+                               timestamps=CapabilityFlags.TIMESTAMPS in found[ordinal].capabilities,
+                               timer_ns=float(info.props.timerResolution or 1))
