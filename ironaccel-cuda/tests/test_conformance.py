@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ironaccel.testing.conformance import BackendConformance, ComputeDeviceConformance
+from ironaccel.testing.execution import ExecutionConformance
 from ironaccel.testing.pytest_plugin import require
 
 SCALE_OFFSET = r"""
@@ -31,7 +32,7 @@ class TestCudaBackend(BackendConformance):
     vendor_modules = ("cuda.bindings", "cuda.bindings.driver", "cuda.bindings.nvrtc", "cuda.pathfinder")
 
 
-class TestCudaCompute(ComputeDeviceConformance):
+class TestCudaCompute(ComputeDeviceConformance, ExecutionConformance):
     backend_name = "cuda"
     scale_offset_code = SCALE_OFFSET
     broken_code = BROKEN

@@ -48,6 +48,7 @@ from ironaccel.compute import workgroup_size as workgroup_size_of
 
 from . import _core, _driver
 from .errors import BACKEND, closed, invalid
+from .execution import CudaExecution
 from .memory import DeviceBuf
 from .program import Program as NvrtcProgram
 
@@ -115,10 +116,16 @@ class Pipeline(PipelineHandle):
 class Submission:
     """Work handed to the device: `wait(timeout)` blocks until it is done (the kit's one timeout rule)."""
 
-    __slots__ = ("_event",)
+    __slots__ = ("_event", "_device")
 
-    def __init__(self, event: Event):
+    def __init__(self, event: Event, device: Any = None):
         self._event = event
+        self._device = device
+
+    @property
+    def queue(self) -> Any:
+        """The queue this work went to: the device's default queue (the default stream)."""
+        return self._device.queue
 
     def wait(self, timeout: float | None = None) -> None:
         wait_for(BACKEND, "cuEventSynchronize", self._block, timeout)
@@ -148,8 +155,9 @@ class _Programs:
         self.cache.clear()
 
 
-class ComputeDeviceMixin:
-    """upload / write / download / pipeline / dispatch for `Device` (synchronize and close live there).
+class ComputeDeviceMixin(CudaExecution):
+    """upload / write / download / pipeline / dispatch for `Device` (synchronize and close live there), and the
+    execution model (queues, fences, batches, timestamps: `execution.CudaExecution`).
 
     Buffers are `DeviceBuf`s (a class the hot path builds at import, so annotated `Any` here).
     """
@@ -225,11 +233,13 @@ class ComputeDeviceMixin:
         return result  # type: ignore[no-any-return]
 
     def pipeline(self, code: str | bytes | Sequence[int], entry: str = "main", *, buffers: int, params: int = 0,
-                 workgroup_size: Any = (64, 1, 1)) -> Pipeline:
+                 workgroup_size: Any = (64, 1, 1), constants: Any = None) -> Pipeline:
         """A pipeline from CUDA C++ (NVRTC to CUBIN), PTX or a module image; loaded once per (code, entry,
         buffers, params) on this handle, with the kernel's parameter count checked."""
         op = "pipeline"
         self._compute_check(op)
+        if constants:
+            raise self._unsupported(op, "constants")
         buffers = count(BACKEND, "buffers", buffers, op)
         params = count(BACKEND, "params", params, op)
         entry = entry_name(BACKEND, entry, op)
@@ -274,7 +284,14 @@ class ComputeDeviceMixin:
     def dispatch(self, pipeline: Pipeline, buffers: Sequence[Any], groups: int | tuple[int, ...],
                  params: Sequence[Any] = ()) -> Submission:
         """Queue `pipeline` over `groups` blocks; returns at once."""
-        op = "dispatch"
+        program, buffers, grid, values = self._checked(pipeline, buffers, groups, params, "dispatch")
+        self._bind_here()  # type: ignore[attr-defined]
+        program.function.launch(grid, values.block, *buffers, *values)
+        return Submission(self._state.default_stream.record(self.create_event()), self)  # type: ignore[attr-defined]
+
+    def _checked(self, pipeline: Any, buffers: Any, groups: Any, params: Any,
+                 op: str = "dispatch") -> tuple[Any, list[Any], tuple[int, int, int], Any]:
+        """(program, buffers, grid, (block, param values)): a dispatch's arguments, checked by the kit's rules."""
         self._compute_check(op)
         if type(pipeline) is not Pipeline or pipeline.device is not self:
             what = "a pipeline of another device" if isinstance(pipeline, Pipeline) else type(pipeline).__name__
@@ -288,20 +305,43 @@ class ComputeDeviceMixin:
             self._own(buf, op)
         check_bindings(BACKEND, program.interface, buffers, op)
         pack_params(BACKEND, params, program.params, op)  # the kit's rule for what a param may be
-        values = [_scalar(p) for p in params]
-        self._bind_here()  # type: ignore[attr-defined]
-        program.function.launch(grid, pipeline.workgroup_size, *buffers, *values)  # type: ignore[attr-defined]
-        return Submission(self._state.default_stream.record(self.create_event()))  # type: ignore[attr-defined]
+        return program, list(buffers), grid, _Packed(pipeline.workgroup_size, [_scalar(p) for p in params])
 
     # -- cold helpers -------------------------------------------------------
 
-    def _own(self, buffer: Any, op: str) -> None:
+    def _alloc_memory(self, size: Any, dtype: Any, stream: Any, memory: Any, exportable: Any) -> Any:
+        """`alloc(memory=, exportable=)`: the kit's checks; device memory that is not exportable is plain alloc."""
+        op = "alloc"
+        self._compute_check(op)
+        if type(memory) is str and memory == "device" and exportable is False:
+            return self.alloc(size, dtype, stream)  # type: ignore[attr-defined]
+        from ironaccel.compute.checks import element_count, element_type
+
+        dt = element_type(BACKEND, dtype, op)
+        size = element_count(BACKEND, size, dt, self._state.total_memory, op, "the device's memory")
+        with self._lock:
+            return self._alloc_kind(size, dt, memory, exportable)
+
+    def _own(self, buffer: Any, op: str) -> Any:
         ours = isinstance(buffer, DeviceBuf)
         if not ours or buffer.device is not self:
             what = "a buffer of another device" if ours else type(buffer).__name__
             raise invalid(op, f"expected a buffer of this device, got {what}")
         if buffer.ptr is None:
             raise closed(op, "buffer")
+        return buffer
+
+
+class _Packed(tuple):  # type: ignore[type-arg]
+    """A dispatch's param values as the kernel receives them, and the pipeline's block (a queue launch gets the
+    program, not the pipeline); a tuple, so a batch command's params re-check like the values they are."""
+
+    block: tuple[int, int, int]
+
+    def __new__(cls, block: tuple[int, int, int], values: Sequence[Any]) -> _Packed:
+        packed = super().__new__(cls, values)
+        packed.block = block
+        return packed
 
 
 def _scalar(value: Any) -> Any:
