@@ -47,7 +47,7 @@ _POLL = 50e-6
 #: The state `ExecutionModel` reads from its host class, made by `_execution_state` on first use.
 _LAZY = frozenset({"_lock", "_generation", "_owner_thread", "_garbage", "_submitted", "_completed", "_features",
                    "_memory_kinds", "_unbindable", "_queue", "_queues", "_done", "_finishes", "_pins",
-                   "_pinned_frees", "_shutdown_pending", "_dq"})
+                   "_pinned_frees", "_shutdown_pending", "_dq", "max_buffer_bytes"})
 
 _REASONS = {
     "typed_params": "the CUDA ComputeDevice takes params positionally (a kernel's C signature is not reflected yet)",
@@ -184,10 +184,6 @@ class CudaExecution(ExecutionModel):
     submission_type = QueueSubmission
     buffer_limit_name = "the device's memory"
 
-    @property
-    def max_buffer_bytes(self) -> int:
-        return int(self._state.total_memory)  # type: ignore[attr-defined]
-
     execution_features = frozenset({"queues", "fences", "batches", "timestamps"})
     supported_memory = ("device",)
     bindable_memory = ("device",)
@@ -207,6 +203,7 @@ class CudaExecution(ExecutionModel):
         d["_owner_thread"] = None
         d["_garbage"] = []
         d["_submitted"] = d["_completed"] = 0
+        d["max_buffer_bytes"] = int(self._state.total_memory)  # type: ignore[attr-defined]
         d["_dq"] = _Queue(self._state.default_stream, permanent=True)  # type: ignore[attr-defined]
         self._open_execution()
         self._pools.append(_Holder(self))  # type: ignore[attr-defined]
@@ -388,7 +385,9 @@ class CudaExecution(ExecutionModel):
 
     def _finish(self, rec: _Recording, serial: int) -> None:
         for command, staging in rec.reads.pop(serial, ()):
-            command.out[:] = staging
+            out = command.out
+            assert out is not None  # a read command always has its out array
+            out[:] = staging
 
     def _timings(self, rec: _Recording, serial: int) -> list[tuple[float, float]]:
         spans = rec.spans.pop(serial, [])
