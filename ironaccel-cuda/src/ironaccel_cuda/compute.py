@@ -45,10 +45,11 @@ from ironaccel.compute import (
     workgroups,
 )
 from ironaccel.compute import workgroup_size as workgroup_size_of
+from ironaccel.compute.params import ParamBlock, c_params
 
 from . import _core, _driver
 from .errors import BACKEND, closed, invalid
-from .execution import CudaExecution
+from .execution import CudaExecution, _Packed, _Raw, run
 from .memory import DeviceBuf
 from .program import Program as NvrtcProgram
 
@@ -86,10 +87,13 @@ def _code_key(code: Any) -> tuple[str, Any]:
 class CudaProgram(Program):
     """A loaded module and its kernel, shared by every Pipeline with the same code, entry and interface."""
 
-    def __init__(self, module: Module, function: Function, buffers: int, params: int):
-        super().__init__(buffers, params, Interface.unknown(buffers))
+    def __init__(self, module: Module, function: Function, buffers: int, params: int,
+                 block: ParamBlock | None = None):
+        interface = Interface.unknown(buffers) if block is None else Interface.of(buffers, (), block)
+        super().__init__(buffers, params, interface)
         self.module = module
         self.function = function
+        self.block = block
 
     def release(self) -> None:
         super().release()
@@ -232,16 +236,20 @@ class ComputeDeviceMixin(CudaExecution):
         _core.stream_sync(default._h)
         return result  # type: ignore[no-any-return]
 
-    def pipeline(self, code: str | bytes | Sequence[int], entry: str = "main", *, buffers: int, params: int = 0,
-                 workgroup_size: Any = (64, 1, 1), constants: Any = None) -> Pipeline:
+    def pipeline(self, code: str | bytes | Sequence[int], entry: str = "main", *, buffers: int,
+                 params: Any = "auto", workgroup_size: Any = (64, 1, 1), constants: Any = None) -> Pipeline:
         """A pipeline from CUDA C++ (NVRTC to CUBIN), PTX or a module image; loaded once per (code, entry,
-        buffers, params) on this handle, with the kernel's parameter count checked."""
+        buffers, params) on this handle, with the kernel's parameter count checked.
+
+        With `params="auto"` (the default), the by-value arguments of a CUDA C++ kernel are read from its
+        signature (`c_params`): a dispatch then takes them by name (dict, numpy record, dataclass) or in order,
+        packed as the kernel's parameter buffer lays them out; code whose signature is not readable takes none."""
         op = "pipeline"
         self._compute_check(op)
         if constants:
             raise self._unsupported(op, "constants")
         buffers = count(BACKEND, "buffers", buffers, op)
-        params = count(BACKEND, "params", params, op)
+        params = None if type(params) is str and params == "auto" else count(BACKEND, "params", params, op)
         entry = entry_name(BACKEND, entry, op)
         block = workgroup_size_of(BACKEND, workgroup_size, op)
         kind, code_key = _code_key(code)
@@ -260,8 +268,11 @@ class ComputeDeviceMixin(CudaExecution):
             self._pools.append(holder)  # Device.close() closes its pools, and with them these modules
         return holder.cache
 
-    def _load(self, kind: str, code: Any, entry: str, buffers: int, params: int) -> CudaProgram:
+    def _load(self, kind: str, code: Any, entry: str, buffers: int, params: int | None) -> CudaProgram:
         op = "pipeline"
+        block = c_params(code, entry, buffers) if params is None and kind == "c++" else None
+        if params is None:
+            params = len(block.fields) if block is not None else 0
         if kind == "image":
             module = self.load_module(code)  # type: ignore[attr-defined]
         elif kind == "ptx":
@@ -279,14 +290,14 @@ class ComputeDeviceMixin(CudaExecution):
         except BaseException:
             module.close()
             raise
-        return CudaProgram(module, function, buffers, params)
+        return CudaProgram(module, function, buffers, params, block)
 
     def dispatch(self, pipeline: Pipeline, buffers: Sequence[Any], groups: int | tuple[int, ...],
                  params: Sequence[Any] = ()) -> Submission:
         """Queue `pipeline` over `groups` blocks; returns at once."""
         program, buffers, grid, values = self._checked(pipeline, buffers, groups, params, "dispatch")
         self._bind_here()  # type: ignore[attr-defined]
-        program.function.launch(grid, values.block, *buffers, *values)
+        run(program, grid, buffers, values, self._state.default_stream)
         return Submission(self._state.default_stream.record(self.create_event()), self)  # type: ignore[attr-defined]
 
     def _checked(self, pipeline: Any, buffers: Any, groups: Any, params: Any,
@@ -304,6 +315,9 @@ class ComputeDeviceMixin(CudaExecution):
         for buf in buffers:
             self._own(buf, op)
         check_bindings(BACKEND, program.interface, buffers, op)
+        block = program.block
+        if block is not None:
+            return program, list(buffers), grid, _Raw(pipeline.workgroup_size, block.pack(params, BACKEND, op))
         pack_params(BACKEND, params, program.params, op)  # the kit's rule for what a param may be
         return program, list(buffers), grid, _Packed(pipeline.workgroup_size, [_scalar(p) for p in params])
 
@@ -330,18 +344,6 @@ class ComputeDeviceMixin(CudaExecution):
         if buffer.ptr is None:
             raise closed(op, "buffer")
         return buffer
-
-
-class _Packed(tuple):  # type: ignore[type-arg]
-    """A dispatch's param values as the kernel receives them, and the pipeline's block (a queue launch gets the
-    program, not the pipeline); a tuple, so a batch command's params re-check like the values they are."""
-
-    block: tuple[int, int, int]
-
-    def __new__(cls, block: tuple[int, int, int], values: Sequence[Any]) -> _Packed:
-        packed = super().__new__(cls, values)
-        packed.block = block
-        return packed
 
 
 def _scalar(value: Any) -> Any:

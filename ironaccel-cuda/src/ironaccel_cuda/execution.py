@@ -20,6 +20,7 @@ so opening a Device and its hot paths pay nothing for it.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from collections.abc import Sequence
@@ -36,6 +37,50 @@ from . import _core
 from ._driver import call
 from .errors import BACKEND
 
+
+class _Packed(tuple):  # type: ignore[type-arg]
+    """A dispatch's param values as the kernel receives them, and the pipeline's block (a queue launch gets the
+    program, not the pipeline); a tuple, so a batch command's params re-check like the values they are."""
+
+    block: tuple[int, int, int]
+
+    def __new__(cls, block: tuple[int, int, int], values: Sequence[Any]) -> _Packed:
+        packed = super().__new__(cls, values)
+        packed.block = block
+        return packed
+
+
+class _Raw(bytes):
+    """A typed params block packed as the kernel's parameter buffer lays it out, and the pipeline's block; bytes,
+    so a batch command's params re-check as a block's bytes."""
+
+    block: tuple[int, int, int]
+
+    def __new__(cls, block: tuple[int, int, int], raw: bytes) -> _Raw:
+        packed = super().__new__(cls, raw)
+        packed.block = block
+        return packed
+
+
+def run(program: Any, grid: tuple[int, int, int], buffers: Sequence[Any], params: Any, stream: Any) -> None:
+    """Launch `program` on `stream` : positional values through Function.launch, a
+    typed block through cuLaunchKernel with each argument's pointer into the packed block."""
+    if not isinstance(params, _Raw):
+        program.function.launch(grid, params.block, *buffers, *params, stream=stream)
+        return
+    pointers = (ctypes.c_uint64 * max(1, len(buffers)))(*[b._dp for b in buffers])
+    raw = ctypes.create_string_buffer(bytes(params), max(1, len(params)))
+    base, fields = ctypes.addressof(raw), program.block.fields
+    argv = (ctypes.c_void_p * (len(buffers) + len(fields)))(
+        *[ctypes.addressof(pointers) + 8 * i for i in range(len(buffers))], *[base + f.offset for f in fields])
+    h = program.function._h
+    if getattr(h, "_h", None) is not None:
+        h = h._h
+    (bx, by, bz), (gx, gy, gz) = params.block, grid
+    _core.launch(int(h), gx, gy, gz, bx, by, bz, 0, int(stream.handle), ctypes.addressof(argv))
+
+
+
 __all__ = ["CudaExecution", "MAX_QUEUES"]
 
 #: Queues a device offers, the default one included.  CUDA streams are cheap, but the driver maps them onto
@@ -50,7 +95,6 @@ _LAZY = frozenset({"_lock", "_generation", "_owner_thread", "_garbage", "_submit
                    "_pinned_frees", "_shutdown_pending", "_dq", "max_buffer_bytes"})
 
 _REASONS = {
-    "typed_params": "the CUDA ComputeDevice takes params positionally (a kernel's C signature is not reflected yet)",
     "constants": "the CUDA ComputeDevice does not specialize kernels with constants= yet (NVRTC -D defines)",
     "map": "the CUDA ComputeDevice has no host-visible memory kind yet (mapped pinned memory)",
     "dlpack": "CUDA device memory is kDLCUDA: numpy cannot view it; device.download(buffer) copies it",
@@ -184,7 +228,7 @@ class CudaExecution(ExecutionModel):
     submission_type = QueueSubmission
     buffer_limit_name = "the device's memory"
 
-    execution_features = frozenset({"queues", "fences", "batches", "timestamps"})
+    execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params"})
     supported_memory = ("device",)
     bindable_memory = ("device",)
 
@@ -273,7 +317,7 @@ class CudaExecution(ExecutionModel):
 
     def _launch_on(self, vq: Any, program: Any, handles: list[Any], dims: tuple[int, int, int], params: Any) -> int:
         q = self._vq(vq)
-        program.function.launch(dims, params.block, *handles, *params, stream=q.stream)
+        run(program, dims, handles, params, q.stream)
         serial = q.mark(self)
         self._sync_default()
         return serial
@@ -357,8 +401,7 @@ class CudaExecution(ExecutionModel):
                 stream.record(start)
             kind = command.kind
             if kind == "dispatch":
-                params = command.params
-                command.program.function.launch(command.dims, params.block, *command.handles, *params, stream=stream)
+                run(command.program, command.dims, command.handles, command.params, stream)
             elif kind == "copy":
                 call("cuMemcpyDtoDAsync", command.dst._dp + command.dst_offset, command.src._dp + command.src_offset,
                      command.nbytes, h)
