@@ -458,6 +458,20 @@ cdef class DeviceBuf:
     def __dlpack_device__(self):
         return (2, self._ordinal)  # kDLCUDA
 
+    @property
+    def handle(self):
+        """The buffer itself while open, None once closed (what the compute kit's batches check)."""
+        return None if self.ptr is None else self
+
+    def __array__(self, dtype=None, copy=None):
+        """Device memory has no host view: `np.array(buf, copy=True)` downloads it; a view is InvalidState."""
+        if copy is not True:
+            from ironaccel.errors import InvalidState
+            raise InvalidState("cuda", "__array__", detail="device memory is not host-visible: "
+                               "device.download(buffer) (or np.array(buffer, copy=True)) copies it to the host")
+        host = self.copy_to_host()
+        return host if dtype is None else host.astype(dtype)
+
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule; the consumer's `stream` is ordered after this buffer's home stream.
 

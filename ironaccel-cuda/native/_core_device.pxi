@@ -84,9 +84,12 @@ cdef class DeviceCore:
             raise TypeError("_event_of wants a subclass of EventCore")
         return self._new_event(cls, flags)
 
-    def alloc(self, size, dtype="uint8", stream=None):
-        """`size` elements of `dtype`, stream-ordered on `stream` (default: the default stream)."""
+    def alloc(self, size, dtype="uint8", stream=None, *, memory="device", exportable=False):
+        """`size` elements of `dtype`, stream-ordered on `stream` (default: the default stream); `memory` and
+        `exportable` (the compute kit's memory kinds) go to the Python side, off this path."""
         cdef long long n, itemsize, nbytes
+        if memory is not "device" or exportable is not False:
+            return self._alloc_memory(size, dtype, stream, memory, exportable)
         if self._closed:
             raise _errors.closed("cuMemAllocAsync", "device")
         spec = _dtype_spec(dtype, "cuMemAllocAsync")

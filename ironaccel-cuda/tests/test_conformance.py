@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ironaccel.testing.conformance import BackendConformance, ComputeDeviceConformance
+from ironaccel.testing.execution import ExecutionConformance
 from ironaccel.testing.pytest_plugin import require
 
 SCALE_OFFSET = r"""
@@ -26,17 +27,30 @@ extern "C" __global__ void scale_offset(const float* x, float* y, float a, float
 """
 
 
+#: ExecutionConformance's typed-params kernel: y = a*x + pair.x - pair.y*k, its by-value arguments read from the
+#: signature.  The unused symbol tells the fake driver (tests/fakecuda, which finds kernels by name) this
+#: scale_offset from the one above.
+TYPED_PARAMS = r"""
+extern "C" __device__ int ironaccel_fake_typed_params;
+extern "C" __global__ void scale_offset(const float* x, float* y, float a, float2 pair, unsigned n, int k) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + pair.x - pair.y * (float)k;
+}
+"""
+
+
 class TestCudaBackend(BackendConformance):
     backend_name = "cuda"
     vendor_modules = ("cuda.bindings", "cuda.bindings.driver", "cuda.bindings.nvrtc", "cuda.pathfinder")
 
 
-class TestCudaCompute(ComputeDeviceConformance):
+class TestCudaCompute(ComputeDeviceConformance, ExecutionConformance):
     backend_name = "cuda"
     scale_offset_code = SCALE_OFFSET
     broken_code = BROKEN
     entry = "scale_offset"
     declares_element_types = False  # a CUDA module does not carry its pointer parameters' types
+    typed_params_code = TYPED_PARAMS
 
 
 @pytest.mark.backend("cuda")

@@ -45,9 +45,11 @@ from ironaccel.compute import (
     workgroups,
 )
 from ironaccel.compute import workgroup_size as workgroup_size_of
+from ironaccel.compute.params import ParamBlock, c_params
 
 from . import _core, _driver
 from .errors import BACKEND, closed, invalid
+from .execution import CudaExecution, _Packed, _Raw, run
 from .memory import DeviceBuf
 from .program import Program as NvrtcProgram
 
@@ -85,10 +87,13 @@ def _code_key(code: Any) -> tuple[str, Any]:
 class CudaProgram(Program):
     """A loaded module and its kernel, shared by every Pipeline with the same code, entry and interface."""
 
-    def __init__(self, module: Module, function: Function, buffers: int, params: int):
-        super().__init__(buffers, params, Interface.unknown(buffers))
+    def __init__(self, module: Module, function: Function, buffers: int, params: int,
+                 block: ParamBlock | None = None):
+        interface = Interface.unknown(buffers) if block is None else Interface.of(buffers, (), block)
+        super().__init__(buffers, params, interface)
         self.module = module
         self.function = function
+        self.block = block
 
     def release(self) -> None:
         super().release()
@@ -115,10 +120,16 @@ class Pipeline(PipelineHandle):
 class Submission:
     """Work handed to the device: `wait(timeout)` blocks until it is done (the kit's one timeout rule)."""
 
-    __slots__ = ("_event",)
+    __slots__ = ("_event", "_device")
 
-    def __init__(self, event: Event):
+    def __init__(self, event: Event, device: Any = None):
         self._event = event
+        self._device = device
+
+    @property
+    def queue(self) -> Any:
+        """The queue this work went to: the device's default queue (the default stream)."""
+        return self._device.queue
 
     def wait(self, timeout: float | None = None) -> None:
         wait_for(BACKEND, "cuEventSynchronize", self._block, timeout)
@@ -148,8 +159,9 @@ class _Programs:
         self.cache.clear()
 
 
-class ComputeDeviceMixin:
-    """upload / write / download / pipeline / dispatch for `Device` (synchronize and close live there).
+class ComputeDeviceMixin(CudaExecution):
+    """upload / write / download / pipeline / dispatch for `Device` (synchronize and close live there), and the
+    execution model (queues, fences, batches, timestamps: `execution.CudaExecution`).
 
     Buffers are `DeviceBuf`s (a class the hot path builds at import, so annotated `Any` here).
     """
@@ -224,14 +236,20 @@ class ComputeDeviceMixin:
         _core.stream_sync(default._h)
         return result  # type: ignore[no-any-return]
 
-    def pipeline(self, code: str | bytes | Sequence[int], entry: str = "main", *, buffers: int, params: int = 0,
-                 workgroup_size: Any = (64, 1, 1)) -> Pipeline:
+    def pipeline(self, code: str | bytes | Sequence[int], entry: str = "main", *, buffers: int,
+                 params: Any = "auto", workgroup_size: Any = (64, 1, 1), constants: Any = None) -> Pipeline:
         """A pipeline from CUDA C++ (NVRTC to CUBIN), PTX or a module image; loaded once per (code, entry,
-        buffers, params) on this handle, with the kernel's parameter count checked."""
+        buffers, params) on this handle, with the kernel's parameter count checked.
+
+        With `params="auto"` (the default), the by-value arguments of a CUDA C++ kernel are read from its
+        signature (`c_params`): a dispatch then takes them by name (dict, numpy record, dataclass) or in order,
+        packed as the kernel's parameter buffer lays them out; code whose signature is not readable takes none."""
         op = "pipeline"
         self._compute_check(op)
+        if constants:
+            raise self._unsupported(op, "constants")
         buffers = count(BACKEND, "buffers", buffers, op)
-        params = count(BACKEND, "params", params, op)
+        params = None if type(params) is str and params == "auto" else count(BACKEND, "params", params, op)
         entry = entry_name(BACKEND, entry, op)
         block = workgroup_size_of(BACKEND, workgroup_size, op)
         kind, code_key = _code_key(code)
@@ -250,8 +268,11 @@ class ComputeDeviceMixin:
             self._pools.append(holder)  # Device.close() closes its pools, and with them these modules
         return holder.cache
 
-    def _load(self, kind: str, code: Any, entry: str, buffers: int, params: int) -> CudaProgram:
+    def _load(self, kind: str, code: Any, entry: str, buffers: int, params: int | None) -> CudaProgram:
         op = "pipeline"
+        block = c_params(code, entry, buffers) if params is None and kind == "c++" else None
+        if params is None:
+            params = len(block.fields) if block is not None else 0
         if kind == "image":
             module = self.load_module(code)  # type: ignore[attr-defined]
         elif kind == "ptx":
@@ -269,12 +290,19 @@ class ComputeDeviceMixin:
         except BaseException:
             module.close()
             raise
-        return CudaProgram(module, function, buffers, params)
+        return CudaProgram(module, function, buffers, params, block)
 
     def dispatch(self, pipeline: Pipeline, buffers: Sequence[Any], groups: int | tuple[int, ...],
                  params: Sequence[Any] = ()) -> Submission:
         """Queue `pipeline` over `groups` blocks; returns at once."""
-        op = "dispatch"
+        program, buffers, grid, values = self._checked(pipeline, buffers, groups, params, "dispatch")
+        self._bind_here()  # type: ignore[attr-defined]
+        run(program, grid, buffers, values, self._state.default_stream)
+        return Submission(self._state.default_stream.record(self.create_event()), self)  # type: ignore[attr-defined]
+
+    def _checked(self, pipeline: Any, buffers: Any, groups: Any, params: Any,
+                 op: str = "dispatch") -> tuple[Any, list[Any], tuple[int, int, int], Any]:
+        """(program, buffers, grid, (block, param values)): a dispatch's arguments, checked by the kit's rules."""
         self._compute_check(op)
         if type(pipeline) is not Pipeline or pipeline.device is not self:
             what = "a pipeline of another device" if isinstance(pipeline, Pipeline) else type(pipeline).__name__
@@ -287,21 +315,35 @@ class ComputeDeviceMixin:
         for buf in buffers:
             self._own(buf, op)
         check_bindings(BACKEND, program.interface, buffers, op)
+        block = program.block
+        if block is not None:
+            return program, list(buffers), grid, _Raw(pipeline.workgroup_size, block.pack(params, BACKEND, op))
         pack_params(BACKEND, params, program.params, op)  # the kit's rule for what a param may be
-        values = [_scalar(p) for p in params]
-        self._bind_here()  # type: ignore[attr-defined]
-        program.function.launch(grid, pipeline.workgroup_size, *buffers, *values)  # type: ignore[attr-defined]
-        return Submission(self._state.default_stream.record(self.create_event()))  # type: ignore[attr-defined]
+        return program, list(buffers), grid, _Packed(pipeline.workgroup_size, [_scalar(p) for p in params])
 
     # -- cold helpers -------------------------------------------------------
 
-    def _own(self, buffer: Any, op: str) -> None:
+    def _alloc_memory(self, size: Any, dtype: Any, stream: Any, memory: Any, exportable: Any) -> Any:
+        """`alloc(memory=, exportable=)`: the kit's checks; device memory that is not exportable is plain alloc."""
+        op = "alloc"
+        self._compute_check(op)
+        if type(memory) is str and memory == "device" and exportable is False:
+            return self.alloc(size, dtype, stream)  # type: ignore[attr-defined]
+        from ironaccel.compute.checks import element_count, element_type
+
+        dt = element_type(BACKEND, dtype, op)
+        size = element_count(BACKEND, size, dt, self._state.total_memory, op, "the device's memory")
+        with self._lock:
+            return self._alloc_kind(size, dt, memory, exportable)
+
+    def _own(self, buffer: Any, op: str) -> Any:
         ours = isinstance(buffer, DeviceBuf)
         if not ours or buffer.device is not self:
             what = "a buffer of another device" if ours else type(buffer).__name__
             raise invalid(op, f"expected a buffer of this device, got {what}")
         if buffer.ptr is None:
             raise closed(op, "buffer")
+        return buffer
 
 
 def _scalar(value: Any) -> Any:

@@ -12,6 +12,9 @@
  *   echo16(unsigned char* out, 15 scalars of mixed types)                  copies its parameter block to out
  *   fault(float* p)                                                        makes the context sticky-failed (700)
  *   spin(long long cycles)                                                 does nothing (a GPU busy-waits)
+ *   scale_offset(const float* x, float* y, float a, float2 pair, unsigned n, int k)
+ *       y = a*x + pair.x - pair.y*k, where the image also holds the symbol ironaccel_fake_typed_params (the
+ *       conformance kit's typed-params kernel has the same entry name as scale_offset: the marker tells them apart)
  *
  * It validates handles and pointer ranges and returns the driver's error codes,
  * so the Python layer's argument conversions, result tuples and error mapping
@@ -158,11 +161,21 @@ static void k_echo16(struct func *f, void **p, size_t nthreads) {
     unsigned char *out = *(unsigned char **)p[0];
     for (int i = 1; i < f->nparams; i++) memcpy(out + f->off[i], p[i], f->size[i]);
 }
+static void k_scale_offset_typed(struct func *f, void **p, size_t nthreads) {
+    (void)f;
+    const float *x = *(float **)p[0]; float *y = *(float **)p[1];
+    float a = *(float *)p[2]; const float *pair = (const float *)p[3]; unsigned n = *(unsigned *)p[4];
+    int k = *(int *)p[5];
+    for (size_t i = 0; i < nthreads && i < n; i++) y[i] = a * x[i] + pair[0] - pair[1] * (float)k;
+}
 static void k_spin(struct func *f, void **p, size_t nthreads) { (void)f; (void)p; (void)nthreads; }
 static void k_fault(struct func *f, void **p, size_t nthreads) { (void)f; (void)p; (void)nthreads; sticky = CUDA_ERROR_ILLEGAL_ADDRESS; }
 
-struct kdef { const char *name; kernel_fn run; int n; unsigned ptrmask; size_t off[16], size[16]; };
+struct kdef { const char *name; kernel_fn run; int n; unsigned ptrmask; size_t off[16], size[16]; const char *marker; };
 static const struct kdef KERNELS[] = {
+    /* a variant first: found only where the image holds its marker symbol, and then the plain entry is not */
+    {"scale_offset", k_scale_offset_typed, 6, 0x3, {0, 8, 16, 24, 32, 36}, {8, 8, 4, 8, 4, 4},
+     "ironaccel_fake_typed_params"},
     {"scale_offset", k_scale_offset, 5, 0x3, {0, 8, 16, 20, 24}, {8, 8, 4, 4, 4}},
     {"saxpy", k_saxpy, 4, 0x6, {0, 8, 16, 24}, {4, 8, 8, 4}},
     {"_ZN9templated5saxpyIfEEvT_PKS1_PS1_j", k_saxpy, 4, 0x6, {0, 8, 16, 24}, {4, 8, 8, 4}},
@@ -466,6 +479,14 @@ CUresult cuModuleLoadData(CUmodule *pm, const void *image) {
     struct module *m = calloc(1, sizeof *m); m->magic = MAGIC_MODULE; m->dev = cur_dev();
     for (size_t k = 0; k < sizeof KERNELS / sizeof *KERNELS; k++) {
         const char *name = KERNELS[k].name; size_t nl = strlen(name);
+        int taken = 0;
+        for (int j = 0; j < m->nfuncs; j++) if (strcmp(m->funcs[j].name, name) == 0) taken = 1;
+        if (taken) continue;
+        if (KERNELS[k].marker) {
+            size_t ml = strlen(KERNELS[k].marker); int found = 0;
+            for (size_t i = 0; !found && i + ml <= len; i++) found = memcmp(img + i, KERNELS[k].marker, ml) == 0;
+            if (!found) continue;
+        }
         for (size_t i = 1; i + nl < len; i++) {
             if (memcmp(img + i, name, nl) != 0) continue;
             char before = img[i - 1], after = img[i + nl];
