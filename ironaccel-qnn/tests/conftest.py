@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from ironaccel.testing import cbuild
-
 from ironaccel_qnn import sdk
 
 

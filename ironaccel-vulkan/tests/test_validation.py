@@ -25,6 +25,8 @@ from ironaccel_vulkan import validation
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 SCALE_OFFSET = (KERNELS / "scale_offset.spv").read_bytes()
+TYPED_PARAMS = (KERNELS / "typed_params.spv").read_bytes()
+CONSTANTS = (KERNELS / "constants.spv").read_bytes()
 BROKEN = np.concatenate([np.frombuffer(SCALE_OFFSET, "<u4"), np.array([(9 << 16) | 59, 1], "<u4")]).tobytes()
 
 
@@ -43,9 +45,12 @@ def validated_backend() -> Any:
 
 
 class TestValidatedCompute(ComputeDeviceConformance):
+    plugin_api = "1.2"  # the execution model too, under the validation layer
     backend_name = "vulkan"
     scale_offset_code = SCALE_OFFSET
     broken_code = BROKEN
+    typed_params_code = TYPED_PARAMS
+    constants_code = CONSTANTS
 
     def open_device(self) -> Any:
         device = validated_backend().open(0)

@@ -50,13 +50,6 @@ class Memory:
         self.ptr, self.nbytes, self.kind = ptr, nbytes, kind
 
 
-class Packed(bytes):
-    """Params already packed by `_pack` (32-bit words), so a batch command re-bound by buffers only re-checks
-    its packed params as they are rather than refusing bytes."""
-
-    __slots__ = ()
-
-
 class KernelProgram(Program):
     """A module and the kernel of one entry point."""
 
@@ -347,11 +340,6 @@ class LevelZeroDevice(ComputeDeviceBase):
         self._copy(out.ctypes.data, handle.ptr, out.nbytes, out)
 
     # -- modules, kernels, launches ------------------------------------------------------------------------
-
-    def _pack(self, program: Program, params: Any) -> Any:
-        if type(params) is Packed and len(params) == 4 * program.params:
-            return params
-        return Packed(super()._pack(program, params))
 
     def _prepare(self, code: Any, entry: str) -> tuple[bytes, Hashable]:
         raw = spirv_bytes(code)

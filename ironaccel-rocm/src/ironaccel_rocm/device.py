@@ -21,6 +21,7 @@ from ironaccel.types import DeviceDescriptor
 
 from .binding import BACKEND, call
 from .codeobject import KernelArg, kernel_args
+from .launch import OP, pack
 
 __all__ = ["HipDevice", "Stream", "Event", "DeviceMemory", "PinnedMemory", "Module", "Function"]
 
@@ -333,7 +334,6 @@ class Function:
     def launch(self, grid: Sequence[int] | int, block: Sequence[int] | int, *args: Any, stream: Stream | None = None,
                shared: int = 0) -> None:
         """Queue the kernel over `grid` blocks of `block` threads (hipModuleLaunchKernel)."""
-        from .launch import OP, pack
 
         device = self.module.device
         self.module._live(OP)
@@ -342,7 +342,7 @@ class Function:
             raise _invalid(OP, f"shared must be a non-negative int (bytes), got {shared!r}")
         if self.layout is None:
             raise _invalid(OP, f"the code object has no argument metadata for kernel {self.name!r}")
-        packed = pack(self.layout, args, self.name, device)
+        packed = pack(self.layout, args, self.name, device, DeviceMemory)
         call(device._hip.hipModuleLaunchKernel, OP, self._handle, *g, *b, shared, device._stream(stream, OP),
              packed.address, None)
 

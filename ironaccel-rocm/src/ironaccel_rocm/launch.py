@@ -46,17 +46,16 @@ class Packed:
         self.address = ctypes.addressof(self.pointers)
 
 
-def pack(layout: Sequence[KernelArg], args: Sequence[Any], name: str, device: Any) -> Packed:
-    """The block for `args` against `layout`; `device` is the HipDevice the kernel runs on."""
-    from .device import DeviceMemory  # the launch path is cold next to the GPU work
-
+def pack(layout: Sequence[KernelArg], args: Sequence[Any], name: str, device: Any, memory_type: type[Any]) -> Packed:
+    """The block for `args` against `layout`; `device` is the HipDevice the kernel runs on, `memory_type` its
+    DeviceMemory class (passed in so this module does not import device.py, which imports it)."""
     if len(args) != len(layout):
         raise _bad(f"kernel {name!r} takes {len(layout)} argument(s), got {len(args)}")
     values = []
     for i, (arg, value) in enumerate(zip(layout, args)):
         kind = type(value)
         where = f"kernel {name!r} argument {i}"
-        if isinstance(value, DeviceMemory):
+        if isinstance(value, memory_type):
             if value.device is not device:
                 raise _bad(f"{where} is memory of another device ({value.device!r})")
             if value.closed:

@@ -265,15 +265,6 @@ class VulkanDevice(ComputeDeviceBase):
             params = len(block.fields) if block is not None else ((info.push_constant_bytes or 0) + 3) // 4
         return build(self._state, code, entry, buffers, params, constants)
 
-    def _pack(self, program: Any, params: Any) -> Any:
-        """The kit's packing; params already packed (bytes of the pipeline's push-constant size) pass as they
-        are: core's Command.update re-checks a dispatch with its packed params when only buffers or groups
-        change."""
-        size = program.block.size if program.block is not None else 4 * program.params
-        if type(params) is bytes and len(params) == size and size:
-            return params
-        return super()._pack(program, params)
-
     def _launch(self, program: PipelineState, handles: list[Allocation], dims: tuple[int, int, int],
                 params: bytes) -> int:
         return submit(self._state, program, handles, dims, params)

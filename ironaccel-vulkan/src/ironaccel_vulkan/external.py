@@ -13,7 +13,7 @@ from ironaccel.errors import InvalidArgument
 
 from . import results
 from .binding import BACKEND
-from .memory import BUFFER_USAGE, PREFER_DEVICE_LOCAL, Allocation, choose_memory_type
+from .memory import BUFFER_USAGE, PREFER_DEVICE_LOCAL, Allocation, choose_memory_type, next_id
 from .physical import MEMORY_HOST_VISIBLE
 
 if TYPE_CHECKING:
@@ -102,8 +102,6 @@ def _allocate(core: DeviceState, nbytes: int, prefer: Any, mapped: bool, op: str
         if memory is not None:
             lib.vkFreeMemory(device, memory, ffi.NULL)
         raise
-    from .state import next_id
-
     alloc = Allocation(next_id(), buffer, memory, nbytes, capacity, view)
     core.export_sizes[alloc.id] = int(size)
     core.stats["memory_allocations"] += 1

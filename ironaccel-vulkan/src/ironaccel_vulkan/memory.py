@@ -17,6 +17,7 @@ one core's memcpy is slower than the bus.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Sequence
@@ -39,7 +40,14 @@ from .physical import (
 if TYPE_CHECKING:
     from .state import DeviceState
 
-__all__ = ["Allocation", "VulkanBuffer", "StagingRing", "copy_bytes", "choose_memory_type", "MEMORY_MODES"]
+__all__ = ["Allocation", "next_id", "VulkanBuffer", "StagingRing", "copy_bytes", "choose_memory_type", "MEMORY_MODES"]
+
+_ids = itertools.count(1)
+
+
+def next_id() -> int:
+    """A fresh allocation id (shared by every allocation, external ones included)."""
+    return next(_ids)
 
 MEMORY_MODES = ("auto", "mapped", "staged")
 BUFFER_USAGE = 0x20 | 0x1 | 0x2  # STORAGE | TRANSFER_SRC | TRANSFER_DST

@@ -10,7 +10,6 @@ dropped without `close()` is still destroyed.  Every operation runs under
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -22,7 +21,9 @@ from ironaccel.errors import InvalidArgument, NotAvailable
 
 from . import results
 from .binding import BACKEND, Binding
+from .external import EXTENSIONS
 from .instance import Instance
+from .memory import next_id
 from .physical import ENABLED_FEATURES, PhysicalDeviceInfo, feature_chain
 from .submission import Timeline
 
@@ -50,13 +51,6 @@ ACCESS_TRANSFER_READ, ACCESS_TRANSFER_WRITE, ACCESS_HOST_READ = 0x800, 0x1000, 0
 
 SETS_PER_POOL = 256
 DESCRIPTORS_PER_POOL = 2048
-_ids = itertools.count(1)
-
-
-def next_id() -> int:
-    """A fresh allocation id (shared by every allocation, external ones included)."""
-    return next(_ids)
-
 
 class DeviceState:
     """Handles and bookkeeping of one opened Vulkan device."""
@@ -135,8 +129,6 @@ class DeviceState:
         supported = {k: v for k, v in self.info.features.items() if v}
         enabled = {name for names in ENABLED_FEATURES.values() for name in names if name in supported}
         self.enabled_features = frozenset(enabled)
-        from .external import EXTENSIONS
-
         wanted = [e for e in EXTENSIONS if e in self.info.extensions] if api >= (1 << 22 | 1 << 12) else []
         self.extensions = frozenset(wanted)
         names = [ffi.new("char[]", e.encode()) for e in wanted]
@@ -239,7 +231,7 @@ class DeviceState:
             if memory is not None:
                 lib.vkFreeMemory(device, memory, ffi.NULL)
             raise
-        alloc = Allocation(next(_ids), buffer, memory, nbytes, capacity, view)
+        alloc = Allocation(next_id(), buffer, memory, nbytes, capacity, view)
         self.stats["memory_allocations"] += 1
         return alloc
 

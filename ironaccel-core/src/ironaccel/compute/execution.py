@@ -259,7 +259,8 @@ class Command:
     """
 
     __slots__ = ("_batch", "index", "kind", "program", "handles", "dims", "params", "buffers", "src", "dst",
-                 "src_offset", "dst_offset", "offset", "nbytes", "word", "data", "out", "_owners", "pipeline")
+                 "src_offset", "dst_offset", "offset", "nbytes", "word", "data", "out", "_owners", "pipeline",
+                 "_given")
 
     def __init__(self, batch: CommandBatch, index: int, kind: str):
         self._batch = batch
@@ -278,6 +279,8 @@ class Command:
         self.out: np.ndarray | None = None
         #: The BufferHandles this command uses (checked open at every submit).
         self._owners: tuple[Any, ...] = ()
+        #: A dispatch's params as the caller gave them (Command.update re-packs them with new buffers/groups).
+        self._given: Any = ()
 
     def update(self, **changes: Any) -> None:
         """Re-bind this command before the next submit: `buffers=`, `params=`, `groups=` (dispatch), `src=`,

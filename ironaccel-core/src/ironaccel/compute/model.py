@@ -619,7 +619,7 @@ class ExecutionModel:
     def _fill_dispatch(self, command: Command, pipeline: Any, buffers: Any, groups: Any, params: Any) -> None:
         program, handles, dims, packed = self._checked(pipeline, buffers, groups, params)
         command.program, command.pipeline, command.handles = program, pipeline, list(handles)
-        command.dims, command.params = dims, packed
+        command.dims, command.params, command._given = dims, packed, params
         command.buffers = command._owners = tuple(buffers)
 
     def _span(self, buffer: BufferHandle, offset: Any, nbytes: Any, op: str, what: str) -> tuple[Any, int, int]:
@@ -727,7 +727,7 @@ class ExecutionModel:
             if command.kind == "dispatch":
                 fresh_buffers = changes.get("buffers", command.buffers)
                 self._fill_dispatch(fresh, command.pipeline, fresh_buffers, changes.get("groups", command.dims),
-                                    changes["params"] if "params" in changes else command.params)
+                                    changes["params"] if "params" in changes else command._given)
             elif command.kind == "copy":
                 src = changes.get("src", command._owners[0])
                 dst = changes.get("dst", command._owners[1])
