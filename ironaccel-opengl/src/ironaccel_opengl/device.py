@@ -254,7 +254,7 @@ class OpenGLDevice(ComputeDeviceBase):
             raise self._unsupported("alloc", "export_memory")
         if memory == "device":
             return self._create_buffer(nbytes, dtype, None)
-        return gx.HostBuffer(self._calls, nbytes)
+        return gx.HostBuffer(self._calls, nbytes, self.ctx)
 
     def _import_memory(self, fd: int, nbytes: int, dtype: DType, ext: Any) -> gx.ImportedBuffer:
         gx.check_memory_fd(fd, ext.size)  # before GL: a driver may block reading a pipe, or fault on a file
