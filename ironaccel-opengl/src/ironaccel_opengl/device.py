@@ -25,7 +25,7 @@ from ironaccel.errors import InvalidArgument, OutOfMemory
 from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType
 
 from . import execution as gx
-from .context import GLCalls, create_context, make_current
+from .context import GLCalls, KeepCurrent, create_context, make_current
 from .memory import OpenGLBuffer
 from .pipeline import OpenGLPipeline, OpenGLProgram, clear_errors, native
 from .submission import Completion, OpenGLSubmission
@@ -156,6 +156,9 @@ class OpenGLDevice(ComputeDeviceBase):
         if type(handle) in (gx.HostBuffer, gx.ImportedBuffer):
             return False  # not a plain device buffer: freed, never handed out again as one
         return self._spare.keep(handle, handle.size)
+
+    def _keep_current(self) -> KeepCurrent:
+        return KeepCurrent()
 
     def _free_buffer(self, handle: Any) -> None:
         self._bound_list = None
