@@ -80,7 +80,8 @@ class HostBuffer:
         self.size = nbytes
         calls.get_error()  # what earlier work left set
         calls.bind_buffer(GL_COPY_WRITE_BUFFER, self.glo)
-        calls.buffer_storage(GL_COPY_WRITE_BUFFER, nbytes, None, _PERSISTENT | GL_DYNAMIC_STORAGE_BIT | GL_CLIENT_STORAGE_BIT)
+        flags = _PERSISTENT | GL_DYNAMIC_STORAGE_BIT | GL_CLIENT_STORAGE_BIT
+        calls.buffer_storage(GL_COPY_WRITE_BUFFER, nbytes, None, flags)
         error = calls.get_error()
         self.address = calls.map_buffer_range(GL_COPY_WRITE_BUFFER, 0, nbytes, _PERSISTENT) if not error else None
         if error or not self.address:
