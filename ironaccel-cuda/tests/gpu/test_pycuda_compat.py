@@ -897,3 +897,52 @@ def test_bad_input_is_typed(ctx, drv, mod):
     with pytest.raises(drv.LogicError):
         copy.set_src_host(object())
     assert drv.Context.get_current() is ctx  # nothing above disturbed the stack
+
+
+def test_autoinit_is_the_primary_context_that_other_libraries_use():
+    # CuPy (through the CUDA runtime) makes the primary context current behind the surface's back and
+    # allocates there; a kernel compiled after `import pycuda.autoinit` must run on that memory.  With
+    # PyCUDA's own autoinit (a created context) the launch failed: invalid resource handle.
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from cuda.bindings import driver as cb
+        from ironaccel_cuda.compat import pycuda as compat
+        compat.install()
+        import pycuda.autoinit, pycuda.driver as drv
+        from pycuda.compiler import SourceModule
+
+        def ok(result):
+            err, *rest = result
+            assert int(err) == 0, err
+            return rest[0] if rest else None
+
+        primary = ok(cb.cuDevicePrimaryCtxRetain(ok(cb.cuDeviceGet(0))))
+        assert pycuda.autoinit.context.handle == int(primary), "autoinit did not push the primary context"
+        saxpy = SourceModule(sys.argv[1], no_extern_c=True).get_function("saxpy")
+        ok(cb.cuCtxSetCurrent(primary))  # what the runtime does on CuPy's first call
+        n = 64
+        x, y = np.arange(n, dtype=np.float32), np.ones(n, dtype=np.float32)
+        ptrs = [ok(cb.cuMemAlloc(n * 4)) for _ in range(2)]
+        for p, host in zip(ptrs, (x, y)):
+            ok(cb.cuMemcpyHtoD(p, host.ctypes.data, n * 4))
+
+        class Foreign:  # a CuPy array, as the surface sees one
+            def __init__(self, ptr):
+                self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (int(ptr), False),
+                                                 "version": 3}
+
+        saxpy(np.float32(2), Foreign(ptrs[0]), Foreign(ptrs[1]), np.uint32(n), block=(n, 1, 1), grid=(1, 1))
+        drv.Context.synchronize()
+        out = np.empty_like(y)
+        ok(cb.cuMemcpyDtoH(out.ctypes.data, ptrs[1], n * 4))
+        assert (out == 2 * x + y).all(), out
+        for p in ptrs:
+            ok(cb.cuMemFree(p))
+        ok(cb.cuDevicePrimaryCtxRelease(ok(cb.cuDeviceGet(0))))
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code, SOURCE], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("ok")

@@ -137,7 +137,10 @@ Coverage: every public driver-level name of PyCUDA 2026.1, what it is here
                                                 sizes; bin_number/alloc_size keep PyCUDA's bins)
   DebugMemoryPool ............................. missing
 
-  pycuda.autoinit, pycuda.autoprimaryctx ...... same
+  pycuda.autoinit ............................. differs: pushes the retained primary context (PyCUDA creates
+                                                one), so CuPy's, PyTorch's and the runtime's memory and
+                                                streams work with its kernels
+  pycuda.autoprimaryctx ....................... same
   pycuda.gpuarray.vec (char1 ... double2,
   make_*) ..................................... same
   GPUArray and the rest of pycuda.gpuarray,
