@@ -782,6 +782,38 @@ def test_vector_types_by_value(ctx, drv):
     assert (drv.from_device(d, (16,), gpuarray.vec.float3)["x"] == 6).all()
 
 
+@pytest.mark.skipif(FAKE, reason="the fake driver runs only its built-in kernels")
+def test_records_with_custom_itemsize_sit_where_numpy_puts_them(ctx, drv):
+    # reikna-style records: `typedef struct {...} ALIGN(n) name;` with numpy dtypes of itemsize n.  Under NVRTC as
+    # given, sizeof came out 16 where PyCUDA (nvcc) gives 32; the surface's compile places the attribute as nvcc.
+    from records import RECORDS, record_dtypes
+
+    from ironaccel_cuda.compat.pycuda.compiler import SourceModule
+
+    inner, outer, in8, out32 = record_dtypes()
+    mod = SourceModule(RECORDS + """
+    __global__ void fill(outer_t *dest, out32_t *dest32) {
+        int i = threadIdx.x;
+        outer_t r; r.val1 = i; r.val2 = (short)(2 * i); r.nested.val1 = 3 * i; r.nested.pad = (char)(i & 0x7f);
+        dest[i] = r;
+        out32_t q; q.val1 = -i; q.val2 = (short)(i + 1); q.nested.val1 = i * i; q.nested.pad = 5;
+        dest32[i] = q;
+    }
+    """)
+    got = np.zeros(6, np.int32)
+    mod.get_function("layout")(drv.Out(got), block=(1, 1, 1))
+    assert list(got) == [inner.itemsize, outer.itemsize, outer.fields["nested"][1], in8.itemsize, out32.itemsize,
+                         out32.fields["nested"][1]]
+    n = 32
+    a, b = np.zeros(n, outer), np.zeros(n, out32)
+    mod.get_function("fill")(drv.Out(a), drv.Out(b), block=(n, 1, 1))
+    i = np.arange(n)
+    assert (a["val1"] == i).all() and (a["val2"] == 2 * i).all()
+    assert (a["nested"]["val1"] == 3 * i).all() and (a["nested"]["pad"] == i).all()
+    assert (b["val1"] == -i).all() and (b["val2"] == i + 1).all()
+    assert (b["nested"]["val1"] == i * i).all() and (b["nested"]["pad"] == 5).all()
+
+
 # -- tools -------------------------------------------------------------------------------------------
 
 
