@@ -46,6 +46,7 @@ from typing import Any
 
 from ironaccel import DType
 from ironaccel.compute import ConstantInfo, Interface, ParamBlock, Translation, source_text
+from ironaccel.compute.params import wgsl_params
 from ironaccel.errors import CompileError, InvalidArgument, Unsupported
 
 from .compiler import CACHE, ENV_SLANGC, INSTALL, Output, find_slangc, run_slangc
@@ -130,8 +131,21 @@ class Slang:
         interface = Interface(tuple(b.element for b in kernel.buffers), tuple(b.writable for b in kernel.buffers),
                               kernel.bindings(), block, self.constants)
         key: Hashable = ("slang", TARGETS[backend], compiled.code)
-        return Translation(compiled.code, compiled.entry, key, len(kernel.values), kernel.workgroup_size, interface,
-                           _verifier(backend, kernel, block))
+        return Translation(compiled.code, compiled.entry, key, _asked(compiled, block), kernel.workgroup_size,
+                           interface, _verifier(backend, kernel, block))
+
+
+def _asked(compiled: Compiled, block: ParamBlock | None) -> int:
+    """The params count to ask the device for: the number of values, except on WebGPU where the device cannot
+    read the WGSL uniform slangc wrote (arrays become structs of vec4 there): then as many 32-bit words as the
+    block's bytes, which sizes the device's uniform buffer for the block."""
+    values = len(compiled.kernel.values)
+    if block is None or compiled.target != "wgsl":
+        return values
+    own = wgsl_params(str(compiled.code))
+    if own is not None and leaves(own[1].struct) == leaves(block.struct):
+        return values
+    return -(-block.size // 4)
 
 
 #: Per target: the rule the params block is laid out by (None: slangc's offsets hold) and its layout name.
