@@ -386,7 +386,7 @@ class ComputeDeviceBase(ExecutionModel):
             entry = entry_name(backend, entry)
             size = workgroup_size_of(backend, workgroup_size)
             fixed = constants_key(backend, constants)
-            foreign = translate(backend, self, code, entry, fixed)  # a source object (Slang): this device's code
+            foreign = translate(backend, self, code, entry, dict(fixed), buffers)  # a source object (Slang)
             named = entry
             if foreign is not None:
                 code, entry, fixed = foreign.code, foreign.entry, ()

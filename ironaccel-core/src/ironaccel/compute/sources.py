@@ -49,9 +49,10 @@ class Translation:
     verify: Callable[[Interface], None] | None = None
 
 
-def translate(backend: str, device: Any, code: Any, entry: str,
-              constants: Mapping[str | int, Any]) -> Translation | None:
-    """The translation of a source object for `device`, or None where `code` is the device's own code."""
+def translate(backend: str, device: Any, code: Any, entry: str, constants: Mapping[str | int, Any],
+              buffers: int) -> Translation | None:
+    """The translation of a source object for `device`, or None where `code` is the device's own code; the
+    pipeline's `buffers` must be as many as the translator's interface binds."""
     if isinstance(code, _PLAIN):
         return None
     method = getattr(code, "__ironaccel_translate__", None)
@@ -61,6 +62,11 @@ def translate(backend: str, device: Any, code: Any, entry: str,
     if not isinstance(result, Translation):
         raise InvalidArgument(backend, "pipeline", detail=f"{type(code).__name__}.__ironaccel_translate__ returned "
                               f"{type(result).__name__}, not an ironaccel.compute.Translation")
+    bindings = result.interface.bindings if result.interface is not None else None
+    if bindings is not None and len(bindings) != buffers:
+        names = ", ".join(b.name or str(b.binding) for b in bindings) or "none"
+        raise InvalidArgument(backend, "pipeline", detail=f"entry point {entry!r} takes {len(bindings)} buffers "
+                              f"({names}), the pipeline was asked for buffers={buffers}")
     return result
 
 
