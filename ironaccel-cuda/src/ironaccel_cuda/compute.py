@@ -254,7 +254,7 @@ class ComputeDeviceMixin(CudaExecution):
         entry = entry_name(BACKEND, entry, op)
         block = workgroup_size_of(BACKEND, workgroup_size, op)
         named = entry
-        foreign = translate(BACKEND, self, code, entry, constants_key(BACKEND, constants, op))  # Slang source
+        foreign = translate(BACKEND, self, code, entry, dict(constants_key(BACKEND, constants, op)), buffers)  # Slang
         if foreign is not None:
             code, entry, constants = foreign.code, foreign.entry, None
             params = foreign.params if params is None else params
