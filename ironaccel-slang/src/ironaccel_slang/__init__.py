@@ -52,7 +52,9 @@ from ironaccel.errors import CompileError, InvalidArgument, Unsupported
 from .compiler import CACHE, ENV_SLANGC, INSTALL, Output, find_slangc, run_slangc
 from .reflect import Kernel, leaves, read
 
-__all__ = ["Slang", "Compiled", "TARGETS", "find_slangc", "ENV_SLANGC", "INSTALL", "CACHE"]
+__all__ = ["Slang", "Compiled", "TARGETS", "find_slangc", "ENV_SLANGC", "INSTALL", "CACHE", "__version__"]
+
+__version__ = "0.2.0"
 
 #: The slangc target for each backend; "metal" is compiled for its text only (no device here runs it).
 TARGETS = {"vulkan": "spirv", "webgpu": "wgsl", "opengl": "glsl", "cuda": "cuda", "metal": "metal"}

@@ -28,7 +28,7 @@ from typing import Any
 from ironaccel.compute.diskcache import DiskCache
 from ironaccel.errors import CompileError, InvalidArgument, NotAvailable
 
-__all__ = ["ENV_SLANGC", "INSTALL", "Output", "find_slangc", "run_slangc", "compiler_id", "CACHE"]
+__all__ = ["ENV_SLANGC", "INSTALL", "Output", "find_slangc", "run_slangc", "compiler_id", "clear_memory", "CACHE"]
 
 ENV_SLANGC = "IRONACCEL_SLANGC"
 INSTALL = "pip install --no-deps slangtorch  (its bundled slangc; --no-deps: the compiler needs no torch), or put " \
@@ -119,6 +119,12 @@ def run_slangc(backend: str, source: str, entry: str, target: str, options: tupl
     output = _compile(backend, slangc, source, entry, target, options, constants_module)
     CACHE.put(key, {"reflection": output.reflection}, output.code)
     return _remember(key, output)
+
+
+def clear_memory() -> None:
+    """Forget the outputs kept in this process (the disk cache is untouched)."""
+    with _lock:
+        _memory.clear()
 
 
 def _remember(key: str, output: Output) -> Output:
