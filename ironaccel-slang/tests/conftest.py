@@ -19,3 +19,19 @@ def slang_cache(tmp_path_factory, monkeypatch):
     compiler.clear_memory()
     yield folder
     compiler.clear_memory()
+
+
+@pytest.fixture(autouse=True)
+def no_vulkan_validation_errors():
+    """With IRONACCEL_VULKAN_VALIDATION=1, a test fails on any message of the Khronos validation layer."""
+    try:
+        from ironaccel_vulkan import validation
+    except ImportError:
+        yield
+        return
+    validation.clear_errors()
+    yield
+    errors = validation.errors()
+    validation.clear_errors()
+    if errors:
+        pytest.fail("Vulkan validation errors:\n" + "\n".join(str(e) for e in errors), pytrace=False)

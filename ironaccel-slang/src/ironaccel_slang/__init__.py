@@ -165,7 +165,8 @@ def _verifier(backend: str, kernel: Kernel, block: ParamBlock | None) -> Callabl
                                   f"{len(kernel.buffers)} buffers ({', '.join(b.name for b in kernel.buffers)}), "
                                   f"the pipeline was asked for {len(own.elements)}")
         theirs = own.params
-        if block is not None and theirs is not None and leaves(theirs.struct) != leaves(block.struct):
+        if block is not None and theirs is not None and (leaves(theirs.struct) != leaves(block.struct)
+                                                         or block.size > theirs.size):
             raise CompileError(backend, "pipeline", f"the {backend} code slangc made lays the params out as\n"
                                f"{theirs.describe()}\nbut its reflection says\n{block.describe()}")
     return verify

@@ -61,13 +61,15 @@ class Kernel:
 
     def block(self, rule: str | None, layout: str) -> ParamBlock | None:
         """The values as a ParamBlock: offsets as slangc laid them out (`rule` None), or laid out anew by `rule`
-        ("std140", "c") where the target's code holds them differently; `layout` names it."""
+        ("std140", "c") where the target's code holds them differently; `layout` names it.  With slangc's
+        offsets, a push-constant block ("std430") ends at its last byte (the push range the module declares);
+        a uniform block is padded to its alignment."""
         if not self.values:
             return None
         if rule is None:
             fields = tuple(Field(v.name, v.offset, v.type) for v in self.values)
             end = max(f.offset + f.type.size for f in fields)
-            align = max(_alignment(v.json) for v in self.values)
+            align = 4 if layout == "std430" else max(_alignment(v.json) for v in self.values)
             return ParamBlock(Struct(self.entry, fields, -(-end // align) * align), layout)
         members = [(v.name, _relayout(v.type, rule)) for v in self.values]
         return ParamBlock(layout_struct(self.entry, members, rule), layout)
