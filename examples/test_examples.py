@@ -38,6 +38,7 @@ NEEDS: dict[str, Needs] = {
     "vulkan_interop.py": Needs(backends=("vulkan",)),
     "webgpu_batch.py": Needs(backends=("webgpu",)),
     "opengl_batch.py": Needs(backends=("opengl",)),
+    "slang_saxpy.py": Needs(each=("vulkan", "webgpu", "opengl", "cuda")),
 }
 
 
