@@ -1,9 +1,9 @@
-"""A compile cache on disk that trusts only what this user wrote (the rules of ironaccel-cuda's NVRTC cache).
+"""A compile cache on disk that trusts only what this user wrote: ironaccel-cuda's NVRTC cache and Slang's.
 
 `DiskCache(name, magic=..., env_off=..., env_dir=...)` keeps entries under
 ``$XDG_CACHE_HOME/ironaccel/<name>`` (or ``~/.cache/ironaccel/<name>``, or the
-folder in `env_dir`); ``<env_off>=0`` turns it off.  What it returns may run on
-a GPU, so:
+folder in `env_dir`); ``<env_off>=0`` turns it off (`enabled()`, which the
+caller asks).  What it returns may run on a GPU, so:
 
 * folders are created private (0700); a folder or entry owned by another user,
   writable by group or others, or not a plain folder/file is ignored -- a miss,
@@ -19,16 +19,30 @@ a GPU, so:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
 import struct
-import tempfile
-import warnings
 from typing import Any
 
-__all__ = ["DiskCache", "CacheWarning", "untrusted"]
+__all__ = ["DiskCache", "CacheWarning", "untrusted", "sha256"]
+
+
+def _sha256_type() -> Any:
+    """sha256 without importing hashlib, which loads OpenSSL (milliseconds in a fresh process)."""
+    import sys
+
+    name = "_sha2" if sys.version_info >= (3, 12) else "_sha256"  # CPython's own implementation
+    try:
+        return __import__(name).sha256
+    except (ImportError, AttributeError):
+        pass
+    from hashlib import sha256
+
+    return sha256
+
+
+sha256 = _sha256_type()
 
 _HEADER = struct.Struct("<8s32sQ")  # magic, sha256(meta + payload), len(meta)
 
@@ -73,11 +87,13 @@ class DiskCache:
     def key(self, **parts: Any) -> str:
         """A hex SHA-256 over a canonical JSON of `parts` (and the cache format)."""
         blob = json.dumps({"format": self.fmt, **parts}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        return str(sha256(blob.encode()).hexdigest())
 
     def _warn(self, path: str, why: str) -> None:
         if path not in self._warned:
             self._warned.add(path)
+            import warnings
+
             warnings.warn(f"ironaccel ignores the {self.name} compile cache {why}: {path}; only folders and entries "
                           f"that are yours and writable by you alone are used (chmod 700 the folder, or move it "
                           f"with {self.env_dir})", CacheWarning, stacklevel=4)
@@ -102,7 +118,8 @@ class DiskCache:
             return False
         return True
 
-    def _read(self, path: str) -> bytes | None:
+    def read_path(self, path: str) -> bytes | None:
+        """The contents of file `path` if it is a trusted entry in a trusted folder, else None."""
         if not self.trusted_folder(os.path.dirname(path)):
             return None
         try:
@@ -121,12 +138,16 @@ class DiskCache:
         finally:
             os.close(fd)
 
+    def read(self, name: str) -> bytes | None:
+        """The trusted file `name` of the cache folder, or None."""
+        return self.read_path(os.path.join(self.folder(), name))
+
     def path(self, key: str) -> str:
         return os.path.join(self.folder(), f"{key}.bin")
 
     def encode(self, key: str, meta: dict[str, Any], payload: bytes) -> bytes:
         meta_bytes = json.dumps({"key": key, **meta}, sort_keys=True).encode()
-        digest = hashlib.sha256(meta_bytes + payload).digest()
+        digest = sha256(meta_bytes + payload).digest()
         return _HEADER.pack(self.magic, digest, len(meta_bytes)) + meta_bytes + payload
 
     def decode(self, key: str, blob: bytes) -> tuple[dict[str, Any], bytes] | None:
@@ -137,7 +158,7 @@ class DiskCache:
         if magic != self.magic or _HEADER.size + meta_len > len(blob):
             return None
         body = blob[_HEADER.size:]
-        if hashlib.sha256(body).digest() != digest:
+        if sha256(body).digest() != digest:
             return None
         try:
             meta = json.loads(body[:meta_len])
@@ -148,11 +169,9 @@ class DiskCache:
         return meta, body[meta_len:]
 
     def get(self, key: str) -> tuple[dict[str, Any], bytes] | None:
-        """The entry for `key` if the cache is on and holds a sound, trusted one."""
-        if not self.enabled():
-            return None
+        """The entry for `key` if the folder holds a sound, trusted one (a corrupt one is deleted)."""
         path = self.path(key)
-        blob = self._read(path)
+        blob = self.read_path(path)
         if blob is None:
             return None
         entry = self.decode(key, blob)
@@ -164,20 +183,24 @@ class DiskCache:
         return entry
 
     def put(self, key: str, meta: dict[str, Any], payload: bytes) -> str | None:
-        """Write an entry atomically; its path, or None if the cache is off or its folder cannot be written."""
-        if not self.enabled():
-            return None
+        """Write an entry atomically; its path, or None if the folder cannot be written."""
+        return self.write_atomic(f"{key}.bin", self.encode(key, meta, payload))
+
+    def write_atomic(self, name: str, data: bytes) -> str | None:
+        """Write `data` to the cache folder's `name` through a temporary file and a rename; None if that fails."""
+        import tempfile
+
         folder = self.folder()
         if not self.trusted_folder(folder, create=True):
             return None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".bin", dir=folder)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(name)[1], dir=folder)
         except OSError:
             return None
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(self.encode(key, meta, payload))
-            final = self.path(key)
+                f.write(data)
+            final = os.path.join(folder, name)
             os.replace(tmp, final)
             return final
         except OSError:
