@@ -18,7 +18,7 @@ import pytest
 
 import ironaccel
 from ironaccel import DType
-from ironaccel.compute.diskcache import CacheWarning
+from ironaccel.diskcache import CacheWarning
 from ironaccel.errors import CompileError, InvalidArgument, NotAvailable, Unsupported
 from ironaccel.testing.pytest_plugin import required_backends
 from ironaccel_slang import INSTALL, Slang, compiler, find_slangc

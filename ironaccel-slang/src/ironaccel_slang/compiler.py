@@ -7,7 +7,7 @@ Without it, compiling raises `NotAvailable` naming the install command.
 
 Every run is keyed on everything that changes its output -- the source, the
 entry point, the target, the options, the constants module and the compiler
-build -- and its output is kept in memory and on disk (`ironaccel.compute.diskcache`:
+build -- and its output is kept in memory and on disk (`ironaccel.diskcache`:
 a private folder, owner and mode checks on the open file, a checksum per entry),
 so a process that compiled a kernel once never starts slangc for it again.
 """
@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from ironaccel.compute.diskcache import DiskCache
+from ironaccel.diskcache import DiskCache
 from ironaccel.errors import CompileError, InvalidArgument, NotAvailable
 
 __all__ = ["ENV_SLANGC", "INSTALL", "Output", "find_slangc", "run_slangc", "compiler_id", "clear_memory", "CACHE"]
@@ -110,14 +110,16 @@ def run_slangc(backend: str, source: str, entry: str, target: str, options: tupl
         if hit is not None:
             _memory.move_to_end(key)
             return hit
-    entry_on_disk = CACHE.get(key)
+    on_disk = CACHE.enabled()
+    entry_on_disk = CACHE.get(key) if on_disk else None
     if entry_on_disk is not None:
         meta, payload = entry_on_disk
         reflection = meta.get("reflection")
         if isinstance(reflection, dict):
             return _remember(key, Output(payload, reflection))
     output = _compile(backend, slangc, source, entry, target, options, constants_module)
-    CACHE.put(key, {"reflection": output.reflection}, output.code)
+    if on_disk:
+        CACHE.put(key, {"reflection": output.reflection}, output.code)
     return _remember(key, output)
 
 
