@@ -1,13 +1,15 @@
 """Slang kernels on every ironaccel ComputeDevice: one source, compiled per device, bound from its reflection.
 
+::
+
     from ironaccel_slang import Slang
 
     SAXPY = Slang('''
-    struct Params { float a; uint n; };
-    [shader("compute")] [numthreads(64, 1, 1)]
-    void saxpy(uint3 tid: SV_DispatchThreadID, uniform RWStructuredBuffer<float> y,
-               uniform StructuredBuffer<float> x, uniform Params p)
-    { if (tid.x < p.n) y[tid.x] = p.a * x[tid.x] + y[tid.x]; }
+        struct Params { float a; uint n; };
+        [shader("compute")] [numthreads(64, 1, 1)]
+        void saxpy(uint3 tid: SV_DispatchThreadID, uniform RWStructuredBuffer<float> y,
+                   uniform StructuredBuffer<float> x, uniform Params p)
+        { if (tid.x < p.n) y[tid.x] = p.a * x[tid.x] + y[tid.x]; }
     ''')
     pipeline = device.pipeline(SAXPY, "saxpy", buffers=2)       # any of vulkan, webgpu, opengl, cuda
     device.dispatch(pipeline, [y, x], groups, {"p": {"a": 2.0, "n": n}})

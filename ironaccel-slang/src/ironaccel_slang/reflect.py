@@ -18,7 +18,7 @@ from ironaccel.compute import Array, BindingInfo, Field, ParamBlock, Scalar, Str
 from ironaccel.compute.params import ParamType, array_of, layout_struct
 from ironaccel.errors import CompileError, Unsupported
 
-__all__ = ["Buffer", "Kernel", "read"]
+__all__ = ["Buffer", "Value", "Kernel", "read", "leaves"]
 
 _SCALARS = {"float16": DType.FLOAT16, "float32": DType.FLOAT32, "float64": DType.FLOAT64, "int8": DType.INT8,
             "uint8": DType.UINT8, "int16": DType.INT16, "uint16": DType.UINT16, "int32": DType.INT32,
