@@ -259,6 +259,16 @@ def test_unknown_target_and_missing_entry(slangc):
         SAXPY.compile("vulkan", "nope")
 
 
+def test_a_downstream_tool_the_compiler_lacks_is_a_compile_error(slangc):
+    """-O2 on SPIR-V runs spirv-opt, which slangtorch's slangc does not ship: its log, in a CompileError."""
+    try:
+        compiled = Slang(SAXPY.source, options=("-O2",)).compile("vulkan", "saxpy")
+    except CompileError as exc:
+        assert exc.op == "slangc" and "spirv-opt" in exc.log
+    else:  # a slangc with spirv-opt (the Vulkan SDK's)
+        assert compiled.code[:4] == b"\x03\x02\x23\x07"
+
+
 def test_constant_without_default_must_be_given(slangc):
     source = Slang("extern static const int K;\n[shader(\"compute\")] [numthreads(1,1,1)] void k(uint3 t: "
                    "SV_DispatchThreadID, uniform RWStructuredBuffer<int> y) { y[0] = K; }")

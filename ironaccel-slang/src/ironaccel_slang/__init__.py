@@ -73,6 +73,7 @@ _OPTIONS = {
     "metal": ("-g0", "-line-directive-mode", "none"),
 }
 
+_MEMO_ENTRIES = 64
 _CONSTANT = re.compile(r"\bextern\s+static\s+const\s+(\w+)\s+(\w+)\s*(?:=\s*([^;]+?))?\s*;")
 _CONSTANT_TYPES = {"int": DType.INT32, "uint": DType.UINT32, "int32_t": DType.INT32, "uint32_t": DType.UINT32,
                    "int64_t": DType.INT64, "uint64_t": DType.UINT64, "float": DType.FLOAT32,
@@ -102,6 +103,9 @@ class Slang:
             raise InvalidArgument("slang", "Slang", detail="options must be a tuple of slangc option strings")
         self.options = tuple(options)
         self.constants = _declared(self.source)
+        #: Translations made from this source in this process, by (backend, entry, constants): a repeated
+        #: pipeline() costs a dict lookup, not a cache key over the source.
+        self._translations: dict[Hashable, Translation] = {}
 
     def __repr__(self) -> str:
         return f"Slang({len(self.source)} characters)"
@@ -122,6 +126,18 @@ class Slang:
     def __ironaccel_translate__(self, device: Any, entry: str, constants: dict[str | int, Any]) -> Translation:
         """The kit's hook: this source as `device`'s code, with the interface its reflection gives."""
         backend = getattr(device, "backend", None) or device.descriptor.backend
+        memo = (backend, entry, tuple(sorted(((str(k), type(v).__name__, v) for k, v in constants.items()),
+                                             key=lambda item: item[0])))
+        found = self._translations.get(memo)  # the kit checked the values: bool, int or float
+        if found is not None:
+            return found
+        translation = self._translate(backend, entry, constants)
+        if len(self._translations) >= _MEMO_ENTRIES:
+            self._translations.pop(next(iter(self._translations)))
+        self._translations[memo] = translation
+        return translation
+
+    def _translate(self, backend: str, entry: str, constants: dict[str | int, Any]) -> Translation:
         if backend not in TARGETS or backend == "metal":
             raise Unsupported(backend, "pipeline", f"no Slang target for the {backend} backend; Slang source runs "
                               f"on {', '.join(b for b in TARGETS if b != 'metal')}")
