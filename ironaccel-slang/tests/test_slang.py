@@ -191,6 +191,26 @@ def test_bad_input_gets_typed_errors_and_the_device_stays_usable(device):
 
 
 @pytest.mark.parametrize("device", GPU, indirect=True)
+def test_a_batch_recorded_once_is_resubmitted_with_params_rebound_by_name(device):
+    if "batches" not in device.features:
+        with pytest.raises(Unsupported):
+            device.batch()
+        return
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    pipeline = device.pipeline(SAXPY, "saxpy", buffers=2)
+    ys, xs = device.upload(np.zeros(n, np.float32)), device.upload(x)
+    batch = device.batch()
+    command = batch.dispatch(pipeline, [ys, xs], n // 64, {"p": {"a": 1.0, "n": n}})
+    device.queue.submit(batch).wait()
+    command.update(params={"p": {"a": 3.0, "n": n}})
+    device.queue.submit(batch).wait()
+    np.testing.assert_array_equal(device.download(ys), 4.0 * x)
+    ys.close()
+    xs.close()
+
+
+@pytest.mark.parametrize("device", GPU, indirect=True)
 def test_global_parameters_are_refused_with_the_rule(device):
     source = Slang("""
 RWStructuredBuffer<float> y;
