@@ -210,6 +210,32 @@ def test_a_batch_recorded_once_is_resubmitted_with_params_rebound_by_name(device
     xs.close()
 
 
+FILL = Slang("""
+[shader("compute")]
+[numthreads(64, 1, 1)]
+void fill<T : __BuiltinArithmeticType>(uint3 tid: SV_DispatchThreadID, uniform RWStructuredBuffer<T> y,
+                                       uniform T value, uniform uint n)
+{
+    if (tid.x < n)
+        y[tid.x] = value;
+}
+""")
+
+
+@pytest.mark.parametrize("device", GPU, indirect=True)
+def test_a_generic_entry_point_specialized_per_type(device):
+    for type_name, dtype, value in (("int", "int32", -7), ("uint", "uint32", 4000000000), ("float", "float32", 2.5)):
+        pipeline = device.pipeline(FILL.specialized(type_name), "fill", buffers=1)
+        assert pipeline.interface.bindings[0].element.value == dtype
+        assert str(pipeline.interface.params.fields[0].type) == dtype
+        out = device.alloc(100, dtype)
+        device.dispatch(pipeline, [out], 2, {"value": value, "n": 100})
+        np.testing.assert_array_equal(device.download(out), np.full(100, value, dtype))
+        out.close()
+    with pytest.raises(InvalidArgument):
+        FILL.specialized("int; evil")
+
+
 @pytest.mark.parametrize("device", GPU, indirect=True)
 def test_global_parameters_are_refused_with_the_rule(device):
     source = Slang("""

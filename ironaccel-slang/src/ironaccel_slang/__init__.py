@@ -29,7 +29,8 @@ and every value is a `uniform` parameter of the entry point; the values form
 the params block, passed by name (`{"p": {"a": 2.0, "n": n}}`, a numpy record,
 a dataclass) or in order.  Specialization: `extern static const` declarations
 are Slang link-time constants, set per pipeline with `constants={"NAME": v}`
-(each set is a compile of its own); their defaults apply otherwise.
+(each set is a compile of its own; their defaults apply otherwise), and a
+generic entry point's type parameters are bound with `Slang.specialized`.
 
 Why a wrapper object rather than a `language=` argument: the language belongs
 to the code, not to the call, so the source travels as one value (to batches,
@@ -74,6 +75,7 @@ _OPTIONS = {
 }
 
 _MEMO_ENTRIES = 64
+_TYPE_NAME = re.compile(r"[A-Za-z_][\w<>, ]*")
 _CONSTANT = re.compile(r"\bextern\s+static\s+const\s+(\w+)\s+(\w+)\s*(?:=\s*([^;]+?))?\s*;")
 _CONSTANT_TYPES = {"int": DType.INT32, "uint": DType.UINT32, "int32_t": DType.INT32, "uint32_t": DType.UINT32,
                    "int64_t": DType.INT64, "uint64_t": DType.UINT64, "float": DType.FLOAT32,
@@ -109,6 +111,14 @@ class Slang:
 
     def __repr__(self) -> str:
         return f"Slang({len(self.source)} characters)"
+
+    def specialized(self, *types: str) -> Slang:
+        """This source with its generic entry point's type parameters bound, in order (slangc -specialize):
+        `Slang("... void fill<T : __BuiltinArithmeticType>(...) ...").specialized("int")`."""
+        for name in types:
+            if not isinstance(name, str) or not _TYPE_NAME.fullmatch(name):
+                raise InvalidArgument("slang", "Slang.specialized", detail=f"a Slang type name, got {name!r}")
+        return Slang(self.source, options=self.options + tuple(o for t in types for o in ("-specialize", t)))
 
     def compile(self, target: str, entry: str, constants: Mapping[str, Any] | None = None,
                 backend: str = "slang") -> Compiled:
