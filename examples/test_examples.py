@@ -39,6 +39,7 @@ NEEDS: dict[str, Needs] = {
     "webgpu_batch.py": Needs(backends=("webgpu",)),
     "opengl_batch.py": Needs(backends=("opengl",)),
     "serving_loop.py": Needs(each=("vulkan", "webgpu", "opengl", "cuda")),
+    "slang_saxpy.py": Needs(each=("vulkan", "webgpu", "opengl", "cuda")),
 }
 
 
