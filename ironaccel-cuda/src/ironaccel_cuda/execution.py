@@ -95,7 +95,6 @@ _LAZY = frozenset({"_lock", "_generation", "_owner_thread", "_garbage", "_submit
                    "_pinned_frees", "_shutdown_pending", "_dq", "max_buffer_bytes"})
 
 _REASONS = {
-    "constants": "the CUDA ComputeDevice does not specialize kernels with constants= yet (NVRTC -D defines)",
     "map": "the CUDA ComputeDevice has no host-visible memory kind yet (mapped pinned memory)",
     "dlpack": "CUDA device memory is kDLCUDA: numpy cannot view it; device.download(buffer) copies it",
     "export_memory": "the CUDA ComputeDevice does not export memory yet (cuMemExportToShareableHandle)",
@@ -228,7 +227,7 @@ class CudaExecution(ExecutionModel):
     submission_type = QueueSubmission
     buffer_limit_name = "the device's memory"
 
-    execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params"})
+    execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params", "constants"})
     supported_memory = ("device",)
     bindable_memory = ("device",)
 
