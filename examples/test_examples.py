@@ -35,7 +35,7 @@ NEEDS: dict[str, Needs] = {
     "scale_offset.py": Needs(each=("cuda", "vulkan", "webgpu", "opengl")),
     "pjrt_stablehlo.py": Needs(backends=("pjrt",)),
     "vulkan_batch.py": Needs(backends=("vulkan",)),
-    "vulkan_interop.py": Needs(backends=("vulkan",)),
+    "vulkan_interop.py": Needs(backends=("vulkan", "cuda")),
     "webgpu_batch.py": Needs(backends=("webgpu",)),
     "opengl_batch.py": Needs(backends=("opengl",)),
 }
