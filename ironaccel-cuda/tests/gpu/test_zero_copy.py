@@ -2,7 +2,8 @@
 
 Vulkan <-> CUDA runs where a Vulkan device is the same GPU as cuda:0 (by UUID): memory exported by one side is
 imported by the other, a Vulkan timeline semaphore is imported into CUDA, and each side waits for the other on
-the GPU.  OpenGL reads and writes CUDA memory where its driver has GL_EXT_memory_object_fd (NVIDIA's EGL).
+the GPU.  OpenGL reads and writes CUDA memory where its driver has GL_EXT_memory_object_fd (NVIDIA's EGL).  Both
+run in a process of their own (zero_copy_children.py says why).
 The in-memory double's exports (memfds) stand in for another API against the fake driver; a real driver refuses
 them with a typed error, which is checked there instead.  Under IRONACCEL_REQUIRE naming vulkan or opengl, a
 missing twin device is a failure, not a skip.
@@ -11,9 +12,13 @@ missing twin device is a failure, not a skip.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import zero_copy_children
 from conftest import FAKE
 from kernels import SOURCE
 
@@ -23,7 +28,7 @@ from ironaccel.testing.pytest_plugin import required_backends
 
 pytestmark = pytest.mark.backend("cuda")
 
-N = 1 << 20
+HERE = Path(__file__).parent
 
 
 def _absent(backend: str, why: str) -> None:
@@ -32,29 +37,15 @@ def _absent(backend: str, why: str) -> None:
     pytest.skip(why)
 
 
-def _twin(dev, backend: str, feature: str):
-    """A device of `backend` on the same GPU as `dev` that has `feature`; skips (fails where required) without."""
-    from ironaccel.registry import registry
-
-    probe = registry.probe(backend)
-    if not probe.available:
-        _absent(backend, f"{backend} unavailable: {probe.reason}")
-    found = registry.backend(backend)
-    want = dev.uuid.removeprefix("GPU-").replace("-", "")
-    for desc in found.devices():
-        if FAKE:  # the fake driver's memory is memfds, which lavapipe and llvmpipe refuse as not their own
-            same = False
-        elif "device_uuid" in desc.extras:
-            same = desc.extras["device_uuid"] == want
-        else:
-            same = desc.vendor.value == "nvidia"
-        if same:
-            other = found.open(desc.ordinal)
-            if feature not in other.features:
-                other.close()
-                _absent(backend, f"{backend}:{desc.ordinal} lacks {feature}")
-            return other
-    _absent(backend, f"no {backend} device is the same GPU as cuda:{dev.ordinal} ({dev.uuid})")
+def _child(case: str, backend: str) -> None:
+    """Run zero_copy_children.py's `case` in a process of its own; its other API absent: skip (fail if required)."""
+    if FAKE:  # the fake driver's memory is memfds, which lavapipe and llvmpipe refuse as not their own
+        _absent(backend, f"the fake driver shares no GPU with {backend}")
+    done = subprocess.run([sys.executable, str(HERE / "zero_copy_children.py"), case], capture_output=True,
+                          text=True, timeout=300)
+    if done.returncode == zero_copy_children.ABSENT:
+        _absent(backend, done.stdout.strip())
+    assert done.returncode == 0, f"{case} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
 
 
 def _open_fds() -> int:
@@ -65,80 +56,16 @@ def _scale(dev):
     return dev.pipeline(SOURCE, "scale_offset", buffers=2, params=3, workgroup_size=256)
 
 
-def test_vulkan_memory_and_semaphore_to_cuda_and_back(dev):
-    vk = _twin(dev, "vulkan", "export_fence")
-    try:
-        data = np.random.default_rng(7).standard_normal(N).astype(np.float32)
-        src = vk.alloc(N, "float32", exportable=True)
-        fence = vk.create_fence(exportable=True)
-        fill = vk.batch()
-        fill.write(src, data)
-        vk.submit(fill, signal=[(fence, 1)])  # Vulkan writes, then signals 1
-        with vk.export_memory(src) as ext:
-            seen = dev.import_memory(ext, N, "float32")
-        with vk.export_fence(fence) as ext_fence:
-            mirror = dev.import_fence(ext_fence)
-        y = dev.alloc(N, "float32")
-        dev.queue.wait(mirror, 1)  # on the GPU: CUDA's next work waits for Vulkan's write
-        pipeline = _scale(dev)
-        groups = N // 256
-        dev.dispatch(pipeline, [seen, y], groups, (2.0, 1.0, N))
-        expected = np.float32(2) * data + np.float32(1)
-        np.testing.assert_array_equal(dev.download(y), expected)  # exact: the same bytes, no copy in between
-        dev.dispatch(pipeline, [y, seen], groups, (1.0, 0.0, N))  # CUDA writes Vulkan's memory ...
-        dev.queue.signal(mirror, 2)  # ... then signals 2 on the GPU
-        out = np.zeros(N, np.float32)
-        back = vk.batch()
-        back.read(src, out)
-        vk.queue.wait(fence, 2)  # Vulkan's next work waits for CUDA's
-        vk.submit(back).wait(timeout=60)
-        np.testing.assert_array_equal(out, expected)
-        fence.wait(2, timeout=60)
-        mirror.wait(2, timeout=60)
-        assert mirror.value >= 2
-        mirror.close()
-        seen.close()
-    finally:
-        vk.close()
+def test_vulkan_memory_and_semaphore_to_cuda_and_back():
+    _child("vulkan_to_cuda_and_back", "vulkan")
 
 
-def test_cuda_memory_to_vulkan(dev):
-    vk = _twin(dev, "vulkan", "import_memory")
-    try:
-        data = np.arange(N, dtype=np.float32)
-        src = dev.alloc(N, "float32", exportable=True)
-        assert src.exportable and src.memory == "device"
-        dev.write(src, data)
-        dev.synchronize()
-        with dev.export_memory(src) as ext:
-            assert ext.size >= N * 4 and ext.backend == "cuda"
-            seen = vk.import_memory(ext, N, "float32")
-        np.testing.assert_array_equal(vk.download(seen), data)
-        vk.write(seen, data * 3)
-        vk.synchronize()
-        np.testing.assert_array_equal(dev.download(src), data * 3)
-        seen.close()
-        src.close()
-    finally:
-        vk.close()
+def test_cuda_memory_to_vulkan():
+    _child("cuda_to_vulkan", "vulkan")
 
 
-def test_opengl_reads_and_writes_cuda_memory(dev):
-    gl = _twin(dev, "opengl", "import_memory")
-    try:
-        data = np.arange(N, dtype=np.float32) - N // 2
-        src = dev.alloc(N, "float32", exportable=True)
-        dev.write(src, data)
-        dev.synchronize()
-        with dev.export_memory(src) as ext:
-            seen = gl.import_memory(ext, N, "float32")
-        np.testing.assert_array_equal(gl.download(seen), data)
-        gl.write(seen, data * 5)  # OpenGL's data, read by CUDA without a copy
-        gl.synchronize()
-        np.testing.assert_array_equal(dev.download(src), data * 5)
-        seen.close()
-    finally:
-        gl.close()
+def test_opengl_reads_and_writes_cuda_memory():
+    _child("opengl_and_cuda", "opengl")
 
 
 def _double():
