@@ -108,10 +108,9 @@ def _text(name: Any, value: Any, dtype: DType | None) -> str:
 
 def _float_text(value: float, dtype: DType) -> str:
     if dtype is DType.FLOAT32:
-        single = np.float32(value)
-        if not np.isfinite(single):
+        if abs(value) > float(np.finfo(np.float32).max):
             raise invalid("pipeline", f"{value!r} does not fit a float32")
-        return f"{float(single)!r}f"
+        return f"{float(np.float32(value))!r}f"
     return repr(value)
 
 
