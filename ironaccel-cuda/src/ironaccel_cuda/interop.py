@@ -28,7 +28,7 @@ import numpy as np
 from ironaccel import DType
 from ironaccel.errors import InvalidArgument, InvalidState, IronAccelError, Unsupported
 
-from . import _dlpack
+from . import _core, _dlpack, _driver
 from ._driver import call, driver
 from .errors import BACKEND
 from .memory import adopt
@@ -153,15 +153,17 @@ def export_memory(device: Any, buf: Any) -> tuple[int, int, bool]:
 class _External:
     """Memory imported from another API: the mapped pointer and the external memory object."""
 
-    __slots__ = ("extmem", "dptr")
+    __slots__ = ("extmem", "dptr", "device")
 
-    def __init__(self, extmem: Any, dptr: int):
+    def __init__(self, extmem: Any, dptr: int, device: Any):
         self.extmem = extmem
         self.dptr = dptr
+        self.device = device
 
     def release(self) -> None:
         extmem, self.extmem = self.extmem, None
-        if extmem is not None:
+        if extmem is not None and not _driver.forked:
+            _core.ensure(self.device._state.ctx)  # the buffer may be closed on a thread with no context current
             call("cuMemFree", self.dptr)
             call("cuDestroyExternalMemory", extmem)
 
@@ -211,7 +213,7 @@ def import_memory(device: Any, fd: int, nbytes: int, dtype: DType, ext: Any) -> 
     except BaseException:
         call("cuDestroyExternalMemory", extmem)
         raise
-    held = _External(extmem, dptr)
+    held = _External(extmem, dptr, device)
     os.close(fd)
     return adopt(dptr, size, dtype, device, release=held.release, keepalive=held)
 
@@ -310,9 +312,16 @@ class ImportedFence:
         return True
 
     def close(self) -> None:
+        """Destroy the imported semaphore (idempotent; the device's close closes what is left open)."""
         sem, self.sem = self.sem, None
         if sem is None:
             return
+        pools = self.device.__dict__.get("_pools", [])
+        if self in pools:
+            pools.remove(self)
+        if _driver.forked:
+            return
+        _core.ensure(self.device._state.ctx)  # also while the device handle closes (it closes its pools last)
         for _, event in self.waits:
             event.close()
         self.waits.clear()
@@ -343,4 +352,6 @@ def import_fence(device: Any, fd: int) -> ImportedFence:
         os.close(mine)
         raise
     os.close(fd)
-    return ImportedFence(sem, device)
+    fence = ImportedFence(sem, device)
+    device._pools.append(fence)  # closed with the device handle if not before
+    return fence
