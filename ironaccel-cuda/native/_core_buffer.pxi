@@ -121,6 +121,8 @@ cdef class DeviceBuf:
     cdef public object _ipc  # this buffer's IPC descriptor, made on its first ipc.export (pool memory only)
     cdef public object _base
     cdef public object _views
+    cdef object _memory  # the compute kit's memory kind where it is not "device" (None)
+    cdef object _exportable  # True where allocated with exportable=True, else None
     cdef object __weakref__
     cdef uintptr_t _addr
     cdef size_t _nbytes
@@ -455,7 +457,38 @@ cdef class DeviceBuf:
             "stream": self._stream_int(),
         }
 
+    @property
+    def memory(self):
+        """The memory kind: "device", or "host" (mapped page-locked memory: `device.alloc(n, memory="host")`)."""
+        return "device" if self._memory is None else self._memory
+
+    @memory.setter
+    def memory(self, value):
+        self._memory = None if value == "device" else value
+
+    @property
+    def exportable(self):
+        """True where allocated with `exportable=True` (`device.export_memory(buffer)` hands it to another API)."""
+        return self._exportable is True
+
+    @exportable.setter
+    def exportable(self, value):
+        self._exportable = True if value else None
+
+    @property
+    def host_visible(self):
+        """True where `map()` works: host memory (the compute kit's rule)."""
+        return self._memory is not None and self.ptr is not None and "map" in self.device.features
+
+    def map(self, write=True):
+        """`with buffer.map() as a:` the host memory as an array (host memory only; device memory is InvalidArgument
+        naming device.download)."""
+        from . import interop
+        return interop.map_buffer(self, write)
+
     def __dlpack_device__(self):
+        if self._memory is not None:
+            return (1, 0)  # kDLCPU: host memory the device also reaches
         return (2, self._ordinal)  # kDLCUDA
 
     @property
@@ -464,7 +497,12 @@ cdef class DeviceBuf:
         return None if self.ptr is None else self
 
     def __array__(self, dtype=None, copy=None):
-        """Device memory has no host view: `np.array(buf, copy=True)` downloads it; a view is InvalidState."""
+        """Host memory is viewed without a copy; device memory has none: `np.array(buf, copy=True)` downloads it,
+        a view is InvalidState."""
+        if self._memory is not None and copy is not True:
+            from . import interop
+            host = interop.host_view(self, "__array__")
+            return host if dtype is None else host.astype(dtype, copy=False)
         if copy is not True:
             from ironaccel.errors import InvalidState
             raise InvalidState("cuda", "__array__", detail="device memory is not host-visible: "
@@ -483,6 +521,10 @@ cdef class DeviceBuf:
         op = "__dlpack__"
         if self.ptr is None:
             raise _errors.closed(op, "buffer")
+        if self._memory is not None:  # host memory: numpy's own export of the mapped view (kDLCPU)
+            from . import interop
+            given = {"stream": stream, "max_version": max_version, "dl_device": dl_device, "copy": copy}
+            return interop.host_view(self, op).__dlpack__(**{k: v for k, v in given.items() if v is not None})
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cuda: {op}: cannot export to device {dl_device}; the buffer is on cuda:{self._ordinal}")
         if copy:

@@ -39,6 +39,26 @@ extern "C" __global__ void scale_offset(const float* x, float* y, float a, float
 """
 
 
+#: ExecutionConformance's constants kernel: y = x*SCALE + BIAS, its constants NVRTC defines over guarded defaults.
+#: The string tells the fake driver (which cannot run the compiled code) the values the defines gave.
+CONSTANTS = r"""
+#ifndef SCALE
+#define SCALE 1.0f
+#endif
+#ifndef BIAS
+#define BIAS 0
+#endif
+#define IRONACCEL_TEXT(x) #x
+#define IRONACCEL_STR(x) IRONACCEL_TEXT(x)
+extern "C" __device__ const char ironaccel_fake_constants[] =
+    "ironaccel-fake-constants " IRONACCEL_STR(SCALE) " " IRONACCEL_STR(BIAS);
+extern "C" __global__ void scale_offset(const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * SCALE + BIAS;
+}
+"""
+
+
 class TestCudaBackend(BackendConformance):
     backend_name = "cuda"
     vendor_modules = ("cuda.bindings", "cuda.bindings.driver", "cuda.bindings.nvrtc", "cuda.pathfinder")
@@ -51,6 +71,7 @@ class TestCudaCompute(ComputeDeviceConformance, ExecutionConformance):
     entry = "scale_offset"
     declares_element_types = False  # a CUDA module does not carry its pointer parameters' types
     typed_params_code = TYPED_PARAMS
+    constants_code = CONSTANTS
 
 
 @pytest.mark.backend("cuda")

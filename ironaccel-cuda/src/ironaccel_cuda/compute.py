@@ -46,10 +46,11 @@ from ironaccel.compute import (
 )
 from ironaccel.compute import workgroup_size as workgroup_size_of
 from ironaccel.compute.execution import constants_key
-from ironaccel.compute.params import ParamBlock, c_params
+from ironaccel.compute.params import ConstantInfo, ParamBlock, c_params
 from ironaccel.compute.sources import settle, translate
 
 from . import _core, _driver
+from . import constants as specialization
 from .errors import BACKEND, closed, invalid
 from .execution import CudaExecution, _Packed, _Raw, run
 from .memory import DeviceBuf
@@ -90,8 +91,9 @@ class CudaProgram(Program):
     """A loaded module and its kernel, shared by every Pipeline with the same code, entry and interface."""
 
     def __init__(self, module: Module, function: Function, buffers: int, params: int,
-                 block: ParamBlock | None = None):
-        interface = Interface.unknown(buffers) if block is None else Interface.of(buffers, (), block)
+                 block: ParamBlock | None = None, constants: Sequence[ConstantInfo] = ()):
+        interface = Interface.unknown(buffers) if block is None and not constants else \
+            Interface.of(buffers, (), block, constants)
         super().__init__(buffers, params, interface)
         self.module = module
         self.function = function
@@ -249,24 +251,23 @@ class ComputeDeviceMixin(CudaExecution):
         A source object (`ironaccel_slang.Slang`) is translated to CUDA C++ first (`ironaccel.compute.sources`)."""
         op = "pipeline"
         self._compute_check(op)
+        fixed = constants_key(BACKEND, constants, op)
         buffers = count(BACKEND, "buffers", buffers, op)
         params = None if type(params) is str and params == "auto" else count(BACKEND, "params", params, op)
         entry = entry_name(BACKEND, entry, op)
         block = workgroup_size_of(BACKEND, workgroup_size, op)
         named = entry
-        foreign = translate(BACKEND, self, code, entry, dict(constants_key(BACKEND, constants, op)), buffers)  # Slang
+        foreign = translate(BACKEND, self, code, entry, dict(fixed), buffers)  # Slang: constants applied there
         if foreign is not None:
-            code, entry, constants = foreign.code, foreign.entry, None
+            code, entry, fixed = foreign.code, foreign.entry, ()
             params = foreign.params if params is None else params
             block = foreign.workgroup_size or block
-        if constants:
-            raise self._unsupported(op, "constants")
         kind, code_key = _code_key(code)
         programs = self._program_cache()
-        key = (kind, code_key, entry, buffers, params, None if foreign is None else foreign.key)
+        key = (kind, code_key, entry, buffers, params, fixed, None if foreign is None else foreign.key)
         program = programs.get(key)
         if program is None:
-            program = self._load(kind, code_key, entry, buffers, params)
+            program = self._load(kind, code_key, entry, buffers, params, dict(fixed))
             if foreign is not None:
                 try:
                     settle(program, foreign)
@@ -283,9 +284,12 @@ class ComputeDeviceMixin(CudaExecution):
             self._pools.append(holder)  # Device.close() closes its pools, and with them these modules
         return holder.cache
 
-    def _load(self, kind: str, code: Any, entry: str, buffers: int, params: int | None) -> CudaProgram:
+    def _load(self, kind: str, code: Any, entry: str, buffers: int, params: int | None,
+              constants: dict[Any, Any]) -> CudaProgram:
         op = "pipeline"
-        block = c_params(code, entry, buffers) if params is None and kind == "c++" else None
+        defines, declared = specialization.defines(kind, code, constants)
+        block = c_params(specialization.without_defaults(code), entry, buffers) \
+            if params is None and kind == "c++" else None
         if params is None:
             params = len(block.fields) if block is not None else 0
         if kind == "image":
@@ -293,7 +297,12 @@ class ComputeDeviceMixin(CudaExecution):
         elif kind == "ptx":
             module = self.load_module(code.encode())  # type: ignore[attr-defined]
         else:
-            obj = NvrtcProgram(code, name_expressions=[entry]).compile(
+            options = None
+            if defines:
+                from .options import CompileOptions
+
+                options = CompileOptions(defines=defines)
+            obj = NvrtcProgram(code, options, name_expressions=[entry]).compile(
                 "cubin", arch=self.compute_capability)  # type: ignore[attr-defined]
             module = self.load_module(obj)  # type: ignore[attr-defined]
         try:
@@ -305,7 +314,7 @@ class ComputeDeviceMixin(CudaExecution):
         except BaseException:
             module.close()
             raise
-        return CudaProgram(module, function, buffers, params, block)
+        return CudaProgram(module, function, buffers, params, block, declared)
 
     def dispatch(self, pipeline: Pipeline, buffers: Sequence[Any], groups: int | tuple[int, ...],
                  params: Sequence[Any] = ()) -> Submission:

@@ -31,9 +31,8 @@ import numpy as np
 from ironaccel.compute import Submission, process, wait_for
 from ironaccel.compute.execution import Command
 from ironaccel.compute.model import ExecutionModel
-from ironaccel.errors import Unsupported
 
-from . import _core
+from . import _core, interop
 from ._driver import call
 from .errors import BACKEND
 
@@ -95,13 +94,8 @@ _LAZY = frozenset({"_lock", "_generation", "_owner_thread", "_garbage", "_submit
                    "_pinned_frees", "_shutdown_pending", "_dq", "max_buffer_bytes"})
 
 _REASONS = {
-    "constants": "the CUDA ComputeDevice does not specialize kernels with constants= yet (NVRTC -D defines)",
-    "map": "the CUDA ComputeDevice has no host-visible memory kind yet (mapped pinned memory)",
-    "dlpack": "CUDA device memory is kDLCUDA: numpy cannot view it; device.download(buffer) copies it",
-    "export_memory": "the CUDA ComputeDevice does not export memory yet (cuMemExportToShareableHandle)",
-    "import_memory": "the CUDA ComputeDevice does not import memory yet (cuImportExternalMemory)",
-    "export_fence": "CUDA events cannot be exported as fds; a timeline semaphore would be imported instead",
-    "import_fence": "the CUDA ComputeDevice does not import fences yet (cuImportExternalSemaphore)",
+    "export_fence": "CUDA cannot export a semaphore as an fd (its events are process-local): create the "
+                    "exportable fence on the Vulkan side and import_fence() it here",
 }
 
 
@@ -228,9 +222,10 @@ class CudaExecution(ExecutionModel):
     submission_type = QueueSubmission
     buffer_limit_name = "the device's memory"
 
-    execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params"})
-    supported_memory = ("device",)
-    bindable_memory = ("device",)
+    execution_features = frozenset({"queues", "fences", "batches", "timestamps", "typed_params", "constants", "map",
+                                    "dlpack", "export_memory", "import_memory", "import_fence"})
+    supported_memory = ("device", "host")
+    bindable_memory = ("device", "host")
 
     # -- the host-class state, made on first use -------------------------------------------------------
 
@@ -249,7 +244,20 @@ class CudaExecution(ExecutionModel):
         d["_submitted"] = d["_completed"] = 0
         d["max_buffer_bytes"] = int(self._state.total_memory)  # type: ignore[attr-defined]
         d["_dq"] = _Queue(self._state.default_stream, permanent=True)  # type: ignore[attr-defined]
-        self._open_execution()
+        features, kinds = set(self.execution_features), ["device", "host"]
+        why = d["_why"] = {}
+        if not self._state.attributes.can_map_host_memory:  # type: ignore[attr-defined]
+            features -= {"map", "dlpack"}
+            kinds.remove("host")
+            why["map"] = why["dlpack"] = f"cuda:{self.ordinal} cannot map host memory (CAN_MAP_HOST_MEMORY is 0)"  # type: ignore[attr-defined]
+        from .driver_pool import device_attribute
+
+        if not (device_attribute(self, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED")  # type: ignore[arg-type]
+                and device_attribute(self, "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED")):  # type: ignore[arg-type]
+            features.discard("export_memory")
+            why["export_memory"] = (f"cuda:{self.ordinal} has no virtual memory management with POSIX fd handles "  # type: ignore[attr-defined]
+                                    "(cuMemCreate / cuMemExportToShareableHandle)")
+        self._open_execution(features, tuple(kinds))
         self._pools.append(_Holder(self))  # type: ignore[attr-defined]
 
     def _enter(self, op: str) -> None:
@@ -268,10 +276,45 @@ class CudaExecution(ExecutionModel):
         pass
 
     def _wrap_buffer(self, handle: Any, dtype: Any, size: int) -> Any:
-        raise Unsupported(BACKEND, "import", "the CUDA ComputeDevice makes no buffers over foreign memory yet")
+        return handle  # the memory hooks make DeviceBufs already
 
     def _unsupported_reason(self, feature: str) -> str:
-        return _REASONS.get(feature, super()._unsupported_reason(feature))
+        found = self.__dict__.get("_why", {}).get(feature) or _REASONS.get(feature)
+        return found or super()._unsupported_reason(feature)
+
+    # -- memory kinds, mapping, DLPack, external memory (interop) --------------------------------------------
+
+    def _create_memory(self, nbytes: int, dtype: Any, memory: str, exportable: bool) -> Any:
+        return interop.create_memory(self, nbytes, dtype, memory, exportable)
+
+    def _memory_of(self, handle: Any) -> tuple[bool, bool]:
+        host = handle.memory == "host"
+        return host, host
+
+    def _map(self, handle: Any, write: bool) -> Any:
+        self._sync_all()  # a mapping is ordered after the work already queued
+        return interop.host_array(handle)  # mapped for the buffer's life: the array keeps the memory alive
+
+    def _unmap(self, handle: Any, array: Any, write: bool) -> None:
+        pass  # the array is the memory itself
+
+    def _sync_all(self) -> None:
+        _core.stream_sync(self._state.default_stream._h)  # type: ignore[attr-defined]
+        for queue in self._queues[1:]:
+            if not queue._closed:
+                queue._vq.stream.synchronize()
+
+    def _import_dlpack(self, obj: Any) -> tuple[Any, Any, int]:
+        return interop.import_dlpack(self, obj)
+
+    def _export_memory(self, handle: Any) -> tuple[int, int, bool]:
+        return interop.export_memory(self, handle)
+
+    def _import_memory(self, fd: int, nbytes: int, dtype: Any, ext: Any) -> Any:
+        return interop.import_memory(self, fd, nbytes, dtype, ext)
+
+    def _import_fence(self, fd: int) -> Any:
+        return interop.import_fence(self, fd)
 
     # -- serials of the default queue ------------------------------------------------------------------
 
@@ -343,13 +386,17 @@ class CudaExecution(ExecutionModel):
     def _create_fence(self, value: int, exportable: bool) -> _Fence:
         return _Fence(value)
 
-    def _destroy_fence(self, vf: _Fence) -> None:
+    def _destroy_fence(self, vf: Any) -> None:
         vf.close()
 
-    def _fence_value(self, vf: _Fence) -> int:
+    def _fence_value(self, vf: Any) -> int:
+        if type(vf) is not _Fence:
+            return vf.value()  # type: ignore[no-any-return]
         return vf.reached()
 
-    def _fence_wait(self, vf: _Fence, value: int, seconds: float | None) -> bool:
+    def _fence_wait(self, vf: Any, value: int, seconds: float | None) -> bool:
+        if type(vf) is not _Fence:
+            return vf.wait(value, seconds)  # type: ignore[no-any-return]
         if value <= vf.reached():
             return True
         event = vf.event_for(value)
@@ -368,12 +415,18 @@ class CudaExecution(ExecutionModel):
         vf.reached()
         return True
 
-    def _signal(self, vq: Any, vf: _Fence, value: int) -> None:
+    def _signal(self, vq: Any, vf: Any, value: int) -> None:
+        if type(vf) is not _Fence:
+            vf.signal(self._vq(vq).stream, value)
+            return
         event = self.create_event()  # type: ignore[attr-defined]
         self._vq(vq).stream.record(event)
         vf.points.append((value, event))
 
-    def _wait_fence(self, vq: Any, vf: _Fence, value: int) -> None:
+    def _wait_fence(self, vq: Any, vf: Any, value: int) -> None:
+        if type(vf) is not _Fence:
+            vf.wait_on(self._vq(vq).stream, value)
+            return
         event = vf.event_for(value)
         if event is not None:  # else reached already (the kit refuses a value nothing will signal)
             self._vq(vq).stream.wait(event)

@@ -15,6 +15,8 @@
  *   scale_offset(const float* x, float* y, float a, float2 pair, unsigned n, int k)
  *       y = a*x + pair.x - pair.y*k, where the image also holds the symbol ironaccel_fake_typed_params (the
  *       conformance kit's typed-params kernel has the same entry name as scale_offset: the marker tells them apart)
+ *   scale_offset(const float* x, float* y, unsigned n)                      y = x*SCALE + BIAS, where the image holds
+ *       the string "ironaccel-fake-constants SCALE BIAS" (the kit's constants kernel: NVRTC's -D values, as text)
  *
  * It validates handles and pointer ranges and returns the driver's error codes,
  * so the Python layer's argument conversions, result tuples and error mapping
@@ -97,7 +99,8 @@ struct stream { unsigned magic; int dev; unsigned flags; int prio; int capturing
 struct event { unsigned magic; int dev; unsigned flags; int recorded; double t; };
 struct func;
 typedef void (*kernel_fn)(struct func *f, void **params, size_t nthreads);
-struct func { unsigned magic; const char *name; int dev; kernel_fn run; int nparams; unsigned ptrmask; size_t off[16], size[16]; };
+struct func { unsigned magic; const char *name; int dev; kernel_fn run; int nparams; unsigned ptrmask; size_t off[16], size[16];
+              double consts[2]; };
 struct module { unsigned magic; int dev; struct func funcs[8]; int nfuncs; };
 enum { NODE_KERNEL, NODE_MEMSET };
 struct node { int type; struct func *f; size_t nthreads; unsigned char data[256]; void *ptrs[16];
@@ -168,6 +171,10 @@ static void k_scale_offset_typed(struct func *f, void **p, size_t nthreads) {
     int k = *(int *)p[5];
     for (size_t i = 0; i < nthreads && i < n; i++) y[i] = a * x[i] + pair[0] - pair[1] * (float)k;
 }
+static void k_constants(struct func *f, void **p, size_t nthreads) {
+    const float *x = *(float **)p[0]; float *y = *(float **)p[1]; unsigned n = *(unsigned *)p[2];
+    for (size_t i = 0; i < nthreads && i < n; i++) y[i] = x[i] * (float)f->consts[0] + (float)f->consts[1];
+}
 static void k_spin(struct func *f, void **p, size_t nthreads) { (void)f; (void)p; (void)nthreads; }
 static void k_fault(struct func *f, void **p, size_t nthreads) { (void)f; (void)p; (void)nthreads; sticky = CUDA_ERROR_ILLEGAL_ADDRESS; }
 
@@ -176,6 +183,7 @@ static const struct kdef KERNELS[] = {
     /* a variant first: found only where the image holds its marker symbol, and then the plain entry is not */
     {"scale_offset", k_scale_offset_typed, 6, 0x3, {0, 8, 16, 24, 32, 36}, {8, 8, 4, 8, 4, 4},
      "ironaccel_fake_typed_params"},
+    {"scale_offset", k_constants, 3, 0x3, {0, 8, 16}, {8, 8, 4}, "ironaccel-fake-constants "},
     {"scale_offset", k_scale_offset, 5, 0x3, {0, 8, 16, 20, 24}, {8, 8, 4, 4, 4}},
     {"saxpy", k_saxpy, 4, 0x6, {0, 8, 16, 24}, {4, 8, 8, 4}},
     {"_ZN9templated5saxpyIfEEvT_PKS1_PS1_j", k_saxpy, 4, 0x6, {0, 8, 16, 24}, {4, 8, 8, 4}},
@@ -482,10 +490,11 @@ CUresult cuModuleLoadData(CUmodule *pm, const void *image) {
         int taken = 0;
         for (int j = 0; j < m->nfuncs; j++) if (strcmp(m->funcs[j].name, name) == 0) taken = 1;
         if (taken) continue;
+        const char *marked = NULL;
         if (KERNELS[k].marker) {
-            size_t ml = strlen(KERNELS[k].marker); int found = 0;
-            for (size_t i = 0; !found && i + ml <= len; i++) found = memcmp(img + i, KERNELS[k].marker, ml) == 0;
-            if (!found) continue;
+            size_t ml = strlen(KERNELS[k].marker);
+            for (size_t i = 0; !marked && i + ml <= len; i++) if (memcmp(img + i, KERNELS[k].marker, ml) == 0) marked = img + i + ml;
+            if (!marked) continue;
         }
         for (size_t i = 1; i + nl < len; i++) {
             if (memcmp(img + i, name, nl) != 0) continue;
@@ -497,6 +506,11 @@ CUresult cuModuleLoadData(CUmodule *pm, const void *image) {
             f->magic = MAGIC_FUNC; f->name = name; f->dev = m->dev; f->run = KERNELS[k].run; f->nparams = KERNELS[k].n;
             f->ptrmask = KERNELS[k].ptrmask;
             memcpy(f->off, KERNELS[k].off, sizeof f->off); memcpy(f->size, KERNELS[k].size, sizeof f->size);
+            if (marked) {  /* the values after a marker: "SCALE BIAS" as the -D text gave them (2.5f 3) */
+                char *end; f->consts[0] = strtod(marked, &end);
+                while (*end && *end != ' ') end++;
+                f->consts[1] = strtod(end, NULL);
+            }
             break;
         }
     }

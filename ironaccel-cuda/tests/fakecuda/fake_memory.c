@@ -745,7 +745,7 @@ CHECKED(cuStreamWriteValue32, fm_cuStreamWriteValue32);
 #define MAGIC_PHYS 0x50485953U
 struct chunk { size_t off, size; struct chunk *next; };
 struct vres { unsigned magic; char *base; size_t size; int dev; struct chunk *chunks; void *runs[64]; int nruns; struct vres *next; };
-struct phys { unsigned magic; size_t size; int dev, mapped; };
+struct phys { unsigned magic; size_t size; int dev, mapped; int fd; };  /* fd: a memfd where exportable, else -1 */
 static struct vres *reservations;
 static unsigned long long vmm_budget = 256ull << 30;  /* "physical" bytes the fake hands out (pages cost only when touched) */
 
@@ -803,16 +803,50 @@ static CUresult fm_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, con
     if (size > vmm_budget) { UNLOCK(); return CUDA_ERROR_OUT_OF_MEMORY; }
     vmm_budget -= size;
     UNLOCK();
-    struct phys *ph = calloc(1, sizeof *ph); ph->magic = MAGIC_PHYS; ph->size = size; ph->dev = prop->location.id;
+    int fd = -1;
+    if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {  /* exportable: shared memory */
+        fd = memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, (off_t)size)) { if (fd >= 0) close(fd); LOCK(); vmm_budget += size; UNLOCK(); return CUDA_ERROR_OUT_OF_MEMORY; }
+    }
+    struct phys *ph = calloc(1, sizeof *ph); ph->magic = MAGIC_PHYS; ph->size = size; ph->dev = prop->location.id; ph->fd = fd;
     *h = (CUmemGenericAllocationHandle)(uintptr_t)ph;
     return CUDA_SUCCESS;
 }
 CHECKED(cuMemCreate, fm_cuMemCreate);
+static CUresult fm_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+                                                unsigned long long flags) {
+    GUARD();
+    struct phys *ph = (struct phys *)(uintptr_t)h;
+    if (!out || flags || !ph || ph->magic != MAGIC_PHYS || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || ph->fd < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = dup(ph->fd);
+    if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+CHECKED(cuMemExportToShareableHandle, fm_cuMemExportToShareableHandle);
+static CUresult fm_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+                                                  CUmemAllocationHandleType type) {
+    GUARD(); NEED_CTX();
+    struct stat st;
+    int fd = (int)(intptr_t)os_handle;
+    if (!h || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size % GRANULARITY) return CUDA_ERROR_INVALID_VALUE;
+    int mine = dup(fd);  /* the caller keeps its fd */
+    if (mine < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+    struct phys *ph = calloc(1, sizeof *ph); ph->magic = MAGIC_PHYS; ph->size = (size_t)st.st_size;
+    ph->dev = fake_cuda_current_device(); ph->fd = mine;
+    LOCK(); vmm_budget -= ph->size; UNLOCK();  /* given back by cuMemRelease, as for a created handle */
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    return CUDA_SUCCESS;
+}
+CHECKED(cuMemImportFromShareableHandle, fm_cuMemImportFromShareableHandle);
 static CUresult fm_cuMemRelease(CUmemGenericAllocationHandle h) {
     GUARD();
     struct phys *ph = (struct phys *)(uintptr_t)h;
     if (!ph || ph->magic != MAGIC_PHYS) return CUDA_ERROR_INVALID_VALUE;
     LOCK(); ph->magic = 0; vmm_budget += ph->size; UNLOCK();  /* a mapping keeps its pages; the fake frees them at unmap */
+    if (ph->fd >= 0) close(ph->fd);  /* a shared mapping keeps the memfd's pages until it is unmapped */
     free(ph);
     return CUDA_SUCCESS;
 }
@@ -852,7 +886,9 @@ static CUresult fm_cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGene
     for (struct chunk *c = r ? r->chunks : NULL; c && !err; c = c->next)
         if (off < c->off + c->size && c->off < off + size) err = CUDA_ERROR_INVALID_VALUE;  /* overlaps a mapping */
     if (!err && r->nruns >= 32) err = CUDA_ERROR_OUT_OF_MEMORY;  /* the fake keeps at most 32 separate runs */
-    if (!err && mprotect((char *)p, size, PROT_READ | PROT_WRITE)) err = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!err && ph->fd >= 0 && mmap((char *)p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, ph->fd, 0) == MAP_FAILED)
+        err = CUDA_ERROR_OUT_OF_MEMORY;  /* exportable: the memfd itself, shared with whoever imports it */
+    else if (!err && ph->fd < 0 && mprotect((char *)p, size, PROT_READ | PROT_WRITE)) err = CUDA_ERROR_OUT_OF_MEMORY;
     if (!err) {
         struct chunk *c = calloc(1, sizeof *c); c->off = off; c->size = size; c->next = r->chunks; r->chunks = c;
         ph->mapped++; r->dev = ph->dev;
@@ -877,8 +913,8 @@ static CUresult fm_cuMemUnmap(CUdeviceptr p, size_t size) {
         for (struct chunk **pc = &r->chunks; *pc; pc = &(*pc)->next)
             if ((*pc)->off == off && (*pc)->size == size) {
                 struct chunk *c = *pc; *pc = c->next; free(c);
-                madvise((char *)p, size, MADV_DONTNEED);
-                mprotect((char *)p, size, PROT_NONE);
+                /* back to reserved address space (a shared mapping of an exported memfd is dropped with it) */
+                mmap((char *)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
                 refresh_runs(r, removed, &nr, added, sizes, &na);
                 dev = r->dev; err = CUDA_SUCCESS;
                 break;
@@ -987,6 +1023,8 @@ static const struct fake_cuda_symbol MEMORY_SYMS[] = {
     SYM("cuMemGetAllocationGranularity", fm_cuMemGetAllocationGranularity),
     SYM("cuMemAddressReserve", fm_cuMemAddressReserve), SYM("cuMemAddressFree", fm_cuMemAddressFree),
     SYM("cuMemCreate", fm_cuMemCreate), SYM("cuMemRelease", fm_cuMemRelease), SYM("cuMemMap", fm_cuMemMap),
+    SYM("cuMemExportToShareableHandle", fm_cuMemExportToShareableHandle),
+    SYM("cuMemImportFromShareableHandle", fm_cuMemImportFromShareableHandle),
     SYM("cuMemUnmap", fm_cuMemUnmap), SYM("cuMemSetAccess", fm_cuMemSetAccess),
     SYM("cuMemAllocPitch", fm_cuMemAllocPitch), SYM("cuMemcpy2DAsync", fm_cuMemcpy2DAsync),
     SYM("cuMemcpy3DAsync", fm_cuMemcpy3DAsync), SYM("cuStreamCreate", fm_cuStreamCreate),
