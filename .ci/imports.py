@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: optional dependencies (vendor bindings, extras) that loading a plugin must not import.
 OPTIONAL: dict[str, frozenset[str]] = {
     "ironaccel": frozenset({"numpy", "pytest", "ml_dtypes"}),
-    "ironaccel_cuda": frozenset({"cuda", "numpy", "torch", "cupy", "ml_dtypes", "nvtx", "pytest"}),
+    "ironaccel_cuda": frozenset({"cuda", "numpy", "torch", "cupy", "ml_dtypes", "nvtx", "pytest", "mpi4py"}),
     "ironaccel_levelzero": frozenset({"numpy"}),
     "ironaccel_metal": frozenset({"Metal", "Foundation", "objc", "numpy"}),
     "ironaccel_neuron": frozenset({"numpy"}),

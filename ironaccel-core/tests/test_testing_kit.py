@@ -63,6 +63,29 @@ def test_require_env_catches_skips_from_inside_the_test(pytester, monkeypatch):
     result.assert_outcomes(failed=1, skipped=1)
 
 
+def test_a_test_needing_a_missing_backend_that_is_not_required_may_skip(pytester, monkeypatch):
+    monkeypatch.setenv("IRONACCEL_REQUIRE", "memory")
+    pytester.makepyfile(
+        """
+        import pytest
+        from ironaccel import registry
+        from ironaccel.testing import double
+        registry.register(double)
+
+        @pytest.mark.backend("memory")
+        @pytest.mark.backend("nosuchbackend")
+        def test_needs_both():
+            pass
+
+        @pytest.mark.backend("memory")
+        def test_needs_the_required_one_and_skips():
+            pytest.skip("no")
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # its own registry
+    result.assert_outcomes(failed=1, skipped=1)
+
+
 class TestDoubleBackend(BackendConformance):
     backend_name = "memory"
 
