@@ -23,8 +23,9 @@ from .state import STAGE_COMPUTE, STAGE_HOST, STAGE_TRANSFER, VK_DESCRIPTOR_TYPE
 
 if TYPE_CHECKING:
     from .state import DeviceState
+    from .submission import Timeline
 
-__all__ = ["Recording", "record", "submit", "finish", "timings", "free"]
+__all__ = ["Recording", "record", "submit", "dispatch_on", "finish", "timings", "free", "queue_op"]
 
 SIMULTANEOUS_USE = 0x4
 QUERY_TYPE_TIMESTAMP = 2
@@ -43,7 +44,7 @@ NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF
 class Recording:
     """One batch's command buffer, its descriptor sets, staging buffers and query pool."""
 
-    __slots__ = ("cmd", "sets", "staging", "queries", "count", "last_serial", "spans")
+    __slots__ = ("cmd", "sets", "staging", "queries", "count", "last_serial", "elsewhere", "spans")
 
     def __init__(self, cmd: Any):
         self.cmd = cmd
@@ -52,6 +53,7 @@ class Recording:
         self.queries: Any = None
         self.count = 0
         self.last_serial = 0
+        self.elsewhere: dict[Any, int] = {}  # further queues' Timelines -> the serial of the last submit there
         self.spans: dict[int, list[tuple[float, float]]] = {}
 
 
@@ -178,20 +180,45 @@ def submit_info(core: DeviceState, cmds: Any, waits: list[tuple[Any, int]],
 
 
 def submit(core: DeviceState, rec: Recording, commands: Sequence[Command], waits: list[tuple[Any, int]],
-           signals: list[tuple[Any, int]]) -> int:
-    """One vkQueueSubmit of the recording; returns its serial."""
+           signals: list[tuple[Any, int]], timeline: Timeline | None = None) -> int:
+    """One vkQueueSubmit of the recording on `timeline`'s queue (the default queue's if None); returns its serial
+    there.  What the recording uses is marked used up to that serial, so it is freed and read only after it."""
     keep: list[Any] = []
     cmds = core.ffi.new("VkCommandBuffer[1]", [rec.cmd])
     info = submit_info(core, cmds, waits, signals, keep)
-    serial = core.timeline.submit(info)
-    rec.last_serial = serial
+    if timeline is None or timeline is core.timeline:
+        serial = core.timeline.submit(info)
+        rec.last_serial = serial
+        for command in commands:
+            for alloc in (*command.handles, command.src, command.dst):
+                if alloc is not None:
+                    alloc.last_serial = serial
+            if command.program is not None:
+                command.program.last_serial = serial
+        return serial
+    timeline.poll()  # run what earlier work there held back, if it has finished
+    serial = timeline.submit(info)
+    rec.elsewhere[timeline] = serial
     for command in commands:
         for alloc in (*command.handles, command.src, command.dst):
             if alloc is not None:
-                alloc.last_serial = serial
+                alloc.elsewhere[timeline] = serial
         if command.program is not None:
-            command.program.last_serial = serial
+            command.program.elsewhere[timeline] = serial
     return serial
+
+
+def dispatch_on(core: DeviceState, timeline: Timeline, program: Any, handles: list[Any], dims: tuple[int, int, int],
+                params: bytes) -> int:
+    """One dispatch on a further queue: recorded into a command buffer of its own, submitted once, and freed
+    when it has finished (the default queue's dispatch cache is for the default queue alone)."""
+    command = Command(None, 0, "dispatch")  # type: ignore[arg-type]  # a command of no batch
+    command.program, command.handles, command.dims, command.params = program, list(handles), dims, params
+    rec = record(core, [command], False)
+    try:
+        return submit(core, rec, [command], [], [], timeline)
+    finally:
+        free(core, rec)
 
 
 def finish(core: DeviceState, rec: Recording, commands: Sequence[Command], serial: int) -> None:
@@ -230,7 +257,7 @@ def free(core: DeviceState, rec: Recording) -> None:
             core.lib.vkDestroyQueryPool(core.handle, rec.queries, core.ffi.NULL)
         rec.sets, rec.staging, rec.queries = [], {}, None
 
-    core.timeline.defer(rec.last_serial, release)
+    core.after(rec, release)
 
 
 # -- timeline-semaphore fences ------------------------------------------------------------------------------
@@ -269,7 +296,9 @@ def semaphore_wait(core: DeviceState, semaphore: Any, value: int, seconds: float
     return True
 
 
-def queue_op(core: DeviceState, waits: list[tuple[Any, int]], signals: list[tuple[Any, int]]) -> None:
-    """A wait or signal on the queue with no work: an unfenced submit of no command buffers."""
+def queue_op(core: DeviceState, waits: list[tuple[Any, int]], signals: list[tuple[Any, int]],
+             timeline: Timeline | None = None) -> None:
+    """A wait or signal on a queue (`timeline`'s, the default one if None) with no work: an unfenced submit of no
+    command buffers."""
     keep: list[Any] = []
-    core.timeline.submit(submit_info(core, None, waits, signals, keep), fenced=False)
+    (timeline or core.timeline).submit(submit_info(core, None, waits, signals, keep), fenced=False)

@@ -90,6 +90,8 @@ class VulkanDevice(ComputeDeviceBase):
         """What this device has of the execution model: batches always; timestamps where the compute queue
         family has valid timestamp bits; fences where timeline semaphores (Vulkan 1.2) are enabled."""
         found = {"batches", "typed_params", "constants", "map", "dlpack"}
+        if state.queue_limit >= 2:
+            found.add("queues")
         if state.timestamp_bits:
             found.add("timestamps")
         if "timelineSemaphore" in state.enabled_features:
@@ -105,8 +107,9 @@ class VulkanDevice(ComputeDeviceBase):
         if feature == "queues":
             family = state.info.compute_family()
             count = family.count if family is not None else 0
-            return (f"{self.descriptor.name}'s compute queue family has {count} queue(s); another queue needs "
-                    "a family with more (ironaccel uses one compute family)")
+            return (f"{self.descriptor.name}'s compute queue family (family {state.family}) has {count} queue(s); "
+                    "another queue needs a family with more (ironaccel takes further queues from its compute family "
+                    "only, so that a batch recorded once can be submitted on any of them)")
         if feature == "fences":
             return f"{self.descriptor.name} does not enable timelineSemaphore (Vulkan 1.2), which fences need"
         if feature in ("export_memory", "import_memory"):
@@ -225,12 +228,14 @@ class VulkanDevice(ComputeDeviceBase):
 
     def _map(self, alloc: Allocation, write: bool) -> Any:
         self._state.timeline.wait(alloc.last_serial)  # the device may still use it
+        self._state.wait_idle_for(alloc)
         assert alloc.view is not None
         return alloc.view.ctypes.data  # coherent and mapped for the buffer's life
 
     def _write(self, alloc: Allocation, data: np.ndarray) -> None:
         if alloc.view is not None:
             self._state.timeline.wait(alloc.last_serial)  # the device may still be reading the old contents
+        self._state.wait_idle_for(alloc)  # and another queue
         self._write_bytes(alloc, data)
 
     def _write_bytes(self, alloc: Allocation, data: np.ndarray) -> None:
@@ -240,6 +245,7 @@ class VulkanDevice(ComputeDeviceBase):
             alloc.last_serial = self._state.staging.upload(alloc, data)
 
     def _read(self, alloc: Allocation, out: np.ndarray) -> None:
+        self._state.wait_idle_for(alloc)  # what another queue writes into it
         if alloc.view is not None:
             self._state.timeline.wait(alloc.last_serial)
             copy_bytes(out, alloc.view[: out.size])
@@ -272,6 +278,30 @@ class VulkanDevice(ComputeDeviceBase):
     def _wait(self, serial: int, seconds: float | None) -> bool:
         return self._state.timeline.wait(serial, seconds)
 
+    # -- execution model: further queues of the compute family (each with its own Timeline) -------------------
+
+    def _queue_limit(self) -> int:
+        return self._state.queue_limit
+
+    def _create_queue(self, priority: int) -> tuple[Any, int]:
+        """A further queue of the compute family; priority 0: Vulkan fixes queue priorities when the device is
+        created, and ironaccel creates every queue with the same one."""
+        return self._state.open_queue(), 0
+
+    def _destroy_queue(self, vq: Any) -> None:
+        self._state.close_queue(vq)
+
+    def _launch_on(self, vq: Any, program: Any, handles: list[Any], dims: tuple[int, int, int], params: Any) -> int:
+        if vq is None:
+            return self._launch(program, handles, dims, params)
+        return batches.dispatch_on(self._state, vq, program, handles, dims, params)
+
+    def _wait_on(self, vq: Any, serial: int, seconds: float | None) -> bool:
+        return (self._state.timeline if vq is None else vq).wait(serial, seconds)
+
+    def _last_serial(self, vq: Any) -> int:
+        return (self._state.timeline if vq is None else vq).submitted
+
     # -- execution model: fences (timeline semaphores) and batches (see batches.py) --------------------------
 
     def _create_fence(self, value: int, exportable: bool) -> Any:
@@ -285,7 +315,7 @@ class VulkanDevice(ComputeDeviceBase):
                 state.semaphores.discard(vf)
                 state.lib.vkDestroySemaphore(state.handle, vf, state.ffi.NULL)
 
-        state.timeline.defer(state.timeline.submitted, destroy)
+        state.after_all(destroy)  # a submission on any queue may still wait for or signal it
 
     def _fence_value(self, vf: Any) -> int:
         return batches.semaphore_value(self._state, vf)
@@ -294,10 +324,10 @@ class VulkanDevice(ComputeDeviceBase):
         return batches.semaphore_wait(self._state, vf, value, seconds)
 
     def _signal(self, vq: Any, vf: Any, value: int) -> None:
-        batches.queue_op(self._state, [], [(vf, value)])
+        batches.queue_op(self._state, [], [(vf, value)], vq)
 
     def _wait_fence(self, vq: Any, vf: Any, value: int) -> None:
-        batches.queue_op(self._state, [(vf, value)], [])
+        batches.queue_op(self._state, [(vf, value)], [], vq)
 
     def _record(self, commands: Sequence[Command], timestamps: bool) -> Any:
         rec = batches.record(self._state, commands, timestamps)
@@ -309,7 +339,7 @@ class VulkanDevice(ComputeDeviceBase):
         return batches.update(rec[0], command)
 
     def _submit(self, vq: Any, rec: Any, waits: list[tuple[Any, int]], signals: list[tuple[Any, int]]) -> int:
-        return batches.submit(self._state, rec[0], rec[1], waits, signals)
+        return batches.submit(self._state, rec[0], rec[1], waits, signals, vq)
 
     def _finish(self, rec: Any, serial: int) -> None:
         if self._state.handle is not None:

@@ -64,10 +64,12 @@ def spin_seconds(device_type: int) -> float:
 
 
 class Timeline:
-    """Serials, fences and deferred work of one queue."""
+    """Serials, fences and deferred work of one queue (`queue`: a VkQueue; the device's compute queue if None)."""
 
-    def __init__(self, core: DeviceState):
+    def __init__(self, core: DeviceState, queue: Any = None):
         self.core = core
+        self.queue = core.queue if queue is None else queue
+        self.index = 0  # the queue's index in its family
         self.ffi, self.lib = core.ffi, core.lib
         self.submitted = 0
         self.completed = 0
@@ -100,7 +102,7 @@ class Timeline:
             fence = self.ffi.NULL
         else:
             fenced, fence = True, self._fence()
-        result = self.lib.vkQueueSubmit(self.core.queue, 0 if submit_info is None else 1,
+        result = self.lib.vkQueueSubmit(self.queue, 0 if submit_info is None else 1,
                                         self.ffi.NULL if submit_info is None else submit_info, fence)
         if result:
             if fenced:
