@@ -1,0 +1,354 @@
+"""Bad input to the Vulkan execution model that the conformance kit does not try.
+
+Each case gets a typed ironaccel error naming the operation, leaves nothing behind (the device's live
+allocations, semaphores, query pools, pipelines and this process's open fds are what they were) and leaves
+the device usable.  Every test runs on a plain device and one with the validation layer on (skipped where
+the layer is not installed), where any validation error fails it (see conftest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ironaccel.compute.execution import ExternalFence, ExternalMemory
+from ironaccel.errors import ClosedError, InvalidArgument, InvalidState, IronAccelError, Unsupported
+from ironaccel.testing.pytest_plugin import require
+from ironaccel_vulkan import Backend, validation
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+TYPED = (KERNELS / "typed_params.spv").read_bytes()
+CONSTANTS = (KERNELS / "constants.spv").read_bytes()
+F32 = np.float32
+N = 256
+
+
+def _open(validated: bool) -> Any:
+    require("vulkan")
+    backend = Backend(validation=validated)
+    if validated and not backend.probe().available:
+        pytest.skip(backend.probe().reason)
+    return backend.open(0)
+
+
+@pytest.fixture(params=["plain", "validated"])
+def device(request: pytest.FixtureRequest) -> Iterator[Any]:
+    dev = _open(request.param == "validated")
+    yield dev
+    dev.close()
+
+
+@pytest.fixture
+def other() -> Iterator[Any]:
+    dev = _open(False)
+    yield dev
+    dev.close()
+
+
+@pytest.fixture
+def so(device: Any, scale_offset_spv: bytes) -> Any:
+    return device.pipeline(scale_offset_spv, buffers=2, params=3, workgroup_size=(64, 1, 1))
+
+
+def live(device: Any) -> tuple[int, ...]:
+    """What a refused call must not leave behind."""
+    state = device._state
+    return (len(state.allocations), len(state.semaphores), len(state.query_pools), len(state.pipelines),
+            len(os.listdir("/proc/self/fd")))
+
+
+#: What a batch's checks name: the kit checks a recorded dispatch as it checks `device.dispatch`.
+DISPATCH = ("batch.dispatch", "Command.update", "dispatch")
+
+
+def refused(error: type[IronAccelError], op: str | tuple[str, ...], call: Any, *args: Any, **kwargs: Any) -> str:
+    """Call, expect `error` naming `op` (or one of them); return its message."""
+    with pytest.raises(error) as info:
+        call(*args, **kwargs)
+    message = str(info.value)
+    ops = (op,) if isinstance(op, str) else op
+    assert any(message.startswith((f"vulkan: {name}:", f"vulkan: {name} (")) for name in ops), message
+    return message
+
+
+def within(seconds: float, call: Any, *args: Any) -> Any:
+    """`call(*args)` on a daemon thread: fails the test instead of hanging it if the call blocks."""
+    found: list[Any] = []
+
+    def run() -> None:
+        try:
+            found.append(call(*args))
+        except BaseException as exc:  # handed to the caller
+            found.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert found, f"{call.__name__} still blocks after {seconds} s"
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return found[0]
+
+
+def usable(device: Any, so: Any) -> None:
+    """The device still runs a dispatch and reads it back."""
+    x, y = device.upload(np.arange(N, dtype=F32)), device.alloc(N, "float32")
+    device.dispatch(so, [x, y], N // 64, (F32(2), F32(1), np.uint32(N))).wait(timeout=60)
+    np.testing.assert_array_equal(device.download(y), np.arange(N, dtype=F32) * 2 + 1)
+
+
+# -- fences and batches of another device ----------------------------------------------------------------
+
+def test_fence_of_another_device(device: Any, other: Any, so: Any) -> None:
+    if "fences" not in device.features:
+        refused(Unsupported, "create_fence", device.create_fence)
+        return
+    batch = device.batch()
+    x, y = device.upload(np.ones(N, F32)), device.alloc(N, "float32")
+    batch.dispatch(so, [x, y], N // 64, (F32(1), F32(1), np.uint32(N)))
+    foreign = other.create_fence()
+    other.queue.signal(foreign, 1)
+    before = live(device)
+    refused(InvalidArgument, "submit", device.submit, batch, wait=[(foreign, 1)])
+    refused(InvalidArgument, "submit", device.queue.submit, batch, signal=[(foreign, 2)])
+    if "export_fence" in device.features:
+        refused(InvalidArgument, "export_fence", device.export_fence, foreign)
+    assert live(device) == before
+    mine = device.create_fence()
+    device.submit(batch, signal=[(mine, 1)])
+    mine.wait(1, timeout=60)  # the batch and the fences are usable afterwards
+    np.testing.assert_array_equal(device.download(y), np.full(N, 2, F32))
+    foreign.wait(1, timeout=60)
+    usable(device, so)
+
+
+def test_fence_of_a_closed_device(so: Any, device: Any) -> None:
+    if "fences" not in device.features:
+        return
+    gone = _open(False)
+    fence = gone.create_fence()
+    gone.close()
+    refused(ClosedError, "Fence.wait", fence.wait, 0)
+    batch = device.batch()
+    batch.fill(device.alloc(N, "float32"), F32(0))
+    refused(InvalidArgument, "submit", device.submit, batch, signal=[(fence, 1)])
+    usable(device, so)
+
+
+def test_batch_and_commands_of_another_device(device: Any, other: Any, so: Any, scale_offset_spv: bytes) -> None:
+    x, y = device.upload(np.arange(N, dtype=F32)), device.alloc(N, "float32")
+    out = np.zeros(N, F32)
+    batch = device.batch()
+    run = batch.dispatch(so, [x, y], N // 64, (F32(2), F32(0), np.uint32(N)))
+    batch.read(y, out)
+    theirs = other.pipeline(scale_offset_spv, buffers=2, params=3)
+    their_buffer = other.alloc(N, "float32")
+    before = live(device)
+    refused(InvalidArgument, "submit", other.queue.submit, batch)
+    refused(InvalidArgument, DISPATCH, batch.dispatch, theirs, [x, y], 1, (F32(1), F32(0), np.uint32(N)))
+    refused(InvalidArgument, DISPATCH, batch.dispatch, so, [x, their_buffer], 1,
+            (F32(1), F32(0), np.uint32(N)))
+    refused(InvalidArgument, DISPATCH, run.update, buffers=[x, their_buffer])
+    refused(InvalidArgument, "batch.read", batch.read, their_buffer, out)
+    refused(InvalidArgument, "batch.write", batch.write, their_buffer, out)
+    refused(InvalidArgument, "batch.fill", batch.fill, their_buffer, F32(0))
+    assert len(batch) == 2 and live(device) == before  # nothing was added or made
+    device.submit(batch).wait(timeout=60)  # the command kept its own buffers
+    np.testing.assert_array_equal(out, np.arange(N, dtype=F32) * 2)
+    usable(device, so)
+
+
+# -- typed params and constants --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Short:
+    a: float
+    pair: tuple[float, float]
+    n: int
+
+
+def test_typed_params_of_a_batch(device: Any, so: Any) -> None:
+    """Unknown names, wrong field types and sizes in a batch's dispatch and in Command.update: refused, and the
+    command keeps its last good params."""
+    typed = device.pipeline(TYPED, buffers=2, workgroup_size=(64, 1, 1))
+    data = np.arange(N, dtype=F32)
+    x, y = device.upload(data), device.alloc(N, "float32")
+    good = {"a": 2.0, "pair": (1.0, 0.0), "n": N, "k": 0}
+    batch = device.batch()
+    run = batch.dispatch(typed, [x, y], N // 64, good)
+    dtype = typed.interface.params.numpy_dtype()
+    wide = np.zeros((), [(name, "<f8" if name == "a" else dtype[name].base.str, dtype[name].shape)
+                         for name in dtype.names])
+    narrow_pair = np.zeros((), [("a", "<f4"), ("pair", "<f4", 3), ("n", "<u4"), ("k", "<i4")])
+    before = live(device)
+    for bad in ({**good, "b": 1.0}, {**good, "pair": (1.0, 2.0, 3.0)}, {**good, "k": 1.5},
+                {**good, "n": 2**32}, {**good, "pair": {"x": 1.0, "y": 2.0}}, wide[()], narrow_pair[()],
+                _Short(1.0, (0.0, 0.0), N), b"\0" * 20, np.zeros(6, np.float64)):
+        message = refused(InvalidArgument, DISPATCH, run.update, params=bad)
+        assert "params" in message
+        refused(InvalidArgument, DISPATCH, batch.dispatch, typed, [x, y], 1, bad)
+    assert len(batch) == 1 and live(device) == before
+    device.submit(batch).wait(timeout=60)
+    np.testing.assert_array_equal(device.download(y), data * 2 + 1)
+    usable(device, so)
+
+
+def test_constants_of_the_wrong_type_or_range(device: Any, so: Any) -> None:
+    before = live(device)
+    for bad in ({"SCALE": 1e300}, {"SCALE": float("inf")}, {"SCALE": 10**400}, {"BIAS": 2**31},
+                {"BIAS": -(2**31) - 1}, {"BIAS": np.float32(1)}, {"SCALE": True}, {99: 1}, {"BIAS": "3"},
+                {"SCALE": np.array([1.0])}):
+        message = refused(InvalidArgument, "pipeline", device.pipeline, CONSTANTS, buffers=2,
+                          workgroup_size=(64, 1, 1), constants=bad)
+        assert "constant" in message
+    assert live(device) == before  # no VkPipeline, module or layout was made
+    special = device.pipeline(CONSTANTS, buffers=2, workgroup_size=(64, 1, 1), constants={"SCALE": 0.5, 1: -1})
+    x, y = device.upload(np.arange(N, dtype=F32)), device.alloc(N, "float32")
+    device.dispatch(special, [x, y], N // 64, (np.uint32(N),)).wait(timeout=60)
+    np.testing.assert_array_equal(device.download(y), np.arange(N, dtype=F32) * F32(0.5) - 1)
+    usable(device, so)
+
+
+# -- mapping and DLPack ----------------------------------------------------------------------------------
+
+def test_device_memory_is_never_mapped(device: Any, so: Any) -> None:
+    buf = device.alloc(N, "float32", memory="device")
+    before = live(device)
+    assert not buf.host_visible
+    refused(InvalidArgument, "map", lambda: buf.map().__enter__())
+    refused(InvalidArgument, "map", lambda: buf.map(write=False).__enter__())
+    refused(InvalidState, "__array__", np.asarray, buf)
+    refused(InvalidState, "__dlpack__", buf.__dlpack__)
+    with pytest.raises((InvalidState, BufferError, RuntimeError)):
+        np.from_dlpack(buf)
+    assert live(device) == before
+    device.write(buf, np.ones(N, F32))
+    np.testing.assert_array_equal(device.download(buf), np.ones(N, F32))
+    usable(device, so)
+
+
+def test_dlpack_of_another_device_or_dtype(device: Any, other: Any, so: Any) -> None:
+    class OnDevice:
+        def __init__(self, kind: int):
+            self.kind = kind
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (self.kind, 0)
+
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            raise AssertionError("a tensor on another device must be refused before it is taken")
+
+    before = live(device)
+    for kind in (2, 4, 7, 10, 13, 15):  # CUDA, OpenCL, Vulkan, ROCm, CUDA managed, WebGPU
+        message = refused(InvalidArgument, "from_dlpack", device.from_dlpack, OnDevice(kind))
+        assert "export_memory" in message
+    class NoDevice:
+        def __dlpack_device__(self) -> Any:
+            return "cpu"
+    refused(InvalidArgument, "from_dlpack", device.from_dlpack, NoDevice())
+    if "host" in other.memory_kinds and "dlpack" in other.features:
+        theirs = other.alloc(N, "float32", memory="host")  # another device's host memory: a copy, not an alias
+        with theirs.map() as view:
+            view[:] = 1
+        copied = device.from_dlpack(theirs)
+        with theirs.map() as view:
+            view[:] = 3
+        np.testing.assert_array_equal(device.download(copied), np.ones(N, F32))
+        copied.close()
+    object_array = np.array([object()] * 4)
+    with pytest.raises((InvalidArgument, TypeError)):
+        device.from_dlpack(object_array)
+    assert live(device) == before
+    usable(device, so)
+
+
+# -- external memory and fences: closed, foreign and too-small fds ----------------------------------------
+
+def _memfd(nbytes: int) -> int:
+    fd = os.memfd_create("ironaccel-test")
+    os.ftruncate(fd, nbytes)
+    return fd
+
+
+@pytest.mark.validation_errors_expected  # the driver reports the fds it refuses; checked below
+def test_import_memory_of_bad_fds(device: Any, so: Any) -> None:
+    if "import_memory" not in device.features:
+        refused(Unsupported, "import_memory", device.import_memory, ExternalMemory(-1, 16), 4)
+        return
+    closed = ExternalMemory(_memfd(4096), 4096)
+    number = closed.fd
+    os.close(number)
+    reader, writer = os.pipe()
+    left, right = socket.socketpair()
+    null = os.open(os.devnull, os.O_RDWR)
+    source = device.alloc(N, "float32", exportable=True)
+    exported = device.export_memory(source)
+    before = live(device)
+    refused(InvalidArgument, "import_memory", device.import_memory, closed, 4)  # its fd was closed under it
+    closed.fd = -1
+    refused(ClosedError, "import_memory", device.import_memory, closed, 4)
+    for fd in (reader, writer, left.fileno(), null):  # lavapipe reads a header from the fd: a pipe would block it
+        ext = ExternalMemory(os.dup(fd), 4096)
+        refused(InvalidArgument, "import_memory", within, 30, device.import_memory, ext, 16)
+        ext.close()
+    small = ExternalMemory(_memfd(64), 1 << 20)  # says 1 MiB, holds 64 bytes
+    message = refused(InvalidArgument, "import_memory", device.import_memory, small, 1 << 18)
+    assert "64 bytes" in message
+    small.close()
+    plain = ExternalMemory(_memfd(1 << 16), 1 << 16)  # right size, but no driver's export
+    refused(InvalidArgument, "import_memory", device.import_memory, plain, 16)
+    plain.close()
+    liar = ExternalMemory(os.dup(exported.fd), exported.size * 64)  # a real export, claimed larger
+    refused(InvalidArgument, "import_memory", device.import_memory, liar, exported.size * 16, "float32")
+    liar.close()
+    assert live(device) == before
+    for error in validation.errors():  # only the driver's own refusals of those fds
+        assert "EXTERNAL_HANDLE" in str(error) or "MEMORY" in str(error), error
+    validation.clear_errors()
+    seen = device.import_memory(exported, N, "float32")  # the good export still imports
+    device.write(source, np.arange(N, dtype=F32))
+    device.synchronize()
+    np.testing.assert_array_equal(device.download(seen), np.arange(N, dtype=F32))
+    exported.close()
+    for fd in (reader, writer, null):
+        os.close(fd)
+    left.close()
+    right.close()
+    usable(device, so)
+
+
+@pytest.mark.validation_errors_expected
+def test_import_fence_of_bad_fds(device: Any, so: Any) -> None:
+    if "import_fence" not in device.features:
+        refused(Unsupported, "import_fence", device.import_fence, ExternalFence(-1))
+        return
+    reader, writer = os.pipe()
+    source = device.alloc(N, "float32", exportable=True)
+    memory = device.export_memory(source)
+    before = live(device)
+    refused(ClosedError, "import_fence", device.import_fence, ExternalFence(-1))
+    gone = ExternalFence(os.dup(reader))
+    os.close(gone.fd)
+    refused(InvalidArgument, "import_fence", device.import_fence, gone)
+    gone.fd = -1
+    for fd in (reader, writer):
+        ext = ExternalFence(os.dup(fd))
+        refused(InvalidArgument, "import_fence", within, 30, device.import_fence, ext)
+        ext.close()
+    as_fence = ExternalFence(os.dup(memory.fd))  # memory, not a semaphore
+    refused(InvalidArgument, "import_fence", device.import_fence, as_fence)
+    as_fence.close()
+    assert live(device) == before
+    memory.close()
+    validation.clear_errors()
+    os.close(reader)
+    os.close(writer)
+    usable(device, so)
