@@ -44,7 +44,8 @@ NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF
 class Recording:
     """One batch's command buffer, its descriptor sets, staging buffers and query pool."""
 
-    __slots__ = ("cmd", "sets", "staging", "queries", "count", "last_serial", "elsewhere", "spans")
+    __slots__ = ("cmd", "sets", "staging", "queries", "count", "last_serial", "elsewhere", "spans", "allocs",
+                 "programs", "plain")
 
     def __init__(self, cmd: Any):
         self.cmd = cmd
@@ -55,6 +56,11 @@ class Recording:
         self.last_serial = 0
         self.elsewhere: dict[Any, int] = {}  # further queues' Timelines -> the serial of the last submit there
         self.spans: dict[int, list[tuple[float, float]]] = {}
+        #: The distinct allocations and pipelines the commands use (marked at each submit), and the prebuilt
+        #: VkSubmitInfo of a submit that waits for and signals no fence (with what keeps it alive).
+        self.allocs: tuple[Any, ...] = ()
+        self.programs: tuple[Any, ...] = ()
+        self.plain: Any = None
 
 
 def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> Recording:
@@ -95,6 +101,10 @@ def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> 
     except BaseException:
         free(core, rec)
         raise
+    rec.allocs = tuple({id(a): a for c in commands for a in (*c.handles, c.src, c.dst) if a is not None}.values())
+    rec.programs = tuple({id(c.program): c.program for c in commands if c.program is not None}.values())
+    cmds = ffi.new("VkCommandBuffer[1]", [rec.cmd])
+    rec.plain = (submit_info(core, cmds, [], [], []), cmds)
     core.stats["commands_recorded"] += 1
     return rec
 
@@ -182,29 +192,30 @@ def submit_info(core: DeviceState, cmds: Any, waits: list[tuple[Any, int]],
 def submit(core: DeviceState, rec: Recording, commands: Sequence[Command], waits: list[tuple[Any, int]],
            signals: list[tuple[Any, int]], timeline: Timeline | None = None) -> int:
     """One vkQueueSubmit of the recording on `timeline`'s queue (the default queue's if None); returns its serial
-    there.  What the recording uses is marked used up to that serial, so it is freed and read only after it."""
+    there.  What the recording uses is marked used up to that serial, so it is freed and read only after it.
+    (`commands` are those recorded: a write's or read's update changes no buffer, anything else re-records.)"""
     keep: list[Any] = []
-    cmds = core.ffi.new("VkCommandBuffer[1]", [rec.cmd])
-    info = submit_info(core, cmds, waits, signals, keep)
+    if waits or signals:
+        cmds = core.ffi.new("VkCommandBuffer[1]", [rec.cmd])
+        keep.append(cmds)  # alive until the call returns, with what submit_info keeps
+        info = submit_info(core, cmds, waits, signals, keep)
+    else:
+        info = rec.plain[0]
     if timeline is None or timeline is core.timeline:
         serial = core.timeline.submit(info)
         rec.last_serial = serial
-        for command in commands:
-            for alloc in (*command.handles, command.src, command.dst):
-                if alloc is not None:
-                    alloc.last_serial = serial
-            if command.program is not None:
-                command.program.last_serial = serial
+        for alloc in rec.allocs:
+            alloc.last_serial = serial
+        for program in rec.programs:
+            program.last_serial = serial
         return serial
     timeline.poll()  # run what earlier work there held back, if it has finished
     serial = timeline.submit(info)
     rec.elsewhere[timeline] = serial
-    for command in commands:
-        for alloc in (*command.handles, command.src, command.dst):
-            if alloc is not None:
-                alloc.elsewhere[timeline] = serial
-        if command.program is not None:
-            command.program.elsewhere[timeline] = serial
+    for alloc in rec.allocs:
+        alloc.elsewhere[timeline] = serial
+    for program in rec.programs:
+        program.elsewhere[timeline] = serial
     return serial
 
 
