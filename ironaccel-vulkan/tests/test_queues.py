@@ -1,9 +1,10 @@
 """Further queues of the compute family: the limit, the refusal, and work on two queues ordered by fences.
 
-A device offers as many queues as its compute family has (at most `state.MAX_QUEUES`); lavapipe has one, so
-CI checks the refusal there, and the multi-queue path on a device that offers three queues over lavapipe's
-one (`state.SHARED_QUEUES`: the extra queues share its VkQueue).  On a GPU (the H200: NVIDIA has 8 or 16 in
-its compute families) `test_two_queues_ordered_by_a_fence` runs on separate hardware queues.
+A device offers `open(queues=)` queues of its compute family (default: `state.DEFAULT_QUEUES`, or fewer where
+the family has fewer); lavapipe has one, so CI checks the refusal there, and the multi-queue path on a
+device that offers three queues over lavapipe's one (`state.SHARED_QUEUES`: the extra queues share its
+VkQueue).  On a GPU (the H200: NVIDIA has 8 or 16 in its compute families)
+`test_two_queues_ordered_by_a_fence` runs on separate hardware queues.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ F32 = np.float32
 N = 1 << 14
 
 
-def _open(shared: int, monkeypatch: pytest.MonkeyPatch, validation: bool = False) -> Any:
+def _open(shared: int, monkeypatch: pytest.MonkeyPatch, validation: bool = False, queues: int | None = None) -> Any:
     require("vulkan")
     monkeypatch.setattr(state, "SHARED_QUEUES", shared)
     backend = Backend(validation=validation)
     if validation and not backend.probe().available:
         pytest.skip(backend.probe().reason)
-    return backend.open(0)
+    return backend.open(0, queues=queues)
 
 
 @pytest.fixture
@@ -62,11 +63,31 @@ def groups(n: int) -> int:
     return (n + 63) // 64
 
 
-def test_queue_limit_is_the_compute_familys(device: Any) -> None:
+def test_queue_limit_is_the_compute_familys(device: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     family = device.info.compute_family()
-    assert device.max_queues == min(family.count, state.MAX_QUEUES)
+    assert device.max_queues == min(family.count, state.DEFAULT_QUEUES)
+    for bad in (0, family.count + 1, 1.5, True, "2"):
+        with pytest.raises(InvalidArgument) as bad_info:
+            Backend(validation=False).open(0, queues=bad)
+        assert "open" in str(bad_info.value) and "queues" in str(bad_info.value)
+    alone = _open(0, monkeypatch, queues=1)  # one queue, whatever the family has
+    try:
+        assert alone.max_queues == 1 and "queues" not in alone.features
+        with pytest.raises(Unsupported):
+            alone.create_queue()
+    finally:
+        alone.close()
     if family.count >= 2:
         assert "queues" in device.features
+        every = _open(0, monkeypatch, queues=family.count)
+        try:
+            assert every.max_queues == family.count
+            made = [every.create_queue() for _ in range(family.count - 1)]
+            assert len({q._vq.queue for q in made} | {every._state.queue}) == family.count
+            for queue in made:
+                queue.close()
+        finally:
+            every.close()
         return
     assert "queues" not in device.features
     with pytest.raises(Unsupported) as info:

@@ -68,12 +68,12 @@ class VulkanDevice(ComputeDeviceBase):
     buffer_limit_name = "the smaller of maxBufferSize and the largest memory heap"
 
     def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
-                 *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK):
+                 *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK, queues: int | None = None):
         self.info = info
         #: The memory kind of each allocation made with alloc(memory=...) other than the default.
         self._kinds: dict[int, str] = {}
         state = self._state = DeviceState(binding, instance, physical, info, memory_mode=memory,
-                                          staging_chunk_bytes=staging_chunk_bytes)
+                                          staging_chunk_bytes=staging_chunk_bytes, queues=queues)
         self._finalizer = weakref.finalize(self, _teardown, state, generation())
         self._buffer_prefer: Sequence[tuple[int, int]]
         if state.mapped:
