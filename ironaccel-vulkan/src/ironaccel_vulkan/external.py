@@ -46,13 +46,13 @@ _REFUSED = (-1000072003, -2, -1)  # VK_ERROR_INVALID_EXTERNAL_HANDLE, out of dev
 
 def check_fd(core: DeviceState, fd: int, size: int | None, op: str) -> None:
     """Refuse an fd no Vulkan driver exports before a driver sees it: a driver may block reading it (Mesa's
-    lavapipe reads a header from the fd, which waits forever on an empty pipe).  A CPU device (lavapipe)
-    exports memfds only; where the fd is a regular file its size must hold `size` bytes."""
+    lavapipe reads a header from a memory fd, which waits forever on an empty pipe).  Memory (`size` given) of
+    a CPU device (lavapipe) is a memfd; where the fd is a regular file it must hold `size` bytes."""
     st = os.fstat(fd)
     kind = stat.S_IFMT(st.st_mode)
     what = _NOT_EXPORTED.get(kind) or ("a terminal" if os.isatty(fd) else None)
-    if what is None and core.info.device_type == TYPE_CPU and kind != stat.S_IFREG:
-        what = "not a memfd (the only kind of fd this CPU device exports)"
+    if what is None and size is not None and core.info.device_type == TYPE_CPU and kind != stat.S_IFREG:
+        what = "not a memfd (the only kind of memory fd this CPU device exports)"
     if what is not None:
         raise InvalidArgument(BACKEND, op, detail=f"the fd is {what}, not one a Vulkan driver exported")
     if size is not None and kind == stat.S_IFREG and 0 < st.st_size < size:
