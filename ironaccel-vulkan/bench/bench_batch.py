@@ -14,7 +14,8 @@ rounds, ratio of times per operation with its bootstrap 95% interval):
   holding what the batch records (per dispatch: barrier, bind pipeline, bind descriptor set, push
   constants, dispatch, barrier), with vkQueueSubmit, vkWaitForFences and vkResetFences; target <= 1.1.
 
-The pyvulkan side has its own VkDevice on the same physical device (as bench_dispatch.py's).  The device time
+The pyvulkan side has its own VkDevice on the same physical device (as bench_dispatch.py's), with its buffers
+in device-local memory as ironaccel's are on a GPU.  The device time
 of one dispatch, from the batch's timestamps, is reported with the facts.
 """
 
@@ -132,8 +133,13 @@ class Direct:
         sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=2)]
         self.dpool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=sizes), None)
         self.data = np.arange(N, dtype=np.float32)
-        self.x, self.y = self._buffer(N * 4), self._buffer(N * 4)
-        np.copyto(self.x[2], self.data.view(np.uint8))
+        self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
+        self.fences = [self.fence]
+        # x and y device-local, as ironaccel's buffers on a GPU; a host-visible staging buffer fills x and
+        # reads y back for the check (the timed work never touches the host)
+        self.x, self.y, self.staging = self._buffer(N * 4, False), self._buffer(N * 4, False), self._buffer(N * 4, True)
+        np.copyto(self.staging[2], self.data.view(np.uint8))
+        self._copy(self.staging[0], self.x[0])
         self.set = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
             descriptorPool=self.dpool, descriptorSetCount=1, pSetLayouts=[self.set_layout]))[0]
         writes = [vk.VkWriteDescriptorSet(dstSet=self.set, dstBinding=i, descriptorCount=1,
@@ -146,24 +152,46 @@ class Direct:
             commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         self._record()
         self.submit_info = vk.VkSubmitInfo(pCommandBuffers=[self.cmd])
-        self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
-        self.fences = [self.fence]
 
-    def _buffer(self, nbytes: int) -> tuple[Any, Any, np.ndarray]:
-        """A host-visible coherent storage buffer, mapped (the check reads it; the work never touches the host)."""
+    def _buffer(self, nbytes: int, host: bool) -> tuple[Any, Any, np.ndarray | None]:
+        """A storage buffer: device-local memory (the GPU's own where it has it), or host-visible coherent memory,
+        mapped."""
         vk = self.vk
         usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | \
             vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
         buf = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(size=nbytes, usage=usage,
                                                                    sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         req = vk.vkGetBufferMemoryRequirements(self.device, buf)
-        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT if host else \
+            vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
         index = next(i for i in range(self.memprops.memoryTypeCount)
                      if req.memoryTypeBits >> i & 1 and self.memprops.memoryTypes[i].propertyFlags & want == want)
         mem = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(allocationSize=req.size,
                                                                        memoryTypeIndex=index), None)
         vk.vkBindBufferMemory(self.device, buf, mem, 0)
-        return buf, mem, np.frombuffer(vk.vkMapMemory(self.device, mem, 0, nbytes, 0), np.uint8)
+        view = np.frombuffer(vk.vkMapMemory(self.device, mem, 0, nbytes, 0), np.uint8) if host else None
+        return buf, mem, view
+
+    def _copy(self, src: Any, dst: Any) -> None:
+        """One buffer copy, submitted on its own and waited for (set-up and check only)."""
+        vk = self.vk
+        cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo())
+        everything = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+        access = vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT
+        barrier = [vk.VkMemoryBarrier(srcAccessMask=access, dstAccessMask=access)]
+        vk.vkCmdPipelineBarrier(cmd, everything, everything, 0, 1, barrier, 0, None, 0, None)
+        vk.vkCmdCopyBuffer(cmd, src, dst, 1, [vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=N * 4)])
+        vk.vkCmdPipelineBarrier(cmd, everything, everything | vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                                [vk.VkMemoryBarrier(srcAccessMask=access,
+                                                    dstAccessMask=access | vk.VK_ACCESS_HOST_READ_BIT)],
+                                0, None, 0, None)
+        vk.vkEndCommandBuffer(cmd)
+        vk.vkQueueSubmit(self.queue, 1, vk.VkSubmitInfo(pCommandBuffers=[cmd]), self.fence)
+        vk.vkWaitForFences(self.device, 1, self.fences, vk.VK_TRUE, UINT64_MAX)
+        vk.vkResetFences(self.device, 1, self.fences)
+        vk.vkFreeCommandBuffers(self.device, self.pool, 1, [cmd])
 
     def _barrier(self, src_stage: int, src: int, dst_stage: int, dst: int) -> None:
         vk = self.vk
@@ -195,14 +223,16 @@ class Direct:
         vk.vkResetFences(self.device, 1, self.fences)
 
     def check(self) -> None:
-        self.y[2][:] = 0
+        self.staging[2][:] = 0
+        self._copy(self.staging[0], self.y[0])
         self.submit()
-        np.testing.assert_array_equal(self.y[2].view(np.float32), expected(self.data, self.count))
+        self._copy(self.y[0], self.staging[0])
+        np.testing.assert_array_equal(self.staging[2].view(np.float32), expected(self.data, self.count))
 
     def close(self) -> None:
         vk, d = self.vk, self.device
         vk.vkDeviceWaitIdle(d)
-        for buf, mem, _ in (self.x, self.y):
+        for buf, mem, _ in (self.x, self.y, self.staging):
             vk.vkDestroyBuffer(d, buf, None)
             vk.vkFreeMemory(d, mem, None)
         vk.vkDestroyFence(d, self.fence, None)
