@@ -1,10 +1,11 @@
 """The execution model's Vulkan calls: command batches, timestamps and timeline-semaphore fences.
 
 A batch is recorded into one VkCommandBuffer (SIMULTANEOUS_USE, so it can be
-re-submitted while a previous submission runs) with a descriptor set per
-dispatch, a host-visible staging buffer per write and per read, and a
-timestamp query pair per command where the batch is timed; each submit is
-one `vkQueueSubmit` on the device's timeline.  Fences are timeline
+re-submitted while a previous submission runs, on any queue of the family)
+with a descriptor set per distinct (pipeline, buffers) of its dispatches, a
+host-visible staging buffer per write and per read, and a timestamp query
+pair per command where the batch is timed; each submit is one
+`vkQueueSubmit` on the timeline of the queue it goes to.  Fences are timeline
 semaphores (Vulkan 1.2 `timelineSemaphore`): a signal or wait without work
 is a submit of no command buffers and no VkFence (nothing to retire).
 """
@@ -87,6 +88,7 @@ def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> 
                     copy_bytes(alloc.view[: command.nbytes], command.data)  # type: ignore[arg-type]
         begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": 42, "flags": SIMULTANEOUS_USE})
         cmd = rec.cmd
+        shared: dict[Any, Any] = {}  # the descriptor set of each (pipeline, buffers) recorded so far
         results.check("vkResetCommandBuffer", lib.vkResetCommandBuffer(cmd, 0))
         results.check("vkBeginCommandBuffer", lib.vkBeginCommandBuffer(cmd, begin))
         if rec.queries is not None:
@@ -94,7 +96,7 @@ def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> 
         for command in commands:
             if rec.queries is not None:
                 lib.vkCmdWriteTimestamp(cmd, STAGE_ALL_COMMANDS, rec.queries, 2 * command.index)
-            _record_one(core, rec, command)
+            _record_one(core, rec, command, shared)
             if rec.queries is not None:
                 lib.vkCmdWriteTimestamp(cmd, STAGE_ALL_COMMANDS, rec.queries, 2 * command.index + 1)
         results.check("vkEndCommandBuffer", lib.vkEndCommandBuffer(cmd))
@@ -109,7 +111,7 @@ def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> 
     return rec
 
 
-def _record_one(core: DeviceState, rec: Recording, command: Command) -> None:
+def _record_one(core: DeviceState, rec: Recording, command: Command, shared: dict[Any, Any]) -> None:
     ffi, lib, cmd = core.ffi, core.lib, rec.cmd
     copy_stages = STAGE_COMPUTE | STAGE_TRANSFER
     if command.kind == "dispatch":
@@ -118,16 +120,20 @@ def _record_one(core: DeviceState, rec: Recording, command: Command) -> None:
                                  ffi.NULL)
         lib.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, program.pipeline)
         if command.handles:
-            descriptor_set, pool = core.allocate_descriptor_set(program.set_layout)
-            rec.sets.append((descriptor_set, pool))
             handles = command.handles
-            infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": a.buffer, "offset": 0, "range": WHOLE_SIZE}
-                                                         for a in handles])
-            writes = ffi.new("VkWriteDescriptorSet[]", [
-                {"sType": 35, "dstSet": descriptor_set, "dstBinding": i, "descriptorCount": 1,
-                 "descriptorType": VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": infos + i}
-                for i in range(len(handles))])
-            lib.vkUpdateDescriptorSets(core.handle, len(handles), writes, 0, ffi.NULL)
+            key = (program.id, *(a.id for a in handles))
+            descriptor_set = shared.get(key)
+            if descriptor_set is None:  # one set per (pipeline, buffers) in a recording, written once
+                descriptor_set, pool = core.allocate_descriptor_set(program.set_layout)
+                rec.sets.append((descriptor_set, pool))
+                shared[key] = descriptor_set
+                infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": a.buffer, "offset": 0,
+                                                              "range": WHOLE_SIZE} for a in handles])
+                writes = ffi.new("VkWriteDescriptorSet[]", [
+                    {"sType": 35, "dstSet": descriptor_set, "dstBinding": i, "descriptorCount": 1,
+                     "descriptorType": VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": infos + i}
+                    for i in range(len(handles))])
+                lib.vkUpdateDescriptorSets(core.handle, len(handles), writes, 0, ffi.NULL)
             sets = ffi.new("VkDescriptorSet[1]", [descriptor_set])
             lib.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, program.layout, 0, 1, sets, 0, ffi.NULL)
         push = bytes(command.params)
