@@ -183,6 +183,36 @@ def test_objects_used_on_another_queue_outlive_their_close(multi: Any, so: Any) 
     other.close()
 
 
+def test_work_on_another_queue_follows_the_default_queues_copies(monkeypatch: pytest.MonkeyPatch,
+                                                                  scale_offset_spv: bytes) -> None:
+    """upload and write are ordered on the default queue; a queue's dispatch or submit that uses their buffers
+    starts after them, with no fence (a staged upload is a copy on the default queue)."""
+    require("vulkan")
+    monkeypatch.setattr(state, "SHARED_QUEUES", 2)
+    dev = Backend(validation=False).open(0, memory="staged", staging_chunk_bytes=1 << 16)
+    try:
+        so = dev.pipeline(scale_offset_spv, buffers=2, params=3)
+        other = dev.create_queue()
+        data = np.arange(N, dtype=F32)
+        x, y = dev.upload(data), dev.alloc(N, "float32")
+        copied = x.handle.last_serial
+        assert copied > 0  # staged: the upload was a copy on the default queue
+        other.dispatch(so, [x, y], groups(N), params(2.0, 1.0, N)).wait(timeout=60)
+        assert dev._state.timeline.completed >= copied
+        np.testing.assert_array_equal(dev.download(y), data * 2 + 1)
+        dev.write(x, data + 1)
+        batch = dev.batch()
+        batch.dispatch(so, [x, y], groups(N), params(1.0, 0.0, N))
+        written = x.handle.last_serial
+        other.submit(batch).wait(timeout=60)
+        assert dev._state.timeline.completed >= written
+        np.testing.assert_array_equal(dev.download(y), data + 1)
+        batch.close()
+        other.close()
+    finally:
+        dev.close()
+
+
 def test_host_access_waits_for_another_queue(multi: Any, so: Any) -> None:
     other = multi.create_queue()
     data = np.arange(N, dtype=F32)

@@ -216,6 +216,9 @@ def submit(core: DeviceState, rec: Recording, commands: Sequence[Command], waits
             program.last_serial = serial
         return serial
     timeline.poll()  # run what earlier work there held back, if it has finished
+    pending = max((alloc.last_serial for alloc in rec.allocs), default=0)
+    if pending > core.timeline.completed:  # the default queue's work on these buffers (an upload, a write) first:
+        core.timeline.wait(pending)  # what every call but a dispatch or submit on a queue is ordered on
     serial = timeline.submit(info)
     rec.elsewhere[timeline] = serial
     for alloc in rec.allocs:
