@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     from ironaccel_vulkan import Backend
 
     dev = Backend(validation=False).open(args.device)
+    spin = dev._state.timeline.spin
     count = args.dispatches
     ours = Ours(dev, count)
     direct = Direct(args.device, count)
@@ -280,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         dev.close()
     facts = {"driver": driver, "dispatches": count, "elements": N,
              "device_ns_per_dispatch": "n/a" if per_dispatch is None else round(per_dispatch, 1),
+             "wait_poll_us": round(spin * 1e6),  # submission.ENV_SPIN: a wait polls this long before it blocks
              "first_case": "direct = the same dispatches made one by one with device.dispatch (ironaccel)",
              "second_case": "direct = pyvulkan re-submitting a pre-recorded command buffer with a fence"}
     publish(report("vulkan", d.name, f"pyvulkan {version('vulkan')}", facts, cases), args.json,
