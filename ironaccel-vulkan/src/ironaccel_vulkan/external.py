@@ -171,7 +171,8 @@ def import_semaphore(core: DeviceState, semaphore: Any, fd: int) -> None:
     info = ffi.new("VkImportSemaphoreFdInfoKHR*", {"sType": ST_IMPORT_SEMAPHORE_FD_INFO, "semaphore": semaphore,
                                                    "flags": 0, "handleType": OPAQUE_FD, "fd": fd})
     result = _proc(core, "vkImportSemaphoreFdKHR")(core.handle, info)
-    if result == -1000072003:  # VK_ERROR_INVALID_EXTERNAL_HANDLE
-        raise InvalidArgument(BACKEND, "import_fence", detail="the driver refused the fd (VK_ERROR_INVALID_EXTERNAL_"
-                              "HANDLE): not a timeline semaphore exported by a Vulkan driver of this kind of device")
+    if result in _REFUSED:
+        raise InvalidArgument(BACKEND, "import_fence", detail=f"the driver refused the fd ({results.result_name(result)}"
+                              " from vkImportSemaphoreFdKHR): not a timeline semaphore exported by a Vulkan driver of "
+                              "this kind of device")
     results.check("vkImportSemaphoreFdKHR", result)
