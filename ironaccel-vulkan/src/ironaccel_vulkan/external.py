@@ -172,7 +172,8 @@ def import_semaphore(core: DeviceState, semaphore: Any, fd: int) -> None:
                                                    "flags": 0, "handleType": OPAQUE_FD, "fd": fd})
     result = _proc(core, "vkImportSemaphoreFdKHR")(core.handle, info)
     if result in _REFUSED:
-        raise InvalidArgument(BACKEND, "import_fence", detail=f"the driver refused the fd ({results.result_name(result)}"
-                              " from vkImportSemaphoreFdKHR): not a timeline semaphore exported by a Vulkan driver of "
-                              "this kind of device")
+        name = results.result_name(result)
+        raise InvalidArgument(BACKEND, "import_fence", detail=f"the driver refused the fd ({name} from "
+                              "vkImportSemaphoreFdKHR): not a timeline semaphore exported by a Vulkan driver of this "
+                              "kind of device")
     results.check("vkImportSemaphoreFdKHR", result)
