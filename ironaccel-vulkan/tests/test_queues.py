@@ -70,6 +70,16 @@ def test_queue_limit_is_the_compute_familys(device: Any, monkeypatch: pytest.Mon
         with pytest.raises(InvalidArgument) as bad_info:
             Backend(validation=False).open(0, queues=bad)
         assert "open" in str(bad_info.value) and "queues" in str(bad_info.value)
+    validated = Backend(validation=True)
+    if validated.probe().available:  # the layer's default: one queue (see state.DeviceState)
+        checked = validated.open(0)
+        try:
+            assert checked.max_queues == 1
+            with pytest.raises(Unsupported) as why:
+                checked.create_queue()
+            assert family.count == 1 or "validation" in str(why.value)
+        finally:
+            checked.close()
     alone = _open(0, monkeypatch, queues=1)  # one queue, whatever the family has
     try:
         assert alone.max_queues == 1 and "queues" not in alone.features

@@ -50,11 +50,14 @@ def _teardown(state: DeviceState, opened_in: int) -> None:
 
 
 class VulkanDevice(ComputeDeviceBase):
-    """A ComputeDevice on one Vulkan physical device, with its own instance, device and compute queue.
+    """A ComputeDevice on one Vulkan physical device, with its own instance, device and compute queues.
 
     `memory` picks how the host reaches buffers: "auto" (mapped where device-local memory is
     host-visible, else staged), "mapped" (host-visible memory, one memcpy per transfer) or "staged"
     (device-local memory, chunked copies through a staging ring of `staging_chunk_bytes` per chunk).
+    `queues`: how many queues of the compute family the device is made with (Vulkan makes them all up
+    front), the default one and those `create_queue` hands out; default `state.DEFAULT_QUEUES` (fewer
+    where the family has fewer), and one with the validation layer on.
     """
 
     backend = BACKEND
@@ -107,6 +110,11 @@ class VulkanDevice(ComputeDeviceBase):
         if feature == "queues":
             family = state.info.compute_family()
             count = family.count if family is not None else 0
+            if count > state.queue_count:
+                layer = (" (the default with the validation layer on: its synchronization validation does not follow "
+                         "timeline semaphores between queues)") if state.instance.validation_layer else ""
+                return (f"{self.descriptor.name} was opened with {state.queue_count} queue(s){layer}; "
+                        f"Backend.open(ordinal, queues=N) makes up to {count}")
             return (f"{self.descriptor.name}'s compute queue family (family {state.family}) has {count} queue(s); "
                     "another queue needs a family with more (ironaccel takes further queues from its compute family "
                     "only, so that a batch recorded once can be submitted on any of them)")

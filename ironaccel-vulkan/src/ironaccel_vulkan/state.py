@@ -52,7 +52,8 @@ ACCESS_TRANSFER_READ, ACCESS_TRANSFER_WRITE, ACCESS_HOST_READ = 0x800, 0x1000, 0
 SETS_PER_POOL = 256
 DESCRIPTORS_PER_POOL = 2048
 #: How many queues of the compute family a device is opened with unless `open(queues=)` says (fewer where the
-#: family has fewer): each is a hardware channel a driver sets up at vkCreateDevice, so not all of them.
+#: family has fewer; one with the validation layer on): each is a hardware channel a driver sets up at
+#: vkCreateDevice, so not all of them.
 DEFAULT_QUEUES = 4
 #: Offer at least this many queues, the ones the family lacks sharing its VkQueues (submissions to one VkQueue
 #: stay in order, which every fence wait allows): for tests of the multi-queue path on a one-queue device
@@ -97,7 +98,9 @@ class DeviceState:
         self.timestamp_bits = family.timestamp_bits
         #: Queues of the compute family made with the device: index 0 is the default queue, the others are
         #: handed out by `open_queue` (each with its own Timeline) and come back on `close_queue`.
-        self.queue_count = max(1, min(family.count, DEFAULT_QUEUES if queues is None else queues))
+        if queues is None:  # the layer's synchronization validation does not follow timeline semaphores from
+            queues = 1 if instance.validation_layer else DEFAULT_QUEUES  # one queue to another: false hazards
+        self.queue_count = max(1, min(family.count, queues))
         self.queue_limit = max(self.queue_count, SHARED_QUEUES)
         self.idle_queues = list(range(self.queue_limit - 1, 0, -1))
         self.queues: list[Timeline] = []
