@@ -24,13 +24,14 @@ F32 = np.float32
 N = 1 << 14
 
 
-def _open(shared: int, monkeypatch: pytest.MonkeyPatch, validation: bool = False, queues: int | None = None) -> Any:
+def _open(shared: int, monkeypatch: pytest.MonkeyPatch, validation: bool = False, queues: int | None = None,
+          **kwargs: Any) -> Any:
     require("vulkan")
     monkeypatch.setattr(state, "SHARED_QUEUES", shared)
     backend = Backend(validation=validation)
     if validation and not backend.probe().available:
         pytest.skip(backend.probe().reason)
-    return backend.open(0, queues=queues)
+    return backend.open(0, queues=queues, **kwargs)
 
 
 @pytest.fixture
@@ -41,11 +42,13 @@ def device(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     dev.close()
 
 
-@pytest.fixture(params=["plain", "validated"])
+@pytest.fixture(params=["plain", "validated", "staged"])
 def multi(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A device with at least three queues: the hardware's where it has them, else sharing its one VkQueue; with
-    the validation layer on, in the second run (a test fails on any validation error, see conftest)."""
-    dev = _open(3, monkeypatch, request.param == "validated")
+    the validation layer on in the second run (a test fails on any validation error, see conftest), with
+    device-local buffers and staged copies (a discrete GPU's default) in the third."""
+    staged = {"memory": "staged", "staging_chunk_bytes": 1 << 16} if request.param == "staged" else {}
+    dev = _open(3, monkeypatch, request.param == "validated", **staged)
     yield dev
     dev.close()
 
