@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from ironaccel.compute.execution import ExternalFence, ExternalMemory
-from ironaccel.errors import ClosedError, InvalidArgument, InvalidState, IronAccelError, Unsupported
+from ironaccel.errors import ClosedError, CompileError, InvalidArgument, InvalidState, IronAccelError, Unsupported
 from ironaccel.testing.pytest_plugin import require
 from ironaccel_vulkan import Backend, validation
 from ironaccel_vulkan.physical import TYPE_CPU
@@ -28,6 +28,7 @@ from ironaccel_vulkan.physical import TYPE_CPU
 KERNELS = Path(__file__).resolve().parent / "kernels"
 TYPED = (KERNELS / "typed_params.spv").read_bytes()
 CONSTANTS = (KERNELS / "constants.spv").read_bytes()
+NESTED = (KERNELS / "nested_params.spv").read_bytes()
 F32 = np.float32
 N = 256
 
@@ -198,6 +199,43 @@ def test_typed_params_of_a_batch(device: Any, so: Any) -> None:
     assert len(batch) == 1 and live(device) == before
     device.submit(batch).wait(timeout=60)
     np.testing.assert_array_equal(device.download(y), data * 2 + 1)
+    usable(device, so)
+
+
+def test_nested_typed_params(device: Any, so: Any) -> None:
+    """A nested struct, an array, a 64-bit scalar and an int vector by name: packed at the reflected std430
+    offsets; a wrong field anywhere in the tree is refused, naming it."""
+    if not device.info.features.get("shaderInt64"):  # a typed refusal of the 64-bit module, no crash
+        with pytest.raises((CompileError, InvalidArgument, Unsupported)):
+            device.pipeline(NESTED, buffers=2)
+        usable(device, so)
+        return
+    nested = device.pipeline(NESTED, buffers=2, workgroup_size=(64, 1, 1))
+    block = nested.interface.params
+    assert block.names == ("first", "weights", "n", "offset")
+    data = np.arange(N, dtype=F32)
+    x, y = device.upload(data), device.alloc(N, "float32")
+    good: dict[str, Any] = {"first": {"scale": 2.0, "shift": 1.0}, "weights": (1.0, 2.0, 3.0), "n": N,
+                            "offset": (5, 2)}
+    want = (data * 2 + 1) * 6 + 3
+    device.dispatch(nested, [x, y], N // 64, good).wait(timeout=60)
+    np.testing.assert_array_equal(device.download(y), want)
+    record = np.zeros((), block.numpy_dtype())
+    record["first"]["scale"], record["first"]["shift"], record["weights"] = 2.0, 1.0, (1.0, 2.0, 3.0)
+    record["n"], record["offset"] = N, (5, 2)
+    device.write(y, np.zeros(N, F32))
+    device.dispatch(nested, [x, y], N // 64, record[()]).wait(timeout=60)  # a numpy structured scalar
+    np.testing.assert_array_equal(device.download(y), want)
+    before = live(device)
+    for change in ({"first": {"scale": 2.0}}, {"first": {"scale": 2.0, "shift": 1.0, "skew": 0.0}},
+                   {"first": (2.0, 1.0, 0.0)}, {"first": 2.0}, {"weights": (1.0, 2.0)},
+                   {"weights": (1.0, 2.0, 3.0, 4.0)}, {"n": -1}, {"n": 2**64}, {"n": 1.5}, {"offset": (1.5, 2.0)},
+                   {"offset": (1, 2, 3)}, {"first": {"scale": "2", "shift": 1.0}}):
+        message = refused(InvalidArgument, "dispatch", device.dispatch, nested, [x, y], 1, {**good, **change})
+        assert "params" in message
+    assert live(device) == before
+    device.dispatch(nested, [x, y], N // 64, {**good, "n": 2**40}).wait(timeout=60)  # a 64-bit count, past 32
+    np.testing.assert_array_equal(device.download(y), want)
     usable(device, so)
 
 
