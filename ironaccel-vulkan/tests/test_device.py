@@ -319,6 +319,30 @@ def test_a_wait_on_a_cpu_device_polls_its_fence_before_blocking(device: Any, so:
     ys.close()
 
 
+def test_a_wait_after_a_long_one_blocks_at_once(device: Any, so: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wait that outlasted its poll makes the next one block at once (polling takes a core a CPU device's threads
+    need for long work); one that blocks briefly brings the poll back."""
+    timeline = device._state.timeline
+    lib = _CountingLib(timeline.lib)
+    monkeypatch.setattr(timeline, "lib", lib)
+    n = 1 << 20
+    xs, ys = device.upload(np.ones(n, F32)), device.alloc(n)
+    small_x, small_y = device.upload(np.ones(64, F32)), device.alloc(64)
+    monkeypatch.setattr(timeline, "spin", 1e-7)  # far shorter than a dispatch over 1 Mi elements
+    device.dispatch(so, [xs, ys], grid(n), params(2, 0, n)).wait()
+    assert timeline.long_waits
+    lib.calls.clear()
+    monkeypatch.setattr(timeline, "spin", 5.0)
+    device.dispatch(so, [small_x, small_y], 1, params(3, 0, 64)).wait()
+    assert "vkGetFenceStatus" not in lib.calls and "vkWaitForFences" in lib.calls  # no poll after a long wait
+    assert not timeline.long_waits  # that one was short
+    lib.calls.clear()
+    device.dispatch(so, [small_x, small_y], 1, params(4, 0, 64)).wait()
+    assert "vkGetFenceStatus" in lib.calls and "vkWaitForFences" not in lib.calls  # polled again
+    np.testing.assert_array_equal(device.download(small_y), 4)
+    np.testing.assert_array_equal(device.download(ys)[:8], 2)
+
+
 def test_many_distinct_params_stay_bounded_and_correct(device: Any, so: Any) -> None:
     x = np.arange(64, dtype=F32)
     xs, ys = device.upload(x), device.alloc(64)

@@ -65,11 +65,16 @@ class Backend(ProbedBackend[list[PhysicalDeviceInfo]]):
     def devices(self) -> list[DeviceDescriptor]:
         return [info.descriptor() for info in self._state()]
 
-    def open(self, ordinal: int = 0, *, memory: str = "auto",
-             staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK) -> VulkanDevice:
-        """Open physical device `ordinal` as a ComputeDevice (see VulkanDevice for `memory`)."""
+    def open(self, ordinal: int = 0, *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK,
+             queues: int | None = None) -> VulkanDevice:
+        """Open physical device `ordinal` as a ComputeDevice (see VulkanDevice for `memory` and `queues`)."""
         infos = self._state()
         ordinal = check_ordinal(BACKEND, ordinal, len(infos))
+        family = infos[ordinal].compute_family()
+        have = family.count if family is not None else 0
+        if queues is not None and (isinstance(queues, bool) or not isinstance(queues, int) or not 1 <= queues <= have):
+            raise InvalidArgument(BACKEND, "open", detail=f"queues must be an int from 1 to {have} (the queues of "
+                                  f"{infos[ordinal].name}'s compute family), got {queues!r}")
         if memory not in MEMORY_MODES:
             raise InvalidArgument(BACKEND, "open", detail=f"memory must be one of {MEMORY_MODES}, got {memory!r}")
         if isinstance(staging_chunk_bytes, bool) or not isinstance(staging_chunk_bytes, int) or \
@@ -83,7 +88,7 @@ class Backend(ProbedBackend[list[PhysicalDeviceInfo]]):
             expected = infos[ordinal]
             physical, info = _match(binding, instance, handles, expected)
             return VulkanDevice(binding, instance, physical, info, memory=memory,
-                                staging_chunk_bytes=staging_chunk_bytes)
+                                staging_chunk_bytes=staging_chunk_bytes, queues=queues)
         except BaseException:
             instance.close()
             raise

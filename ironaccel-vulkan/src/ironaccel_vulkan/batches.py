@@ -1,10 +1,11 @@
 """The execution model's Vulkan calls: command batches, timestamps and timeline-semaphore fences.
 
 A batch is recorded into one VkCommandBuffer (SIMULTANEOUS_USE, so it can be
-re-submitted while a previous submission runs) with a descriptor set per
-dispatch, a host-visible staging buffer per write and per read, and a
-timestamp query pair per command where the batch is timed; each submit is
-one `vkQueueSubmit` on the device's timeline.  Fences are timeline
+re-submitted while a previous submission runs, on any queue of the family)
+with a descriptor set per distinct (pipeline, buffers) of its dispatches, a
+host-visible staging buffer per write and per read, and a timestamp query
+pair per command where the batch is timed; each submit is one
+`vkQueueSubmit` on the timeline of the queue it goes to.  Fences are timeline
 semaphores (Vulkan 1.2 `timelineSemaphore`): a signal or wait without work
 is a submit of no command buffers and no VkFence (nothing to retire).
 """
@@ -23,8 +24,9 @@ from .state import STAGE_COMPUTE, STAGE_HOST, STAGE_TRANSFER, VK_DESCRIPTOR_TYPE
 
 if TYPE_CHECKING:
     from .state import DeviceState
+    from .submission import Timeline
 
-__all__ = ["Recording", "record", "submit", "finish", "timings", "free"]
+__all__ = ["Recording", "record", "submit", "dispatch_on", "finish", "timings", "free", "queue_op"]
 
 SIMULTANEOUS_USE = 0x4
 QUERY_TYPE_TIMESTAMP = 2
@@ -43,7 +45,8 @@ NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF
 class Recording:
     """One batch's command buffer, its descriptor sets, staging buffers and query pool."""
 
-    __slots__ = ("cmd", "sets", "staging", "queries", "count", "last_serial", "spans")
+    __slots__ = ("cmd", "sets", "staging", "queries", "count", "last_serial", "elsewhere", "spans", "allocs",
+                 "programs", "plain")
 
     def __init__(self, cmd: Any):
         self.cmd = cmd
@@ -52,7 +55,13 @@ class Recording:
         self.queries: Any = None
         self.count = 0
         self.last_serial = 0
+        self.elsewhere: dict[Any, int] = {}  # further queues' Timelines -> the serial of the last submit there
         self.spans: dict[int, list[tuple[float, float]]] = {}
+        #: The distinct allocations and pipelines the commands use (marked at each submit), and the prebuilt
+        #: VkSubmitInfo of a submit that waits for and signals no fence (with what keeps it alive).
+        self.allocs: tuple[Any, ...] = ()
+        self.programs: tuple[Any, ...] = ()
+        self.plain: Any = None
 
 
 def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> Recording:
@@ -79,6 +88,7 @@ def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> 
                     copy_bytes(alloc.view[: command.nbytes], command.data)  # type: ignore[arg-type]
         begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": 42, "flags": SIMULTANEOUS_USE})
         cmd = rec.cmd
+        shared: dict[Any, Any] = {}  # the descriptor set of each (pipeline, buffers) recorded so far
         results.check("vkResetCommandBuffer", lib.vkResetCommandBuffer(cmd, 0))
         results.check("vkBeginCommandBuffer", lib.vkBeginCommandBuffer(cmd, begin))
         if rec.queries is not None:
@@ -86,18 +96,22 @@ def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> 
         for command in commands:
             if rec.queries is not None:
                 lib.vkCmdWriteTimestamp(cmd, STAGE_ALL_COMMANDS, rec.queries, 2 * command.index)
-            _record_one(core, rec, command)
+            _record_one(core, rec, command, shared)
             if rec.queries is not None:
                 lib.vkCmdWriteTimestamp(cmd, STAGE_ALL_COMMANDS, rec.queries, 2 * command.index + 1)
         results.check("vkEndCommandBuffer", lib.vkEndCommandBuffer(cmd))
     except BaseException:
         free(core, rec)
         raise
+    rec.allocs = tuple({id(a): a for c in commands for a in (*c.handles, c.src, c.dst) if a is not None}.values())
+    rec.programs = tuple({id(c.program): c.program for c in commands if c.program is not None}.values())
+    cmds = ffi.new("VkCommandBuffer[1]", [rec.cmd])
+    rec.plain = (submit_info(core, cmds, [], [], []), cmds)
     core.stats["commands_recorded"] += 1
     return rec
 
 
-def _record_one(core: DeviceState, rec: Recording, command: Command) -> None:
+def _record_one(core: DeviceState, rec: Recording, command: Command, shared: dict[Any, Any]) -> None:
     ffi, lib, cmd = core.ffi, core.lib, rec.cmd
     copy_stages = STAGE_COMPUTE | STAGE_TRANSFER
     if command.kind == "dispatch":
@@ -106,16 +120,20 @@ def _record_one(core: DeviceState, rec: Recording, command: Command) -> None:
                                  ffi.NULL)
         lib.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, program.pipeline)
         if command.handles:
-            descriptor_set, pool = core.allocate_descriptor_set(program.set_layout)
-            rec.sets.append((descriptor_set, pool))
             handles = command.handles
-            infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": a.buffer, "offset": 0, "range": WHOLE_SIZE}
-                                                         for a in handles])
-            writes = ffi.new("VkWriteDescriptorSet[]", [
-                {"sType": 35, "dstSet": descriptor_set, "dstBinding": i, "descriptorCount": 1,
-                 "descriptorType": VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": infos + i}
-                for i in range(len(handles))])
-            lib.vkUpdateDescriptorSets(core.handle, len(handles), writes, 0, ffi.NULL)
+            key = (program.id, *(a.id for a in handles))
+            descriptor_set = shared.get(key)
+            if descriptor_set is None:  # one set per (pipeline, buffers) in a recording, written once
+                descriptor_set, pool = core.allocate_descriptor_set(program.set_layout)
+                rec.sets.append((descriptor_set, pool))
+                shared[key] = descriptor_set
+                infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": a.buffer, "offset": 0,
+                                                              "range": WHOLE_SIZE} for a in handles])
+                writes = ffi.new("VkWriteDescriptorSet[]", [
+                    {"sType": 35, "dstSet": descriptor_set, "dstBinding": i, "descriptorCount": 1,
+                     "descriptorType": VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": infos + i}
+                    for i in range(len(handles))])
+                lib.vkUpdateDescriptorSets(core.handle, len(handles), writes, 0, ffi.NULL)
             sets = ffi.new("VkDescriptorSet[1]", [descriptor_set])
             lib.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, program.layout, 0, 1, sets, 0, ffi.NULL)
         push = bytes(command.params)
@@ -178,20 +196,49 @@ def submit_info(core: DeviceState, cmds: Any, waits: list[tuple[Any, int]],
 
 
 def submit(core: DeviceState, rec: Recording, commands: Sequence[Command], waits: list[tuple[Any, int]],
-           signals: list[tuple[Any, int]]) -> int:
-    """One vkQueueSubmit of the recording; returns its serial."""
+           signals: list[tuple[Any, int]], timeline: Timeline | None = None) -> int:
+    """One vkQueueSubmit of the recording on `timeline`'s queue (the default queue's if None); returns its serial
+    there.  What the recording uses is marked used up to that serial, so it is freed and read only after it.
+    (`commands` are those recorded: a write's or read's update changes no buffer, anything else re-records.)"""
     keep: list[Any] = []
-    cmds = core.ffi.new("VkCommandBuffer[1]", [rec.cmd])
-    info = submit_info(core, cmds, waits, signals, keep)
-    serial = core.timeline.submit(info)
-    rec.last_serial = serial
-    for command in commands:
-        for alloc in (*command.handles, command.src, command.dst):
-            if alloc is not None:
-                alloc.last_serial = serial
-        if command.program is not None:
-            command.program.last_serial = serial
+    if waits or signals:
+        cmds = core.ffi.new("VkCommandBuffer[1]", [rec.cmd])
+        keep.append(cmds)  # alive until the call returns, with what submit_info keeps
+        info = submit_info(core, cmds, waits, signals, keep)
+    else:
+        info = rec.plain[0]
+    if timeline is None or timeline is core.timeline:
+        serial = core.timeline.submit(info)
+        rec.last_serial = serial
+        for alloc in rec.allocs:
+            alloc.last_serial = serial
+        for program in rec.programs:
+            program.last_serial = serial
+        return serial
+    timeline.poll()  # run what earlier work there held back, if it has finished
+    pending = max((alloc.last_serial for alloc in rec.allocs), default=0)
+    if pending > core.timeline.completed:  # the default queue's work on these buffers (an upload, a write) first:
+        core.timeline.wait(pending)  # what every call but a dispatch or submit on a queue is ordered on
+    serial = timeline.submit(info)
+    rec.elsewhere[timeline] = serial
+    for alloc in rec.allocs:
+        alloc.elsewhere[timeline] = serial
+    for program in rec.programs:
+        program.elsewhere[timeline] = serial
     return serial
+
+
+def dispatch_on(core: DeviceState, timeline: Timeline, program: Any, handles: list[Any], dims: tuple[int, int, int],
+                params: bytes) -> int:
+    """One dispatch on a further queue: recorded into a command buffer of its own, submitted once, and freed
+    when it has finished (the default queue's dispatch cache is for the default queue alone)."""
+    command = Command(None, 0, "dispatch")  # type: ignore[arg-type]  # a command of no batch
+    command.program, command.handles, command.dims, command.params = program, list(handles), dims, params
+    rec = record(core, [command], False)
+    try:
+        return submit(core, rec, [command], [], [], timeline)
+    finally:
+        free(core, rec)
 
 
 def finish(core: DeviceState, rec: Recording, commands: Sequence[Command], serial: int) -> None:
@@ -230,7 +277,7 @@ def free(core: DeviceState, rec: Recording) -> None:
             core.lib.vkDestroyQueryPool(core.handle, rec.queries, core.ffi.NULL)
         rec.sets, rec.staging, rec.queries = [], {}, None
 
-    core.timeline.defer(rec.last_serial, release)
+    core.after(rec, release)
 
 
 # -- timeline-semaphore fences ------------------------------------------------------------------------------
@@ -269,7 +316,9 @@ def semaphore_wait(core: DeviceState, semaphore: Any, value: int, seconds: float
     return True
 
 
-def queue_op(core: DeviceState, waits: list[tuple[Any, int]], signals: list[tuple[Any, int]]) -> None:
-    """A wait or signal on the queue with no work: an unfenced submit of no command buffers."""
+def queue_op(core: DeviceState, waits: list[tuple[Any, int]], signals: list[tuple[Any, int]],
+             timeline: Timeline | None = None) -> None:
+    """A wait or signal on a queue (`timeline`'s, the default one if None) with no work: an unfenced submit of no
+    command buffers."""
     keep: list[Any] = []
-    core.timeline.submit(submit_info(core, None, waits, signals, keep), fenced=False)
+    (timeline or core.timeline).submit(submit_info(core, None, waits, signals, keep), fenced=False)

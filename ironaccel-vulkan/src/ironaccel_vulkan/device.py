@@ -50,11 +50,14 @@ def _teardown(state: DeviceState, opened_in: int) -> None:
 
 
 class VulkanDevice(ComputeDeviceBase):
-    """A ComputeDevice on one Vulkan physical device, with its own instance, device and compute queue.
+    """A ComputeDevice on one Vulkan physical device, with its own instance, device and compute queues.
 
     `memory` picks how the host reaches buffers: "auto" (mapped where device-local memory is
     host-visible, else staged), "mapped" (host-visible memory, one memcpy per transfer) or "staged"
     (device-local memory, chunked copies through a staging ring of `staging_chunk_bytes` per chunk).
+    `queues`: how many queues of the compute family the device is made with (Vulkan makes them all up
+    front), the default one and those `create_queue` hands out; default `state.DEFAULT_QUEUES` (fewer
+    where the family has fewer), and one with the validation layer on.
     """
 
     backend = BACKEND
@@ -68,12 +71,12 @@ class VulkanDevice(ComputeDeviceBase):
     buffer_limit_name = "the smaller of maxBufferSize and the largest memory heap"
 
     def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
-                 *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK):
+                 *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK, queues: int | None = None):
         self.info = info
         #: The memory kind of each allocation made with alloc(memory=...) other than the default.
         self._kinds: dict[int, str] = {}
         state = self._state = DeviceState(binding, instance, physical, info, memory_mode=memory,
-                                          staging_chunk_bytes=staging_chunk_bytes)
+                                          staging_chunk_bytes=staging_chunk_bytes, queues=queues)
         self._finalizer = weakref.finalize(self, _teardown, state, generation())
         self._buffer_prefer: Sequence[tuple[int, int]]
         if state.mapped:
@@ -90,6 +93,8 @@ class VulkanDevice(ComputeDeviceBase):
         """What this device has of the execution model: batches always; timestamps where the compute queue
         family has valid timestamp bits; fences where timeline semaphores (Vulkan 1.2) are enabled."""
         found = {"batches", "typed_params", "constants", "map", "dlpack"}
+        if state.queue_limit >= 2:
+            found.add("queues")
         if state.timestamp_bits:
             found.add("timestamps")
         if "timelineSemaphore" in state.enabled_features:
@@ -105,8 +110,14 @@ class VulkanDevice(ComputeDeviceBase):
         if feature == "queues":
             family = state.info.compute_family()
             count = family.count if family is not None else 0
-            return (f"{self.descriptor.name}'s compute queue family has {count} queue(s); another queue needs "
-                    "a family with more (ironaccel uses one compute family)")
+            if count > state.queue_count:
+                layer = (" (the default with the validation layer on: its synchronization validation does not follow "
+                         "timeline semaphores between queues)") if state.instance.validation_layer else ""
+                return (f"{self.descriptor.name} was opened with {state.queue_count} queue(s){layer}; "
+                        f"Backend.open(ordinal, queues=N) makes up to {count}")
+            return (f"{self.descriptor.name}'s compute queue family (family {state.family}) has {count} queue(s); "
+                    "another queue needs a family with more (ironaccel takes further queues from its compute family "
+                    "only, so that a batch recorded once can be submitted on any of them)")
         if feature == "fences":
             return f"{self.descriptor.name} does not enable timelineSemaphore (Vulkan 1.2), which fences need"
         if feature in ("export_memory", "import_memory"):
@@ -225,12 +236,14 @@ class VulkanDevice(ComputeDeviceBase):
 
     def _map(self, alloc: Allocation, write: bool) -> Any:
         self._state.timeline.wait(alloc.last_serial)  # the device may still use it
+        self._state.wait_idle_for(alloc)
         assert alloc.view is not None
         return alloc.view.ctypes.data  # coherent and mapped for the buffer's life
 
     def _write(self, alloc: Allocation, data: np.ndarray) -> None:
         if alloc.view is not None:
             self._state.timeline.wait(alloc.last_serial)  # the device may still be reading the old contents
+        self._state.wait_idle_for(alloc)  # and another queue
         self._write_bytes(alloc, data)
 
     def _write_bytes(self, alloc: Allocation, data: np.ndarray) -> None:
@@ -240,6 +253,7 @@ class VulkanDevice(ComputeDeviceBase):
             alloc.last_serial = self._state.staging.upload(alloc, data)
 
     def _read(self, alloc: Allocation, out: np.ndarray) -> None:
+        self._state.wait_idle_for(alloc)  # what another queue writes into it
         if alloc.view is not None:
             self._state.timeline.wait(alloc.last_serial)
             copy_bytes(out, alloc.view[: out.size])
@@ -272,6 +286,30 @@ class VulkanDevice(ComputeDeviceBase):
     def _wait(self, serial: int, seconds: float | None) -> bool:
         return self._state.timeline.wait(serial, seconds)
 
+    # -- execution model: further queues of the compute family (each with its own Timeline) -------------------
+
+    def _queue_limit(self) -> int:
+        return self._state.queue_limit
+
+    def _create_queue(self, priority: int) -> tuple[Any, int]:
+        """A further queue of the compute family; priority 0: Vulkan fixes queue priorities when the device is
+        created, and ironaccel creates every queue with the same one."""
+        return self._state.open_queue(), 0
+
+    def _destroy_queue(self, vq: Any) -> None:
+        self._state.close_queue(vq)
+
+    def _launch_on(self, vq: Any, program: Any, handles: list[Any], dims: tuple[int, int, int], params: Any) -> int:
+        if vq is None:
+            return self._launch(program, handles, dims, params)
+        return batches.dispatch_on(self._state, vq, program, handles, dims, params)
+
+    def _wait_on(self, vq: Any, serial: int, seconds: float | None) -> bool:
+        return (self._state.timeline if vq is None else vq).wait(serial, seconds)
+
+    def _last_serial(self, vq: Any) -> int:
+        return (self._state.timeline if vq is None else vq).submitted
+
     # -- execution model: fences (timeline semaphores) and batches (see batches.py) --------------------------
 
     def _create_fence(self, value: int, exportable: bool) -> Any:
@@ -285,7 +323,7 @@ class VulkanDevice(ComputeDeviceBase):
                 state.semaphores.discard(vf)
                 state.lib.vkDestroySemaphore(state.handle, vf, state.ffi.NULL)
 
-        state.timeline.defer(state.timeline.submitted, destroy)
+        state.after_all(destroy)  # a submission on any queue may still wait for or signal it
 
     def _fence_value(self, vf: Any) -> int:
         return batches.semaphore_value(self._state, vf)
@@ -294,10 +332,10 @@ class VulkanDevice(ComputeDeviceBase):
         return batches.semaphore_wait(self._state, vf, value, seconds)
 
     def _signal(self, vq: Any, vf: Any, value: int) -> None:
-        batches.queue_op(self._state, [], [(vf, value)])
+        batches.queue_op(self._state, [], [(vf, value)], vq)
 
     def _wait_fence(self, vq: Any, vf: Any, value: int) -> None:
-        batches.queue_op(self._state, [(vf, value)], [])
+        batches.queue_op(self._state, [(vf, value)], [], vq)
 
     def _record(self, commands: Sequence[Command], timestamps: bool) -> Any:
         rec = batches.record(self._state, commands, timestamps)
@@ -309,7 +347,7 @@ class VulkanDevice(ComputeDeviceBase):
         return batches.update(rec[0], command)
 
     def _submit(self, vq: Any, rec: Any, waits: list[tuple[Any, int]], signals: list[tuple[Any, int]]) -> int:
-        return batches.submit(self._state, rec[0], rec[1], waits, signals)
+        return batches.submit(self._state, rec[0], rec[1], waits, signals, vq)
 
     def _finish(self, rec: Any, serial: int) -> None:
         if self._state.handle is not None:

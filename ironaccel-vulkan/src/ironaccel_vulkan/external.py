@@ -7,6 +7,8 @@ owns the fd (Vulkan closes it with the memory or semaphore); a failed one leaves
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import TYPE_CHECKING, Any
 
 from ironaccel.errors import InvalidArgument
@@ -14,13 +16,13 @@ from ironaccel.errors import InvalidArgument
 from . import results
 from .binding import BACKEND
 from .memory import BUFFER_USAGE, PREFER_DEVICE_LOCAL, Allocation, choose_memory_type, next_id
-from .physical import MEMORY_HOST_VISIBLE
+from .physical import MEMORY_HOST_VISIBLE, TYPE_CPU
 
 if TYPE_CHECKING:
     from .state import DeviceState
 
 __all__ = ["EXTENSIONS", "create_exportable", "export_memory", "import_memory", "export_semaphore",
-           "import_semaphore"]
+           "import_semaphore", "check_fd"]
 
 MEMORY_FD, SEMAPHORE_FD = "VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"
 #: The device extensions this module uses, enabled where the device has them (Vulkan 1.1 or later).
@@ -35,6 +37,27 @@ ST_IMPORT_MEMORY_FD_INFO = 1000074000
 ST_EXPORT_SEMAPHORE_CREATE_INFO = 1000077000
 ST_SEMAPHORE_GET_FD_INFO = 1000079001
 ST_IMPORT_SEMAPHORE_FD_INFO = 1000079000
+
+
+_NOT_EXPORTED = {stat.S_IFIFO: "a pipe", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
+#: An import the driver refuses with one of these says the fd is not what the ExternalMemory claims.
+_REFUSED = (-1000072003, -2, -1)  # VK_ERROR_INVALID_EXTERNAL_HANDLE, out of device / host memory
+
+
+def check_fd(core: DeviceState, fd: int, size: int | None, op: str) -> None:
+    """Refuse an fd no Vulkan driver exports before a driver sees it: a driver may block reading it (Mesa's
+    lavapipe reads a header from a memory fd, which waits forever on an empty pipe).  Memory (`size` given) of
+    a CPU device (lavapipe) is a memfd; where the fd is a regular file it must hold `size` bytes."""
+    st = os.fstat(fd)
+    kind = stat.S_IFMT(st.st_mode)
+    what = _NOT_EXPORTED.get(kind) or ("a terminal" if os.isatty(fd) else None)
+    if what is None and size is not None and core.info.device_type == TYPE_CPU and kind != stat.S_IFREG:
+        what = "not a memfd (the only kind of memory fd this CPU device exports)"
+    if what is not None:
+        raise InvalidArgument(BACKEND, op, detail=f"the fd is {what}, not one a Vulkan driver exported")
+    if size is not None and kind == stat.S_IFREG and 0 < st.st_size < size:
+        raise InvalidArgument(BACKEND, op, detail=f"the fd holds {st.st_size} bytes, fewer than the {size} the "
+                              "ExternalMemory says")
 
 
 def _proc(core: DeviceState, name: str) -> Any:
@@ -85,6 +108,10 @@ def _allocate(core: DeviceState, nbytes: int, prefer: Any, mapped: bool, op: str
                                                        "allocationSize": size, "memoryTypeIndex": index})
         mem = ffi.new("VkDeviceMemory*")
         result = lib.vkAllocateMemory(device, alloc_info, ffi.NULL, mem)
+        if result and import_fd is not None and result in _REFUSED:
+            raise InvalidArgument(BACKEND, op, detail=f"the driver refused the fd ({results.result_name(result)} "
+                                  f"from vkAllocateMemory): not memory of {size} bytes exported by a Vulkan driver "
+                                  "of this kind of device")
         if result:
             results.raise_for("vkAllocateMemory", result, f"{'import of' if import_fd is not None else 'exportable'}"
                               f" {size} bytes (opaque fd)")
@@ -124,6 +151,7 @@ def export_memory(core: DeviceState, alloc: Allocation) -> tuple[int, int, bool]
 
 def import_memory(core: DeviceState, fd: int, nbytes: int, size: int, dedicated: bool, mapped: bool) -> Allocation:
     """A buffer of `nbytes` over exported memory of `size` bytes (owns `fd` on success)."""
+    check_fd(core, fd, size, "import_memory")
     return _allocate(core, nbytes, PREFER_DEVICE_LOCAL, mapped, "import_memory", fd, size, dedicated)
 
 
@@ -138,7 +166,14 @@ def export_semaphore(core: DeviceState, semaphore: Any) -> int:
 
 def import_semaphore(core: DeviceState, semaphore: Any, fd: int) -> None:
     """Make `semaphore` (a timeline semaphore of this device) the payload of `fd` (owned by Vulkan on success)."""
+    check_fd(core, fd, None, "import_fence")
     ffi = core.ffi
     info = ffi.new("VkImportSemaphoreFdInfoKHR*", {"sType": ST_IMPORT_SEMAPHORE_FD_INFO, "semaphore": semaphore,
                                                    "flags": 0, "handleType": OPAQUE_FD, "fd": fd})
-    results.check("vkImportSemaphoreFdKHR", _proc(core, "vkImportSemaphoreFdKHR")(core.handle, info))
+    result = _proc(core, "vkImportSemaphoreFdKHR")(core.handle, info)
+    if result in _REFUSED:
+        name = results.result_name(result)
+        raise InvalidArgument(BACKEND, "import_fence", detail=f"the driver refused the fd ({name} from "
+                              "vkImportSemaphoreFdKHR): not a timeline semaphore exported by a Vulkan driver of this "
+                              "kind of device")
+    results.check("vkImportSemaphoreFdKHR", result)

@@ -99,7 +99,8 @@ def copy_bytes(dst: np.ndarray, src: np.ndarray) -> None:
 class Allocation:
     """A VkBuffer bound to its own VkDeviceMemory; `view` is the persistent mapping, when mapped."""
 
-    __slots__ = ("id", "buffer", "memory", "nbytes", "capacity", "view", "last_serial", "dead", "__weakref__")
+    __slots__ = ("id", "buffer", "memory", "nbytes", "capacity", "view", "last_serial", "elsewhere", "dead",
+                 "__weakref__")
 
     def __init__(self, id: int, buffer: Any, memory: Any, nbytes: int, capacity: int, view: np.ndarray | None):
         self.id = id
@@ -108,7 +109,8 @@ class Allocation:
         self.nbytes = nbytes
         self.capacity = capacity  # the VkBuffer's size: nbytes rounded up to whole words
         self.view = view
-        self.last_serial = 0
+        self.last_serial = 0  # on the device's default queue
+        self.elsewhere: dict[Any, int] = {}  # Timeline of a further queue -> the serial of its last use there
         self.dead = False
 
 

@@ -53,6 +53,7 @@ class PipelineState(Program):
         self.layout: Any = None
         self.pipeline: Any = None
         self.last_serial = 0
+        self.elsewhere: dict[Any, int] = {}  # further queues' Timelines -> the serial of the last use there
         self._state = state
         state.pipelines[self.id] = self
 
@@ -66,7 +67,7 @@ class PipelineState(Program):
         if state.closed:
             return
         state.forget_bindings(self.id)
-        state.timeline.defer(self.last_serial, lambda: self.destroy(state))
+        state.after(self, lambda: self.destroy(state))
 
     def destroy(self, state: DeviceState) -> None:
         ffi, lib, device = state.ffi, state.lib, state.handle

@@ -97,6 +97,11 @@ def pack_constants(info: ModuleInfo, constants: dict[Any, Any], op: str = "pipel
             ok = isinstance(value, (bool, np.bool_))
         elif dt in (DType.FLOAT16, DType.FLOAT32, DType.FLOAT64):
             ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+            if ok:  # finite and within the type's range: struct.pack would raise OverflowError past it
+                try:
+                    ok = abs(float(value)) <= float(np.finfo(dt.numpy).max)
+                except OverflowError:  # an int beyond any float
+                    ok = False
         else:
             ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
             if ok:

@@ -51,12 +51,20 @@ ACCESS_TRANSFER_READ, ACCESS_TRANSFER_WRITE, ACCESS_HOST_READ = 0x800, 0x1000, 0
 
 SETS_PER_POOL = 256
 DESCRIPTORS_PER_POOL = 2048
+#: How many queues of the compute family a device is opened with unless `open(queues=)` says (fewer where the
+#: family has fewer; one with the validation layer on): each is a hardware channel a driver sets up at
+#: vkCreateDevice, so not all of them.
+DEFAULT_QUEUES = 4
+#: Offer at least this many queues, the ones the family lacks sharing its VkQueues (submissions to one VkQueue
+#: stay in order, which every fence wait allows): for tests of the multi-queue path on a one-queue device
+#: (lavapipe).  0: offer only the family's own queues.
+SHARED_QUEUES = 0
 
 class DeviceState:
     """Handles and bookkeeping of one opened Vulkan device."""
 
     def __init__(self, binding: Binding, instance: Instance, physical: Any, info: PhysicalDeviceInfo,
-                 *, memory_mode: str, staging_chunk_bytes: int):
+                 *, memory_mode: str, staging_chunk_bytes: int, queues: int | None = None):
         from .memory import StagingRing
 
         self.binding = binding
@@ -88,6 +96,14 @@ class DeviceState:
             raise NotAvailable(BACKEND, f"{info.name} has no queue family with compute")
         self.family = family.index
         self.timestamp_bits = family.timestamp_bits
+        #: Queues of the compute family made with the device: index 0 is the default queue, the others are
+        #: handed out by `open_queue` (each with its own Timeline) and come back on `close_queue`.
+        if queues is None:  # the layer's synchronization validation does not follow timeline semaphores from
+            queues = 1 if instance.validation_layer else DEFAULT_QUEUES  # one queue to another: false hazards
+        self.queue_count = max(1, min(family.count, queues))
+        self.queue_limit = max(self.queue_count, SHARED_QUEUES)
+        self.idle_queues = list(range(self.queue_limit - 1, 0, -1))
+        self.queues: list[Timeline] = []
         api = self.api_version = min(info.api_version, instance.api_version)
         self._create_device(api)
         try:
@@ -119,11 +135,11 @@ class DeviceState:
 
     def _create_device(self, api: int) -> None:
         ffi, lib = self.ffi, self.lib
-        priority = ffi.new("float[1]", [1.0])
+        priority = ffi.new("float[]", [1.0] * self.queue_count)  # equal: Vulkan fixes them at creation
         queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
             "sType": VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
             "queueFamilyIndex": self.family,
-            "queueCount": 1,
+            "queueCount": self.queue_count,
             "pQueuePriorities": priority,
         })
         supported = {k: v for k, v in self.info.features.items() if v}
@@ -252,7 +268,45 @@ class DeviceState:
         alloc.dead = True
         self.allocations.pop(alloc.id, None)
         self.forget_bindings(alloc.id)
-        self.timeline.defer(alloc.last_serial, lambda: self.destroy_allocation(alloc))
+        self.after(alloc, lambda: self.destroy_allocation(alloc))
+
+    # -- further queues -------------------------------------------------------------------------------------
+
+    def open_queue(self) -> Timeline:
+        """Another queue of the compute family (the caller checked that one is idle), with its own Timeline."""
+        index = self.idle_queues.pop()
+        out = self.ffi.new("VkQueue*")
+        self.lib.vkGetDeviceQueue(self.handle, self.family, index % self.queue_count, out)
+        timeline = Timeline(self, out[0])
+        timeline.index = index
+        self.queues.append(timeline)
+        return timeline
+
+    def close_queue(self, timeline: Timeline) -> None:
+        """Give a queue back once its work has finished (its fences are destroyed, its deferred work run)."""
+        if timeline not in self.queues:
+            return
+        timeline.wait(timeline.submitted)
+        self.queues.remove(timeline)
+        timeline.destroy()
+        self.idle_queues.append(timeline.index)
+
+    def after(self, obj: Any, action: Any) -> None:
+        """Run `action` once every submission that used `obj` has finished: its last one on the default queue
+        (`obj.last_serial`) and on each further queue (`obj.elsewhere`)."""
+        pending = [(t, s) for t, s in getattr(obj, "elsewhere", {}).items() if s > t.completed]
+        self.timeline.defer(obj.last_serial, _chain(pending, action))
+
+    def after_all(self, action: Any) -> None:
+        """Run `action` once everything submitted so far, on every queue, has finished."""
+        pending = [(t, t.submitted) for t in self.queues if t.submitted > t.completed]
+        self.timeline.defer(self.timeline.submitted, _chain(pending, action))
+
+    def wait_idle_for(self, obj: Any) -> None:
+        """Block until the further queues' submissions that used `obj` have finished (host access to it)."""
+        for timeline, serial in list(getattr(obj, "elsewhere", {}).items()):
+            if timeline in self.queues:
+                timeline.wait(serial)
 
     # -- command buffers ------------------------------------------------------------------------------------
 
@@ -367,6 +421,9 @@ class DeviceState:
                 lib.vkDeviceWaitIdle(device)
             finally:
                 self.timeline.destroy()
+                for timeline in self.queues:  # after the default one: its deferred work may chain onto these
+                    timeline.destroy()
+                self.queues.clear()
                 for entry in self.bindings.values():
                     entry.retire(self)
                 self.bindings.clear()
@@ -394,3 +451,11 @@ class DeviceState:
                 self.handle = None
                 self.instance.close()
 
+
+
+def _chain(pending: list[tuple[Timeline, int]], action: Any) -> Any:
+    """`action`, run only after each (timeline, serial) of `pending` has finished, one after the other."""
+    if not pending:
+        return action
+    (timeline, serial), rest = pending[0], pending[1:]
+    return lambda: timeline.defer(serial, _chain(rest, action))

@@ -42,6 +42,9 @@ ENV_SPIN = "IRONACCEL_VULKAN_SPIN_US"
 #: vkWaitForFences sleeps, and waking it takes a thread wake-up (tens of microseconds on a 2-core VM whose other
 #: vCPU idles), which polling saves for short work.
 CPU_SPIN_US = 200.0
+#: A wait that still blocks this many poll times after its poll was long: the work it waits for (a batch of many
+#: dispatches) outlasts any poll, and polling slows a CPU device whose threads run the work.
+LONG_WAIT = 3.0
 
 
 def spin_seconds(device_type: int) -> float:
@@ -64,16 +67,21 @@ def spin_seconds(device_type: int) -> float:
 
 
 class Timeline:
-    """Serials, fences and deferred work of one queue."""
+    """Serials, fences and deferred work of one queue (`queue`: a VkQueue; the device's compute queue if None)."""
 
-    def __init__(self, core: DeviceState):
+    def __init__(self, core: DeviceState, queue: Any = None):
         self.core = core
+        self.queue = core.queue if queue is None else queue
+        self.index = 0  # the queue's index in its family
         self.ffi, self.lib = core.ffi, core.lib
         self.submitted = 0
         self.completed = 0
         self.fenced = 0  # the serial of the last fenced submission
-        #: Seconds a wait polls its fence before it blocks in vkWaitForFences (see `spin_seconds`).
+        #: Seconds a wait polls its fence before it blocks in vkWaitForFences (see `spin_seconds`), unless the
+        #: last wait that blocked was long (`long_waits`: then the next one blocks at once, and polls again once
+        #: a wait is short).
         self.spin = spin_seconds(core.info.device_type)
+        self.long_waits = False
         self.in_flight: deque[tuple[int, Any]] = deque()
         self.free: list[Any] = []
         self.deferred: deque[tuple[int, Callable[[], None]]] = deque()
@@ -100,7 +108,7 @@ class Timeline:
             fence = self.ffi.NULL
         else:
             fenced, fence = True, self._fence()
-        result = self.lib.vkQueueSubmit(self.core.queue, 0 if submit_info is None else 1,
+        result = self.lib.vkQueueSubmit(self.queue, 0 if submit_info is None else 1,
                                         self.ffi.NULL if submit_info is None else submit_info, fence)
         if result:
             if fenced:
@@ -149,7 +157,8 @@ class Timeline:
         for s, fence in self.in_flight:
             if s >= serial:
                 self._fence_ptr[0] = fence
-                if self.spin and timeout != 0:
+                spun = self.spin and timeout != 0 and not self.long_waits
+                if spun:
                     spin = self.spin if timeout is None else min(self.spin, timeout)
                     if self._spin(fence, spin):
                         self._retire(s, waited=True)
@@ -157,11 +166,16 @@ class Timeline:
                     if timeout is not None:
                         timeout -= spin
                 ns = NO_TIMEOUT if timeout is None else min(max(0, int(timeout * 1e9)), NO_TIMEOUT - 1)
+                started = time.perf_counter()
                 result = self.lib.vkWaitForFences(self.core.handle, 1, self._fence_ptr, 1, ns)
                 if result == results.VK_TIMEOUT:
                     return False
                 if result:
                     results.raise_for("vkWaitForFences", result)
+                if self.spin and timeout != 0:  # long: a poll would not have caught it, and takes a core the
+                    # device's threads need
+                    blocked = time.perf_counter() - started
+                    self.long_waits = blocked > LONG_WAIT * self.spin if spun else blocked > self.spin
                 self._retire(s, waited=True)
                 return True
         return True
