@@ -231,7 +231,7 @@ class ComputeQueue(Protocol):
         """Block until all work queued on this queue has finished."""
 
     def close(self) -> None:
-        """Release the queue after its work finishes; a second close does nothing."""
+        """Wait for this queue's work and release it; twice is a no-op, and the default queue stays open."""
 
 
 @runtime_checkable
@@ -244,13 +244,13 @@ class ComputeFence(Protocol):
 
     @property
     def value(self) -> int:
-        """The fence's current value (the highest value signalled so far)."""
+        """The value the fence has reached (a poll: the work may have gone further since)."""
 
     def wait(self, value: int, timeout: float | None = None) -> None:
         """Block the host until the fence reaches `value`; errors.Timeout after `timeout` seconds."""
 
     def close(self) -> None:
-        """Release the fence; a second close does nothing."""
+        """Release the fence once the work that signals or waits for it has finished; twice is a no-op."""
 
 
 @runtime_checkable
@@ -268,19 +268,21 @@ class ComputeBatch(Protocol):
 
     def copy(self, src: ComputeBuffer, dst: ComputeBuffer, nbytes: int | None = None, *, src_offset: int = 0,
              dst_offset: int = 0) -> Any:
-        """Record a copy of `nbytes` (default: all that fits) between two buffers of the device."""
+        """Record a copy of `nbytes` bytes (default: all of `src` that fits) from `src` to `dst`."""
 
     def fill(self, buffer: ComputeBuffer, value: Any, *, offset: int = 0, nbytes: int | None = None) -> Any:
-        """Record filling a buffer's bytes (all, or `nbytes` at `offset`) with a value."""
+        """Record filling `nbytes` bytes (default: the rest) from byte `offset` with the bytes of `value`, a scalar of
+        the buffer's element type."""
 
     def write(self, buffer: ComputeBuffer, array: Any, *, offset: int = 0) -> Any:
-        """Record a write of a host array into the buffer at `offset` (the array is copied when recorded)."""
+        """Record writing a copy of `array`'s bytes (taken now) at byte `offset` of `buffer`, at every submit."""
 
     def read(self, buffer: ComputeBuffer, out: Any, *, offset: int = 0) -> Any:
-        """Record a read of the buffer into the host array `out`, valid once the submission is done."""
+        """Record reading `out.nbytes` bytes from byte `offset` of `buffer` into `out`, filled once the submission
+        has finished."""
 
     def close(self) -> None:
-        """Release the recorded commands; a second close does nothing."""
+        """Release the recording once its submissions have finished; twice is a no-op."""
 
 
 @runtime_checkable
