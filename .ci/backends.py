@@ -2,7 +2,7 @@
 """The repository's distributions, read from backends.toml, for the scripts and tox.
 
     python3 .ci/backends.py dirs            ./ironaccel-core ./ironaccel-cuda ... (install order)
-    python3 .ci/backends.py names [KEY]     backend names, only those with KEY = true (ci, h200, typed)
+    python3 .ci/backends.py names [KEY]     backend and extension names, only those with KEY = true (ci, h200, typed)
     python3 .ci/backends.py pip             pip arguments installing every distribution editable, with its extras
     python3 .ci/backends.py wheels          pip arguments installing every distribution's wheel from dist/, extras too
     python3 .ci/backends.py tests           every test path, for one pytest run ([repo] tests last)
@@ -42,6 +42,7 @@ class Dist:
     ci: bool = False
     h200: bool = False
     typed: bool = False
+    plugin: bool = True  # a backend (an ironaccel.backends entry point); False: an [extensions.NAME] distribution
 
     @property
     def dir(self) -> str:
@@ -62,17 +63,18 @@ class Dist:
 
 
 def load(path: Path = MANIFEST) -> list[Dist]:
-    """The core distribution, then every backend, in the manifest's order."""
+    """The core distribution, then every backend, then every extension, in the manifest's order."""
     doc = tomllib.loads(path.read_text())
     known = {"install", "extras", "tests", "ci", "h200", "typed"}
     dists = [Dist("core", typed=bool(doc.get("core", {}).get("typed", False)))]
-    for name, entry in doc["backends"].items():
-        unknown = set(entry) - known
-        if unknown:
-            raise SystemExit(f"backends.toml: [backends.{name}] has unknown keys {sorted(unknown)}")
-        dists.append(Dist(name, entry.get("install", ""), tuple(entry.get("extras", ())),
-                          tuple(entry.get("tests", ())), bool(entry.get("ci")), bool(entry.get("h200")),
-                          bool(entry.get("typed"))))
+    for section in ("backends", "extensions"):
+        for name, entry in doc.get(section, {}).items():
+            unknown = set(entry) - known
+            if unknown:
+                raise SystemExit(f"backends.toml: [{section}.{name}] has unknown keys {sorted(unknown)}")
+            dists.append(Dist(name, entry.get("install", ""), tuple(entry.get("extras", ())),
+                              tuple(entry.get("tests", ())), bool(entry.get("ci")), bool(entry.get("h200")),
+                              bool(entry.get("typed")), section == "backends"))
     return dists
 
 
@@ -82,7 +84,7 @@ def repo_tests(path: Path = MANIFEST) -> list[str]:
 
 
 def backends(dists: list[Dist]) -> list[Dist]:
-    return [d for d in dists if d.name != "core"]
+    return [d for d in dists if d.name != "core" and d.plugin]
 
 
 def required(dists: list[Dist], key: str) -> str:
@@ -191,7 +193,7 @@ def _check_dist(d: Dist, root: Path) -> list[str]:
     if not set(d.extras) <= extras:
         problems.append(f"{d.dir} has no extras {sorted(set(d.extras) - extras)} (backends.toml asks for them)")
     problems.extend(f"{d.dir}/{t} does not exist" for t in d.tests if not (folder / t).exists())
-    if d.name != "core":
+    if d.name != "core" and d.plugin:
         points = project["project"].get("entry-points", {}).get("ironaccel.backends", {})
         if points != {d.name: f"{d.package}.plugin"}:
             problems.append(f"{d.dir}'s ironaccel.backends entry point is {points}, not {d.name} = {d.package}.plugin")
@@ -254,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "dirs":
         print(" ".join(f"./{d.dir}" for d in dists))
     elif args.command == "names":
-        print(args.sep.join(d.name for d in backends(dists) if args.key is None or getattr(d, args.key)))
+        print(args.sep.join(d.name for d in dists[1:] if args.key is None or getattr(d, args.key)))
     elif args.command == "pip":
         print(" ".join(f"-e {d.spec}" for d in dists))
     elif args.command == "wheels":

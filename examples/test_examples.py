@@ -38,6 +38,8 @@ NEEDS: dict[str, Needs] = {
     "vulkan_interop.py": Needs(backends=("vulkan",)),
     "webgpu_batch.py": Needs(backends=("webgpu",)),
     "opengl_batch.py": Needs(backends=("opengl",)),
+    "serving_loop.py": Needs(each=("vulkan", "webgpu", "opengl", "cuda")),
+    "slang_saxpy.py": Needs(each=("vulkan", "webgpu", "opengl", "cuda")),
 }
 
 

@@ -165,7 +165,8 @@ entry:
         cc.Program("not IR", "nvvm", cc.ProgramOptions(arch=ARCH)).compile("ptx")
 
 
-def test_ptx_too_new_for_the_driver_is_compiled_by_nvjitlink(cc):
+def test_ptx_too_new_for_the_driver_is_compiled_by_nvjitlink(cc, monkeypatch):
+    from ironaccel_cuda.compat.cuda_core import _ia, _module
     from ironaccel_cuda.errors import driver_error
     from ironaccel_cuda.program import ObjectCode as IaObjectCode
 
@@ -173,22 +174,21 @@ def test_ptx_too_new_for_the_driver_is_compiled_by_nvjitlink(cc):
     ptx = cc.Program(whole, "c++", cc.ProgramOptions(arch=ARCH)).compile("ptx")
     loaded = []
 
-    class Dev:
-        arch = ARCH[3:]
+    def library(code):  # cuLibraryLoadData of a driver older than the PTX
+        if not isinstance(code, IaObjectCode):
+            raise driver_error(222, "cuLibraryLoadData")  # CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+        loaded.append(code)
+        return "library"
 
-        def load_module(self, code):
-            if not isinstance(code, IaObjectCode):
-                raise driver_error(222, "cuModuleLoadData")  # CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-            loaded.append(code)
-            return "module"
-
+    monkeypatch.setattr(_ia, "IaLibrary", library)
+    monkeypatch.setattr(_module, "_current_arch", lambda: ARCH[3:])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert ptx._load(Dev()) == "module"
+        assert ptx._load() == "library"
     assert loaded[0].kind == "cubin" and loaded[0].arch == ARCH
     cubin = cc.ObjectCode.from_cubin(loaded[0].code)
     with pytest.raises(Exception, match="CUDA_ERROR_UNSUPPORTED_PTX_VERSION"):
-        cubin._load(Dev())
+        cubin._load()
 
 
 def test_pch_status_says_what_nvrtc_did_with_a_precompiled_header(cc, tmp_path):

@@ -12,6 +12,7 @@ import pytest
 
 from ironaccel.compute.execution import ExternalMemory
 from ironaccel.errors import ClosedError, CompileError, InvalidArgument, InvalidState, Unsupported
+from ironaccel.registry import registry
 from ironaccel.types import DType
 
 pytestmark = pytest.mark.backend("opengl")
@@ -194,3 +195,30 @@ def test_constant_defaults_are_read_as_glsl_literals() -> None:
     found = {c.name: (c.dtype, c.default) for c in declared_constants(code)}
     assert found == {"OCT": (DType.INT32, 8), "HEX": (DType.UINT32, 31), "F": (DType.FLOAT32, -25.0),
                      "B": (DType.BOOL, True), "BAD": (None, "09"), "CALL": (None, "f(1)")}
+
+
+def test_cleanup_of_another_device_leaves_this_context_current(device) -> None:
+    """A finalizer can run inside this device's call; the other device's cleanup must not leave its context
+    current (the rest of the call would go to it)."""
+    import gc
+
+    from ironaccel_opengl.context import KeepCurrent
+
+    other = registry.open("opengl", 0)
+    try:
+        fence, batch = other.create_fence(0), other.batch()
+        host = other.alloc(16, "float32", memory="host")
+        view = np.asarray(host)
+        host.close()  # freed when the view goes
+        device.download(device.upload(np.zeros(4, np.float32)))  # this device's context is current now
+        with KeepCurrent() as before:
+            pass
+        del fence, batch, view
+        gc.collect()
+        with KeepCurrent() as after:
+            pass
+        assert after._saved == before._saved
+        x = np.arange(64, dtype=np.float32)
+        np.testing.assert_array_equal(device.download(device.upload(x)), x)
+    finally:
+        other.close()

@@ -20,7 +20,9 @@ classes, the pytest plugin, `cbuild`).  Its versions:
 * **1.2** -- the execution model (`compute/model.py`, `compute/execution.py`,
   `testing/execution.py`: queues, fences, batches, timestamps, typed params,
   constants, memory kinds, DLPack, interop), `BackendSpec.plugin_api`, the
-  conformance class attribute `plugin_api`, this module.
+  conformance class attribute `plugin_api`, this module; source objects
+  (`compute/sources.py`, `Translation`: Slang and other languages no device
+  compiles, translated per device by their package).
 
 Rules: a name listed in `SINCE` is never removed or changed incompatibly
 without first warning (`DeprecationWarning`, via `deprecated`) for at least one
@@ -78,6 +80,7 @@ SINCE: dict[str, str] = {
         "workgroup_size", "workgroups", "Interface", "BindingInfo", "StorageBinding", "check_bindings",
         "glsl_interface", "source_text", "wgsl_interface", "ensure_runtime_dir", "fork_error", "generation")},
     **{_K + n: "1.2" for n in _EXECUTION},
+    _K + "Translation": "1.2",
     "ironaccel.testing.conformance.BackendConformance": "1.0",
     "ironaccel.testing.conformance.ComputeDeviceConformance": "1.0",
     "ironaccel.testing.conformance.scale_offset": "1.0",

@@ -45,7 +45,9 @@ from ironaccel.compute import (
     workgroups,
 )
 from ironaccel.compute import workgroup_size as workgroup_size_of
+from ironaccel.compute.execution import constants_key
 from ironaccel.compute.params import ParamBlock, c_params
+from ironaccel.compute.sources import settle, translate
 
 from . import _core, _driver
 from .errors import BACKEND, closed, invalid
@@ -243,23 +245,36 @@ class ComputeDeviceMixin(CudaExecution):
 
         With `params="auto"` (the default), the by-value arguments of a CUDA C++ kernel are read from its
         signature (`c_params`): a dispatch then takes them by name (dict, numpy record, dataclass) or in order,
-        packed as the kernel's parameter buffer lays them out; code whose signature is not readable takes none."""
+        packed as the kernel's parameter buffer lays them out; code whose signature is not readable takes none.
+        A source object (`ironaccel_slang.Slang`) is translated to CUDA C++ first (`ironaccel.compute.sources`)."""
         op = "pipeline"
         self._compute_check(op)
-        if constants:
-            raise self._unsupported(op, "constants")
         buffers = count(BACKEND, "buffers", buffers, op)
         params = None if type(params) is str and params == "auto" else count(BACKEND, "params", params, op)
         entry = entry_name(BACKEND, entry, op)
         block = workgroup_size_of(BACKEND, workgroup_size, op)
+        named = entry
+        foreign = translate(BACKEND, self, code, entry, dict(constants_key(BACKEND, constants, op)), buffers)  # Slang
+        if foreign is not None:
+            code, entry, constants = foreign.code, foreign.entry, None
+            params = foreign.params if params is None else params
+            block = foreign.workgroup_size or block
+        if constants:
+            raise self._unsupported(op, "constants")
         kind, code_key = _code_key(code)
         programs = self._program_cache()
-        key = (kind, code_key, entry, buffers, params)
+        key = (kind, code_key, entry, buffers, params, None if foreign is None else foreign.key)
         program = programs.get(key)
         if program is None:
             program = self._load(kind, code_key, entry, buffers, params)
+            if foreign is not None:
+                try:
+                    settle(program, foreign)
+                except BaseException:
+                    program.release()
+                    raise
             programs.add(key, program)
-        return Pipeline(self, program, entry, block)
+        return Pipeline(self, program, named, block)
 
     def _program_cache(self) -> ProgramCache:
         holder = self.__dict__.get("_compute_programs")

@@ -122,8 +122,9 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
 /* Copy a kernel's parameter values into the node (cuFuncGetParamInfo gives their layout). */
 static void keep_args(struct rnode *n, const CUDA_KERNEL_NODE_PARAMS *p) {
     n->kernel = *p; n->kernel.kernelParams = NULL; n->kernel.extra = NULL; n->nargs = 0;
+    if (!n->kernel.func) n->kernel.func = (CUfunction)p->kern; /* a library kernel (func NULL): the fake's are functions */
     size_t off, size;
-    for (int i = 0; i < 16 && p->kernelParams && cuFuncGetParamInfo(p->func, i, &off, &size) == CUDA_SUCCESS; i++) {
+    for (int i = 0; i < 16 && p->kernelParams && cuFuncGetParamInfo(n->kernel.func, i, &off, &size) == CUDA_SUCCESS; i++) {
         if (off + size > sizeof n->args) break;
         memcpy(n->args + off, p->kernelParams[i], size);
         n->nargs = i + 1;

@@ -9,6 +9,14 @@
  * split reports ncclInProgress through ncclCommGetAsyncError until every rank has joined.
  * Not a model of NCCL's algorithms, timing or streams.
  *
+ * Ranks in several processes: with FAKE_NCCL_SHARED_DIR set, a clique first seen in this process is
+ * shared through files in that folder, named by a hash of the unique id -- every rank of a
+ * communicator may then live in its own process (each created from the same id, as NCCL's
+ * bootstrap hands it out).  A rank's init drops "<hash>.join.<rank>"; the communicator is ready when
+ * every rank's file is there.  ncclAllReduce and ncclBroadcast post "<hash>.<seq>.<rank>" holding
+ * the send buffer and block (at most FAKE_NCCL_SHARED_WAIT seconds, default 30) until every rank's
+ * file of that step is there.  Ranks that got different ids never meet: their inits stay in progress.
+ *
  * Test hooks (call them through ctypes.CDLL(None)):
  *   fake_nccl_fail(call, result)   the named call returns `result` (0 clears) until cleared
  *   fake_nccl_set(knob, value)     "init_never": inits never complete; "async_error": the result
@@ -45,7 +53,7 @@ struct pending { int used, kind, dtype, op, root, posted; size_t count; const ch
 struct p2p { int used, src, dst, dtype; size_t count; const char *send; char *recv; long seq; };
 struct split_round { int count; int color[MAXR], key[MAXR]; struct fcomm *child[MAXR]; struct fcomm **out[MAXR]; };
 struct clique {
-    ncclUniqueId id; int nranks, joined; struct fcomm *ranks[MAXR];
+    ncclUniqueId id; int nranks, joined, shared, shared_ready; char hash[17]; struct fcomm *ranks[MAXR];
     struct pending ops[RING]; struct p2p sends[RING], recvs[RING]; long p2pseq;
     struct split_round splits[16]; int blocking;
 };
@@ -85,7 +93,68 @@ static ncclResult_t fail(ncclResult_t r, const char *fmt, const char *what) {
     snprintf(last_error, sizeof last_error, "fake: %s failed on request", name); return fail_result; } } while (0)
 #define COMM_OK(c) do { if (!(c) || (c)->magic != MAGIC_COMM) return fail(ncclInvalidArgument, "fake: %s", "invalid communicator"); } while (0)
 
-static int ready(struct fcomm *c) { return !init_never && c->cl && c->cl->joined == c->cl->nranks; }
+static void reduce_elem(char *out, const char *const *in, int n, int t, int op, size_t i);
+/* ---- ranks in other processes (FAKE_NCCL_SHARED_DIR) ---- */
+static const char *shared_dir(void) { const char *d = getenv("FAKE_NCCL_SHARED_DIR"); return d && *d ? d : NULL; }
+static void id_hash(const ncclUniqueId *id, char out[17]) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < sizeof id->internal; i++) { h ^= (unsigned char)id->internal[i]; h *= 1099511628211ULL; }
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+static int put_file(const char *path, const void *data, size_t n) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return -1;
+    size_t w = n ? fwrite(data, 1, n, f) : 0;
+    if (fclose(f) != 0 || w != n) return -1;
+    return rename(tmp, path);
+}
+static int shared_ready(struct clique *cl) {
+    if (cl->shared_ready) return 1;
+    char path[4200];
+    for (int r = 0; r < cl->nranks; r++) {
+        snprintf(path, sizeof path, "%s/%s.join.%d", shared_dir(), cl->hash, r);
+        if (access(path, F_OK) != 0) return 0;
+    }
+    return cl->shared_ready = 1;
+}
+static int ready(struct fcomm *c) {
+    if (init_never || !c->cl) return 0;
+    return c->cl->shared ? shared_ready(c->cl) : c->cl->joined == c->cl->nranks;
+}
+/* One step of a shared clique: post this rank's send buffer, wait for every rank's, then compute recv. */
+static ncclResult_t shared_step(const char *name, struct pending *p, struct fcomm *c, const void *send, void *recv) {
+    struct clique *cl = c->cl;
+    size_t bytes = p->count * SIZE[p->dtype];
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.%ld.%d", shared_dir(), cl->hash, c->seq, c->rank);
+    if (put_file(path, send, bytes) != 0) return fail(ncclSystemError, "fake: %s cannot write its step file", name);
+    const char *w = getenv("FAKE_NCCL_SHARED_WAIT");
+    double limit = w ? atof(w) : 30.0, waited = 0;
+    char *all[MAXR] = {0};
+    ncclResult_t r = ncclSuccess;
+    for (int q = 0; q < cl->nranks && r == ncclSuccess; q++) {
+        snprintf(path, sizeof path, "%s/%s.%ld.%d", shared_dir(), cl->hash, c->seq, q);
+        FILE *f;
+        while (!(f = fopen(path, "rb"))) {
+            if (waited >= limit) { r = fail(ncclRemoteError, "fake: %s: a peer never posted this step", name); break; }
+            usleep(2000); waited += 0.002;
+        }
+        if (!f) break;
+        all[q] = malloc(bytes ? bytes : 1);
+        if (bytes && fread(all[q], 1, bytes, f) != bytes) r = fail(ncclRemoteError, "fake: %s: a peer's step differs", name);
+        fclose(f);
+    }
+    if (r == ncclSuccess) {
+        if (p->kind == K_ALLREDUCE) for (size_t i = 0; i < p->count; i++) reduce_elem(recv, (const char *const *)all, cl->nranks, p->dtype, p->op, i);
+        else memcpy(recv, all[p->root], bytes);
+        counters[5]++;
+    }
+    for (int q = 0; q < cl->nranks; q++) free(all[q]);
+    c->seq++;
+    return r;
+}
 
 /* ---- values of every ncclDataType_t as double (float8 types move only) ---- */
 static float half_to_float(uint16_t h) {
@@ -189,6 +258,12 @@ static ncclResult_t post(const char *name, int kind, const void *send, void *rec
         return fail(ncclInvalidArgument, "fake: %s: float8 reductions are not faked", name);
     if (root < 0 || root >= c->cl->nranks) return fail(ncclInvalidArgument, "fake: %s: invalid root", name);
     if (!send || !recv) return fail(ncclInvalidArgument, "fake: %s: null buffer", name);
+    if (c->cl->shared) {
+        if (kind != K_ALLREDUCE && kind != K_BROADCAST)
+            return fail(ncclInvalidUsage, "fake: %s is not faked across processes", name);
+        struct pending step = {1, kind, dtype, op, root, 0, count, {0}, {0}};
+        return shared_step(name, &step, c, send, recv);
+    }
     pthread_mutex_lock(&lock);
     struct clique *cl = c->cl;
     struct pending *p = &cl->ops[c->seq % RING];
@@ -251,11 +326,17 @@ ncclResult_t ncclCommInitRankConfig(struct fcomm **comm, int nranks, ncclUniqueI
     if (!cl) {
         if (ncliques == 256) { pthread_mutex_unlock(&lock); return fail(ncclInternalError, "fake: %s", "too many cliques"); }
         cl = calloc(1, sizeof *cl); cl->id = id; cl->nranks = nranks; cliques[ncliques++] = cl;
+        if (shared_dir()) { cl->shared = 1; id_hash(&id, cl->hash); }
     }
     ncclResult_t r = ncclSuccess;
     if (cl->nranks != nranks) r = fail(ncclInvalidArgument, "fake: %s", "nranks differs from the other ranks'");
     else if (cl->ranks[rank]) r = fail(ncclInvalidArgument, "fake: %s", "this rank has already joined");
-    else if (blocking && cl->joined + 1 < nranks) r = fail(ncclInvalidUsage, "fake: %s", "a blocking init of one of several ranks would hang");
+    else if (blocking && cl->joined + 1 < nranks && !cl->shared) r = fail(ncclInvalidUsage, "fake: %s", "a blocking init of one of several ranks would hang");
+    if (r == ncclSuccess && cl->shared) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s.join.%d", shared_dir(), cl->hash, rank);
+        if (put_file(path, "", 0) != 0) r = fail(ncclSystemError, "fake: %s", "cannot write the join file");
+    }
     if (r == ncclSuccess) {
         struct fcomm *c = new_comm(cl, rank);
         cl->ranks[rank] = c; cl->joined++; *comm = c; counters[0]++;

@@ -162,3 +162,34 @@ entry:
     assert ptx.name == "ir" and b".entry touch" in ptx.code
     assert ptx.get_kernel("touch").num_arguments == 1
     program.close()
+
+
+def test_handles_are_a_library_and_its_kernels_as_in_cuda_core(cc, device, stream):
+    # cuda.core 1.2 loads with cuLibraryLoadData: ObjectCode.handle is a CUlibrary and Kernel.handle a CUkernel,
+    # which cuKernelSetAttribute / cuKernelSetCacheConfig / cuLibraryGetKernel take.  A CUmodule / CUfunction
+    # there once failed with CUDA_ERROR_INVALID_HANDLE.
+    from cuda.bindings import driver
+
+    src = KERNEL.replace("extern __device__ float axpy_step(float a, float x, float y);", STEP)
+    code = cc.Program(src, "c++", cc.ProgramOptions(arch=f"sm_{device.arch}")).compile("cubin")
+    kernel = code.get_kernel("saxpy")
+    lib, kern = code.handle, kernel.handle
+    assert isinstance(lib, driver.CUlibrary) and int(lib) != 0
+    assert isinstance(kern, driver.CUkernel) and int(kern) != 0
+    err, again = driver.cuLibraryGetKernel(lib, b"saxpy")
+    assert err == driver.CUresult.CUDA_SUCCESS and int(again) == int(kern)
+    cudev = driver.CUdevice(device.device_id)
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    assert driver.cuKernelSetAttribute(attr, 2048, kern, cudev)[0] == driver.CUresult.CUDA_SUCCESS
+    if not FAKE:  # the fake keeps no per-kernel attributes
+        assert kernel.attributes.max_dynamic_shared_size_bytes == 2048
+    prefer = driver.CUfunc_cache.CU_FUNC_CACHE_PREFER_SHARED
+    assert driver.cuKernelSetCacheConfig(kern, prefer, cudev)[0] == driver.CUresult.CUDA_SUCCESS
+    module = code.get_module()  # the legacy bridge: a CUmodule of the current context
+    assert isinstance(module, driver.CUmodule)
+    err, fn = driver.cuModuleGetFunction(module, b"saxpy")
+    assert err == driver.CUresult.CUDA_SUCCESS and int(fn) != 0
+    assert cc.Kernel.from_handle(int(kern)) == kernel and cc.Kernel.from_handle(int(kern))._code is code
+    assert repr(code) == f"<ObjectCode handle={int(lib):#x} code_type='cubin'>"
+    # The CUkernel launches through the same path a module's function did.
+    assert (run_saxpy(cc, device, stream, kernel) == 2 * np.arange(N, dtype=np.float32) + 1).all()

@@ -60,4 +60,5 @@ def test_from_env_master_addr_not_a_host_name(nccl, dev, monkeypatch):
     monkeypatch.setenv("MASTER_ADDR", "x" * 300)
     monkeypatch.setenv("MASTER_PORT", "29500")
     monkeypatch.delenv("IRONACCEL_NCCL_PORT", raising=False)
+    monkeypatch.setenv("IRONACCEL_NCCL_BOOTSTRAP", "tcp")  # ironaccel's own rendezvous, even where torch is here
     raises_exactly(InvalidArgument, "rendezvous", nccl.Communicator.from_env, timeout=5)

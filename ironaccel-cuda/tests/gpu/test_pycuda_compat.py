@@ -782,6 +782,38 @@ def test_vector_types_by_value(ctx, drv):
     assert (drv.from_device(d, (16,), gpuarray.vec.float3)["x"] == 6).all()
 
 
+@pytest.mark.skipif(FAKE, reason="the fake driver runs only its built-in kernels")
+def test_records_with_custom_itemsize_sit_where_numpy_puts_them(ctx, drv):
+    # reikna-style records: `typedef struct {...} ALIGN(n) name;` with numpy dtypes of itemsize n.  Under NVRTC as
+    # given, sizeof came out 16 where PyCUDA (nvcc) gives 32; the surface's compile places the attribute as nvcc.
+    from records import RECORDS, record_dtypes
+
+    from ironaccel_cuda.compat.pycuda.compiler import SourceModule
+
+    inner, outer, in8, out32 = record_dtypes()
+    mod = SourceModule(RECORDS + """
+    __global__ void fill(outer_t *dest, out32_t *dest32) {
+        int i = threadIdx.x;
+        outer_t r; r.val1 = i; r.val2 = (short)(2 * i); r.nested.val1 = 3 * i; r.nested.pad = (char)(i & 0x7f);
+        dest[i] = r;
+        out32_t q; q.val1 = -i; q.val2 = (short)(i + 1); q.nested.val1 = i * i; q.nested.pad = 5;
+        dest32[i] = q;
+    }
+    """)
+    got = np.zeros(6, np.int32)
+    mod.get_function("layout")(drv.Out(got), block=(1, 1, 1))
+    assert list(got) == [inner.itemsize, outer.itemsize, outer.fields["nested"][1], in8.itemsize, out32.itemsize,
+                         out32.fields["nested"][1]]
+    n = 32
+    a, b = np.zeros(n, outer), np.zeros(n, out32)
+    mod.get_function("fill")(drv.Out(a), drv.Out(b), block=(n, 1, 1))
+    i = np.arange(n)
+    assert (a["val1"] == i).all() and (a["val2"] == 2 * i).all()
+    assert (a["nested"]["val1"] == 3 * i).all() and (a["nested"]["pad"] == i).all()
+    assert (b["val1"] == -i).all() and (b["val2"] == i + 1).all()
+    assert (b["nested"]["val1"] == i * i).all() and (b["nested"]["pad"] == 5).all()
+
+
 # -- tools -------------------------------------------------------------------------------------------
 
 
@@ -897,3 +929,52 @@ def test_bad_input_is_typed(ctx, drv, mod):
     with pytest.raises(drv.LogicError):
         copy.set_src_host(object())
     assert drv.Context.get_current() is ctx  # nothing above disturbed the stack
+
+
+def test_autoinit_is_the_primary_context_that_other_libraries_use():
+    # CuPy (through the CUDA runtime) makes the primary context current behind the surface's back and
+    # allocates there; a kernel compiled after `import pycuda.autoinit` must run on that memory.  With
+    # PyCUDA's own autoinit (a created context) the launch failed: invalid resource handle.
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from cuda.bindings import driver as cb
+        from ironaccel_cuda.compat import pycuda as compat
+        compat.install()
+        import pycuda.autoinit, pycuda.driver as drv
+        from pycuda.compiler import SourceModule
+
+        def ok(result):
+            err, *rest = result
+            assert int(err) == 0, err
+            return rest[0] if rest else None
+
+        primary = ok(cb.cuDevicePrimaryCtxRetain(ok(cb.cuDeviceGet(0))))
+        assert pycuda.autoinit.context.handle == int(primary), "autoinit did not push the primary context"
+        saxpy = SourceModule(sys.argv[1], no_extern_c=True).get_function("saxpy")
+        ok(cb.cuCtxSetCurrent(primary))  # what the runtime does on CuPy's first call
+        n = 64
+        x, y = np.arange(n, dtype=np.float32), np.ones(n, dtype=np.float32)
+        ptrs = [ok(cb.cuMemAlloc(n * 4)) for _ in range(2)]
+        for p, host in zip(ptrs, (x, y)):
+            ok(cb.cuMemcpyHtoD(p, host.ctypes.data, n * 4))
+
+        class Foreign:  # a CuPy array, as the surface sees one
+            def __init__(self, ptr):
+                self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (int(ptr), False),
+                                                 "version": 3}
+
+        saxpy(np.float32(2), Foreign(ptrs[0]), Foreign(ptrs[1]), np.uint32(n), block=(n, 1, 1), grid=(1, 1))
+        drv.Context.synchronize()
+        out = np.empty_like(y)
+        ok(cb.cuMemcpyDtoH(out.ctypes.data, ptrs[1], n * 4))
+        assert (out == 2 * x + y).all(), out
+        for p in ptrs:
+            ok(cb.cuMemFree(p))
+        ok(cb.cuDevicePrimaryCtxRelease(ok(cb.cuDeviceGet(0))))
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code, SOURCE], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("ok")

@@ -32,6 +32,39 @@ _EGL_ERRORS = {
 }
 
 
+class KeepCurrent:
+    """`with KeepCurrent():` whatever EGL context, display and surfaces are current on this thread when the block
+    starts are current again when it ends (eglGetCurrent* / eglMakeCurrent through ctypes).
+
+    Why: a finalizer (a fence, batch or mapped buffer of another GL device collected) can run in the middle of
+    this device's call, and the cleanup it does makes the other device's context current; without this the rest
+    of the call went to that context (wrong results on llvmpipe, seen only in a long test process)."""
+
+    _egl: Any = None
+
+    def __enter__(self) -> KeepCurrent:
+        egl = KeepCurrent._egl
+        if egl is None:
+            egl = ctypes.CDLL(egl_library() or "libEGL.so.1")
+            for name in ("eglGetCurrentContext", "eglGetCurrentDisplay", "eglGetCurrentSurface"):
+                getattr(egl, name).restype = ctypes.c_void_p
+            egl.eglGetCurrentSurface.argtypes = [ctypes.c_int]
+            egl.eglMakeCurrent.argtypes = [ctypes.c_void_p] * 4
+            egl.eglMakeCurrent.restype = ctypes.c_uint
+            KeepCurrent._egl = egl
+        self._saved = (egl.eglGetCurrentDisplay(), egl.eglGetCurrentSurface(EGL_DRAW),
+                       egl.eglGetCurrentSurface(EGL_READ), egl.eglGetCurrentContext())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        display, draw, read, context = self._saved
+        if display:  # nothing was current: nothing to bring back
+            KeepCurrent._egl.eglMakeCurrent(display, draw, read, context)
+
+
+EGL_DRAW, EGL_READ = 0x3059, 0x305A
+
+
 def egl_library() -> str | None:
     """The libEGL glcontext will load: GLCONTEXT_LINUX_LIBEGL, else the loader's libEGL."""
     return os.environ.get("GLCONTEXT_LINUX_LIBEGL") or find_library("EGL")

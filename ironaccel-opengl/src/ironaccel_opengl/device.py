@@ -25,7 +25,7 @@ from ironaccel.errors import InvalidArgument, OutOfMemory
 from ironaccel.types import CapabilityFlags, DeviceDescriptor, DType
 
 from . import execution as gx
-from .context import GLCalls, create_context, make_current
+from .context import GLCalls, KeepCurrent, create_context, make_current
 from .memory import OpenGLBuffer
 from .pipeline import OpenGLPipeline, OpenGLProgram, clear_errors, native
 from .submission import Completion, OpenGLSubmission
@@ -157,6 +157,9 @@ class OpenGLDevice(ComputeDeviceBase):
             return False  # not a plain device buffer: freed, never handed out again as one
         return self._spare.keep(handle, handle.size)
 
+    def _keep_current(self) -> KeepCurrent:
+        return KeepCurrent()
+
     def _free_buffer(self, handle: Any) -> None:
         self._bound_list = None
         bound = self._bound
@@ -254,7 +257,7 @@ class OpenGLDevice(ComputeDeviceBase):
             raise self._unsupported("alloc", "export_memory")
         if memory == "device":
             return self._create_buffer(nbytes, dtype, None)
-        return gx.HostBuffer(self._calls, nbytes)
+        return gx.HostBuffer(self._calls, nbytes, self.ctx)
 
     def _import_memory(self, fd: int, nbytes: int, dtype: DType, ext: Any) -> gx.ImportedBuffer:
         gx.check_memory_fd(fd, ext.size)  # before GL: a driver may block reading a pipe, or fault on a file

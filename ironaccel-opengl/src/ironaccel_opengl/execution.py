@@ -50,6 +50,7 @@ GL_MAP_WRITE_BIT = 0x0002
 GL_MAP_PERSISTENT_BIT = 0x0040
 GL_MAP_COHERENT_BIT = 0x0080
 GL_DYNAMIC_STORAGE_BIT = 0x0100
+GL_CLIENT_STORAGE_BIT = 0x0200
 GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT = 0x4000
 GL_UNIFORM = 0x92E1
 GL_OFFSET = 0x92FC
@@ -67,17 +68,20 @@ class HostBuffer:
     """A GL buffer with immutable storage, persistently and coherently mapped for its life ("host" memory).
 
     It answers the moderngl Buffer calls the device makes (bind, write, read_into, release) with raw GL calls.
+    Its storage is a client-storage hint, and an ordered write is a copy from a staging buffer inside the stream:
+    on NVIDIA's driver a glBufferSubData into a persistently mapped buffer was not seen through the mapping.
     """
 
-    def __init__(self, calls: Any, nbytes: int):
-        self._calls = calls
+    def __init__(self, calls: Any, nbytes: int, ctx: Any):
+        self._calls, self._ctx = calls, ctx
         name = ctypes.c_uint(0)
         calls.gen_buffers(1, ctypes.byref(name))
         self.glo = name.value
         self.size = nbytes
         calls.get_error()  # what earlier work left set
         calls.bind_buffer(GL_COPY_WRITE_BUFFER, self.glo)
-        calls.buffer_storage(GL_COPY_WRITE_BUFFER, nbytes, None, _PERSISTENT | GL_DYNAMIC_STORAGE_BIT)
+        flags = _PERSISTENT | GL_DYNAMIC_STORAGE_BIT | GL_CLIENT_STORAGE_BIT
+        calls.buffer_storage(GL_COPY_WRITE_BUFFER, nbytes, None, flags)
         error = calls.get_error()
         self.address = calls.map_buffer_range(GL_COPY_WRITE_BUFFER, 0, nbytes, _PERSISTENT) if not error else None
         if error or not self.address:
@@ -92,8 +96,13 @@ class HostBuffer:
 
     def write(self, data: Any, offset: int = 0) -> None:
         array = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        self._calls.bind_buffer(GL_COPY_WRITE_BUFFER, self.glo)
-        self._calls.buffer_sub_data(GL_COPY_WRITE_BUFFER, offset, array.nbytes, array.ctypes.data)
+        staging = self._ctx.buffer(array)
+        try:
+            self._calls.bind_buffer(GL_COPY_READ_BUFFER, staging.glo)
+            self._calls.bind_buffer(GL_COPY_WRITE_BUFFER, self.glo)
+            self._calls.copy_buffer_sub_data(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, offset, array.nbytes)
+        finally:
+            staging.release()  # GL keeps its storage until the copy has run
 
     def read_into(self, out: np.ndarray, size: int, offset: int = 0) -> None:
         self._calls.bind_buffer(GL_COPY_READ_BUFFER, self.glo)

@@ -17,6 +17,8 @@
   what `pipeline.interface` returns), fork detection and the runtime directory
   (`process`): usable on their own by a backend whose device cannot subclass
   the base (CUDA's `Device` is also the full CUDA API).
+* Source objects (`sources`, with `Translation`): kernel source in a language
+  no device compiles itself (Slang), translated per device by its package.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from .shaders import (
     source_text,
     wgsl_interface,
 )
+from .sources import Translation
 
 __all__ = [
     "ComputeDeviceBase", "flat_bytes",
@@ -71,4 +74,5 @@ __all__ = [
     "ExternalFence",
     "ParamBlock", "Field", "Scalar", "Vector", "Array", "Struct", "ConstantInfo",
     "ensure_runtime_dir", "fork_error", "generation",
+    "Translation",
 ]

@@ -105,6 +105,7 @@ from .handles import _ITEMSIZE, BufferHandle, PipelineHandle, Program, ProgramCa
 from .model import ExecutionModel
 from .params import ParamBlock
 from .shaders import check_bindings, source_text
+from .sources import settle, translate
 
 __all__ = ["ComputeDeviceBase", "flat_bytes"]
 
@@ -374,6 +375,8 @@ class ComputeDeviceBase(ExecutionModel):
         `params`: "auto" (the default) takes the code's parameter block as the backend reflects it (none: 0);
         an int is the number of params in order (32-bit scalars where the code's block cannot be read).
         `constants`: specialization constants by name (see `pipeline.interface.constants`).
+        `code` may also be a source object (`ironaccel.compute.sources`; e.g. `ironaccel_slang.Slang`), translated
+        for this device: its interface, params block and workgroup size are then the translator's.
         """
         backend = self.backend
         with self._lock:
@@ -384,17 +387,29 @@ class ComputeDeviceBase(ExecutionModel):
             entry = entry_name(backend, entry)
             size = workgroup_size_of(backend, workgroup_size)
             fixed = constants_key(backend, constants)
+            foreign = translate(backend, self, code, entry, dict(fixed), buffers)  # a source object (Slang)
+            named = entry
+            if foreign is not None:
+                code, entry, fixed = foreign.code, foreign.entry, ()
+                wanted = foreign.params if wanted is None else wanted
+                size = foreign.workgroup_size or size
             if fixed and "constants" not in self._features:
                 raise self._unsupported("pipeline", "constants")
             prepared, code_key = self._prepare(code, entry)
-            key = (code_key, entry, buffers, wanted, size, fixed)
+            key = (code_key, entry, buffers, wanted, size, fixed, None if foreign is None else foreign.key)
             program = self._programs.get(key)
             if program is None:
                 program = self._compile(prepared, entry, buffers, wanted, size, dict(fixed))
                 program.workgroup_size = size
+                if foreign is not None:
+                    try:
+                        settle(program, foreign)
+                    except BaseException:
+                        program.release()
+                        raise
                 _settle_params(program, wanted)
                 self._programs.add(key, program)
-            return self.pipeline_type(self, program, entry, size)
+            return self.pipeline_type(self, program, named, size)
 
     def dispatch(self, pipeline: PipelineHandle, buffers: Sequence[BufferHandle], groups: Any,
                  params: Any = ()) -> Submission:

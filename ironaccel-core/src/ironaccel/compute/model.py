@@ -119,6 +119,12 @@ class ExecutionModel:
     def _activate(self) -> None:
         raise NotImplementedError
 
+    def _keep_current(self) -> contextlib.AbstractContextManager[Any]:
+        """Vendor hook: around cleanup that a finalizer may run in the middle of another device's call on this
+        thread (a fence, batch or mapped buffer collected there), keep what was current before it current after.
+        A backend whose context is per thread (OpenGL's EGL) saves and restores it; others need nothing."""
+        return contextlib.nullcontext()
+
     def _thread_ok(self) -> bool:
         raise NotImplementedError
 
@@ -541,7 +547,7 @@ class ExecutionModel:
     def _release_fence(self, vf: Any) -> None:
         if isinstance(vf, EmulatedFence) or self._closed or self._generation != process._forks:
             return
-        with self._lock:
+        with self._lock, self._keep_current():
             if not self._closed and self._thread_ok():
                 self._activate()
                 self._destroy_fence(vf)
@@ -843,10 +849,11 @@ class ExecutionModel:
         with self._lock:
             if self._closed or not self._thread_ok():
                 return
-            if batch._last is not None:
-                self._await_batch(batch)
-            self._activate()
-            self._free_recording(rec)
+            with self._keep_current():
+                if batch._last is not None:
+                    self._await_batch(batch)
+                self._activate()
+                self._free_recording(rec)
 
     def _submission_timings(self, submission: Submission, timeout: Any) -> Timings:
         batch = submission._batch
@@ -911,7 +918,7 @@ class ExecutionModel:
             if self._shutdown_pending:
                 pass  # the shutdown below frees it with the device
             elif self._owner_thread is None or _get_ident() == self._owner_thread:
-                with self._lock:
+                with self._lock, self._keep_current():
                     if not self._closed:
                         self._activate()
                         self._free_buffer(pending)
@@ -920,7 +927,7 @@ class ExecutionModel:
         if self._shutdown_pending and not self._pins and (self._owner_thread is None
                                                           or _get_ident() == self._owner_thread):
             self._shutdown_pending = False
-            with self._lock:
+            with self._lock, self._keep_current():
                 self._activate()
                 self._shutdown()
 

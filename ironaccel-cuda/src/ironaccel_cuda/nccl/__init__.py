@@ -1,7 +1,9 @@
 """NCCL collectives on ironaccel's DeviceBufs and Streams, through NVIDIA's nccl4py binding.
 
     from ironaccel_cuda import nccl
-    comm = nccl.Communicator.from_env()                     # one process per GPU (torchrun-style env)
+    comm = nccl.Communicator.from_env()                     # one process per GPU: torchrun, mpirun, srun
+    comm = nccl.Communicator.from_store(store, rank, n)     # a torch.distributed Store, or any set/get object
+    comm = nccl.Communicator.from_mpi()                     # mpi4py's COMM_WORLD (or pass a communicator)
     comm.all_reduce(buf)                                    # in place, sum, on comm.stream
     comm.synchronize()                                      # or record an Event and wait on it
 

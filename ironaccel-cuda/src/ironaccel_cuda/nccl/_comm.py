@@ -28,6 +28,7 @@ from ..device import Device
 from ..errors import BACKEND, DriverError, closed, invalid
 from ..memory import DeviceBuf, adopt
 from ..stream import Stream
+from . import _bootstrap
 from ._binding import (
     IN_PROGRESS,
     MOVES,
@@ -49,6 +50,7 @@ DEFAULT_TIMEOUT = 600.0
 """Seconds a communicator waits for its peers (initialisation, split, close, synchronize) by default."""
 
 _exchanges = itertools.count()  # from_env calls of this process: the rendezvous tag
+_store_exchanges = itertools.count()  # from_store calls of this process without a key: the key's count
 
 
 class _GroupState(threading.local):
@@ -291,7 +293,9 @@ class Communicator:
 
         uid = nccl.UniqueId.new()                      # on one rank; send bytes(uid) to the others
         comm = nccl.Communicator(dev, nranks, rank, uid)
-        comm = nccl.Communicator.from_env()            # torchrun-style RANK, WORLD_SIZE, LOCAL_RANK, MASTER_*
+        comm = nccl.Communicator.from_env()            # the launcher's: torchrun, mpirun (see from_env)
+        comm = nccl.Communicator.from_store(store, rank, nranks)  # a torch.distributed Store, any set/get
+        comm = nccl.Communicator.from_mpi(MPI.COMM_WORLD)          # mpi4py
         comms = nccl.Communicator.init_all([0, 1])     # one process, several GPUs
 
     Collectives take DeviceBufs of this communicator's device and run asynchronously on `stream`
@@ -386,16 +390,72 @@ class Communicator:
         return comms
 
     @classmethod
+    def from_store(cls, store: Any, rank: int, nranks: int, *, device: Device | int | None = None,
+                   stream: Stream | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+                   key: str | None = None) -> Communicator:
+        """Rank `rank` of `nranks`, its unique id handed out through `store` (anything with set/get).
+
+        A torch.distributed Store (TCPStore, FileStore, the default group's) or any object with
+        `set(key, value)` and `get(key)` shared by the ranks: rank 0 sets the id under `key`, the
+        others read it (see _bootstrap.py).  Every rank must create its communicators from the store
+        in the same order (the default key counts them), or pass the same `key`.  `device`
+        defaults to LOCAL_RANK if set, else `rank`.  Waits at most `timeout` for the other ranks.
+        """
+        op = "Communicator.from_store"
+        nranks = _int_arg(nranks, "nranks", op)
+        rank = _int_arg(rank, "rank", op)
+        if not 1 <= nranks < 1 << 31:
+            raise invalid(op, f"nranks={nranks} is out of range (1 to 2**31 - 1)")
+        if not 0 <= rank < nranks:
+            raise invalid(op, f"rank {rank} is out of range for {nranks} rank(s)")
+        if key is None:
+            key = f"{_bootstrap.job_prefix(os.environ)}/store/{next(_store_exchanges)}"
+        elif not isinstance(key, str) or not key:
+            raise invalid(op, f"key must be a non-empty str, got {key!r}")
+        limit = _timeout_arg(timeout, op)
+        dev = _device_arg(_env_int("LOCAL_RANK", op, default=rank) if device is None else device, op)
+        payload = bytes(UniqueId.new()) if rank == 0 else None
+        raw = _bootstrap.store_exchange(store, payload, rank=rank, nranks=nranks, key=key, timeout=limit, op=op)
+        return cls(dev, nranks, rank, UniqueId.from_bytes(raw), stream=stream, timeout=limit)
+
+    @classmethod
+    def from_mpi(cls, comm: Any = None, *, device: Device | int | None = None, stream: Stream | None = None,
+                 timeout: float | None = DEFAULT_TIMEOUT) -> Communicator:
+        """The communicator of this MPI rank: one rank per process of `comm` (default mpi4py's COMM_WORLD).
+
+        Rank and size are `comm`'s; rank 0's unique id reaches the others by an MPI broadcast (polled
+        under `timeout` where the communicator has Ibcast).  `device` defaults to this process's
+        rank among those of its node.
+        """
+        op = "Communicator.from_mpi"
+        if comm is None:
+            comm = _bootstrap.mpi_world(op)
+        rank, nranks = _bootstrap.mpi_rank_size(comm, op)
+        limit = _timeout_arg(timeout, op)
+        if device is None:
+            local = _bootstrap.mpi_local_rank(comm, op)
+            device = local if local is not None else _env_int("LOCAL_RANK", op, default=rank)
+        dev = _device_arg(device, op)
+        payload = bytes(UniqueId.new()) if rank == 0 else None
+        raw = _bootstrap.mpi_exchange(comm, payload, rank=rank, timeout=limit, op=op)
+        return cls(dev, nranks, rank, UniqueId.from_bytes(raw), stream=stream, timeout=limit)
+
+    @classmethod
     def from_env(cls, *, device: Device | int | None = None, stream: Stream | None = None,
                  timeout: float | None = DEFAULT_TIMEOUT) -> Communicator:
-        """The communicator of this process, one of WORLD_SIZE processes started as torchrun starts them.
+        """The communicator of this process, from its launcher's environment (torchrun, mpirun, srun ...).
 
-        Reads RANK, WORLD_SIZE, LOCAL_RANK (default RANK; the device unless `device` is given),
-        MASTER_ADDR and MASTER_PORT.  Rank 0 makes the unique id and hands it to the others over
-        TCP on MASTER_ADDR, port IRONACCEL_NCCL_PORT if set, else MASTER_PORT + 1 (torchrun keeps
-        MASTER_PORT for its own store); each side waits at most `timeout`.
+        Under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT): with torch installed
+        the id travels through torch.distributed's store (the default process group's if one is
+        initialised, torchrun's agent store, else a TCPStore that rank 0 serves on
+        IRONACCEL_NCCL_PORT, default MASTER_PORT + 1); without torch, through ironaccel's own TCP
+        rendezvous on that port.  Under an MPI launcher with mpi4py installed: `from_mpi()`.
+        IRONACCEL_NCCL_BOOTSTRAP=tcp|torch|mpi forces one.  Each side waits at most `timeout`.
         """
         op = "Communicator.from_env"
+        how = _bootstrap.choose(os.environ, op)
+        if how == "mpi":
+            return cls.from_mpi(device=device, stream=stream, timeout=timeout)
         world = _env_int("WORLD_SIZE", op)
         rank = _env_int("RANK", op)
         local = _env_int("LOCAL_RANK", op, default=rank)
@@ -405,19 +465,25 @@ class Communicator:
             raise invalid(op, f"RANK={rank} is out of range for WORLD_SIZE={world}")
         limit = _timeout_arg(timeout, op)
         dev = _device_arg(local if device is None else device, op)
-        host, port = "127.0.0.1", 0
+        host, port, master_port = "127.0.0.1", 0, 0
         if world > 1:
             host = os.environ.get("MASTER_ADDR", "").strip()
             if not host:
                 raise invalid(op, "environment variable MASTER_ADDR is not set (the host of rank 0)")
+            master_port = _env_int("MASTER_PORT", op)
             port = _env_int("IRONACCEL_NCCL_PORT", op, default=-1)
             if port < 0:
-                port = _env_int("MASTER_PORT", op) + 1
+                port = master_port + 1
             if not 0 < port < 65536:
                 raise invalid(op, f"the rendezvous port {port} is out of range")
         tag = next(_exchanges)
         payload = bytes(UniqueId.new()) if rank == 0 else None
-        raw = exchange(payload, rank=rank, world=world, host=host, port=port, timeout=limit, tag=tag)
+        if how == "torch" and world > 1:
+            store = _bootstrap.torch_store(host, port, master_port, rank, world, limit, os.environ, op)
+            key = f"{_bootstrap.job_prefix(os.environ)}/env/{tag}"
+            raw = _bootstrap.store_exchange(store, payload, rank=rank, nranks=world, key=key, timeout=limit, op=op)
+        else:
+            raw = exchange(payload, rank=rank, world=world, host=host, port=port, timeout=limit, tag=tag)
         return cls(dev, world, rank, UniqueId.from_bytes(raw), stream=stream, timeout=limit)
 
     # -- identity ----------------------------------------------------------------

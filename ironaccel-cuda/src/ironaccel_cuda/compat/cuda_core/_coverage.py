@@ -83,14 +83,13 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
                          "compat's `Linker` (their `handle` is its nvJitLink handle); NVVM IR compiles with libNVVM "
                          "through cuda.bindings.nvvm (ironaccel has no NVVM compiler of its own)"),
     ("ProgramOptions", SAME, "every option, written to NVRTC / NVVM option strings as cuda.core writes them"),
-    ("ObjectCode", DIFFERS, "loaded lazily once per device with ironaccel's `Device.load_module` (cuModuleLoadData); "
-                            "`handle` is the current device's `CUmodule` (cuda.core: a `CUlibrary`; the compat keeps "
-                            "per-device modules rather than ironaccel's `Library`, so a Kernel is a CUfunction of one "
-                            "context); PTX newer than the driver's JIT is compiled for the device by nvJitLink "
+    ("ObjectCode", DIFFERS, "loaded lazily once, context-independently, as ironaccel's `Library` (cuLibraryLoadData, "
+                            "as cuda.core); `handle` is its `CUlibrary`, `get_module()` its `CUmodule` in the current "
+                            "context; PTX newer than the driver's JIT is compiled for the current device by nvJitLink "
                             "(cuda.core: the load fails)"),
-    ("Kernel", DIFFERS, "an ironaccel `Function`; `handle` is a `CUfunction` (cuda.core: `CUkernel`); `from_handle` "
-                        "takes the compat's own handles or a foreign `CUkernel`; `occupancy` is ironaccel's "
-                        "`Function` occupancy queries"),
+    ("Kernel", SAME, "an ironaccel `Function` of the library's `CUkernel`; `handle` is that `CUkernel`; `from_handle` "
+                     "takes the compat's own handles or a foreign `CUkernel`; `occupancy` is ironaccel's `Function` "
+                     "occupancy queries"),
     ("Linker", DIFFERS, "ironaccel's nvJitLink session (`linker.LinkSession`): the handle is made and the inputs added "
                         "when the Linker is, failures raise cuda.bindings' `nvJitLinkError` as in cuda.core, the logs "
                         "outlive `close()`; no driver (cuLink) backend: without nvJitLink, `Linker` raises "
@@ -188,8 +187,6 @@ DIFFERENCES = (
     "never imports cuda.core.",
     "Compat objects are ironaccel objects: a compat Device, Stream or Event goes wherever ironaccel_cuda takes one, "
     "and ironaccel Streams are accepted wherever the compat takes a stream.",
-    "Kernels come from modules loaded per device (cuModuleLoadData), not from context-independent libraries: "
-    "`Kernel.handle` is a CUfunction and a Kernel used on another device loads its code there once.",
     "C++ compiles go through ironaccel's NVRTC caches (memory and disk) whatever `cache=` says; `cache=` adds "
     "cuda.core's explicit cache on top.",
     "Creating a Device does not change the current context (as in cuda.core); `set_current()` must come before "

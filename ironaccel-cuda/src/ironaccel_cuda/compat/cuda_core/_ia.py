@@ -4,7 +4,7 @@ Everything the compat needs from ironaccel_cuda beyond its public classes -- the
 compiled core's functions (`_core`), the cold driver call (`_driver.call`), the
 per-device state, the DLPack structures -- is imported here and nowhere else, so a
 change inside ironaccel_cuda is a change to this file.  The public classes it subclasses or wraps: `Device`, `Stream`,
-`GreenContext`, `Event`, `DeviceBuf`, `PinnedBuf`, `Module`, `Function`, `Program`, `Graph`,
+`GreenContext`, `Event`, `DeviceBuf`, `PinnedBuf`, `Module`, `Library`, `Function`, `Program`, `Graph`,
 `GraphExec`.
 """
 
@@ -25,6 +25,7 @@ from ironaccel_cuda.event import Event as IaEvent
 from ironaccel_cuda.graph import Graph as IaGraph
 from ironaccel_cuda.graph import GraphExec as IaGraphExec
 from ironaccel_cuda.graph import _Staged as IaStaged
+from ironaccel_cuda.library import Library as IaLibrary
 from ironaccel_cuda.memory import DeviceBuf, PinnedBuf, adopt
 from ironaccel_cuda.module import Function as IaFunction
 from ironaccel_cuda.module import LaunchConfig as IaLaunchConfig
@@ -36,8 +37,8 @@ from ironaccel_cuda.stream import Stream as IaStream
 
 __all__ = [
     "CLOSED", "ClosedError", "CompatBuffer", "CompileError", "CopyAttributes", "DeviceBuf", "DriverError",
-    "IaDevice", "IaEvent", "IaFunction", "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaModule",
-    "IaObjectCode", "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf",
+    "IaDevice", "IaEvent", "IaFunction", "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaLibrary",
+    "IaModule", "IaObjectCode", "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf",
     "Unsupported", "adopt", "all_instances", "bind", "bind_address", "call", "compat_create_event",
     "compat_device_allocate", "compat_dmr_allocate", "compat_stream_record", "copy_batch", "current_context",
     "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh", "memcpy_htod",

@@ -1,11 +1,14 @@
 """cuda.core's `ObjectCode` and `Kernel` over ironaccel's `Module` and `Function`.
 
-An ObjectCode holds the code (bytes, or a file path) and loads it lazily, once per
-device, with ironaccel's `Device.load_module` (cuModuleLoadData).  cuda.core uses the
-context-independent library API (cuLibraryLoadData, `CUkernel` handles) instead;
-here `Kernel.handle` is the `CUfunction` of the device it was taken on, and
-`Kernel.from_handle` also accepts a foreign `CUkernel` (resolved in the current
-context).  Library loading proper waits for issue 15.
+An ObjectCode holds the code (bytes, or a file path) and loads it lazily, once, as
+cuda.core does: with the context-independent library API, through ironaccel's `Library`
+(cuLibraryLoadData).  `ObjectCode.handle` is that `CUlibrary` (cuLibraryUnload takes it),
+`get_module()` its `CUmodule` in the current context (cuLibraryGetModule), and
+`Kernel.handle` the kernel's `CUkernel` (cuLibraryGetKernel; cuKernelSetAttribute and
+cuKernelSetCacheConfig take it).  A Kernel launches through ironaccel's `Function` of that
+CUkernel, which the driver takes where a CUfunction goes (cuLaunchKernel, the occupancy
+queries): the launch path is the one module kernels use.  `Kernel.from_handle` also accepts
+a foreign `CUkernel` (resolved in the current context).
 """
 
 from __future__ import annotations
@@ -28,19 +31,26 @@ ParamInfo = namedtuple("ParamInfo", ("offset", "size"))
 MaxPotentialBlockSizeOccupancyResult = namedtuple("MaxPotentialBlockSizeOccupancyResult",
                                                   ("min_grid_size", "max_block_size"))
 
-_functions: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # CUfunction -> ironaccel Function
-_owners: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # CUfunction -> its ObjectCode
+_functions: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # CUkernel -> ironaccel Function
+_owners: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # CUkernel -> its ObjectCode
+
+
+def _current_arch() -> str:
+    """The current device's compute capability digits ("90"): the target of PTX the driver cannot JIT."""
+    from ._device import Device
+
+    return str(Device().arch)
 
 
 class ObjectCode:
     """Compiled device code of one kind ("cubin", "ptx", "fatbin", "ltoir", "object", "library")."""
 
-    __slots__ = ("_code", "_code_type", "_name", "_sym_map", "_modules", "__weakref__")
+    __slots__ = ("_code", "_code_type", "_name", "_sym_map", "_lib", "__weakref__")
     _code: bytes | str
     _code_type: str
     _name: str
     _sym_map: dict[str, str]
-    _modules: dict[int, Any]
+    _lib: Any  # the ironaccel Library, once loaded
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("ObjectCode objects cannot be instantiated directly. Please use ObjectCode APIs "
@@ -63,7 +73,7 @@ class ObjectCode:
         self._name = name
         self._sym_map = {str(k): v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
                          for k, v in (symbol_mapping or {}).items()}
-        self._modules = {}
+        self._lib = None
         return self
 
     @staticmethod
@@ -99,45 +109,40 @@ class ObjectCode:
 
     # -- loading ----------------------------------------------------------------
 
-    def _module_for(self, ordinal: int | None = None) -> Any:
-        """The ironaccel Module of this code on device `ordinal` (default: the current device), loaded once."""
-        from ._device import Device
-
-        if self._code_type not in _LOADABLE:
-            raise RuntimeError(f'Unsupported code type "{self._code_type}" ({", ".join(_LOADABLE)} can be loaded)')
-        dev = Device(ordinal)
-        mod = self._modules.get(dev.ordinal)
-        if mod is None:
-            # cuda.core loads libraries without a current context; a module needs the device's context, made
-            # current for the load and the caller's context (or none) restored after.
-            before = _ia.current_context()
-            _ia.bind(dev._state.ctx)
+    def _library(self) -> Any:
+        """The ironaccel Library of this code (cuLibraryLoadData), loaded on first use; no context needed."""
+        lib = self._lib
+        if lib is None:
+            if self._code_type not in _LOADABLE:
+                raise RuntimeError(f'Unsupported code type "{self._code_type}" ({", ".join(_LOADABLE)} can be '
+                                   "loaded)")
             try:
-                mod = self._load(dev)
+                lib = self._load()
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
-            finally:
-                if before != int(dev._state.ctx):
-                    _ia.bind_address(before)
-            self._modules[dev.ordinal] = mod
-        return mod
+            self._lib = lib
+        return lib
 
-    def _load(self, dev: Any) -> Any:
-        """Load on `dev`; PTX newer than the driver's JIT is compiled for the device by nvJitLink instead."""
+    def _load(self) -> Any:
+        """Load the library; PTX newer than the driver's JIT is compiled by nvJitLink for the current device."""
         try:
-            return dev.load_module(self._code)
+            return _ia.IaLibrary(self._code)
         except _ia.DriverError as exc:
             if self._code_type != "ptx" or exc.code_name != "CUDA_ERROR_UNSUPPORTED_PTX_VERSION":
                 raise
         from ironaccel_cuda.linker import Linker as IaLinker
 
-        return dev.load_module(IaLinker(self._code).link("cubin", arch=f"sm_{dev.arch}"))
+        return _ia.IaLibrary(IaLinker(self._code).link("cubin", arch=f"sm_{_current_arch()}"))
 
     def _function(self, name: str, ordinal: int | None = None) -> Any:
-        mod = self._module_for(ordinal)
+        """The ironaccel Function of kernel `name` (its CUkernel) on device `ordinal` (default: the current one)."""
+        from ._device import Device
+
+        lib = self._library()
+        dev = Device(ordinal)
         symbol = self._sym_map.get(name, name)
         try:
-            fn = mod.function(symbol)
+            fn = lib.function(symbol, dev)
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
         addr = fn.handle
@@ -152,7 +157,18 @@ class ObjectCode:
         return Kernel._from_function(self._function(name), self, name)
 
     def get_module(self) -> Any:
-        return driver.CUmodule(int(self._module_for()._h))
+        """The library's `CUmodule` in the current device's context (cuLibraryGetModule), for legacy APIs."""
+        from ._device import Device
+
+        lib = self._library()
+        dev = Device()
+        before = _ia.current_context()
+        _ia.bind(dev._state.ctx)
+        try:
+            return driver.CUmodule(int(call("cuLibraryGetModule", lib._h)))
+        finally:
+            if before != int(dev._state.ctx):
+                _ia.bind_address(before)
 
     # -- properties ---------------------------------------------------------------
 
@@ -175,8 +191,8 @@ class ObjectCode:
 
     @property
     def handle(self) -> Any:
-        """The `CUmodule` on the current device (loading the code there if needed)."""
-        return driver.CUmodule(int(self._module_for()._h))
+        """The context-independent `CUlibrary` (loading the code if needed), as cuda.core's."""
+        return driver.CUlibrary(int(self._library()._h))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ObjectCode):
@@ -187,8 +203,9 @@ class ObjectCode:
         return hash((self._code_type, self._code))
 
     def __repr__(self) -> str:
-        """cuda.core's form; the handle is the first loaded module's (0 until the code is loaded)."""
-        handle = next((int(m._h) for m in self._modules.values() if m._h is not _ia.CLOSED), 0)
+        """cuda.core's form; the handle is the CUlibrary's (0 until the code is loaded)."""
+        lib = self._lib
+        handle = int(lib._h) if lib is not None and lib._h is not None else 0
         return f"<ObjectCode handle={handle:#x} code_type={self._code_type!r}>"
 
 
@@ -405,8 +422,10 @@ class Kernel:
 
     @property
     def handle(self) -> Any:
-        """The kernel's `CUfunction` on its device (cuda.core: a `CUkernel`)."""
-        return driver.CUfunction(self._fn.handle)
+        """The kernel's `CUkernel` (cuLibraryGetKernel, or the one from_handle was given), as cuda.core's."""
+        fn = self._fn
+        fn.handle  # noqa: B018  (a closed Function raises here)
+        return driver.CUkernel(int(fn._kernel))
 
     @property
     def _handle(self) -> Any:
@@ -434,7 +453,7 @@ class Kernel:
         func = call("cuKernelGetFunction", driver.CUkernel(handle))
         _ia.settle_lazy_load(dev._state.ctx)
         module = _ia.IaModule._make(_ia.CLOSED, dev, {}, "foreign")
-        fn = _ia.IaFunction._make(func, module, f"kernel@{handle:#x}")
+        fn = _ia.IaFunction._make(func, module, f"kernel@{handle:#x}", kernel=driver.CUkernel(handle))
         return Kernel._from_function(fn, mod, fn.name)
 
     def __eq__(self, other: object) -> bool:

@@ -300,13 +300,14 @@ class Program:
             raise RuntimeError(f"Unsupported code_type={code_type!r} (supported_code_types={_SUPPORTED_CODE_TYPES})")
         options = check_or_create_options(ProgramOptions, options, "Program options")
         if code_type == "c++":
+            # cuda.core 1.2 refuses bytes here too (assert_type(code, str)): C++ and PTX sources are str.
             if not isinstance(code, str):
-                raise TypeError("c++ Program expects code argument to be a string")
+                raise TypeError(f"Expected type str, but got {type(code).__name__}")
             if options.extra_sources is not None:
                 raise ValueError("extra_sources is not supported by the NVRTC backend; use the NVVM backend instead")
         elif code_type == "ptx":
             if not isinstance(code, str):
-                raise TypeError("ptx Program expects code argument to be a string")
+                raise TypeError(f"Expected type str, but got {type(code).__name__}")
             if options.extra_sources is not None:
                 raise ValueError("extra_sources is not supported by the PTX backend.")
         else:

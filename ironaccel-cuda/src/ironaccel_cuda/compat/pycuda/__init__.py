@@ -118,7 +118,9 @@ Coverage: every public driver-level name of PyCUDA 2026.1, what it is here
   SourceModule, compile, compile_plain,
   DEFAULT_NVCC_FLAGS .......................... differs: NVRTC, nvcc options translated; cache_dir and
                                                 nvcc are accepted and unused (ironaccel's compile cache);
-                                                PyCUDA's own headers are not provided
+                                                PyCUDA's own headers are not provided; an alignment
+                                                attribute after a struct's closing brace is moved
+                                                before it, where nvcc (not NVRTC) applies it
   DynamicModule, DynamicSourceModule .......... differs: sources as relocatable CUBIN, linked by
                                                 nvJitLink with libcudadevrt.a from pip or a toolkit
   get_nvcc_version, preprocess_source ......... differs: report NVRTC; return the source
@@ -137,7 +139,10 @@ Coverage: every public driver-level name of PyCUDA 2026.1, what it is here
                                                 sizes; bin_number/alloc_size keep PyCUDA's bins)
   DebugMemoryPool ............................. missing
 
-  pycuda.autoinit, pycuda.autoprimaryctx ...... same
+  pycuda.autoinit ............................. differs: pushes the retained primary context (PyCUDA creates
+                                                one), so CuPy's, PyTorch's and the runtime's memory and
+                                                streams work with its kernels
+  pycuda.autoprimaryctx ....................... same
   pycuda.gpuarray.vec (char1 ... double2,
   make_*) ..................................... same
   GPUArray and the rest of pycuda.gpuarray,

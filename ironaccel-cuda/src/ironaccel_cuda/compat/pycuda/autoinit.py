@@ -1,7 +1,11 @@
-"""import pycuda.autoinit: initialise CUDA and push a default context (popped at exit), as PyCUDA does.
+"""import pycuda.autoinit: initialise CUDA and push a default context (popped at exit).
 
-`context` is the context (created with `Device.make_context()` on the device
-CUDA_DEVICE names, else the first that takes one) and `device` its device.
+`context` is the device's primary context, retained and pushed, on the device CUDA_DEVICE
+names, else the first that takes one; `device` is its device.  PyCUDA's own autoinit creates
+a fresh context (`make_context`); here it is the primary one (as `pycuda.autoprimaryctx`),
+because the memory, streams and modules of CuPy, PyTorch, the CUDA runtime and ironaccel
+itself all live in the primary context: a kernel of a separate context launched on their
+streams or memory fails (`cuLaunchKernel failed: invalid resource handle`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,14 @@ from .tools import clear_context_caches, make_default_context
 
 cuda.init()
 
-context: Any = make_default_context()
+
+def _retain_primary_context(dev: Any) -> Any:
+    ctx = dev.retain_primary_context()
+    ctx.push()
+    return ctx
+
+
+context: Any = make_default_context(_retain_primary_context)
 device = context.get_device()
 
 

@@ -21,6 +21,13 @@ through nvcc.  PyCUDA's behaviour is kept where code depends on it:
   functions built in but no C library headers, so `<stdio.h>`, `<cstdio>`,
   `<assert.h>`, `<cassert>`, `<math.h>` and `<cmath>` resolve to empty
   headers unless an include directory has them;
+* an alignment attribute written after a struct's closing brace
+  (`typedef struct {...} __align__(32) rec_t;`, `__attribute__((aligned(N)))`,
+  or a macro of the source defined as either, such as reikna's `ALIGN(N)`) is
+  moved before the braces (`struct __align__(32) {...}`): nvcc, in GNU mode,
+  applies it to the struct type (padding `sizeof` to N, so nested records and
+  arrays of them land where numpy's `itemsize=` puts them), while NVRTC
+  applies it to the typedef name or nothing (`sizeof` stays unpadded);
 * `keep=True` writes the source and the result to a temporary folder and
   prints its name, as PyCUDA does;
 * failures raise `CompileError` (PyCUDA's, also ironaccel's) with NVRTC's
@@ -206,6 +213,73 @@ def _target_of(arch: str | None, code: str | None, target: str) -> tuple[str, st
     return "cubin", arch
 
 
+_IDENT = r"[A-Za-z_]\w*"
+_ATTR_ALIGNED = r"__attribute__\s*\(\(\s*(?:__)?aligned(?:__)?\s*(?:\([^()]*\))?\s*\)\)"
+_DEFINE = re.compile(rf"^[ \t]*#[ \t]*define[ \t]+({_IDENT})\([ \t]*({_IDENT})[ \t]*\)[ \t]*(.*?)[ \t]*$", re.M)
+_KEYWORD_BEFORE_BRACE = re.compile(rf"\b(struct|union|class)\b((?:\s+{_IDENT})?)\s*$")
+
+
+def _alignment_macros(source: str) -> list[str]:
+    """Names of the source's function-like macros that expand to an alignment attribute of their argument."""
+    names = ["__align__"]
+    defines = _DEFINE.findall(source)
+    grew = True
+    while grew:
+        grew = False
+        for name, param, body in defines:
+            if name in names:
+                continue
+            p = re.escape(param)
+            spelled = "|".join(map(re.escape, names))
+            if re.fullmatch(rf"(?:{spelled})\s*\(\s*{p}\s*\)", body) or re.fullmatch(
+                    rf"__attribute__\s*\(\(\s*(?:__)?aligned(?:__)?\s*\(\s*{p}\s*\)\s*\)\)", body):
+                names.append(name)
+                grew = True
+    return names
+
+
+def _opening_brace(source: str, close: int) -> int:
+    """Index of the `{` matching the `}` at `close`, or -1."""
+    depth = 0
+    for i in range(close, -1, -1):
+        c = source[i]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def gnu_struct_alignment(source: str) -> str:
+    """Move alignment attributes that follow a struct's closing brace to after its keyword, as nvcc applies them.
+
+    `struct [tag] {...} ATTR` becomes `struct ATTR [tag] {...}` for ATTR `__align__(N)`,
+    `__attribute__((aligned(N)))` or a macro defined in the source as one of them (reikna's
+    `ALIGN`).  Anything else (attributes of a declarator, structs in headers) is left as written.
+    """
+    if "}" not in source:
+        return source
+    names = _alignment_macros(source)
+    spelled = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    trailing = re.compile(rf"\}}(\s*)((?:{spelled})\s*\([^()]*\)|{_ATTR_ALIGNED})")
+    pos = 0
+    while True:
+        m = trailing.search(source, pos)
+        if m is None:
+            return source
+        open_at = _opening_brace(source, m.start())
+        head = _KEYWORD_BEFORE_BRACE.search(source, 0, open_at) if open_at >= 0 else None
+        if head is None:
+            pos = m.end()
+            continue
+        attr = " " + m.group(2)
+        source = (source[:head.end(1)] + attr + source[head.end(1):m.start() + 1] + m.group(1)
+                  + source[m.end():])
+        pos = m.start() + len(attr) + 1  # past this `}`; the text before the keyword did not move
+
+
 def compile(
     source: str, nvcc: str = "nvcc", options: Sequence[str] | None = None, keep: bool = False,
     no_extern_c: bool = False, arch: str | None = None, code: str | None = None, cache_dir: Any = None,
@@ -217,6 +291,8 @@ def compile(
     for what, value in (("arch", arch), ("code", code)):
         if value is not None and not isinstance(value, str):
             raise bad_type("compile", f"{what} must be a str such as 'sm_90', not {value!r}")
+    if isinstance(source, str):
+        source = gnu_struct_alignment(source)
     if not no_extern_c:
         source = f'extern "C" {{\n{source}\n}}\n'
     try:

@@ -215,6 +215,7 @@ class GraphNode:
                                           "cuGraphAddKernelNode")
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
+        _library_kernel(params, fn, dev)
         dev._bind_here()
         node = self._add(KernelNode, "cuGraphAddKernelNode", params)
         node._kernel = kernel
@@ -516,6 +517,7 @@ class KernelNode(GraphNode):
                                           config.shmem_size, "cuGraphKernelNodeSetParams")
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
+        _library_kernel(params, fn, dev)
         call("cuGraphKernelNodeSetParams", driver.CUgraphNode(h), params)
         self._kernel, self._args = kernel, args
         self._reattach(kernel, keep, args)
@@ -543,11 +545,12 @@ class KernelNode(GraphNode):
             from .._module import Kernel
 
             p = self._params()
-            self._kernel = Kernel.from_handle(int(p.func))
+            self._kernel = Kernel.from_handle(int(p.kern) or int(p.func))
         return self._kernel
 
     def _repr_extra(self) -> str:
-        return f" kernel={int(self._params().func):#x}"
+        p = self._params()
+        return f" kernel={int(p.kern) or int(p.func):#x}"
 
     @property
     def config(self) -> Any:
@@ -1184,6 +1187,7 @@ class ExecutableKernelNode(_Switchable):
                                           config.shmem_size, "cuGraphExecKernelNodeSetParams")
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
+        _library_kernel(params, fn, dev)
         call("cuGraphExecKernelNodeSetParams", exe, node, params)
         self._hold([kernel, keep, tuple(args)])
 
@@ -1321,3 +1325,13 @@ def update_from_definition(graph: Any, definition: Any) -> None:
 
         raise CUDAError(f"Graph update failed: {_code_name(int(err))}{why}", op="cuGraphExecUpdate", code=int(err))
     exe._adopt(held, host_funcs)
+
+
+def _library_kernel(params: Any, fn: Any, dev: Any) -> None:
+    """Put a library kernel (a CUkernel) where a kernel node takes one: `kern`, with `func` NULL and the device's
+    context as `ctx` (CUDA_KERNEL_NODE_PARAMS: `func` is a CUfunction; `kern` is read when `func` is NULL)."""
+    kern = getattr(fn, "_kernel", None)
+    if kern is not None:
+        params.func = driver.CUfunction(0)
+        params.kern = driver.CUkernel(int(kern))
+        params.ctx = driver.CUcontext(int(dev._state.ctx))

@@ -1,0 +1,184 @@
+"""Finding and running `slangc`: Slang source to one target's code plus its reflection JSON.
+
+The compiler is the `slangc` executable, found (first wins) at ``IRONACCEL_SLANGC``,
+inside the `slangtorch` wheel (its bundled compiler, located without importing
+slangtorch, which would import torch), or on PATH (the Vulkan SDK ships one).
+Without it, compiling raises `NotAvailable` naming the install command.
+
+Every run is keyed on everything that changes its output -- the source, the
+entry point, the target, the options, the constants module and the compiler
+build -- and its output is kept in memory and on disk (`ironaccel.diskcache`:
+a private folder, owner and mode checks on the open file, a checksum per entry),
+so a process that compiled a kernel once never starts slangc for it again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from ironaccel.diskcache import DiskCache
+from ironaccel.errors import CompileError, InvalidArgument, NotAvailable
+
+__all__ = ["ENV_SLANGC", "INSTALL", "Output", "find_slangc", "run_slangc", "compiler_id", "clear_memory", "CACHE"]
+
+ENV_SLANGC = "IRONACCEL_SLANGC"
+INSTALL = "pip install --no-deps slangtorch  (its bundled slangc; --no-deps: the compiler needs no torch), or put " \
+          "the Vulkan SDK's slangc on PATH, or set IRONACCEL_SLANGC to a slangc executable"
+TIMEOUT_S = 300
+MEMORY_ENTRIES = 256
+
+#: Compiled outputs on disk (IRONACCEL_SLANG_CACHE=0 turns it off, IRONACCEL_SLANG_CACHE_DIR moves it).
+CACHE = DiskCache("slang", magic=b"IASLNG\x01\n", env_off="IRONACCEL_SLANG_CACHE", env_dir="IRONACCEL_SLANG_CACHE_DIR")
+
+
+@dataclass(frozen=True)
+class Output:
+    """What one slangc run made: the target code (bytes) and the reflection (parsed JSON)."""
+
+    code: bytes
+    reflection: dict[str, Any]
+
+
+def find_slangc() -> str | None:
+    """The slangc to run: IRONACCEL_SLANGC, slangtorch's bundled one, or slangc on PATH; None if there is none."""
+    explicit = os.environ.get(ENV_SLANGC, "").strip()
+    if explicit:
+        return explicit if os.path.isfile(explicit) and os.access(explicit, os.X_OK) else None
+    try:
+        spec = importlib.util.find_spec("slangtorch")  # finds the package without importing it (nor torch)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            path = os.path.join(folder, "bin", "slangc")
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    return shutil.which("slangc")
+
+
+def missing(backend: str) -> NotAvailable:
+    """The error for Slang source where no compiler is installed."""
+    return NotAvailable(backend, "Slang source needs the slangc compiler, and none was found (IRONACCEL_SLANGC, "
+                        "the slangtorch package, PATH)", fix=INSTALL, named=True)
+
+
+_ids: dict[tuple[str, int, float], str] = {}
+
+
+def compiler_id(path: str) -> str:
+    """The compiler's build, for cache keys: its `-v` output and the size and mtime of the executable."""
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime)
+    found = _ids.get(key)
+    if found is None:
+        try:
+            done = subprocess.run([path, "-v"], capture_output=True, timeout=60, check=False)
+            version = (done.stdout + done.stderr).decode(errors="replace").strip()
+        except (OSError, subprocess.SubprocessError):
+            version = "unknown"
+        found = _ids[key] = f"{version} {st.st_size} {int(st.st_mtime)}"
+    return found
+
+
+_memory: OrderedDict[str, Output] = OrderedDict()
+_lock = threading.Lock()
+
+
+def run_slangc(backend: str, source: str, entry: str, target: str, options: tuple[str, ...],
+               constants_module: str | None) -> Output:
+    """Compile `source`'s `entry` for `target` with `options` (and the link-time constants module, if any).
+
+    Raises NotAvailable without a compiler, InvalidArgument for an entry point the source lacks, CompileError
+    with the compiler's log for anything else slangc refuses.
+    """
+    slangc = find_slangc()
+    if slangc is None:
+        raise missing(backend)
+    key = CACHE.key(source=source, entry=entry, target=target, options=list(options), constants=constants_module,
+                    compiler=compiler_id(slangc))
+    with _lock:
+        hit = _memory.get(key)
+        if hit is not None:
+            _memory.move_to_end(key)
+            return hit
+    on_disk = CACHE.enabled()
+    entry_on_disk = CACHE.get(key) if on_disk else None
+    if entry_on_disk is not None:
+        meta, payload = entry_on_disk
+        reflection = meta.get("reflection")
+        if isinstance(reflection, dict):
+            return _remember(key, Output(payload, reflection))
+    output = _compile(backend, slangc, source, entry, target, options, constants_module)
+    if on_disk:
+        CACHE.put(key, {"reflection": output.reflection}, output.code)
+    return _remember(key, output)
+
+
+def clear_memory() -> None:
+    """Forget the outputs kept in this process (the disk cache is untouched)."""
+    with _lock:
+        _memory.clear()
+
+
+def _remember(key: str, output: Output) -> Output:
+    with _lock:
+        _memory[key] = output
+        while len(_memory) > MEMORY_ENTRIES:
+            _memory.popitem(last=False)
+    return output
+
+
+def _compile(backend: str, slangc: str, source: str, entry: str, target: str, options: tuple[str, ...],
+             constants_module: str | None) -> Output:
+    with tempfile.TemporaryDirectory(prefix="ironaccel-slang-") as folder:
+        main = os.path.join(folder, "kernel.slang")
+        with open(main, "w", encoding="utf-8") as f:
+            f.write(source)
+        inputs = [main]
+        if constants_module is not None:
+            spec = os.path.join(folder, "constants.slang")
+            with open(spec, "w", encoding="utf-8") as f:
+                f.write(constants_module)
+            module = os.path.join(folder, "constants.slang-module")
+            _run(backend, [slangc, spec, "-o", module], folder)
+            inputs.append(module)
+        out, refl = os.path.join(folder, "out"), os.path.join(folder, "reflection.json")
+        _run(backend, [slangc, *inputs, "-entry", entry, "-stage", "compute", "-target", target, *options,
+                       "-reflection-json", refl, "-o", out], folder, entry)
+        try:
+            with open(out, "rb") as f:
+                code = f.read()
+            with open(refl, encoding="utf-8") as f:
+                reflection = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise CompileError(backend, "slangc", f"slangc reported success but its output is unreadable: {exc}") \
+                from None
+    if not isinstance(reflection, dict):
+        raise CompileError(backend, "slangc", "slangc's reflection JSON is not an object")
+    return Output(code, reflection)
+
+
+def _run(backend: str, argv: list[str], folder: str, entry: str | None = None) -> None:
+    try:
+        done = subprocess.run(argv, cwd=folder, capture_output=True, timeout=TIMEOUT_S, check=False,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise CompileError(backend, "slangc", f"slangc ran past {TIMEOUT_S} s and was stopped") from None
+    except OSError as exc:
+        raise NotAvailable(backend, f"slangc ({argv[0]}) could not be started: {exc}", fix=INSTALL,
+                           named=True) from None
+    if done.returncode != 0:
+        log = (done.stdout + done.stderr).decode(errors="replace").replace(folder + os.sep, "")
+        if entry is not None and "E38000" in log:  # "no function found matching entry point name"
+            raise InvalidArgument(backend, "pipeline", detail=f"the Slang source has no entry point {entry!r}: "
+                                  + log.strip())
+        raise CompileError(backend, "slangc", log, code=done.returncode)

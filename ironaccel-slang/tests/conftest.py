@@ -1,0 +1,37 @@
+"""A private XDG_RUNTIME_DIR (wgpu-native and the GL/Vulkan loaders want one) and a private Slang cache folder."""
+
+import os
+import tempfile
+
+import pytest
+
+if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ironaccel-xdg-")  # mkdtemp makes it mode 700
+
+
+@pytest.fixture(autouse=True)
+def slang_cache(tmp_path_factory, monkeypatch):
+    """Each test's compiled outputs in a fresh private folder, none kept in memory from another test."""
+    from ironaccel_slang import compiler
+
+    folder = tmp_path_factory.mktemp("slang-cache") / "cache"
+    monkeypatch.setenv("IRONACCEL_SLANG_CACHE_DIR", str(folder))
+    compiler.clear_memory()
+    yield folder
+    compiler.clear_memory()
+
+
+@pytest.fixture(autouse=True)
+def no_vulkan_validation_errors():
+    """With IRONACCEL_VULKAN_VALIDATION=1, a test fails on any message of the Khronos validation layer."""
+    try:
+        from ironaccel_vulkan import validation
+    except ImportError:
+        yield
+        return
+    validation.clear_errors()
+    yield
+    errors = validation.errors()
+    validation.clear_errors()
+    if errors:
+        pytest.fail("Vulkan validation errors:\n" + "\n".join(str(e) for e in errors), pytrace=False)
