@@ -56,11 +56,13 @@ default_role = "code"
 # not documented; a public signature that names one renders it as text.  Offline, the standard library's and
 # numpy's names render as text too.
 nitpick_ignore_regex = [
-    (r"py:.*", r"(.*\.)?_[A-Za-z].*"),
+    (r"py:.*", r"~?(.*\.)?_[A-Za-z].*"),
     (r"py:.*", r"ironaccel\.probing\.StateT|DTypeLike|TypeVar|ModuleType"),
     # Implementation types that public signatures name (a backend's own records), not part of the API.
     (r"py:class", r"(ironaccel_vulkan\.physical\.)?PhysicalDeviceInfo|Binding|Instance|PipelineState|Storage"),
     (r"py:class", r"ironaccel_webgpu\.adapters\.AdapterEntry"),
+    (r"py:class", r"(ironaccel_rocm\.device\.)?(Stream|Module|DeviceMemory|Event|PinnedMemory)|HipComputeDevice"),
+    (r"py:class", r"ironaccel_cuda\.execution\.CudaExecution"),
 ]
 if not intersphinx_mapping:
     _stdlib = r"(collections|enum|types|ctypes|typing|numpy|np|os|pathlib|threading)\..*"

@@ -294,6 +294,7 @@ class ProbeFacts:
         self.reason, self.device_count = reason, device_count
 
     def available(self) -> ProbeResult:
+        """The ProbeResult of a probe that found the backend usable (after `found()` was called)."""
         if self.reason is None:
             raise TypeError(f"the {self.backend} probe returned without calling facts.found(reason, device_count)")
         return ProbeResult(self.backend, True, reason=self.reason, driver_version=self.driver_version,
@@ -301,6 +302,7 @@ class ProbeFacts:
                            library_path=self.library_path, device_count=self.device_count, extras=dict(self.extras))
 
     def unavailable(self, exc: NotAvailable) -> ProbeResult:
+        """The ProbeResult for a probe that failed with `exc`, keeping the versions and paths learnt so far."""
         return unavailable(exc, driver_version=self.driver_version, runtime_version=self.runtime_version,
                            binding_version=self.binding_version, library_path=self.library_path,
                            extras=dict(self.extras))

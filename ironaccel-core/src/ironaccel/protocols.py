@@ -50,20 +50,25 @@ class Backend(Protocol):
 
     name: str
 
-    def probe(self) -> ProbeResult: ...
+    def probe(self) -> ProbeResult:
+        """Whether the backend can run here and why not; loads the vendor library, never raises."""
 
-    def devices(self) -> Sequence[DeviceDescriptor]: ...
+    def devices(self) -> Sequence[DeviceDescriptor]:
+        """The backend's devices as descriptors, ordinals 0..n-1; NotAvailable when the probe failed."""
 
-    def open(self, ordinal: int = 0) -> Any: ...
+    def open(self, ordinal: int = 0) -> Any:
+        """Open device `ordinal`; InvalidArgument for an ordinal out of range, NotAvailable when unusable."""
 
 
 @runtime_checkable
 class Event(Protocol):
     """A marker in a stream: record, wait for it, time between two."""
 
-    def record(self, stream: Stream | None = None) -> None: ...
+    def record(self, stream: Stream | None = None) -> None:
+        """Record the event on `stream` (the default stream when None)."""
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        """Block until the work before the event's last record has finished."""
 
     def query(self) -> bool:
         """True when all work before the record has completed."""
@@ -73,14 +78,16 @@ class Event(Protocol):
         """Milliseconds from `start` to this event (both recorded, timing on)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the event; a second close does nothing."""
 
 
 @runtime_checkable
 class Stream(Protocol):
     """An in-order queue of device work."""
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        """Block until all work queued on this stream has finished."""
 
     def query(self) -> bool:
         """True when all submitted work has completed."""
@@ -90,9 +97,11 @@ class Stream(Protocol):
         """Make later work on this stream wait for `event`."""
         ...
 
-    def record(self, event: Event | None = None) -> Event: ...
+    def record(self, event: Event | None = None) -> Event:
+        """Record `event` (a new one when None) on this stream and return it."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the stream after its work finishes; a second close does nothing."""
 
 
 @runtime_checkable
@@ -111,7 +120,8 @@ class Buffer(Protocol):
         """Copy to a new numpy array, or into `out`; returns the array."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Free the buffer's memory; a second close does nothing."""
 
 
 @runtime_checkable
@@ -120,15 +130,20 @@ class Device(Protocol):
 
     descriptor: DeviceDescriptor
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        """Block until all work on every stream of the device has finished."""
 
-    def create_stream(self) -> Stream: ...
+    def create_stream(self) -> Stream:
+        """A new stream of this device."""
 
-    def create_event(self, timing: bool = False) -> Event: ...
+    def create_event(self, timing: bool = False) -> Event:
+        """A new event; `timing=True` makes it usable for elapsed-time measurement."""
 
-    def alloc(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> Buffer: ...
+    def alloc(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> Buffer:
+        """Allocate `size` elements of `dtype`, ordered on `stream` when given."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the device and what was made on it; later calls raise ClosedError."""
 
 
 @runtime_checkable
@@ -145,7 +160,8 @@ class ComputeBuffer(Protocol):
     size: int
     nbytes: int
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Free the buffer's memory once work queued on it has finished; a second close does nothing."""
 
 
 @runtime_checkable
@@ -160,7 +176,8 @@ class Pipeline(Protocol):
     entry: str
     buffers: int
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the compiled pipeline; a second close does nothing."""
 
 
 @runtime_checkable
@@ -178,9 +195,11 @@ class Submission(Protocol):
     returns once the work is done (at once where closing waited for it).
     """
 
-    def wait(self, timeout: float | None = None) -> None: ...
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the submitted work finishes; errors.Timeout after `timeout` seconds (None: no limit)."""
 
-    def done(self) -> bool: ...
+    def done(self) -> bool:
+        """Whether the submitted work has finished, without waiting."""
 
 
 @runtime_checkable
@@ -196,17 +215,23 @@ class ComputeQueue(Protocol):
     priority: int
 
     def dispatch(self, pipeline: Pipeline, buffers: Sequence[ComputeBuffer], groups: int | tuple[int, ...],
-                 params: Any = ()) -> Submission: ...
+                 params: Any = ()) -> Submission:
+        """Queue one dispatch on this queue and return its Submission."""
 
-    def submit(self, batch: ComputeBatch, *, wait: Any = (), signal: Any = ()) -> Submission: ...
+    def submit(self, batch: ComputeBatch, *, wait: Any = (), signal: Any = ()) -> Submission:
+        """Submit a recorded batch, after the (fence, value) pairs in `wait`, signalling those in `signal`."""
 
-    def signal(self, fence: ComputeFence, value: int) -> None: ...
+    def signal(self, fence: ComputeFence, value: int) -> None:
+        """Queue a signal setting `fence` to `value` once the work before it finishes."""
 
-    def wait(self, fence: ComputeFence, value: int) -> None: ...
+    def wait(self, fence: ComputeFence, value: int) -> None:
+        """Make the queue's later work wait until `fence` reaches `value` (on the device, not the host)."""
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        """Block until all work queued on this queue has finished."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Wait for this queue's work and release it; twice is a no-op, and the default queue stays open."""
 
 
 @runtime_checkable
@@ -218,11 +243,14 @@ class ComputeFence(Protocol):
     """
 
     @property
-    def value(self) -> int: ...
+    def value(self) -> int:
+        """The value the fence has reached (a poll: the work may have gone further since)."""
 
-    def wait(self, value: int, timeout: float | None = None) -> None: ...
+    def wait(self, value: int, timeout: float | None = None) -> None:
+        """Block the host until the fence reaches `value`; errors.Timeout after `timeout` seconds."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the fence once the work that signals or waits for it has finished; twice is a no-op."""
 
 
 @runtime_checkable
@@ -235,18 +263,26 @@ class ComputeBatch(Protocol):
     """
 
     def dispatch(self, pipeline: Pipeline, buffers: Sequence[ComputeBuffer], groups: int | tuple[int, ...],
-                 params: Any = ()) -> Any: ...
+                 params: Any = ()) -> Any:
+        """Record a dispatch of `pipeline` over `buffers` with `groups` workgroups and `params`."""
 
     def copy(self, src: ComputeBuffer, dst: ComputeBuffer, nbytes: int | None = None, *, src_offset: int = 0,
-             dst_offset: int = 0) -> Any: ...
+             dst_offset: int = 0) -> Any:
+        """Record a copy of `nbytes` bytes (default: all of `src` that fits) from `src` to `dst`."""
 
-    def fill(self, buffer: ComputeBuffer, value: Any, *, offset: int = 0, nbytes: int | None = None) -> Any: ...
+    def fill(self, buffer: ComputeBuffer, value: Any, *, offset: int = 0, nbytes: int | None = None) -> Any:
+        """Record filling `nbytes` bytes (default: the rest) from byte `offset` with the bytes of `value`, a scalar of
+        the buffer's element type."""
 
-    def write(self, buffer: ComputeBuffer, array: Any, *, offset: int = 0) -> Any: ...
+    def write(self, buffer: ComputeBuffer, array: Any, *, offset: int = 0) -> Any:
+        """Record writing a copy of `array`'s bytes (taken now) at byte `offset` of `buffer`, at every submit."""
 
-    def read(self, buffer: ComputeBuffer, out: Any, *, offset: int = 0) -> Any: ...
+    def read(self, buffer: ComputeBuffer, out: Any, *, offset: int = 0) -> Any:
+        """Record reading `out.nbytes` bytes from byte `offset` of `buffer` into `out`, filled once the submission
+        has finished."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the recording once its submissions have finished; twice is a no-op."""
 
 
 @runtime_checkable
@@ -369,6 +405,8 @@ class ComputeDevice(Protocol):
         """Run `pipeline` over `groups` workgroups; returns without waiting."""
         ...
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        """Block until all work queued on the device has finished."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the device and everything made on it; later calls raise ClosedError."""

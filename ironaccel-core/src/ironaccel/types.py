@@ -153,6 +153,7 @@ class DType(str, enum.Enum):
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element of this type."""
         return _ITEMSIZE[self]
 
     @property
@@ -237,6 +238,7 @@ class Dim3:
 
     @classmethod
     def of(cls, value: int | tuple[int, ...] | Dim3) -> Dim3:
+        """A Dim3 from an int, a 1-3 tuple or a Dim3 (missing dimensions are 1); InvalidArgument for anything else."""
         if isinstance(value, Dim3):
             return value
         raw = tuple(value) if isinstance(value, (tuple, list)) else (value,)
@@ -252,6 +254,7 @@ class Dim3:
 
     @property
     def total(self) -> int:
+        """The number of elements the three dimensions span (x * y * z)."""
         return self.x * self.y * self.z
 
     def __iter__(self):
@@ -267,6 +270,7 @@ class LaunchDims:
 
     @classmethod
     def of(cls, grid: int | tuple[int, ...] | Dim3, block: int | tuple[int, ...] | Dim3 = 1) -> LaunchDims:
+        """Launch dimensions from a grid and a block, each anything `Dim3.of` takes."""
         return cls(Dim3.of(grid), Dim3.of(block))
 
 
@@ -329,6 +333,7 @@ class ProbeResult:
                    code_name=exc.code_name, searched=exc.searched, **extra)
 
     def to_dict(self) -> dict[str, Any]:
+        """The probe's outcome as JSON-able plain data, for `ironaccel list --json`."""
         return {
             "backend": self.backend,
             "available": self.available,
@@ -369,6 +374,7 @@ class DeviceDescriptor:
                 f"{len(self.extras)} extras>")
 
     def to_dict(self) -> dict[str, Any]:
+        """The descriptor as JSON-able plain data (the vendor as its string value)."""
         return {
             "backend": self.backend,
             "ordinal": self.ordinal,
@@ -394,6 +400,7 @@ class PluginFailure:
     backend: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The failure as JSON-able plain data, for `ironaccel list --json`."""
         return {
             "distribution": self.distribution,
             "version": self.version,
@@ -425,6 +432,7 @@ class BackendReport:
     install: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-able plain data (what `ironaccel list --json` prints)."""
         return {
             "name": self.name,
             "distribution": self.distribution,

@@ -119,9 +119,11 @@ class Backend(ProbedBackend[list[DeviceDescriptor]]):
         return found
 
     def devices(self) -> list[DeviceDescriptor]:
+        """The Metal devices the probe found (none off macOS)."""
         return list(self._state())
 
     def open(self, ordinal: int = 0) -> Any:
+        """Check the ordinal, then raise Unsupported: opening a Metal device is not implemented yet."""
         check_ordinal(BACKEND, ordinal, len(self._state()))
         raise Unsupported(BACKEND, "open", "opening a Metal device (command queues, buffers, MSL pipelines) is "
                           "not implemented yet; this backend probes and enumerates")

@@ -91,6 +91,7 @@ class Backend(ProbedBackend[list[DeviceDescriptor]]):
         return list(self._state())
 
     def open(self, ordinal: int = 0) -> Any:
+        """Check the ordinal, then raise Unsupported: opening a NeuronCore is not implemented yet."""
         check_ordinal(BACKEND, ordinal, len(self._state()))
         raise Unsupported(BACKEND, "open", "opening a NeuronCore (nrt_init, NEFF loading) is not implemented yet; "
                           "this backend probes and enumerates")

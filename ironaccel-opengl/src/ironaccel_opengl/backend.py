@@ -43,9 +43,11 @@ class Backend(ProbedBackend[tuple[Any, DeviceDescriptor]]):
         return moderngl, descriptor
 
     def devices(self) -> list[DeviceDescriptor]:
+        """The one device: the GL 4.3 context the headless EGL probe made."""
         return [self._state()[1]]
 
     def open(self, ordinal: int = 0) -> Any:
+        """Open the GL device as a ComputeDevice (only ordinal 0 exists)."""
         moderngl, descriptor = self._state()
         check_ordinal(BACKEND, ordinal, 1)
         from .device import OpenGLDevice

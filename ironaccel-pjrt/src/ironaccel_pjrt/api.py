@@ -110,6 +110,7 @@ class PluginApi:
 
     @property
     def version_string(self) -> str:
+        """The plugin's PJRT C API version as 'major.minor'."""
         return f"{self.version[0]}.{self.version[1]}"
 
     # -- the table ---------------------------------------------------------

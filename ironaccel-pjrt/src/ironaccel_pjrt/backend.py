@@ -209,9 +209,11 @@ class Backend(ProbedBackend[list[dict[str, Any]]]):
             return found
 
     def devices(self) -> list[DeviceDescriptor]:
+        """Every addressable device of every PJRT plugin found, as descriptors."""
         return [descriptor for descriptor, _ in self._enumerate()]
 
     def open(self, ordinal: int = 0) -> PjrtDevice:
+        """Open device `ordinal` (in the order `devices()` lists them) as a PjrtDevice."""
         devices = self._enumerate()
         descriptor, info = devices[check_ordinal(BACKEND, ordinal, len(devices))]
         return PjrtDevice(descriptor, info)

@@ -71,6 +71,7 @@ class Buffer:
 
     @property
     def size(self) -> int:
+        """The number of elements (the product of the shape; 1 for a scalar)."""
         n = 1
         for d in self.shape:
             n *= d
@@ -78,14 +79,17 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the buffer's data (size times the element size)."""
         return self.size * self._np_dtype.itemsize
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions of the buffer's shape."""
         return len(self.shape)
 
     @property
     def closed(self) -> bool:
+        """Whether the buffer, or its client, is closed."""
         return self._handle is None or self.client._handle is None
 
     def handle(self, op: str) -> int:

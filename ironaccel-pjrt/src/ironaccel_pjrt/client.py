@@ -343,6 +343,7 @@ class Client:
 
     @property
     def closed(self) -> bool:
+        """Whether the client was closed (its PJRT client destroyed)."""
         return self._handle is None
 
     def _check_open(self, op: str) -> int:
@@ -415,6 +416,7 @@ class Client:
             raise
 
     def memory_kind(self, memory: int) -> str:
+        """The kind string of a PJRT memory (e.g. 'device', 'pinned_host'), asked once and kept."""
         kind = self._memory_kinds.get(memory)
         if kind is None:
             kind = self._memory_kinds[memory] = self._string_query("PJRT_Memory_Kind", "kind", memory=memory)
@@ -479,6 +481,7 @@ class Client:
                 self._optional("PJRT_Device_DefaultMemory", None, default))
 
     def device_by_id(self, device_id: int) -> DeviceInfo:
+        """The addressable device with PJRT id `device_id`; InvalidArgument naming the ids there are."""
         for device in self.devices:
             if device.id == device_id:
                 return device
@@ -638,12 +641,14 @@ class Client:
         return len(self._cache)
 
     def clear_cache(self) -> None:
+        """Drop the compiled executables this client cached, so the next compile runs again."""
         with self._lock:
             self._cache.clear()
 
     # -- helpers used by executables --------------------------------------------------
 
     def devices_of(self, pointers: Sequence[int]) -> list[DeviceInfo]:
+        """This client's devices for the given PJRT device pointers; Unsupported for a device it does not address."""
         by_handle = {d.handle: d for d in self.devices}
         missing = [p for p in pointers if p not in by_handle]
         if missing:

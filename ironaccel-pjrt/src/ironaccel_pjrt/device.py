@@ -114,6 +114,7 @@ class PjrtDevice:
                 buffer.block_until_ready()
 
     def memory_stats(self) -> dict[str, int]:
+        """The plugin's memory statistics for this device (bytes in use, limit, ...), as PJRT reports them."""
         self._check_open("PJRT_Device_MemoryStats")
         return self.info.memory_stats()
 

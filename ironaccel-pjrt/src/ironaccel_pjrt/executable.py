@@ -155,6 +155,7 @@ class Executable:
 
     @property
     def closed(self) -> bool:
+        """Whether the executable was closed (its PJRT executable destroyed)."""
         return self._handle is None
 
     def __repr__(self) -> str:

@@ -140,6 +140,7 @@ class CompileOptions:
 
     @property
     def num_devices(self) -> int:
+        """Devices one execution spans: replicas times partitions."""
         return self.num_replicas * self.num_partitions
 
     def serialize(self) -> bytes:

@@ -40,10 +40,12 @@ class Parameter:
     dtype: DType | None
 
     def describe(self) -> str:
+        """The parameter as 'dtype[dims]', with '?' for what is unknown, for error messages."""
         dims = "?" if self.shape is None else ", ".join("?" if d is None else str(d) for d in self.shape)
         return f"{self.dtype.value if self.dtype else '?'}[{dims}]"
 
     def accepts(self, shape: tuple[int, ...], dtype: DType, check_shape: bool) -> bool:
+        """Whether an argument of `shape` and `dtype` fits this parameter (shape checked only when asked)."""
         if self.dtype is not None and dtype is not self.dtype:
             return False
         if not check_shape or self.shape is None:

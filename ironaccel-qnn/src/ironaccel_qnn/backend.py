@@ -70,9 +70,11 @@ class Backend(ProbedBackend[list[DeviceDescriptor]]):
         return [device]
 
     def devices(self) -> list[DeviceDescriptor]:
+        """The QNN providers the probe found, as descriptors."""
         return list(self._state())
 
     def open(self, ordinal: int = 0) -> Any:
+        """Check the ordinal, then raise Unsupported: opening the QNN HTP device is not implemented yet."""
         check_ordinal(BACKEND, ordinal, len(self._state()))
         raise Unsupported(BACKEND, "open", "opening the QNN HTP device (backend, context, graphs) is not "
                           "implemented yet; this backend probes and describes")

@@ -375,10 +375,12 @@ class HipDevice:
 
     @property
     def ordinal(self) -> int:
+        """The HIP device ordinal this object selects."""
         return self.descriptor.ordinal
 
     @property
     def closed(self) -> bool:
+        """Whether `close()` was called."""
         return self._closed
 
     def _select(self, op: str) -> None:
@@ -410,6 +412,7 @@ class HipDevice:
         return Stream(self, priority)
 
     def event(self) -> Event:
+        """A new HIP event of this device."""
         return Event(self)
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> DeviceMemory:
@@ -417,6 +420,7 @@ class HipDevice:
         return DeviceMemory(self, nbytes, stream)
 
     def pinned(self, nbytes: int) -> PinnedMemory:
+        """`nbytes` of page-locked host memory (hipHostMalloc) for fast copies."""
         return PinnedMemory(self, nbytes)
 
     def load_module(self, image: Any) -> Module:

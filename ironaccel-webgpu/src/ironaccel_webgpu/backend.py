@@ -38,9 +38,11 @@ class Backend(ProbedBackend[tuple[Any, list[AdapterEntry]]]):
         return wgpu, adapters
 
     def devices(self) -> list[DeviceDescriptor]:
+        """Every adapter wgpu-native found, as descriptors."""
         return [a.descriptor for a in self._state()[1]]
 
     def open(self, ordinal: int = 0) -> Any:
+        """Open adapter `ordinal` as a WebGPU ComputeDevice."""
         wgpu, adapters = self._state()
         entry = adapters[check_ordinal(BACKEND, ordinal, len(adapters))]
         from .device import WebGPUDevice

@@ -275,6 +275,7 @@ class ComputeDeviceBase(ExecutionModel):
 
     @property
     def closed(self) -> bool:
+        """Whether `close()` was called; every call after it raises ClosedError."""
         return self._closed
 
     def alloc(self, size: int, dtype: Any = "float32", *, memory: str = "device",

@@ -108,10 +108,12 @@ class Queue:
 
     @property
     def device(self) -> ExecutionModel:
+        """The device the queue submits to."""
         return self._device
 
     @property
     def closed(self) -> bool:
+        """Whether the queue, or its device, is closed."""
         return self._closed or self._device._closed
 
     def dispatch(self, pipeline: PipelineHandle, buffers: Any, groups: Any, params: Any = ()) -> Submission:
@@ -160,10 +162,12 @@ class Fence:
 
     @property
     def device(self) -> ExecutionModel:
+        """The device the fence belongs to."""
         return self._device
 
     @property
     def closed(self) -> bool:
+        """Whether the fence, or its device, is closed."""
         return self._vf is None or self._device._closed
 
     @property
@@ -231,10 +235,12 @@ class Timings:
 
     @property
     def commands_ns(self) -> tuple[int, ...]:
+        """Each timed command's duration in nanoseconds, in submission order."""
         return tuple(end - start for start, end in self.spans)
 
     @property
     def total_ns(self) -> int:
+        """Nanoseconds from the batch's start to its last command's end."""
         return max((end for _, end in self.spans), default=0)
 
     @classmethod
@@ -313,10 +319,12 @@ class CommandBatch:
 
     @property
     def device(self) -> ExecutionModel:
+        """The device the batch records for."""
         return self._device
 
     @property
     def closed(self) -> bool:
+        """Whether the batch, or its device, is closed (then recording or submitting it raises ClosedError)."""
         return self._closed or self._device._closed
 
     def dispatch(self, pipeline: PipelineHandle, buffers: Any, groups: Any, params: Any = ()) -> Command:

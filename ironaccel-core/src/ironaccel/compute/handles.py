@@ -88,6 +88,7 @@ class BufferHandle:
 
     @property
     def device(self) -> ComputeDeviceBase:
+        """The device that owns this buffer (a buffer is only used on its own device)."""
         return self._device
 
     @property
@@ -192,6 +193,7 @@ class PipelineHandle:
 
     @property
     def device(self) -> Any:
+        """The device the pipeline was made on."""
         return self._device
 
     @property
@@ -205,6 +207,7 @@ class PipelineHandle:
 
     @property
     def closed(self) -> bool:
+        """Whether the pipeline, or its device, is closed."""
         return self.program is None or self._device.closed
 
     def close(self) -> None:
@@ -248,6 +251,7 @@ class ProgramCache:
         self._programs: OrderedDict[Hashable, Any] = OrderedDict()
 
     def get(self, key: Hashable) -> Any:
+        """The program kept under `key`, or None when there is none or it was released."""
         program = self._programs.get(key)
         if program is not None:
             if program.released:
@@ -257,6 +261,7 @@ class ProgramCache:
         return program
 
     def add(self, key: Hashable, program: Any) -> None:
+        """Keep `program` under `key`, evicting the least recently used unused programs past the limit."""
         self._programs[key] = program
         evict_unused(self._programs, self.limit)
 
@@ -346,6 +351,7 @@ class Submission:
         return self._queue or self._device._queue
 
     def wait(self, timeout: float | None = None) -> None:
+        """Block until the submitted work has finished; errors.Timeout after `timeout` seconds (None: no limit)."""
         queue = self._queue
         if queue is None or queue.index == 0:
             self._device._wait_serial(self.serial, timeout)
@@ -355,6 +361,7 @@ class Submission:
             self._device._settle()
 
     def done(self) -> bool:
+        """Whether the submitted work has finished, without waiting (a poll)."""
         queue = self._queue
         if queue is None or queue.index == 0:
             finished = self._device._serial_done(self.serial)

@@ -154,9 +154,12 @@ class ExecutionModel:
         raise NotImplementedError
 
     def upload(self, array: Any) -> Any:
+        """Copy a host array into a new buffer (the ComputeDevice call); a backend implements it."""
         raise NotImplementedError
 
     def dispatch(self, pipeline: Any, buffers: Any, groups: Any, params: Any = ()) -> Any:
+        """Queue one dispatch of `pipeline` over `buffers` on the default queue (the ComputeDevice call); a backend
+        implements it."""
         raise NotImplementedError
 
     def _wrap_buffer(self, handle: Any, dtype: DType, size: int) -> Any:

@@ -69,6 +69,7 @@ class Vector:
 
     @property
     def size(self) -> int:
+        """Bytes the vector takes: its element count times the element size."""
         return self.count * self.dtype.itemsize
 
     def __str__(self) -> str:
@@ -85,6 +86,7 @@ class Array:
 
     @property
     def size(self) -> int:
+        """Bytes the array takes in the block: its element count times its stride."""
         return self.count * self.stride
 
     def __str__(self) -> str:
@@ -213,14 +215,17 @@ class ParamBlock:
 
     @property
     def fields(self) -> tuple[Field, ...]:
+        """The block's fields in declaration order, with their offsets."""
         return self.struct.fields
 
     @property
     def size(self) -> int:
+        """Bytes of the packed block, padding included."""
         return self.struct.size
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The fields' names in declaration order (the keys a params mapping may use)."""
         return tuple(f.name for f in self.struct.fields)
 
     def numpy_dtype(self) -> np.dtype:

@@ -140,9 +140,11 @@ class BackendConformance(_Versioned):
     vendor_modules: ClassVar[tuple[str, ...]] = ()
 
     def test_registered(self) -> None:
+        """The backend is installed under its name through the entry point."""
         assert self.backend_name in registry.installed(), registry.failures()
 
     def test_probe_is_typed_and_cached(self) -> None:
+        """The probe returns a ProbeResult for this backend, cached, with a reason when unavailable."""
         first = registry.probe(self.backend_name)
         assert isinstance(first, ProbeResult)
         assert first.backend == self.backend_name
@@ -151,6 +153,7 @@ class BackendConformance(_Versioned):
             assert first.reason, "an unavailable backend must say why"
 
     def test_open_agrees_with_probe(self) -> None:
+        """`open(0)` works when the probe says available, and raises NotAvailable with the probe's reason when not."""
         result = registry.probe(self.backend_name)
         if result.available:
             device = registry.open(self.backend_name, 0)
@@ -163,6 +166,7 @@ class BackendConformance(_Versioned):
         assert self.backend_name in str(info.value)
 
     def test_devices_are_descriptors(self) -> None:
+        """An available backend lists descriptors with ordinals 0..n-1, its own name and JSON-able fields."""
         require(self.backend_name)
         devices = registry.devices(self.backend_name)
         assert devices, "an available backend lists at least one device"
@@ -175,6 +179,7 @@ class BackendConformance(_Versioned):
             d.to_dict()  # JSON-able
 
     def test_open_bad_ordinal(self) -> None:
+        """An ordinal past the device count, or negative, is InvalidArgument."""
         require(self.backend_name)
         count = len(registry.devices(self.backend_name))
         with pytest.raises(InvalidArgument):
@@ -183,6 +188,7 @@ class BackendConformance(_Versioned):
             registry.open(self.backend_name, -1)
 
     def test_plugin_loading_imports_no_vendor_module(self) -> None:
+        """Listing the plugins (in a fresh process) imports none of the backend's vendor modules."""
         code = textwrap.dedent(
             f"""
             import sys, ironaccel
@@ -224,11 +230,13 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         )
 
     def test_satisfies_protocol(self, device: ComputeDevice) -> None:
+        """The opened device is a ComputeDevice whose descriptor names this backend."""
         assert isinstance(device, ComputeDevice)
         assert device.descriptor.backend == self.backend_name
 
     @pytest.mark.parametrize("dtype,size", [("float32", 4097), ("int32", 64), ("uint8", 1001), ("float64", 3)])
     def test_upload_download_round_trip(self, device: ComputeDevice, dtype: str, size: int) -> None:
+        """Uploaded arrays of several dtypes and sizes download unchanged, also into a given `out`."""
         rng = np.random.default_rng()
         data = (rng.random(size) * 200).astype(dtype)
         buf = device.upload(data)
@@ -240,6 +248,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         buf.close()
 
     def test_generic_routine(self, device: ComputeDevice, pipeline: Any) -> None:
+        """scale_offset gives numpy's answer for sizes around the workgroup size and a large one."""
         rng = np.random.default_rng()
         for n in (1, 63, 64, 65, 100_003):
             x = rng.standard_normal(n).astype(np.float32)
@@ -248,6 +257,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
             np.testing.assert_allclose(y, np.float32(a) * x + np.float32(b), rtol=1e-5, atol=1e-5)
 
     def test_repeated_dispatch_reuses_pipeline(self, device: ComputeDevice, pipeline: Any) -> None:
+        """Dispatching one pipeline repeatedly with new params gives each run's result."""
         x = np.arange(1000, dtype=np.float32)
         xs, ys = device.upload(x), device.alloc(1000, "float32")
         for a in (1.0, 2.0, -3.0):
@@ -261,6 +271,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         ys.close()
 
     def test_dispatch_is_ordered_before_download(self, device: ComputeDevice, pipeline: Any) -> None:
+        """A download sees the result of every dispatch queued before it, without an explicit wait."""
         x = np.ones(1 << 16, dtype=np.float32)
         xs, ys = device.upload(x), device.alloc(x.size, "float32")
         for _ in range(3):  # chain: y = 2x + 1, then x <- y via a second dispatch
@@ -271,6 +282,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         ys.close()
 
     def test_write_refills_a_buffer_in_order(self, device: ComputeDevice, pipeline: Any) -> None:
+        """`write` refills a buffer between dispatches and each dispatch sees the data written before it."""
         rng = np.random.default_rng()
         n = 1000
         xs, ys = device.alloc(n, "float32"), device.alloc(n, "float32")
@@ -300,12 +312,14 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         ys.close()
 
     def test_compile_error_carries_log(self, device: ComputeDevice) -> None:
+        """Code that does not compile raises CompileError carrying the compiler's log."""
         with pytest.raises(CompileError) as info:
             device.pipeline(self.broken_code, self.entry, buffers=2, params=3, workgroup_size=(WORKGROUP, 1, 1))
         assert info.value.log.strip()
         assert info.value.op
 
     def test_wrong_buffer_count(self, device: ComputeDevice, pipeline: Any) -> None:
+        """A dispatch with fewer buffers than the pipeline declares is InvalidArgument naming the call."""
         buf = device.alloc(64, "float32")
         with pytest.raises(InvalidArgument) as info:
             device.dispatch(pipeline, [buf], 1, (np.float32(1), np.float32(0), np.uint32(64)))
@@ -313,6 +327,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         buf.close()
 
     def test_wrong_param_count(self, device: ComputeDevice, pipeline: Any) -> None:
+        """A dispatch with fewer params than the pipeline declares is InvalidArgument."""
         a, b = device.alloc(64, "float32"), device.alloc(64, "float32")
         with pytest.raises(InvalidArgument):
             device.dispatch(pipeline, [a, b], 1, (np.float32(1),))
@@ -320,6 +335,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         b.close()
 
     def test_groups_over_limit(self, device: ComputeDevice, pipeline: Any) -> None:
+        """Workgroup counts of zero or past the device's limit are InvalidArgument."""
         a, b = device.alloc(64, "float32"), device.alloc(64, "float32")
         with pytest.raises(InvalidArgument):
             device.dispatch(pipeline, [a, b], (1, 10**7, 1), (np.float32(1), np.float32(0), np.uint32(64)))
@@ -329,6 +345,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         b.close()
 
     def test_download_larger_than_buffer(self, device: ComputeDevice) -> None:
+        """A download into an `out` larger than the buffer, or not contiguous, is InvalidArgument."""
         buf = device.upload(np.zeros(16, np.float32))
         with pytest.raises(InvalidArgument):
             device.download(buf, np.empty(17, np.float32))
@@ -337,6 +354,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
         buf.close()
 
     def test_bad_sizes(self, device: ComputeDevice) -> None:
+        """Zero, negative, huge and non-int sizes, unknown, non-native and object dtypes are InvalidArgument."""
         for size in (0, -1, 2**62):
             with pytest.raises(InvalidArgument):
                 device.alloc(size, "float32")
@@ -355,6 +373,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
             device.upload(np.zeros(4, object))
 
     def test_buffer_of_another_device(self, device: ComputeDevice, pipeline: Any) -> None:
+        """A buffer of another open device is refused by dispatch and download."""
         other = self.open_device()
         try:
             foreign = other.alloc(64, "float32")
@@ -369,6 +388,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
             other.close()
 
     def test_use_after_close(self, device: ComputeDevice, pipeline: Any) -> None:
+        """A closed buffer or device raises ClosedError; closing twice is a no-op."""
         buf = device.upload(np.ones(8, np.float32))
         buf.close()
         buf.close()  # closing twice is a no-op, never a double free
@@ -389,6 +409,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_upload_flattens_in_c_order(self, device: ComputeDevice) -> None:
+        """An n-d upload is flattened in C order; a numpy scalar uploads as one element."""
         data = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
         buf = device.upload(data)
         assert (buf.size, buf.nbytes) == (24, data.nbytes)
@@ -402,6 +423,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_download_out_gets_raw_leading_bytes(self, device: ComputeDevice) -> None:
+        """`download(out=)` copies the buffer's leading bytes into `out` whatever its dtype."""
         data = np.arange(16, dtype=np.float32)
         buf = device.upload(data)
         smaller = np.zeros(5, np.float32)
@@ -424,6 +446,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_dispatch_argument_kinds(self, device: ComputeDevice, pipeline: Any) -> None:
+        """Dispatch arguments of the wrong kind (buffers, groups, params) are InvalidArgument."""
         n = 64
         x, y = device.upload(np.ones(n, np.float32)), device.alloc(n, "float32")
         params = self._run_params(n)
@@ -450,6 +473,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_pipeline_argument_kinds(self, device: ComputeDevice) -> None:
+        """Pipeline arguments of the wrong kind (buffer and param counts, workgroup sizes) are InvalidArgument."""
         code, entry = self.scale_offset_code, self.entry
         cases: list[dict[str, Any]] = [
             {"buffers": -1}, {"buffers": "2"}, {"buffers": 2.0}, {"buffers": None}, {"buffers": True},
@@ -470,6 +494,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_text_code_with_nul_or_lone_surrogate(self, device: ComputeDevice) -> None:
+        """Text code with a NUL or a lone surrogate is InvalidArgument before the compiler sees it."""
         code = self.scale_offset_code
         if not isinstance(code, str):
             assert isinstance(code, (bytes, bytearray, list, tuple, np.ndarray))  # binary code: NUL is data
@@ -481,6 +506,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_pipelines_are_cached_handles(self, device: ComputeDevice, pipeline: Any) -> None:
+        """Each `pipeline()` call gives its own handle over a cached compiled program."""
         again = device.pipeline(self.scale_offset_code, self.entry, buffers=2, params=3,
                                 workgroup_size=(WORKGROUP, 1, 1))
         assert again is not pipeline
@@ -496,6 +522,8 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_element_types_against_the_shader(self, device: ComputeDevice, pipeline: Any) -> None:
+        """A buffer whose element type differs from the shader's declaration is refused (or read as raw bytes when
+        undeclared)."""
         n = 64
         ints, y = device.upload(np.zeros(n, np.int32)), device.upload(np.full(n, 9, np.float32))
         params = self._run_params(n, 2.0, 1.5)
@@ -515,6 +543,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_one_buffer_bound_twice_to_a_writable_binding(self, device: ComputeDevice, pipeline: Any) -> None:
+        """One buffer bound twice where a binding is writable is InvalidArgument naming the call."""
         n = 64
         x = device.upload(np.ones(n, np.float32))
         with pytest.raises(InvalidArgument) as info:
@@ -535,6 +564,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_wait_timeouts(self, device: ComputeDevice, pipeline: Any) -> None:
+        """Bad timeouts are InvalidArgument; `wait(0)` polls (errors.Timeout while busy) and `wait(1e11)` is legal."""
         for bad in (float("nan"), -1, -1e-9, "1", [1], True):
             sub, held = self._long_work(device, pipeline)
             with pytest.raises(InvalidArgument):
@@ -561,6 +591,8 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_submissions_after_the_device_closed(self) -> None:
+        """Closing a device waits for its work in flight; its submissions stay waitable, later calls raise
+        ClosedError."""
         device = self.open_device()
         pipeline = device.pipeline(self.scale_offset_code, self.entry, buffers=2, params=3,
                                    workgroup_size=(WORKGROUP, 1, 1))
@@ -582,6 +614,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_calls_from_another_thread(self, device: ComputeDevice) -> None:
+        """A call from another thread works, or raises InvalidState for a device tied to its opening thread."""
         outcome: list[Any] = []
 
         def other() -> None:
@@ -606,6 +639,7 @@ class ComputeDeviceConformance(_Versioned, ExecutionConformance):
 
     @since("1.1")
     def test_forked_child_gets_invalid_state(self, device: ComputeDevice, pipeline: Any) -> None:
+        """A forked child using the parent's device gets a typed error, not a crash or hang."""
         if not hasattr(os, "fork"):
             pytest.skip("no os.fork on this platform")
         n = 64

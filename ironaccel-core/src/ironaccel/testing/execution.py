@@ -71,6 +71,8 @@ class ExecutionConformance:
     # -- declarations ----------------------------------------------------------------------------------
 
     def test_features_are_declared_from_the_known_set(self, device: Any) -> None:
+        """Declared features and memory kinds come from the known sets; TIMESTAMPS is advertised exactly where
+        timings can be read."""
         assert set(device.features) <= set(FEATURES), set(device.features) - set(FEATURES)
         assert "device" in device.memory_kinds and set(device.memory_kinds) <= set(MEMORY_KINDS)
         assert device.queue.index == 0 and device.queue.device is device
@@ -80,6 +82,7 @@ class ExecutionConformance:
             "advertise TIMESTAMPS exactly where timings can be read"
 
     def test_undeclared_features_say_why(self, device: Any) -> None:
+        """Each feature the device does not declare raises Unsupported saying why, from the call that would use it."""
         calls: dict[str, Callable[[], Any]] = {
             "queues": device.create_queue,
             "fences": device.create_fence,
@@ -110,6 +113,7 @@ class ExecutionConformance:
     # -- queues --------------------------------------------------------------------------------------------
 
     def test_default_queue_runs_dispatches_in_order(self, device: Any, pipeline: Any) -> None:
+        """The default queue (index 0) runs its dispatches in order; closing it leaves it open."""
         n = 1000
         x = device.upload(np.arange(n, dtype=np.float32))
         y = device.alloc(n, "float32")
@@ -124,6 +128,7 @@ class ExecutionConformance:
         assert not device.queue.closed
 
     def test_queues_are_ordered_by_fences(self, device: Any, pipeline: Any) -> None:
+        """Work on a second queue, ordered by a fence signal and a queue wait, is seen by the other queue."""
         if _lacks(device, "queues", "fences"):
             return
         n = 4096
@@ -147,6 +152,7 @@ class ExecutionConformance:
         other.close()  # twice is a no-op
 
     def test_queue_limits_and_bad_arguments(self, device: Any) -> None:
+        """Bad priorities are InvalidArgument; queues past `max_queues` are InvalidState."""
         if _lacks(device, "queues"):
             return
         for bad in ("1", 1.5, None, True):
@@ -164,6 +170,7 @@ class ExecutionConformance:
     # -- fences --------------------------------------------------------------------------------------------
 
     def test_fence_host_wait_and_poll(self, device: Any, pipeline: Any) -> None:
+        """A fence signalled after work is waited for and polled from the host; its value only grows."""
         if _lacks(device, "fences"):
             return
         n = 512
@@ -181,6 +188,7 @@ class ExecutionConformance:
         assert fence.closed
 
     def test_fence_rules(self, device: Any) -> None:
+        """A fence value never goes down, and a wait for a value nothing will signal is refused, not a hang."""
         if _lacks(device, "fences"):
             return
         fence = device.create_fence()
@@ -221,6 +229,7 @@ class ExecutionConformance:
     # -- command batches -----------------------------------------------------------------------------------
 
     def test_batch_recorded_once_and_resubmitted(self, device: Any, pipeline: Any) -> None:
+        """A batch recorded once (write, dispatch, read) gives the right answer each time it is submitted again."""
         if _lacks(device, "batches"):
             return
         n = 1000
@@ -254,6 +263,7 @@ class ExecutionConformance:
             device.submit(batch)
 
     def test_batch_copies_fills_and_order(self, device: Any, pipeline: Any) -> None:
+        """Fills, copies, dispatches and reads in a batch run in recording order."""
         if _lacks(device, "batches"):
             return
         n = 256
@@ -277,6 +287,7 @@ class ExecutionConformance:
         batch.close()
 
     def test_batch_bad_input(self, device: Any, pipeline: Any) -> None:
+        """Empty batches and bad copies, fills, writes and reads are InvalidArgument when recorded."""
         if _lacks(device, "batches"):
             return
         n = 64
@@ -340,6 +351,7 @@ class ExecutionConformance:
     # -- timestamps -------------------------------------------------------------------------------------
 
     def test_timestamps_per_command(self, device: Any, pipeline: Any) -> None:
+        """A timestamped batch gives one ordered, non-negative span per command."""
         if _lacks(device, "timestamps", "batches"):
             return
         n = 1 << 16
@@ -373,6 +385,7 @@ class ExecutionConformance:
         return device.pipeline(self.typed_params_code, self.entry, buffers=2, workgroup_size=(WORKGROUP, 1, 1))
 
     def test_interface_reflects_the_params_block(self, device: Any) -> None:
+        """A pipeline's interface reflects the kernel's params block: names, types, offsets and bindings."""
         if _lacks(device, "typed_params"):
             return
         interface = self._typed_pipeline(device).interface
@@ -388,6 +401,7 @@ class ExecutionConformance:
         assert interface.bindings[1].writable
 
     def test_typed_params_by_name_record_dataclass_and_order(self, device: Any) -> None:
+        """Typed params given as a mapping, a numpy record, a dataclass or in order all give the same result."""
         if _lacks(device, "typed_params"):
             return
         pipeline = self._typed_pipeline(device)
@@ -411,6 +425,7 @@ class ExecutionConformance:
             np.testing.assert_allclose(device.download(y), expected, rtol=1e-5, atol=1e-5)
 
     def test_typed_params_bad_input(self, device: Any) -> None:
+        """Unknown fields, wrong shapes, out-of-range and wrongly typed values are InvalidArgument."""
         if _lacks(device, "typed_params"):
             return
         pipeline = self._typed_pipeline(device)
@@ -436,6 +451,7 @@ class ExecutionConformance:
     # -- specialization constants ------------------------------------------------------------------------
 
     def test_constants_specialize_a_pipeline(self, device: Any) -> None:
+        """Specialization constants make their own program and change the result; defaults apply otherwise."""
         if _lacks(device, "constants"):
             return
         assert self.constants_code is not None, "constants is declared: give constants_code"
@@ -465,6 +481,8 @@ class ExecutionConformance:
     # -- memory kinds, mapping, DLPack ----------------------------------------------------------------------
 
     def test_asarray_never_makes_an_object_array(self, device: Any) -> None:
+        """`np.asarray(buffer)` is a view of mapped memory or InvalidState pointing at download, never an object
+        array."""
         buf = device.upload(np.arange(8, dtype=np.float32))
         try:
             view = np.asarray(buf)
@@ -482,6 +500,7 @@ class ExecutionConformance:
             device.alloc(4, exportable="yes")
 
     def test_map_host_memory(self, device: Any, pipeline: Any) -> None:
+        """Each host-visible memory kind maps as a numpy view whose writes the device sees, and the reverse."""
         if _lacks(device, "map"):
             return
         n = 128
@@ -510,6 +529,7 @@ class ExecutionConformance:
             assert "download" in str(info.value)
 
     def test_views_of_mapped_memory_outlive_close(self, device: Any) -> None:
+        """A numpy view of host memory keeps that memory alive after the buffer is closed."""
         if _lacks(device, "map"):
             return
         if "host" not in device.memory_kinds:
@@ -528,6 +548,7 @@ class ExecutionConformance:
         gc.collect()
 
     def test_dlpack(self, device: Any) -> None:
+        """DLPack in (host arrays, by copy) always; out without a copy where declared, a typed refusal where not."""
         data = np.arange(32, dtype=np.int32)
         imported = device.from_dlpack(data)  # host memory in: a copy
         np.testing.assert_array_equal(device.download(imported), data)
@@ -558,6 +579,7 @@ class ExecutionConformance:
     # -- zero-copy between devices -------------------------------------------------------------------
 
     def test_memory_hand_over_without_a_copy(self, device: Any) -> None:
+        """Memory exported by one device and imported by another is the same memory: writes show on both sides."""
         if _lacks(device, "export_memory", "import_memory"):
             return
         n = 1024
@@ -591,6 +613,7 @@ class ExecutionConformance:
             other.close()
 
     def test_fence_hand_over(self, device: Any) -> None:
+        """A fence exported by one device and imported by another orders work both ways."""
         if _lacks(device, "export_fence", "import_fence"):
             return
         fence = device.create_fence(exportable=True)
