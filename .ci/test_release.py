@@ -225,11 +225,23 @@ def test_the_guides_plugin_passes_the_conformance_kit_first_time(tmp_path):
     assert "skipped" not in done.stdout
 
 
+def _can_build_wheels() -> bool:
+    """setuptools with a bdist_wheel command (its own from 70.1, else the `wheel` package's)."""
+    if importlib.util.find_spec("setuptools") is None:
+        return False
+    try:
+        return importlib.util.find_spec("setuptools.command.bdist_wheel") is not None or \
+            importlib.util.find_spec("wheel") is not None
+    except ImportError:
+        return importlib.util.find_spec("wheel") is not None
+
+
 def install(project: Path, site: Path) -> None:
     """Install `project` into the folder `site`: its pyproject.toml built by pip and setuptools (offline, with
     no build isolation: ironaccel-core is the one installed here), or, in a venv without setuptools (Python
-    3.12's bare venvs), the dist-info written from the same pyproject.toml's [project] table."""
-    if importlib.util.find_spec("setuptools") is not None:
+    3.12's bare venvs, or one whose setuptools cannot build a wheel), the dist-info written from the same
+    pyproject.toml's [project] table."""
+    if _can_build_wheels():
         built = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                                 "--no-index", "--target", str(site), str(project)], capture_output=True, text=True)
         assert built.returncode == 0, built.stdout + built.stderr
