@@ -100,12 +100,26 @@ def _inherits_doc(cls: type, member: str) -> bool:
     return False
 
 
+def _imported_elsewhere() -> list[str]:
+    """The packages imported from outside this checkout (an editable install of another tree wins over the
+    checkout's sources unless PYTHONPATH names them): their gaps are that tree's, not this one's."""
+    out = []
+    for top in sorted({modname.split(".")[0] for modname in documented_modules()}):
+        path = Path(getattr(sys.modules.get(top), "__file__", None) or HERE).resolve()
+        if not path.is_relative_to(HERE.parent):
+            out.append(f"{top} from {path.parent.parent}")
+    return out
+
+
 def main(argv: list[str]) -> int:
     build = Path(argv[0]) if argv else HERE / "_build" / "html"
     found = failures(build)
     if found:
         print(f"{len(found)} public names undocumented:")
         print("\n".join(f"  {line}" for line in found))
+        elsewhere = _imported_elsewhere()
+        if elsewhere:
+            print(f"note: checked another tree's sources, not this checkout's ({HERE.parent}): " + "; ".join(elsewhere))
         return 1
     print(f"docs coverage: every public name of {len(documented_modules())} modules documented")
     return 0
