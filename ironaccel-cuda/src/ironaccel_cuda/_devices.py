@@ -58,6 +58,7 @@ class DeviceAttributes:
     pci_domain_bus_device: tuple[int, int, int]
 
     def to_dict(self) -> dict[str, Any]:
+        """The attributes as a plain dict (JSON-ready, for reports and probe facts)."""
         return asdict(self)
 
 

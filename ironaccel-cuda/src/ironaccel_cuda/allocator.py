@@ -63,9 +63,11 @@ class Allocator(Protocol):
     device: Device
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
+        """`size` elements of `dtype` as a DeviceBuf with home stream `stream` (default: the default stream)."""
         ...
 
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
+        """Free `buf` after the work queued on `stream` (default: its home stream); refuses buffers not made here."""
         ...
 
 
@@ -204,6 +206,7 @@ class DirectAllocator(_Tracked):
         self.device = device
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
+        """`size` elements of `dtype` from cuMemAlloc, usable at once by any stream; `stream` is the home stream."""
         op = "cuMemAlloc"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)
@@ -214,6 +217,7 @@ class DirectAllocator(_Tracked):
         return adopt(ptr, size, dt, self.device, stream=s, release=_DirectFree(self, ptr, s))
 
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
+        """Free `buf` (cuMemFree) after the work queued on `stream` (default: its home stream)."""
         deallocate(self, buf, stream, "DirectAllocator.deallocate", owned=self._owns(buf))
 
     def __repr__(self) -> str:
@@ -267,6 +271,7 @@ class ExternalAllocator(_Tracked):
         self._deallocate = deallocate
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
+        """`size` elements of `dtype` from the wrapped `allocate(nbytes, stream)`, as a DeviceBuf it frees on close."""
         op = "ExternalAllocator.allocate"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op)
@@ -280,6 +285,7 @@ class ExternalAllocator(_Tracked):
         return adopt(ptr, size, dt, self.device, stream=s, release=_ExternalFree(self, ptr, nbytes, s))
 
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
+        """Free `buf` through the wrapped `deallocate` after the work queued on `stream` (default: its home stream)."""
         deallocate(self, buf, stream, "ExternalAllocator.deallocate", owned=self._owns(buf))
 
     def __repr__(self) -> str:

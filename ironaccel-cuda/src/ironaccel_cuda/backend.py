@@ -44,12 +44,14 @@ class Backend(ProbedBackend[int]):
         return count
 
     def devices(self) -> list[DeviceDescriptor]:
+        """Every CUDA device as a descriptor, ordinals 0..n-1; NotAvailable when the driver probe failed."""
         from .device import devices
 
         self._state()
         return devices()
 
     def open(self, ordinal: int = 0):
+        """Open CUDA device `ordinal` as a `Device`; InvalidArgument for an ordinal out of range."""
         from .device import Device
 
         return Device(check_ordinal(BACKEND, ordinal, self._state()))

@@ -111,10 +111,12 @@ class Pipeline(PipelineHandle):
 
     @property
     def block(self) -> tuple[int, int, int]:
+        """The threads per block (x, y, z) every dispatch of it launches: its workgroup size."""
         return self.workgroup_size
 
     @property
     def function(self) -> Function:
+        """The kernel behind the pipeline, for what the kit does not do (attributes, a raw launch)."""
         program = self.program
         if program is None:
             raise closed("Pipeline.function", "pipeline")
@@ -136,6 +138,7 @@ class Submission:
         return self._device.queue
 
     def wait(self, timeout: float | None = None) -> None:
+        """Block until the submitted work finishes; errors.Timeout after `timeout` seconds (None: no limit)."""
         wait_for(BACKEND, "cuEventSynchronize", self._block, timeout)
 
     def _block(self, seconds: float | None) -> bool:
@@ -150,6 +153,7 @@ class Submission:
         return True
 
     def done(self) -> bool:
+        """Whether the submitted work has finished, without waiting."""
         return self._event.query()
 
 

@@ -219,18 +219,22 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     @property
     def name(self) -> str:
+        """The device's name as the driver reports it (cuDeviceGetName)."""
         return self.descriptor.name
 
     @property
     def uuid(self) -> str:
+        """The device's UUID in nvidia-smi's form ("GPU-..."): its identity across processes and ordinal orders."""
         return self._state.uuid
 
     @property
     def pci_bus_id(self) -> str:
+        """The PCI bus id (cuDeviceGetPCIBusId), e.g. "0000:65:00.0": which physical slot this ordinal is."""
         return str(self.descriptor.extras["pci_bus_id"])
 
     @property
     def compute_capability(self) -> tuple[int, int]:
+        """(major, minor) compute capability, e.g. (9, 0) for an H100 or H200."""
         return self._state.attributes.compute_capability
 
     @property
@@ -241,10 +245,12 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     @property
     def attributes(self) -> DeviceAttributes:
+        """What a dispatcher needs to know of the device (compute capability, limits, memory features), read once."""
         return self._state.attributes
 
     @property
     def descriptor(self) -> DeviceDescriptor:
+        """The device as the core `DeviceDescriptor` (name, memory, versions, extras such as the PCI bus id), cached."""
         st = self._state
         if st.descriptor_cache is None:
             st.descriptor_cache = describe(self.ordinal)
@@ -252,6 +258,7 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     @property
     def total_memory(self) -> int:
+        """Bytes of device memory (cuDeviceTotalMem); allocations past it are refused before the driver is asked."""
         return self._state.total_memory
 
     def memory_info(self) -> tuple[int, int]:
@@ -544,6 +551,7 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
 
     @property
     def closed(self) -> bool:
+        """Whether `close()` retired this handle (later calls on it raise ClosedError)."""
         return self._closed
 
     def close(self) -> None:

@@ -69,6 +69,7 @@ class PoolUsage:
     reserved_high: int
 
     def to_dict(self) -> dict[str, int]:
+        """The byte counts as a plain dict (JSON-ready, for reports)."""
         return asdict(self)
 
 
@@ -444,6 +445,7 @@ class DriverPool(_Tracked):
 
     @property
     def closed(self) -> bool:
+        """Whether `close()` destroyed this pool (later calls on it raise ClosedError)."""
         return self._closed
 
     def close(self) -> None:

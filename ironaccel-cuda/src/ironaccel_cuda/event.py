@@ -54,12 +54,14 @@ class Event(_core.EventCore):
 
     @property
     def handle(self) -> int:
+        """The CUevent address, for other libraries that take a raw event."""
         if self._h is CLOSED:
             raise closed("Event.handle", "event")
         return int(self._h)
 
     @property
     def closed(self) -> bool:
+        """Whether the event was closed (destroyed); later calls on it raise ClosedError."""
         return self._h is CLOSED
 
     def __enter__(self) -> Event:

@@ -181,6 +181,7 @@ class Graph(_Owned):
 
     @property
     def node_count(self) -> int:
+        """How many nodes this graph has (cuGraphGetNodes); a child graph node counts as one."""
         self._check("cuGraphGetNodes")
         _, count = call("cuGraphGetNodes", self._h, 0)
         return int(count)

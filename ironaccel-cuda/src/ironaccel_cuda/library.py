@@ -43,6 +43,7 @@ class Library:
 
     @property
     def closed(self) -> bool:
+        """Whether the library was unloaded; its Functions and global views are closed with it."""
         return self._h is None
 
     def _check(self, op: str) -> None:

@@ -152,6 +152,7 @@ class Linker:
 
     @property
     def lto(self) -> bool:
+        """Whether any input is LTO-IR, so the link runs link-time optimisation (and may target "ptx")."""
         return any(i.kind == "ltoir" for i in self.inputs)
 
     def link(self, target: str = "cubin", arch: Any = None) -> ObjectCode:

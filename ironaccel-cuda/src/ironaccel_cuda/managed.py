@@ -98,6 +98,7 @@ class ManagedAllocator(_Tracked):
         self._flags = CU_MEM_ATTACH_HOST if host_first else CU_MEM_ATTACH_GLOBAL
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
+        """`size` elements of `dtype` of managed memory (cuMemAllocManaged), addressable by host and device."""
         op = "cuMemAllocManaged"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op)
@@ -114,6 +115,7 @@ class ManagedAllocator(_Tracked):
         return adopt(ptr, size, dt, self.device, stream=s, release=_ManagedFree(self, ptr, s))
 
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
+        """Free `buf` (cuMemFree) after the work queued on `stream` (default: its home stream)."""
         deallocate(self, buf, stream, "ManagedAllocator.deallocate", owned=self._owns(buf))
 
     def __repr__(self) -> str:

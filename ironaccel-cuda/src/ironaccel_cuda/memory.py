@@ -140,10 +140,12 @@ class PinnedBuf:
 
     @property
     def write_combined(self) -> bool:
+        """Write-combined memory: fast for the host to write and the device to read, slow for the host to read."""
         return bool(self._flags & CU_MEMHOSTALLOC_WRITECOMBINED)
 
     @property
     def portable(self) -> bool:
+        """Every context may use this memory as pinned, not only the one that allocated it."""
         return bool(self._flags & CU_MEMHOSTALLOC_PORTABLE)
 
     @property
@@ -160,9 +162,11 @@ class PinnedBuf:
 
     @property
     def closed(self) -> bool:
+        """Whether the memory was freed."""
         return self.ptr is None
 
     def close(self) -> None:
+        """Free the page-locked memory (cuMemFreeHost).  Idempotent; arrays of it must not be used after."""
         ptr = self.ptr
         self.ptr = None
         if ptr is not None:

@@ -220,9 +220,11 @@ class Module:
 
     @property
     def closed(self) -> bool:
+        """Whether the module was unloaded (its Functions and global views are closed too)."""
         return self._h is CLOSED
 
     def close(self) -> None:
+        """Unload the module (cuModuleUnload) and close its Functions and global views.  Idempotent."""
         h = self._h
         self._h = CLOSED
         if h is CLOSED:
@@ -294,6 +296,7 @@ class FunctionAttributes:
     num_params: int | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The attributes as a plain dict (JSON-ready, for reports)."""
         return asdict(self)
 
 
@@ -384,6 +387,7 @@ class Function(_core.FunctionCore):
 
     @property
     def attributes(self) -> FunctionAttributes:
+        """What the driver reports about this kernel: registers, shared, constant and local memory, limits."""
         op = "cuFuncGetAttribute"
         if self._h is CLOSED:
             raise closed(op, "function")
@@ -526,6 +530,7 @@ class Function(_core.FunctionCore):
 
     @property
     def handle(self) -> int:
+        """The CUfunction address, for other libraries that launch it themselves."""
         if self._h is CLOSED:
             raise closed("Function.handle", "function")
         return int(self._h)

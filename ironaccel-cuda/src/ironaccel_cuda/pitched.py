@@ -124,6 +124,7 @@ class PitchedBuf:
 
     @property
     def ptr(self) -> int:
+        """The device address of the first row; ClosedError once the buffer is closed."""
         if self.buffer.ptr is None:
             raise closed("PitchedBuf.ptr", "pitched buffer")
         return self.buffer.ptr
@@ -135,6 +136,7 @@ class PitchedBuf:
 
     @property
     def closed(self) -> bool:
+        """Whether the underlying buffer was closed."""
         return self.buffer.ptr is None
 
     # -- copies -----------------------------------------------------------------

@@ -59,6 +59,7 @@ class PoolStats:
     threads: int
 
     def to_dict(self) -> dict[str, int]:
+        """The counters as a plain dict (JSON-ready, for reports)."""
         return asdict(self)
 
 
@@ -114,6 +115,7 @@ class MemPool(_core.PoolCore):
         deallocate(self, buf, stream, "MemPool.deallocate")
 
     def stats(self) -> PoolStats:
+        """A snapshot of the pool's counters: cache hits and misses, bytes held, reserved and in use."""
         return PoolStats(**self.counters())
 
     def trim(self) -> int:
@@ -122,6 +124,7 @@ class MemPool(_core.PoolCore):
 
     @property
     def closed(self) -> bool:
+        """Whether `close()` retired the pool (its cached blocks released)."""
         return self._closed
 
     def close(self) -> None:

@@ -213,6 +213,7 @@ class ObjectCode(bytes):
 
     @property
     def code(self) -> bytes:
+        """The image as plain `bytes` (without the metadata this object carries)."""
         return bytes(self)
 
     def replace(self, *args: Any, **changes: Any) -> Any:  # type: ignore[override]
@@ -410,6 +411,7 @@ class Program:
 
     @property
     def options(self) -> CompileOptions:
+        """The NVRTC options this program compiles with (`CompileOptions()`, NVRTC's defaults, when none were given)."""
         if self._options is None:
             from .options import CompileOptions
 

@@ -120,6 +120,7 @@ class Stream(_core.StreamCore):
 
     @property
     def is_capturing(self) -> bool:
+        """Whether a graph capture is recording this stream now (cuStreamIsCapturing), so work is captured, not run."""
         self._check_open("cuStreamIsCapturing")
         return int(call("cuStreamIsCapturing", self._h)) == 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
 
@@ -136,6 +137,7 @@ class Stream(_core.StreamCore):
 
     @property
     def closed(self) -> bool:
+        """Whether the stream was closed (destroyed); later calls on it raise ClosedError."""
         return self._h is CLOSED
 
     def close(self) -> None:

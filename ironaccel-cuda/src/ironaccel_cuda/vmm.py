@@ -254,6 +254,7 @@ class VirtualBuffer:
 
     @property
     def closed(self) -> bool:
+        """Whether `close()` released the reservation and everything mapped into it."""
         return self._closed
 
     def close(self) -> None:
@@ -302,6 +303,7 @@ class VirtualAllocator(_Tracked):
         self.device = device
 
     def allocate(self, size: int, dtype: Any = "uint8", stream: Stream | None = None) -> DeviceBuf:
+        """`size` elements of `dtype` in a reservation of their own, mapped whole before it returns."""
         op = "VirtualAllocator.allocate"
         self.device._check_open(op)
         dt, size, nbytes = element_count(self.device, size, dtype, op, self.device.total_memory)
@@ -316,6 +318,7 @@ class VirtualAllocator(_Tracked):
         return adopt(vb._ptr, size, dt, self.device, stream=s, release=_VirtualFree(self, vb))
 
     def deallocate(self, buf: DeviceBuf, stream: Stream | None = None) -> None:
+        """Unmap and release `buf` after the work queued on `stream` (default: its home stream)."""
         deallocate(self, buf, stream, "VirtualAllocator.deallocate", owned=self._owns(buf))
 
     def __repr__(self) -> str:

@@ -38,6 +38,7 @@ class Backend(ProbedBackend[list[PhysicalDeviceInfo]]):
 
     @property
     def validation(self) -> bool:
+        """Whether instances get the Khronos validation layer: the constructor's `validation`, else the environment."""
         return validation.requested(self._validation)
 
     def _probe(self, facts: ProbeFacts) -> list[PhysicalDeviceInfo]:
@@ -63,6 +64,7 @@ class Backend(ProbedBackend[list[PhysicalDeviceInfo]]):
         return infos
 
     def devices(self) -> list[DeviceDescriptor]:
+        """Every Vulkan physical device as a descriptor, ordinals 0..n-1; NotAvailable when the probe failed."""
         return [info.descriptor() for info in self._state()]
 
     def open(self, ordinal: int = 0, *, memory: str = "auto", staging_chunk_bytes: int = DEFAULT_STAGING_CHUNK,

@@ -146,6 +146,7 @@ class VulkanDevice(ComputeDeviceBase):
 
     @property
     def limits(self) -> dict[str, Any]:
+        """The device's compute limits (workgroup sizes and counts, buffer ranges, timestamp period); a copy."""
         return dict(self._state.limits)
 
     @property

@@ -52,6 +52,7 @@ class Message:
 
     @property
     def is_error(self) -> bool:
+        """Whether the message has error severity (and so fails the test that caused it)."""
         return bool(self.severity & SEVERITY_ERROR)
 
     def __str__(self) -> str:
@@ -67,6 +68,7 @@ class MessageLog:
         self._messages: list[Message] = []
 
     def add(self, message: Message) -> None:
+        """Keep `message` (an error also goes to the process-wide log that `errors()` returns)."""
         with self._lock:
             self._messages.append(message)
         if message.is_error:
@@ -78,10 +80,12 @@ class MessageLog:
         return len(self._messages)
 
     def since(self, mark: int) -> list[Message]:
+        """The messages that arrived after `mark` (a position from `mark()`)."""
         with self._lock:
             return list(self._messages[mark:])
 
     def errors(self) -> list[Message]:
+        """The error messages of this instance so far."""
         with self._lock:
             return [m for m in self._messages if m.is_error]
 
