@@ -44,10 +44,10 @@ import array
 import math
 import re
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ironaccel import DType
+from ironaccel import CapabilityFlags, DType
 from ironaccel.compute import ConstantInfo, Interface, ParamBlock, Translation, source_text
 from ironaccel.compute.params import wgsl_params
 from ironaccel.errors import CompileError, InvalidArgument, Unsupported
@@ -55,7 +55,7 @@ from ironaccel.errors import CompileError, InvalidArgument, Unsupported
 from .compiler import CACHE, ENV_SLANGC, INSTALL, Output, find_slangc, run_slangc
 from .reflect import Kernel, leaves, read
 
-__all__ = ["Slang", "Compiled", "TARGETS", "find_slangc", "ENV_SLANGC", "INSTALL", "CACHE", "__version__"]
+__all__ = ["Slang", "Compiled", "TARGETS", "needs", "find_slangc", "ENV_SLANGC", "INSTALL", "CACHE", "__version__"]
 
 __version__ = "0.2.0"
 
@@ -93,6 +93,8 @@ class Compiled:
     entry: str
     reflection: dict[str, Any]
     kernel: Kernel
+    #: What the code needs of a device (`needs()`), read from slangc's output before any fixup.
+    needs: frozenset[str] = frozenset()
 
 
 class Slang:
@@ -107,18 +109,24 @@ class Slang:
         self.constants = _declared(self.source)
         #: Translations made from this source in this process, by (backend, entry, constants): a repeated
         #: pipeline() costs a dict lookup, not a cache key over the source.
-        self._translations: dict[Hashable, Translation] = {}
+        self._translations: dict[Hashable, tuple[Translation, frozenset[str]]] = {}
 
     def __repr__(self) -> str:
         return f"Slang({len(self.source)} characters)"
 
-    def specialized(self, *types: str) -> Slang:
-        """This source with its generic entry point's type parameters bound, in order (slangc -specialize):
+    def specialized(self, *args: str | int) -> Slang:
+        """This source with its generic entry point's parameters bound, in order (slangc -specialize): a type
+        name for a type parameter, an int for a value one (`let N : int`):
         `Slang("... void fill<T : __BuiltinArithmeticType>(...) ...").specialized("int")`."""
-        for name in types:
-            if not isinstance(name, str) or not _TYPE_NAME.fullmatch(name):
-                raise InvalidArgument("slang", "Slang.specialized", detail=f"a Slang type name, got {name!r}")
-        return Slang(self.source, options=self.options + tuple(o for t in types for o in ("-specialize", t)))
+        bound = []
+        for arg in args:
+            if isinstance(arg, int) and not isinstance(arg, bool):
+                bound.append(str(arg))
+            elif isinstance(arg, str) and _TYPE_NAME.fullmatch(arg):
+                bound.append(arg)
+            else:
+                raise InvalidArgument("slang", "Slang.specialized", detail=f"a Slang type name or an int, got {arg!r}")
+        return Slang(self.source, options=self.options + tuple(o for t in bound for o in ("-specialize", t)))
 
     def compile(self, target: str, entry: str, constants: Mapping[str, Any] | None = None,
                 backend: str = "slang") -> Compiled:
@@ -131,7 +139,8 @@ class Slang:
         module = _constants_module(backend, self.constants, dict(constants or {}))
         out = run_slangc(backend, self.source, entry, name, _OPTIONS[name] + self.options, module)
         kernel = read(backend, out.reflection, entry)
-        return _FIXUPS[name](backend, out, kernel)
+        fixed = _FIXUPS[name](backend, out, kernel)  # GLSL's needs after its barriers became core GLSL
+        return replace(fixed, needs=needs(name, fixed.code if name == "glsl" else out.code))
 
     def __ironaccel_translate__(self, device: Any, entry: str, constants: dict[str | int, Any]) -> Translation:
         """The kit's hook: this source as `device`'s code, with the interface its reflection gives."""
@@ -139,15 +148,16 @@ class Slang:
         memo = (backend, entry, tuple(sorted(((str(k), type(v).__name__, v) for k, v in constants.items()),
                                              key=lambda item: item[0])))
         found = self._translations.get(memo)  # the kit checked the values: bool, int or float
-        if found is not None:
-            return found
-        translation = self._translate(backend, entry, constants)
-        if len(self._translations) >= _MEMO_ENTRIES:
-            self._translations.pop(next(iter(self._translations)))
-        self._translations[memo] = translation
-        return translation
+        if found is None:
+            found = self._translate(backend, entry, constants)
+            if len(self._translations) >= _MEMO_ENTRIES:
+                self._translations.pop(next(iter(self._translations)))
+            self._translations[memo] = found
+        _check_device(backend, device, entry, found[1])
+        return found[0]
 
-    def _translate(self, backend: str, entry: str, constants: dict[str | int, Any]) -> Translation:
+    def _translate(self, backend: str, entry: str, constants: dict[str | int, Any]
+                   ) -> tuple[Translation, frozenset[str]]:
         if backend not in TARGETS or backend == "metal":
             raise Unsupported(backend, "pipeline", f"no Slang target for the {backend} backend; Slang source runs "
                               f"on {', '.join(b for b in TARGETS if b != 'metal')}")
@@ -162,7 +172,7 @@ class Slang:
                               kernel.bindings(), block, self.constants)
         key: Hashable = ("slang", TARGETS[backend], compiled.code)
         return Translation(compiled.code, compiled.entry, key, _asked(compiled, block), kernel.workgroup_size,
-                           interface, _verifier(backend, kernel, block))
+                           interface, _verifier(backend, kernel, block)), compiled.needs
 
 
 def _asked(compiled: Compiled, block: ParamBlock | None) -> int:
@@ -236,6 +246,9 @@ def _wgsl(backend: str, out: Output, kernel: Kernel) -> Compiled:
         return f"@binding({slots.get(int(match.group(1)), after)}) @group(0)"
 
     text = re.sub(r"@binding\(\s*(\d+)\s*\)\s*@group\(\s*0\s*\)", remap, text)
+    # wgpu-native's naga takes the subgroup builtins under the device's "subgroup" feature and refuses the
+    # `enable subgroups;` directive slangc writes ("not yet supported"); the need is checked from the code.
+    text = re.sub(r"^\s*enable\s+subgroups\s*;\s*\n", "", text, flags=re.M)
     found = re.search(r"@compute\s*(?:@workgroup_size\([^)]*\)\s*)?fn\s+(\w+)", text)
     if found is None:
         raise CompileError(backend, "slangc", "slangc's WGSL has no @compute function")
@@ -254,7 +267,33 @@ def _glsl(backend: str, out: Output, kernel: Kernel) -> Compiled:
     text = re.sub(r"layout\(std430,\s*binding\s*=\s*(\d+)\)(\s*(?:readonly\s+|writeonly\s+)*buffer)",
                   lambda m: f"layout(std430, binding = {slots.get(int(m.group(1)), int(m.group(1)))}){m.group(2)}",
                   text)
-    return Compiled("glsl", text, "main", out.reflection, kernel)
+    return Compiled("glsl", _core_barriers(text), "main", out.reflection, kernel)
+
+
+_SCOPED_BARRIER = re.compile(r"\b(controlBarrier|memoryBarrier)\(\s*(?:gl_ScopeWorkgroup\s*,\s*)+([\w\s|]+?)\s*,"
+                             r"\s*gl_Semantics\w+\s*\)\s*;")
+_STORAGE = {"gl_StorageSemanticsShared": "memoryBarrierShared();",
+            "gl_StorageSemanticsBuffer": "memoryBarrierBuffer();", "gl_StorageSemanticsImage": "memoryBarrierImage();"}
+
+
+def _core_barriers(text: str) -> str:
+    """Slang's workgroup barriers (GroupMemoryBarrierWithGroupSync, ...) written with GLSL 4.50's own calls.
+
+    slangc writes them with GL_KHR_memory_scope_semantics, a Vulkan-GLSL extension that OpenGL drivers
+    (llvmpipe among them) do not take; at workgroup scope `memoryBarrierShared(); barrier();` is the same
+    barrier in core GLSL.  The extension line goes where no scoped call is left."""
+
+    def core(match: re.Match[str]) -> str:
+        storage = [s.strip() for s in match.group(2).split("|")]
+        if not all(s in _STORAGE for s in storage):
+            return match.group(0)
+        fences = " ".join(_STORAGE[s] for s in storage)
+        return f"{fences} barrier();" if match.group(1) == "controlBarrier" else fences
+
+    text = _SCOPED_BARRIER.sub(core, text)
+    if not re.search(r"\bgl_(Scope|StorageSemantics|Semantics)\w+", text):
+        text = re.sub(r"#extension\s+GL_KHR_memory_scope_semantics\s*:\s*require\s*\n", "", text)
+    return text
 
 
 def _cuda(backend: str, out: Output, kernel: Kernel) -> Compiled:
@@ -277,6 +316,81 @@ def _metal(backend: str, out: Output, kernel: Kernel) -> Compiled:
 
 _FIXUPS: dict[str, Callable[[str, Output, Kernel], Compiled]] = {
     "spirv": _spirv, "wgsl": _wgsl, "glsl": _glsl, "cuda": _cuda, "metal": _metal}
+
+
+# -- what the compiled code needs of the device ---------------------------------------------------------------
+
+#: SPIR-V capabilities (OpCapability operands) that a device must offer, by the need they name.
+_SPIRV_NEEDS = {9: "float16", 4433: "float16", 4434: "float16", 4435: "float16", 61: "subgroups",
+                62: "subgroups:vote", 63: "subgroups:arithmetic", 64: "subgroups:ballot", 65: "subgroups:shuffle",
+                66: "subgroups:shuffle_relative", 67: "subgroups:clustered", 68: "subgroups:quad"}
+_GLOSS = {"float16": "16-bit floats (half)", "subgroups": "subgroup (wave) operations"}
+
+
+def needs(target: str, code: bytes | str) -> frozenset[str]:
+    """What `code` (slangc's output for `target`, as fixed up) needs of a device: "float16", "subgroups",
+    "subgroups:<operation class>" (SPIR-V), "extension:<name>" (GLSL's required extensions)."""
+    found: set[str] = set()
+    if target == "spirv" and isinstance(code, bytes) and len(code) % 4 == 0:
+        words = memoryview(code).cast("I")
+        i = 5
+        while i < len(words):
+            count, opcode = words[i] >> 16, words[i] & 0xFFFF
+            if count == 0:
+                break
+            if opcode != 17:  # OpCapability: they open every module, before any other instruction
+                break
+            need = _SPIRV_NEEDS.get(words[i + 1]) if count > 1 else None
+            if need is not None:
+                found.update({need, need.split(":")[0]})
+            i += count
+    elif target == "wgsl":
+        text = code.decode(errors="replace") if isinstance(code, bytes) else code
+        if re.search(r"^\s*enable\s+f16\s*;", text, re.M):
+            found.add("float16")
+        if re.search(r"^\s*enable\s+subgroups\s*;", text, re.M):
+            found.add("subgroups")
+    elif target == "glsl":
+        text = code.decode(errors="replace") if isinstance(code, bytes) else code
+        for name in re.findall(r"^\s*#extension\s+(\w+)\s*:\s*(?:require|enable)", text, re.M):
+            found.add(f"extension:{name}")
+            if "float16" in name or "16bit" in name:
+                found.add("float16")
+            if "subgroup" in name:
+                found.add("subgroups")
+    return frozenset(found)
+
+
+def _check_device(backend: str, device: Any, entry: str, wanted: frozenset[str]) -> None:
+    """Unsupported, naming what the kernel uses, where `device` lacks it (read from its capabilities, its
+    subgroup operations, its GL extensions); the device's own compiler would refuse it less legibly."""
+    if not wanted:
+        return
+    descriptor = getattr(device, "descriptor", None)
+    caps = getattr(descriptor, "capabilities", None)
+    extras = getattr(descriptor, "extras", None) or {}
+    lacking = []
+    if caps is not None:
+        for need, flag in (("float16", CapabilityFlags.FP16), ("subgroups", CapabilityFlags.SUBGROUPS)):
+            if need in wanted and flag not in caps and backend != "opengl":
+                lacking.append(_GLOSS[need])
+    operations = extras.get("subgroup_operations")
+    if isinstance(operations, (list, tuple)):
+        lacking += [f"subgroup {w.split(':')[1]} operations" for w in sorted(wanted)
+                    if w.startswith("subgroups:") and w.split(":")[1] not in operations]
+    context = getattr(device, "ctx", None)
+    if backend == "opengl" and context is not None:
+        have = set(getattr(context, "extensions", ()))
+        for w in sorted(wanted):
+            name = w.partition(":")[2]
+            if w.startswith("extension:") and name not in have:
+                what = " (subgroup (wave) operations)" if "subgroup" in name else \
+                    " (16-bit floats (half))" if "16" in name else ""
+                lacking.append(f"the GLSL extension {name}{what}")
+    if lacking:
+        name = getattr(descriptor, "name", backend)
+        raise Unsupported(backend, "pipeline", f"the Slang kernel {entry!r} uses {', '.join(lacking)}, which this "
+                          f"{backend} device ({name}) lacks")
 
 
 # -- link-time constants -------------------------------------------------------------------------------------
