@@ -15,9 +15,9 @@ import pytest
 
 import ironaccel
 from ironaccel import CapabilityFlags
-from ironaccel.errors import CompileError, Unsupported
+from ironaccel.errors import CompileError, InvalidArgument, NotAvailable, Unsupported
 from ironaccel.testing.pytest_plugin import required_backends
-from ironaccel_slang import INSTALL, Slang, find_slangc
+from ironaccel_slang import INSTALL, Slang, cuda_include, find_slangc
 
 GPU = [pytest.param(b, marks=pytest.mark.backend(b), id=b) for b in ("vulkan", "webgpu", "opengl", "cuda")]
 RNG = np.random.default_rng(38)
@@ -54,10 +54,8 @@ def gl_extensions(dev) -> set[str]:
 
 def has_waves(dev) -> bool:
     """Subgroup arithmetic, as each backend says it: Vulkan's subgroup operations, the GL extension Slang's
-    GLSL requires, WebGPU's "subgroup" feature; CUDA has warps."""
+    GLSL requires, WebGPU's "subgroup" feature, CUDA's warps."""
     caps, extras = dev.descriptor.capabilities, dev.descriptor.extras
-    if dev.backend == "cuda":
-        return True
     if dev.backend == "opengl":
         return {"GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic"} <= gl_extensions(dev)
     if dev.backend == "vulkan":
@@ -67,9 +65,7 @@ def has_waves(dev) -> bool:
 
 def has_f16(dev) -> bool:
     """16-bit float arithmetic and storage: Vulkan's shaderFloat16, WebGPU's "shader-f16", the GL extensions
-    Slang's GLSL requires; every CUDA device ironaccel runs on."""
-    if dev.backend == "cuda":
-        return True
+    Slang's GLSL requires, CUDA's compute capability (5.3 and up)."""
     if dev.backend == "opengl":
         return {"GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_16bit_storage"} <= gl_extensions(dev)
     return CapabilityFlags.FP16 in dev.descriptor.capabilities
@@ -405,3 +401,70 @@ def test_prefix_sum(device):
         for b in (data, sums, spare):
             b.close()
     np.testing.assert_array_equal(got, np.cumsum(x, dtype=np.uint32))
+
+
+# -- the compiler alone: what each kernel needs, and CUDA's code through NVRTC ------------------------------------
+
+KERNELS = [(SAXPY, "saxpy"), (REDUCE, "reduce_sum"), (WAVE, "wave_sum"), (AFFINE, "transform"), (LAPLACE, "laplace"),
+           (HALF, "axpy_half"), (HISTOGRAM, "histogram"), (ROW_SUM.specialized(4), "row_sum"), (MATMUL, "matmul"),
+           (SCAN, "scan_blocks"), (SCAN, "add_offsets")]
+
+
+@pytest.fixture
+def slangc():
+    if find_slangc() is None:
+        if required_backends():
+            pytest.fail(f"no slangc here ({INSTALL}); IRONACCEL_REQUIRE is set", pytrace=False)
+        pytest.skip(f"no slangc here ({INSTALL})")
+
+
+@pytest.mark.parametrize("target", ["vulkan", "webgpu", "opengl", "cuda"])
+def test_each_kernel_needs_what_it_uses(slangc, target):
+    for source, entry in KERNELS:
+        needs = source.compile(target, entry).needs
+        assert ("float16" in needs) == (source is HALF), (entry, needs)
+        assert ("subgroups" in needs) == (source is WAVE and target != "cuda"), (entry, needs)
+    if target == "vulkan":
+        assert {"subgroups:arithmetic"} <= WAVE.compile(target, "wave_sum").needs
+    if target == "opengl":  # the workgroup barriers are core GLSL: no extension an OpenGL driver may lack
+        for source, entry in (REDUCE, "reduce_sum"), (MATMUL, "matmul"), (SCAN, "scan_blocks"):
+            code = str(source.compile(target, entry).code)
+            assert "barrier();" in code and "GL_KHR_memory_scope_semantics" not in code and "controlBarrier" not in code
+
+
+class _Device:
+    """What the translation reads of a CUDA device (its backend, arch, capabilities), for NVRTC without a GPU."""
+
+    backend = "cuda"
+    arch = "sm_90"
+
+    def __init__(self, caps: CapabilityFlags):
+        self.descriptor = type("Descriptor", (), {"capabilities": caps, "extras": {}, "name": "sm_90"})()
+
+
+def test_every_kernel_compiles_for_cuda_with_nvrtc(slangc):
+    pytest.importorskip("ironaccel_cuda")
+    from ironaccel_cuda.program import Program
+
+    device = _Device(CapabilityFlags.FP16 | CapabilityFlags.SUBGROUPS)
+    for source, entry in KERNELS:
+        try:
+            translation = source.__ironaccel_translate__(device, entry, {})
+        except NotAvailable as exc:
+            if required_backends():
+                raise
+            pytest.skip(f"no NVRTC or CUDA headers here: {exc}")
+        if source is HALF:  # half: a CUBIN made with the CUDA headers (cuda_fp16.h) on NVRTC's include path
+            assert cuda_include() is not None
+            assert translation.code[:4] == b"\x7fELF" and translation.key[1:] == ("cubin", "sm_90")
+        else:
+            Program(translation.code, name_expressions=[translation.entry]).compile("ptx", arch="sm_90")
+    with pytest.raises(Unsupported, match="16-bit floats"):
+        HALF.__ironaccel_translate__(_Device(CapabilityFlags.SUBGROUPS), "axpy_half", {})
+
+
+def test_specialized_takes_type_names_and_ints_only():
+    assert ROW_SUM.specialized(8).options[-2:] == ("-specialize", "8")
+    for bad in (True, 1.5, "4; evil", None):
+        with pytest.raises(InvalidArgument):
+            ROW_SUM.specialized(bad)

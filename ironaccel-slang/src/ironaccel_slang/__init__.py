@@ -41,7 +41,9 @@ unchanged, without the kit knowing Slang.
 from __future__ import annotations
 
 import array
+import importlib.util
 import math
+import os
 import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
@@ -50,14 +52,15 @@ from typing import Any
 from ironaccel import CapabilityFlags, DType
 from ironaccel.compute import ConstantInfo, Interface, ParamBlock, Translation, source_text
 from ironaccel.compute.params import wgsl_params
-from ironaccel.errors import CompileError, InvalidArgument, Unsupported
+from ironaccel.errors import CompileError, InvalidArgument, NotAvailable, Unsupported
 
 from .compiler import CACHE, ENV_SLANGC, INSTALL, Output, find_slangc, run_slangc
 from .reflect import Kernel, leaves, read
 
-__all__ = ["Slang", "Compiled", "TARGETS", "needs", "find_slangc", "ENV_SLANGC", "INSTALL", "CACHE", "__version__"]
+__all__ = ["Slang", "Compiled", "TARGETS", "needs", "cuda_include", "find_slangc", "ENV_SLANGC", "INSTALL", "CACHE",
+           "__version__"]
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: The slangc target for each backend; "metal" is compiled for its text only (no device here runs it).
 TARGETS = {"vulkan": "spirv", "webgpu": "wgsl", "opengl": "glsl", "cuda": "cuda", "metal": "metal"}
@@ -80,6 +83,7 @@ _CONSTANT = re.compile(r"\bextern\s+static\s+const\s+(\w+)\s+(\w+)\s*(?:=\s*([^;
 _CONSTANT_TYPES = {"int": DType.INT32, "uint": DType.UINT32, "int32_t": DType.INT32, "uint32_t": DType.UINT32,
                    "int64_t": DType.INT64, "uint64_t": DType.UINT64, "float": DType.FLOAT32,
                    "double": DType.FLOAT64, "bool": DType.BOOL}
+_HALF = re.compile(r"\b(half|float16_t|half[2-4](x[2-4])?)\b")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
@@ -139,8 +143,11 @@ class Slang:
         module = _constants_module(backend, self.constants, dict(constants or {}))
         out = run_slangc(backend, self.source, entry, name, _OPTIONS[name] + self.options, module)
         kernel = read(backend, out.reflection, entry)
-        fixed = _FIXUPS[name](backend, out, kernel)  # GLSL's needs after its barriers became core GLSL
-        return replace(fixed, needs=needs(name, fixed.code if name == "glsl" else out.code))
+        fixed = _FIXUPS[name](backend, out, kernel)  # needs: WGSL's before the subgroups enable goes
+        if name == "cuda" and _HALF.search(_COMMENTS.sub(" ", self.source)):
+            # Slang's CUDA prelude declares half (cuda_fp16.h, which NVRTC carries) only on request.
+            fixed = replace(fixed, code="#define SLANG_CUDA_ENABLE_HALF 1\n" + str(fixed.code))
+        return replace(fixed, needs=needs(name, out.code if name == "wgsl" else fixed.code))
 
     def __ironaccel_translate__(self, device: Any, entry: str, constants: dict[str | int, Any]) -> Translation:
         """The kit's hook: this source as `device`'s code, with the interface its reflection gives."""
@@ -150,11 +157,21 @@ class Slang:
         found = self._translations.get(memo)  # the kit checked the values: bool, int or float
         if found is None:
             found = self._translate(backend, entry, constants)
-            if len(self._translations) >= _MEMO_ENTRIES:
-                self._translations.pop(next(iter(self._translations)))
-            self._translations[memo] = found
+            self._remember(memo, found)
         _check_device(backend, device, entry, found[1])
+        if backend == "cuda" and "float16" in found[1]:
+            arch = _cuda_arch(device)
+            image = self._translations.get((memo, arch))
+            if image is None:
+                image = (_cuda_cubin(found[0], arch), found[1])
+                self._remember((memo, arch), image)
+            return image[0]
         return found[0]
+
+    def _remember(self, memo: Hashable, found: tuple[Translation, frozenset[str]]) -> None:
+        if len(self._translations) >= _MEMO_ENTRIES:
+            self._translations.pop(next(iter(self._translations)))
+        self._translations[memo] = found
 
     def _translate(self, backend: str, entry: str, constants: dict[str | int, Any]
                    ) -> tuple[Translation, frozenset[str]]:
@@ -328,8 +345,9 @@ _GLOSS = {"float16": "16-bit floats (half)", "subgroups": "subgroup (wave) opera
 
 
 def needs(target: str, code: bytes | str) -> frozenset[str]:
-    """What `code` (slangc's output for `target`, as fixed up) needs of a device: "float16", "subgroups",
-    "subgroups:<operation class>" (SPIR-V), "extension:<name>" (GLSL's required extensions)."""
+    """What `code` (slangc's output for `target`; WGSL's before its fixup, the others' after) needs of a device:
+    "float16", "subgroups", "subgroups:<operation class>" (SPIR-V), "extension:<name>" (GLSL's required
+    extensions)."""
     found: set[str] = set()
     if target == "spirv" and isinstance(code, bytes) and len(code) % 4 == 0:
         words = memoryview(code).cast("I")
@@ -350,6 +368,9 @@ def needs(target: str, code: bytes | str) -> frozenset[str]:
             found.add("float16")
         if re.search(r"^\s*enable\s+subgroups\s*;", text, re.M):
             found.add("subgroups")
+    elif target == "cuda":
+        if str(code).startswith("#define SLANG_CUDA_ENABLE_HALF"):
+            found.add("float16")
     elif target == "glsl":
         text = code.decode(errors="replace") if isinstance(code, bytes) else code
         for name in re.findall(r"^\s*#extension\s+(\w+)\s*:\s*(?:require|enable)", text, re.M):
@@ -391,6 +412,51 @@ def _check_device(backend: str, device: Any, entry: str, wanted: frozenset[str])
         name = getattr(descriptor, "name", backend)
         raise Unsupported(backend, "pipeline", f"the Slang kernel {entry!r} uses {', '.join(lacking)}, which this "
                           f"{backend} device ({name}) lacks")
+
+
+# -- CUDA: half through the toolkit's headers -------------------------------------------------------------
+
+def cuda_include() -> str | None:
+    """The CUDA headers' folder (cuda_fp16.h): the nvidia-cuda-runtime wheel's (NVRTC's own wheel family),
+    CUDA_HOME / CUDA_PATH, or /usr/local/cuda; None where there is none."""
+    folders = []
+    for package in ("nvidia.cu13", "nvidia.cu12", "nvidia.cuda_runtime"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            folders += [os.path.join(f, "include") for f in spec.submodule_search_locations]
+    folders += [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    folders.append("/usr/local/cuda/include")
+    return next((f for f in folders if os.path.isfile(os.path.join(f, "cuda_fp16.h"))), None)
+
+
+def _cuda_arch(device: Any) -> str:
+    arch = getattr(device, "arch", None)
+    if isinstance(arch, str) and re.fullmatch(r"sm_\d+[a-z]?", arch):
+        return arch
+    major, minor = device.compute_capability
+    return f"sm_{major}{minor}"
+
+
+def _cuda_cubin(translation: Translation, arch: str) -> Translation:
+    """A kernel using half, compiled by NVRTC to a CUBIN for `arch` with the CUDA headers on the include path.
+
+    Slang's CUDA prelude takes half from cuda_fp16.h; NVRTC carries no copy, and the CUDA device's pipeline()
+    compiles C++ without include folders, so such a kernel reaches the device as a module image (a CUBIN, as
+    the device makes from C++ itself: no PTX version for its driver to refuse); the rest stay C++."""
+    from ironaccel_cuda.options import CompileOptions
+    from ironaccel_cuda.program import Program
+
+    folder = cuda_include()
+    if folder is None:
+        raise NotAvailable("cuda", "a Slang kernel using half needs the CUDA headers (cuda_fp16.h), and none "
+                           "were found (the nvidia-cuda-runtime wheel, CUDA_HOME, /usr/local/cuda)",
+                           fix="pip install nvidia-cuda-runtime, or set CUDA_HOME", named=True)
+    compiled = Program(str(translation.code), CompileOptions(include_paths=[folder]),
+                       name_expressions=[translation.entry]).compile("cubin", arch=arch)
+    return replace(translation, code=bytes(compiled.code), key=(translation.key, "cubin", arch))
 
 
 # -- link-time constants -------------------------------------------------------------------------------------
