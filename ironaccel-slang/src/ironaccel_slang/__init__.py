@@ -41,7 +41,7 @@ unchanged, without the kit knowing Slang.
 from __future__ import annotations
 
 import array
-import importlib.util
+import glob
 import math
 import os
 import re
@@ -417,18 +417,19 @@ def _check_device(backend: str, device: Any, entry: str, wanted: frozenset[str])
 # -- CUDA: half through the toolkit's headers -------------------------------------------------------------
 
 def cuda_include() -> str | None:
-    """The CUDA headers' folder (cuda_fp16.h): the nvidia-cuda-runtime wheel's (NVRTC's own wheel family),
-    CUDA_HOME / CUDA_PATH, or /usr/local/cuda; None where there is none."""
-    folders = []
-    for package in ("nvidia.cu13", "nvidia.cu12", "nvidia.cuda_runtime"):
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.submodule_search_locations:
-            folders += [os.path.join(f, "include") for f in spec.submodule_search_locations]
+    """The CUDA headers' folder (cuda_fp16.h): cuda.pathfinder's (the NVIDIA wheels, conda, CUDA_HOME), else
+    CUDA_HOME / CUDA_PATH or a toolkit under /usr/local; None where there is none."""
+    folders: list[str] = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        found = find_nvidia_header_directory("cudart")
+        if found:
+            folders.append(str(found))
+    except Exception:  # absent, too old to find headers, or found none: the fallbacks follow
+        pass
     folders += [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    folders.append("/usr/local/cuda/include")
+    folders += sorted(glob.glob("/usr/local/cuda*/include"), reverse=True)
     return next((f for f in folders if os.path.isfile(os.path.join(f, "cuda_fp16.h"))), None)
 
 
@@ -452,7 +453,7 @@ def _cuda_cubin(translation: Translation, arch: str) -> Translation:
     folder = cuda_include()
     if folder is None:
         raise NotAvailable("cuda", "a Slang kernel using half needs the CUDA headers (cuda_fp16.h), and none "
-                           "were found (the nvidia-cuda-runtime wheel, CUDA_HOME, /usr/local/cuda)",
+                           "were found (cuda.pathfinder, CUDA_HOME, CUDA_PATH, /usr/local/cuda*)",
                            fix="pip install nvidia-cuda-runtime, or set CUDA_HOME", named=True)
     compiled = Program(str(translation.code), CompileOptions(include_paths=[folder]),
                        name_expressions=[translation.entry]).compile("cubin", arch=arch)
