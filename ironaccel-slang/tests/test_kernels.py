@@ -403,6 +403,38 @@ def test_prefix_sum(device):
     np.testing.assert_array_equal(got, np.cumsum(x, dtype=np.uint32))
 
 
+# -- every barrier form (OpenGL gets them as core GLSL) ----------------------------------------------------------
+
+BARRIERS = Slang("""
+groupshared uint shared[64];
+
+[shader("compute")]
+[numthreads(64, 1, 1)]
+void reverse(uint3 tid: SV_DispatchThreadID, uint3 lid: SV_GroupThreadID, uniform RWStructuredBuffer<uint> y)
+{
+    shared[lid.x] = y[tid.x];
+    GroupMemoryBarrier();
+    DeviceMemoryBarrier();
+    AllMemoryBarrier();
+    GroupMemoryBarrierWithGroupSync();
+    uint mine = shared[63 - lid.x];
+    DeviceMemoryBarrierWithGroupSync();
+    y[tid.x] = mine;
+    AllMemoryBarrierWithGroupSync();
+}
+""")
+
+
+@pytest.mark.parametrize("device", GPU, indirect=True)
+def test_every_barrier_form(device):
+    x = np.arange(256, dtype=np.uint32) * 3
+    got = run(device, BARRIERS, "reverse", [x], 4)
+    np.testing.assert_array_equal(got, x.reshape(4, 64)[:, ::-1].ravel())
+    if device.backend == "opengl":
+        code = str(BARRIERS.compile("opengl", "reverse").code)
+        assert "GL_KHR_memory_scope_semantics" not in code and code.count("barrier();") == 3
+
+
 # -- the compiler alone: what each kernel needs, and CUDA's code through NVRTC ------------------------------------
 
 KERNELS = [(SAXPY, "saxpy"), (REDUCE, "reduce_sum"), (WAVE, "wave_sum"), (AFFINE, "transform"), (LAPLACE, "laplace"),

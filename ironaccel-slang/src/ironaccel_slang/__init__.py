@@ -287,25 +287,31 @@ def _glsl(backend: str, out: Output, kernel: Kernel) -> Compiled:
     return Compiled("glsl", _core_barriers(text), "main", out.reflection, kernel)
 
 
-_SCOPED_BARRIER = re.compile(r"\b(controlBarrier|memoryBarrier)\(\s*(?:gl_ScopeWorkgroup\s*,\s*)+([\w\s|]+?)\s*,"
-                             r"\s*gl_Semantics\w+\s*\)\s*;")
+_SCOPED_BARRIER = re.compile(r"\b(controlBarrier|memoryBarrier)\(([\w\s|(),]*?)\)\s*;")
 _STORAGE = {"gl_StorageSemanticsShared": "memoryBarrierShared();",
             "gl_StorageSemanticsBuffer": "memoryBarrierBuffer();", "gl_StorageSemanticsImage": "memoryBarrierImage();"}
 
 
 def _core_barriers(text: str) -> str:
-    """Slang's workgroup barriers (GroupMemoryBarrierWithGroupSync, ...) written with GLSL 4.50's own calls.
+    """Slang's barriers (GroupMemoryBarrierWithGroupSync, DeviceMemoryBarrier, ...) written with GLSL 4.50's
+    own calls.
 
     slangc writes them with GL_KHR_memory_scope_semantics, a Vulkan-GLSL extension that OpenGL drivers
-    (llvmpipe among them) do not take; at workgroup scope `memoryBarrierShared(); barrier();` is the same
-    barrier in core GLSL.  The extension line goes where no scoped call is left."""
+    (llvmpipe among them) do not take.  A workgroup-wide execution barrier is `barrier()`, preceded by the
+    memoryBarrierShared/Buffer/Image() of the storage classes it orders (each of those is device-wide, which
+    covers a workgroup scope too).  The extension line goes where no scoped call is left."""
 
     def core(match: re.Match[str]) -> str:
-        storage = [s.strip() for s in match.group(2).split("|")]
+        args = [a.strip() for a in match.group(2).replace("(", " ").replace(")", " ").split(",")]
+        execution = args.pop(0) if match.group(1) == "controlBarrier" and len(args) == 4 else None
+        if len(args) != 3 or execution not in (None, "gl_ScopeWorkgroup") or \
+                args[0] not in ("gl_ScopeWorkgroup", "gl_ScopeQueueFamily", "gl_ScopeDevice"):
+            return match.group(0)
+        storage = [s.strip() for s in args[1].split("|")]
         if not all(s in _STORAGE for s in storage):
             return match.group(0)
         fences = " ".join(_STORAGE[s] for s in storage)
-        return f"{fences} barrier();" if match.group(1) == "controlBarrier" else fences
+        return f"{fences} barrier();" if execution else fences
 
     text = _SCOPED_BARRIER.sub(core, text)
     if not re.search(r"\bgl_(Scope|StorageSemantics|Semantics)\w+", text):
