@@ -32,6 +32,14 @@ are Slang link-time constants, set per pipeline with `constants={"NAME": v}`
 (each set is a compile of its own; their defaults apply otherwise), and a
 generic entry point's type parameters are bound with `Slang.specialized`.
 
+What a kernel needs of the device (16-bit floats, subgroup operations, a GL
+extension) is read from the compiled code (`Compiled.needs`) and checked
+against the device's capabilities at `pipeline()`: `Unsupported` naming it, not
+a driver's compile log.  groupshared memory, barriers, `Atomic<T>` buffers,
+2-D/3-D dispatch, `half` and wave ops bind on every target (OpenGL gets core
+GLSL barriers; CUDA gets a kernel using `half` as a CUBIN built with the CUDA
+headers, which the device's own C++ compile does not have).
+
 Why a wrapper object rather than a `language=` argument: the language belongs
 to the code, not to the call, so the source travels as one value (to batches,
 caches, helpers) and every backend's `pipeline()` -- CUDA's included -- takes it
