@@ -68,8 +68,12 @@ class Kernel:
             return None
         if rule is None:
             fields = tuple(Field(v.name, v.offset, v.type) for v in self.values)
-            end = max(f.offset + f.type.size for f in fields)
-            align = 4 if layout == "std430" else max(_alignment(v.json) for v in self.values)
+            if layout == "std430":  # the last byte any member holds: a struct's tail padding is not pushed
+                whole = Struct(self.entry, fields, 0)
+                end, align = max(off + DType(kind).itemsize for off, kind in leaves(whole)), 4
+            else:
+                end = max(f.offset + f.type.size for f in fields)
+                align = max(_alignment(v.json) for v in self.values)
             return ParamBlock(Struct(self.entry, fields, -(-end // align) * align), layout)
         members = [(v.name, _relayout(v.type, rule)) for v in self.values]
         return ParamBlock(layout_struct(self.entry, members, rule), layout)
