@@ -68,7 +68,7 @@ from .reflect import Kernel, leaves, read
 __all__ = ["Slang", "Compiled", "TARGETS", "needs", "cuda_include", "find_slangc", "ENV_SLANGC", "INSTALL", "CACHE",
            "__version__"]
 
-__version__ = "0.3.0"
+__version__ = "0.2.0"
 
 #: The slangc target for each backend; "metal" is compiled for its text only (no device here runs it).
 TARGETS = {"vulkan": "spirv", "webgpu": "wgsl", "opengl": "glsl", "cuda": "cuda", "metal": "metal"}
