@@ -39,6 +39,7 @@ OPTIONAL: dict[str, frozenset[str]] = {
     "ironaccel_rocm": frozenset({"hip", "numpy"}),
     "ironaccel_vulkan": frozenset({"vulkan", "numpy", "spirv_tools"}),
     "ironaccel_webgpu": frozenset({"wgpu", "numpy"}),
+    "ironaccel_slang": frozenset({"cuda", "ironaccel_cuda"}),  # the CUBIN route for CUDA kernels using half
 }
 
 #: Cycles left on purpose, by module.  ironaccel_cuda.compat mirrors a third-party package's layout,
