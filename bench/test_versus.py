@@ -185,3 +185,15 @@ def test_publish_overwrites_the_baseline_with_command_machine_commit_and_table(t
     assert "hand-written notes" in text and text.count("<!-- bench: ") == 1
     assert "- command: `python " in text and "- machine: memory0 on " in text and "- commit: " in text
     assert "| round_trip_4KiB | 1.1 | 1.0 |" in text
+
+
+def test_a_named_section_sits_beside_the_script_section_and_is_replaced_alone(tmp_path):
+    baseline = tmp_path / "BASELINE.md"
+    versus.write_baseline(baseline, "vulkan table 1", machine="m", command=["bench_x.py"])
+    versus.write_baseline(baseline, "cuda table 1", machine="m", command=["bench_x.py", "--backend", "cuda"],
+                          section="bench_x.py --backend cuda")
+    versus.write_baseline(baseline, "cuda table 2", machine="m", command=["bench_x.py", "--backend", "cuda"],
+                          section="bench_x.py --backend cuda")
+    text = baseline.read_text()
+    assert text.count("<!-- bench: ") == 2 and "vulkan table 1" in text
+    assert "cuda table 2" in text and "cuda table 1" not in text

@@ -154,14 +154,16 @@ def git_commit(where: Path) -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def write_baseline(path: Path, table: str, *, machine: str, command: list[str] | None = None) -> None:
+def write_baseline(path: Path, table: str, *, machine: str, command: list[str] | None = None,
+                   section: str | None = None) -> None:
     """Overwrite this benchmark's section of `path` (a backend's bench/BASELINE.md) with the latest figures.
 
     One file per backend; each benchmark script owns one section of it (between `<!-- bench: NAME -->`
-    markers), replaced by every measured run of that script, so the repository holds the latest figures
-    and git history the older ones (no dated result folders).  Text outside the markers is kept."""
+    markers; `section` names another, for a script run once per backend into one file), replaced by every
+    measured run of that script, so the repository holds the latest figures and git history the older ones
+    (no dated result folders).  Text outside the markers is kept."""
     argv = command if command is not None else sys.argv
-    name = Path(argv[0]).name if argv else "bench"
+    name = section or (Path(argv[0]).name if argv else "bench")
     begin, end = f"<!-- bench: {name} -->", f"<!-- end bench: {name} -->"
     section = "\n".join([
         begin,

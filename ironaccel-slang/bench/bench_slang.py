@@ -7,7 +7,11 @@ first pipeline: the slangc run saved), from memory, and `device.pipeline()` of a
 against slangpy's `load_module_from_source` + `link_program` + `create_compute_kernel` of the same source
 (slangpy's caches off).  Dispatch: the saxpy kernel on 1024 float32, dispatch + wait, params changed each time,
 through ironaccel (`device.pipeline(Slang(...))`) against slangpy's `kernel.dispatch` on the same device
-(bench/versus.py: sampled together, ratio with its bootstrap 95% interval).  Where slangpy is missing or cannot
+(bench/versus.py: sampled together, ratio with its bootstrap 95% interval).  Batch: 100 such dispatches, each
+with its own `a`, as an ironaccel batch recorded once and re-submitted (`device.submit(batch).wait()`) against
+slangpy's fastest idiom for the same work, its command encoder (100 `kernel.dispatch(..., command_encoder=enc)`,
+`submit_command_buffer(enc.finish())`, `wait_for_idle()`; slang-rhi command buffers are one-shot, so slangpy
+records each time).  Where slangpy is missing or cannot
 open the device, the dispatch comparison is against ironaccel's own pipeline from the same SPIR-V (what the Slang
 layer costs a dispatch), and the report says why.  slangpy is not in ironaccel's venvs: run this with a Python
 that has it and the worktree's sources on PYTHONPATH (ironaccel-slang/bench/BASELINE.md names the command).
@@ -47,6 +51,7 @@ void saxpy(uint3 tid: SV_DispatchThreadID, uniform RWStructuredBuffer<float> y, 
 """
 N = 1024
 DISPATCH_TARGET = 1.0  # ironaccel's dispatch + wait no slower than slangpy's
+BATCH = 100  # dispatches per batch
 
 
 def median_ms(op: Callable[[], object], runs: int) -> float:
@@ -166,6 +171,54 @@ def slangpy_case(device: Any) -> Case:
     return Case(run=repeat(once), check=check)
 
 
+def ironaccel_batch_case(dev: Any, pipeline: Any) -> Case:
+    """BATCH saxpy dispatches, `a` = k % 7 for the k-th, recorded once and re-submitted; y is refilled first."""
+    x = np.arange(N, dtype=np.float32)
+    ys, xs = dev.upload(np.zeros(N, np.float32)), dev.upload(x)
+    batch = dev.batch()
+    batch.fill(ys, 0)
+    for k in range(BATCH):
+        batch.dispatch(pipeline, [ys, xs], N // 64, {"a": float(k % 7), "n": N})
+
+    def check() -> None:
+        dev.submit(batch).wait()
+        if not np.array_equal(dev.download(ys), sum(k % 7 for k in range(BATCH)) * x):
+            raise AssertionError("ironaccel's batch is wrong")
+
+    def close() -> None:
+        batch.close()
+        ys.close()
+        xs.close()
+
+    return Case(run=repeat(lambda: dev.submit(batch).wait()), check=check, close=close)
+
+
+def slangpy_batch_case(device: Any) -> Case:
+    import slangpy as spy
+
+    kernel = slangpy_kernel(device)
+    usage = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access | spy.BufferUsage.copy_destination
+    x = np.arange(N, dtype=np.float32)
+    ys = device.create_buffer(element_count=N, struct_size=4, usage=usage, data=np.zeros(N, np.float32))
+    xs = device.create_buffer(element_count=N, struct_size=4, usage=usage, data=x)
+
+    def once() -> None:
+        encoder = device.create_command_encoder()
+        encoder.clear_buffer(ys)
+        for k in range(BATCH):
+            kernel.dispatch(thread_count=[N, 1, 1], vars={"y": ys, "x": xs, "a": float(k % 7), "n": N},
+                            command_encoder=encoder)
+        device.submit_command_buffer(encoder.finish())
+        device.wait_for_idle()
+
+    def check() -> None:
+        once()
+        if not np.array_equal(ys.to_numpy().view(np.float32), sum(k % 7 for k in range(BATCH)) * x):
+            raise AssertionError("slangpy's batch is wrong")
+
+    return Case(run=repeat(once), check=check)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="vulkan")
@@ -190,7 +243,12 @@ def main() -> None:
     case = compare("saxpy 1024 float32: dispatch + wait", ironaccel_case(dev, ours, spy_device is not None),
                    direct, rounds=args.pairs,
                    target=DISPATCH_TARGET)
-    doc = report(args.backend, dev.descriptor.name, peer, {"slangpy": why or "on the same device"}, [case])
+    cases = [case]
+    if spy_device is not None:
+        cases.append(compare(f"saxpy 1024 float32: {BATCH} dispatches in one submit + wait",
+                             ironaccel_batch_case(dev, ours), slangpy_batch_case(spy_device), rounds=args.pairs,
+                             target=DISPATCH_TARGET))
+    doc = report(args.backend, dev.descriptor.name, peer, {"slangpy": why or "on the same device"}, cases)
     doc["compile_ms"] = dict(compiles)
     lines = ["| compile | median ms |", "|---|---:|"] + [f"| {name} | {ms:,.2f} |" for name, ms in compiles]
     text = markdown(doc) + "\n" + "\n".join(lines) + "\n"
@@ -201,7 +259,8 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
     if not args.no_baseline:
         write_baseline(Path(__file__).with_name("BASELINE.md"), text,
-                       machine=f"{dev.descriptor.name} on {doc['host']} (Python {doc['python']})")
+                       machine=f"{dev.descriptor.name} on {doc['host']} (Python {doc['python']})",
+                       section=None if args.backend == "vulkan" else f"bench_slang.py --backend {args.backend}")
     dev.close()
 
 
