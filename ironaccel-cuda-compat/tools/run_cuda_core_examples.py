@@ -1,6 +1,6 @@
 """Run cuda.core's own examples, unchanged, with cuda.core and then with ironaccel's cuda.core surface.
 
-    python3 ironaccel-cuda/tools/run_cuda_core_examples.py CUDA_PYTHON/cuda_core/examples [--json OUT]
+    python3 ironaccel-cuda-compat/tools/run_cuda_core_examples.py CUDA_PYTHON/cuda_core/examples [--json OUT]
 
 The examples folder comes from a cuda-python checkout (NVIDIA/cuda-python or a fork holding cuda.core 1.2's);
 nothing of it is copied into this repository.  Each example runs as a script in a child process twice: once
@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO_SOURCES = [HERE.parent / "src", HERE.parent.parent / "ironaccel-core" / "src"]
+REPO_SOURCES = [HERE.parent / "src", HERE.parent.parent / "ironaccel-cuda" / "src",
+                HERE.parent.parent / "ironaccel-core" / "src"]
 
 OUT_OF_SCOPE = {
     "gl_interop_": "graphics interop (OpenGL) and a display: out of the compat's scope",
@@ -39,7 +40,7 @@ def _env() -> dict[str, str]:
     import importlib.util
 
     env = dict(os.environ)
-    extra = [str(p) for p, mod in zip(REPO_SOURCES, ("ironaccel_cuda", "ironaccel"))
+    extra = [str(p) for p, mod in zip(REPO_SOURCES, ("ironaccel_cuda_compat", "ironaccel_cuda", "ironaccel"))
              if importlib.util.find_spec(mod) is None and p.is_dir()]
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])

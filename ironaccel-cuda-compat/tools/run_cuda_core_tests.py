@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run NVIDIA cuda.core's own tests against ironaccel_cuda_compat.cuda_core, and judge them.
 
-    python3 ironaccel-cuda/tools/run_cuda_core_tests.py PATH/cuda_core/tests [--out DIR] [--set issue|core|all]
+    python3 ironaccel-cuda-compat/tools/run_cuda_core_tests.py PATH/cuda_core/tests [--out DIR] [--set issue|core|all]
                                                         [--against compat|cuda.core] [FILES...] [-- PYTEST ARGS]
 
 PATH/cuda_core/tests is a checkout of cuda-python's `cuda_core/tests` (next to its
@@ -64,7 +64,8 @@ def _no_cases() -> dict[str, int]:
 def _environment(against: str, extra: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     paths = [str(TOOLS)]
-    for module, source in (("ironaccel_cuda", REPO / "ironaccel-cuda" / "src"),
+    for module, source in (("ironaccel_cuda_compat", REPO / "ironaccel-cuda-compat" / "src"),
+                           ("ironaccel_cuda", REPO / "ironaccel-cuda" / "src"),
                            ("ironaccel", REPO / "ironaccel-core" / "src")):
         try:
             __import__(module)

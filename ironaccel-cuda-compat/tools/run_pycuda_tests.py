@@ -1,6 +1,6 @@
 """Run PyCUDA's own tests and examples, unchanged, against ironaccel's PyCUDA surface.
 
-    python3 ironaccel-cuda/tools/run_pycuda_tests.py --tests PYCUDA/test --examples PYCUDA/examples [--json OUT]
+    python3 ironaccel-cuda-compat/tools/run_pycuda_tests.py --tests PYCUDA/test --examples PYCUDA/examples [--json OUT]
 
 PYCUDA is an unpacked PyCUDA source distribution (`pip download --no-deps
 --no-binary pycuda pycuda==2026.1`); nothing of it is copied into this
@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REPO_SOURCES = [HERE.parent / "src", HERE.parent.parent / "ironaccel-core" / "src"]
+REPO_SOURCES = [HERE.parent / "src", HERE.parent.parent / "ironaccel-cuda" / "src",
+                HERE.parent.parent / "ironaccel-core" / "src"]
 
 REQUIRED = (
     "test_memory", "test_simple_kernel", "test_simple_kernel_2", "test_streamed_kernel", "test_multi_context",
@@ -60,7 +61,7 @@ def _missing_sources() -> list[str]:
     """The repository's source folders of ironaccel_cuda / ironaccel when they are not installed."""
     import importlib.util
 
-    return [str(p) for p, mod in zip(REPO_SOURCES, ("ironaccel_cuda", "ironaccel"))
+    return [str(p) for p, mod in zip(REPO_SOURCES, ("ironaccel_cuda_compat", "ironaccel_cuda", "ironaccel"))
             if importlib.util.find_spec(mod) is None and p.is_dir()]
 
 

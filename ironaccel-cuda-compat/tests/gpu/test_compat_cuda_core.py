@@ -1,6 +1,6 @@
 """ironaccel_cuda_compat.cuda_core on a device: cuda.core's API, on ironaccel's own objects and hot methods.
 
-cuda.core's own test suite runs through ironaccel-cuda/tools/run_cuda_core_tests.py; these are the
+cuda.core's own test suite runs through ironaccel-cuda-compat/tools/run_cuda_core_tests.py; these are the
 compat's own checks (identity of the hot methods with ironaccel's, results of real work, the
 differences the coverage map states).
 """
