@@ -8,4 +8,4 @@ line at start-up.  A distribution of its own (ironaccel-cuda-compat) over ironac
 
 __version__ = "0.2.0"
 
-__all__ = ["__version__"]
+__all__: list[str] = []  # the surfaces are its submodules: cuda_core, pycuda
