@@ -56,3 +56,17 @@ def test_a_name_the_compat_does_not_have_is_still_missing_under_the_old_name():
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "missing ironaccel_cuda.compat.no_such_surface"
+
+
+def test_without_the_new_distribution_the_old_name_says_what_to_install():
+    out = _run("""
+        import sys, warnings
+        warnings.simplefilter("ignore", DeprecationWarning)
+        sys.modules["ironaccel_cuda_compat"] = None  # as if ironaccel-cuda-compat were not installed
+        try:
+            import ironaccel_cuda.compat.cuda_core
+        except ModuleNotFoundError as exc:
+            print(exc.name, "pip install ironaccel-cuda-compat" in str(exc))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ironaccel_cuda.compat True"

@@ -32,7 +32,8 @@ except ModuleNotFoundError as exc:
     if exc.name != NEW:
         raise
     raise ModuleNotFoundError(f"{OLD} moved to the ironaccel-cuda-compat distribution, which is not installed: "
-                              "pip install ironaccel-cuda-compat, then import ironaccel_cuda_compat", name=OLD) from None
+                              "pip install ironaccel-cuda-compat, then import ironaccel_cuda_compat",
+                              name=OLD) from None
 
 
 class _Loader(importlib.abc.Loader):
