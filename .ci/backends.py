@@ -50,7 +50,7 @@ class Dist:
 
     @property
     def package(self) -> str:
-        return "ironaccel" if self.name == "core" else f"ironaccel_{self.name}"
+        return "ironaccel" if self.name == "core" else f"ironaccel_{self.name.replace('-', '_')}"
 
     @property
     def spec(self) -> str:

@@ -43,7 +43,7 @@ def dists() -> list[Path]:
 
 def init_file(dist: Path) -> Path:
     name = dist.name.removeprefix("ironaccel-")
-    package = "ironaccel" if name == "core" else f"ironaccel_{name}"
+    package = "ironaccel" if name == "core" else f"ironaccel_{name.replace('-', '_')}"
     return dist / "src" / package / "__init__.py"
 
 
@@ -80,8 +80,9 @@ def problems() -> list[str]:
         if "Typing :: Typed" not in classifiers:
             out.append(f"{where}: no 'Typing :: Typed' classifier")
         for dep in project.get("dependencies", []):
-            if dep.startswith("ironaccel-core") and dep != f"ironaccel-core>={'.'.join(want.split('.')[:2])}":
-                out.append(f"{where}: {dep!r} must ask for the core of this minor release")
+            for peer in ("ironaccel-core", "ironaccel-cuda"):  # a peer distribution of this repository
+                if re.match(rf"{peer}\b(?!-)", dep) and dep != f"{peer}>={'.'.join(want.split('.')[:2])}":
+                    out.append(f"{where}: {dep!r} must ask for the {peer} of this minor release")
         init = init_file(dist)
         found = VERSION_RE.search(init.read_text()) if init.is_file() else None
         if found is None or found.group(2) != want:
@@ -96,7 +97,7 @@ def bump(new: str) -> None:
     for dist in dists():
         pyproject = dist / "pyproject.toml"
         text = PYPROJECT_RE.sub(lambda m: m.group(1) + new + m.group(3), pyproject.read_text(), count=1)
-        text = re.sub(r'"ironaccel-core>=[0-9.]+"', f'"ironaccel-core>={minor}"', text)
+        text = re.sub(r'"ironaccel-(core|cuda)>=[0-9.]+"', lambda m: f'"ironaccel-{m.group(1)}>={minor}"', text)
         pyproject.write_text(text)
         init = init_file(dist)
         init.write_text(VERSION_RE.sub(lambda m: m.group(1) + new + m.group(3), init.read_text(), count=1))

@@ -4,7 +4,7 @@
 
 DIR holds a built PyCUDA and its pure-Python dependencies (`pip install
 --target DIR`); it is put first on sys.path and imported as `pycuda`, while
-the compat is imported as `ironaccel_cuda.compat.pycuda` (not installed
+the compat is imported as `ironaccel_cuda_compat.pycuda` (not installed
 under PyCUDA's name).  Each side runs in a child process of its own (this
 script with `--serve pycuda|compat`), as a program that uses only that
 library does: a process's state is then its own library's doing.  (In one
@@ -389,8 +389,8 @@ def serve(which: str, pycuda_dir: Path) -> int:
         side = Side("PyCUDA", drv, compiler)
         meta = pycuda_versions(drv)
     else:
-        from ironaccel_cuda.compat.pycuda import compiler as compat_compiler
-        from ironaccel_cuda.compat.pycuda import driver as compat_drv
+        from ironaccel_cuda_compat.pycuda import compiler as compat_compiler
+        from ironaccel_cuda_compat.pycuda import driver as compat_drv
 
         side = Side("compat", compat_drv, compat_compiler)
         meta = compat_versions()
@@ -461,8 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     sides: list[Any]
     if args.shared_process:
         real_drv, real_compiler = import_pycuda(args.pycuda)
-        from ironaccel_cuda.compat.pycuda import compiler as compat_compiler
-        from ironaccel_cuda.compat.pycuda import driver as compat_drv
+        from ironaccel_cuda_compat.pycuda import compiler as compat_compiler
+        from ironaccel_cuda_compat.pycuda import driver as compat_drv
 
         sides = [Side("PyCUDA", real_drv, real_compiler), Side("compat", compat_drv, compat_compiler)]
         if sides[0].ctx.handle != sides[1].ctx.handle:

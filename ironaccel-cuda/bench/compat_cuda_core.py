@@ -6,7 +6,7 @@
 Each row runs the cuda.core side of the main benchmark (`sides/cudacore_side.py`: cuda.core's
 fastest idiomatic calls -- `stream.sync()`, `dev.create_event(options)` + `stream.record(event)`,
 `dev.allocate(n, stream=s).close(s)`, `launch(stream, config, kernel, *args)`) once with
-`cuda.core` = the installed cuda-core and once with `cuda.core` = ironaccel_cuda.compat.cuda_core,
+`cuda.core` = the installed cuda-core and once with `cuda.core` = ironaccel_cuda_compat.cuda_core,
 plus copies written the cuda.core way (`dst.copy_from(src, stream=s); s.sync()`).  ironaccel's own
 API is a third column where the main benchmark has it, and the C floor (bench/floor.c: the same driver
 calls from C) a fourth, which bounds what any wrapper could gain over cuda.core on the row.  All are
@@ -42,7 +42,7 @@ COPY_SIZES = (64 * ops.KiB, 1 * ops.MiB)
 
 
 def _compat_module():  # -> module
-    from ironaccel_cuda.compat import cuda_core
+    from ironaccel_cuda_compat import cuda_core
 
     return cuda_core
 

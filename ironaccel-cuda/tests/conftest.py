@@ -1,20 +1,11 @@
-"""Shared fixtures: an isolated compile cache per test, and the cuda.core compat module (`cc`)."""
+"""Shared fixtures: an isolated compile cache per test."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-
-@pytest.fixture
-def cc() -> Any:
-    """The cuda.core compat module, imported by the test that asks for it (never at collection)."""
-    from ironaccel_cuda.compat import cuda_core
-
-    return cuda_core
 
 
 @pytest.fixture

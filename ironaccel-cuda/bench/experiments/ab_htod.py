@@ -42,10 +42,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    import ironaccel_cuda.compat.pycuda.autoinit  # noqa: F401  (a context on device 0)
-    import ironaccel_cuda.compat.pycuda.driver as drv
+    import ironaccel_cuda_compat.pycuda.autoinit  # noqa: F401  (a context on device 0)
+    import ironaccel_cuda_compat.pycuda.driver as drv
     from ironaccel_cuda import _core
-    from ironaccel_cuda.compat.pycuda import _memory
+    from ironaccel_cuda_compat.pycuda import _memory
 
     sizes = [int(x) for x in args.sizes.split(",")]
     dest = drv.mem_alloc(max(sizes))
@@ -102,7 +102,7 @@ def reuse_check(drv: object, dest: object, _core: object) -> str:
     """Whether `cuMemcpyHtoDAsync` from pageable memory has taken the bytes when it returns, even while the
     legacy stream is busy (a ~5 ms spin kernel queued ahead, so no DMA can run yet): 256 copies of 1 KiB,
     the source overwritten after each; the device must hold every copy's own bytes."""
-    from ironaccel_cuda.compat.pycuda.compiler import SourceModule
+    from ironaccel_cuda_compat.pycuda.compiler import SourceModule
 
     fn = SourceModule(SPIN, no_extern_c=True).get_function("spin")
     n, k = 1024, 256

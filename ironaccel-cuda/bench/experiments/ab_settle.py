@@ -37,8 +37,8 @@ def child(case: str, settle: bool) -> dict[str, float]:
     from ironaccel_cuda import _core, module
 
     if not settle:
-        from ironaccel_cuda.compat.cuda_core import _ia
-        from ironaccel_cuda.compat.pycuda import _module as pycuda_module
+        from ironaccel_cuda_compat.cuda_core import _ia
+        from ironaccel_cuda_compat.pycuda import _module as pycuda_module
 
         def nothing(ctx: Any) -> None:
             return None
@@ -79,7 +79,7 @@ def child(case: str, settle: bool) -> dict[str, float]:
         m.function("touch2")
         out["get2_ns"] = time.perf_counter_ns() - t0
     elif case == "cuda.core surface get_kernel":
-        from ironaccel_cuda.compat import cuda_core as cc
+        from ironaccel_cuda_compat import cuda_core as cc
 
         cdev = cc.Device(0)
         cdev.set_current()
@@ -92,8 +92,8 @@ def child(case: str, settle: bool) -> dict[str, float]:
         obj.get_kernel("touch2")
         out["get2_ns"] = time.perf_counter_ns() - t0
     elif case == "PyCUDA surface get_function":
-        import ironaccel_cuda.compat.pycuda.autoprimaryctx
-        from ironaccel_cuda.compat.pycuda.compiler import SourceModule
+        import ironaccel_cuda_compat.pycuda.autoprimaryctx
+        from ironaccel_cuda_compat.pycuda.compiler import SourceModule
 
         sm = SourceModule(SOURCE, no_extern_c=True)
         t0 = time.perf_counter_ns()

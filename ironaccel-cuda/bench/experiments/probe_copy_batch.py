@@ -136,7 +136,7 @@ def main() -> None:
                 cs.sync()
 
             ways["cuda.core utils.copy_batch(stream, srcs, dsts)"] = core_batch
-    from ironaccel_cuda.compat import cuda_core as cc
+    from ironaccel_cuda_compat import cuda_core as cc
 
     xd = cc.Device(0)
     xd.set_current()

@@ -1,4 +1,4 @@
-/* Driver entry points the cuda.core compat (ironaccel_cuda.compat.cuda_core) and cuda.core's own tests call,
+/* Driver entry points the cuda.core compat (ironaccel_cuda_compat.cuda_core) and cuda.core's own tests call,
  * for the fake libcuda (see fake_cuda.c; found by name through its cuGetProcAddress).
  *
  * Streams are checked with fake_cuda_stream_device and read through the first fields fake_cuda.c gives them

@@ -1,4 +1,4 @@
-/* The driver calls the PyCUDA surface (ironaccel_cuda.compat.pycuda) makes beyond fake_cuda.c's.
+/* The driver calls the PyCUDA surface (ironaccel_cuda_compat.pycuda) makes beyond fake_cuda.c's.
  *
  * The fake has one context per device, so cuCtxCreate hands out the device's
  * (primary) context, pushed on a per-thread stack kept here; cuCtxDetach and

@@ -36,22 +36,6 @@ def dev() -> Iterator[Any]:
 
 
 @pytest.fixture
-def device(cc: Any) -> Any:
-    """The cuda.core compat's Device 0, made current (as cuda.core's own tests set it up)."""
-    d = cc.Device(0)
-    d.set_current()
-    return d
-
-
-@pytest.fixture
-def stream(device: Any) -> Iterator[Any]:
-    """A cuda.core compat Stream of `device`, closed after the test."""
-    s = device.create_stream()
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def two() -> Iterator[tuple[Any, Any]]:
     """Devices 0 and 1; skips on fewer (fails when cuda is required but unavailable: not every module using it is
     marked for the backend)."""
@@ -85,39 +69,6 @@ def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
     mod = dev.load_module(kernel_code)
     yield mod
     mod.close()
-
-
-# -- the PyCUDA compat's driver module, a context made on device 0, and the kernels' SourceModule in it ----
-
-
-@pytest.fixture
-def drv() -> Iterator[Any]:
-    from ironaccel_cuda.compat.pycuda import driver
-
-    yield driver
-    while driver.Context.get_current() is not None:
-        driver.Context.pop()
-    gc.collect()
-
-
-@pytest.fixture
-def ctx(drv: Any) -> Iterator[Any]:
-    c = drv.Device(0).make_context()
-    yield c
-    while drv.Context.get_current() is not None:
-        drv.Context.pop()
-    gc.collect()
-    try:
-        c.detach()
-    except drv.LogicError:
-        pass
-
-
-@pytest.fixture
-def mod(ctx: Any) -> Any:
-    from ironaccel_cuda.compat.pycuda.compiler import SourceModule
-
-    return SourceModule(SOURCE, no_extern_c=True)
 
 
 _pool_used: list[int] = []
@@ -174,13 +125,6 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     live = [obj for obj in gc.get_objects() if isinstance(obj, DeviceBuf) and not obj.closed and obj._base is None]
     print(f"\n[leak report] {len(live)} DeviceBuf(s) own device memory at the end of the session")
     _report_holders(live)
-    compat = sys.modules.get("ironaccel_cuda.compat.pycuda._memory")
-    if compat is not None:  # the PyCUDA compat's allocations still owning memory (their context not detached)
-        held = [obj for obj in gc.get_objects() if isinstance(obj, compat.DeviceAllocation)
-                and obj.__dict__.get("_kind", compat._FREED) != compat._FREED
-                and getattr(obj.__dict__.get("_ctx"), "_valid", False)]
-        print(f"[leak report] {len(held)} PyCUDA-compat DeviceAllocation(s) not freed at the end of the session")
-        _report_holders(held)
 
 
 def _report_holders(objs: list[Any]) -> None:
