@@ -43,7 +43,7 @@ from .compute import ComputeDeviceMixin
 from .context import Context, context_at, split_sms
 from .driver_pool import DriverPool
 from .errors import InvalidArgument, Unsupported, closed, driver_error, invalid
-from .event import Event
+from .event import CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, Event
 from .memory import PinnedBuf, adopt
 from .module import load_module
 from .pitched import PitchedBuf
@@ -193,13 +193,15 @@ def _dtype_spec(dtype: Any, op: str) -> tuple[DType, np.dtype]:
 
 
 _core.set_event_type(Event)
+_create_event = _core.DeviceCore.create_event  # the compiled one: Device.create_event's usual path
 
 
 class Device(_core.DeviceCore, ComputeDeviceMixin):
     """An opened CUDA device (also the core `Device` and `ComputeDevice` protocols).
 
     alloc(size, dtype="uint8", stream=None) and create_event(timing=False) are
-    the hot methods, inherited from `_core.DeviceCore`.
+    the hot methods, inherited from `_core.DeviceCore` (create_event through a
+    thin override that adds `blocking_sync`).
     """
 
     def __init__(self, ordinal: int = 0):
@@ -336,6 +338,18 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
     def default_stream(self) -> Stream:
         """The device's permanent stream (blocking: ordered with the legacy default stream)."""
         return self._state.default_stream
+
+    def create_event(self, timing: bool = False, *, blocking_sync: bool = False) -> Event:
+        """A new event; `timing=True` enables `elapsed_ms`, `blocking_sync=True` makes `synchronize()` sleep
+        (CU_EVENT_BLOCKING_SYNC) instead of spinning a core until the work is done."""
+        if blocking_sync is False:
+            return _create_event(self, timing)  # type: ignore[no-any-return]
+        if blocking_sync is not True:
+            raise invalid("cuEventCreate", f"blocking_sync must be a bool, got {blocking_sync!r}")
+        flags = CU_EVENT_BLOCKING_SYNC | (0 if timing else CU_EVENT_DISABLE_TIMING)
+        event: Event = self._event_of(Event, flags)
+        event._blocking = True
+        return event
 
     def create_stream(self, priority: int = 0, non_blocking: bool = True) -> Stream:
         """A new owned stream; lower `priority` numbers run first (see cuCtxGetStreamPriorityRange)."""

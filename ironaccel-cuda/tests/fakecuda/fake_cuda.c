@@ -622,6 +622,10 @@ CUresult fake_cuda_check(void) {
     CUresult r = !initialised ? CUDA_ERROR_NOT_INITIALIZED : sticky; pthread_mutex_unlock(&lock); return r;
 }
 int fake_cuda_current_device(void) { return cur_dev(); }
+/* The cuEventCreate flags of a live event, or -1 (tests check what ironaccel asked the driver for). */
+long long fake_cuda_event_flags(CUevent h) {
+    pthread_mutex_lock(&lock); struct event *e = get_event(h); long long f = e ? (long long)e->flags : -1; pthread_mutex_unlock(&lock); return f;
+}
 int fake_cuda_device_count(void) { return ndev(); }
 int fake_cuda_stream_device(CUstream h) {
     CUresult err = CUDA_SUCCESS; pthread_mutex_lock(&lock); struct stream *s = get_stream(h, &err); int d = s ? s->dev : -1; pthread_mutex_unlock(&lock); return d;
