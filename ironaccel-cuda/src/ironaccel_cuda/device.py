@@ -326,6 +326,31 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
             call("cuMemPoolSetAccess", call("cuDeviceGetDefaultMemPool", peer._state.cudev), [desc], 1)
         self._state.reachable.add(peer.ordinal)
 
+    def disable_peer_access(self, other: Device | int) -> None:
+        """Undo `enable_peer_access(other)`: kernels here may no longer use `other`'s memory (cuCtxDisablePeerAccess).
+
+        InvalidArgument (CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) when access was not enabled, and for this device
+        itself, whose own memory is always accessible.
+        """
+        op = "cuCtxDisablePeerAccess"
+        peer = self._peer(other, op)
+        if peer.ordinal == self.ordinal:
+            raise invalid(op, f"cuda:{self.ordinal} always accesses its own memory: there is no peer access to disable")
+        self._bind_here()
+        err, _ = try_call(op, peer._state.ctx)
+        if err:
+            detail = f"cuda:{self.ordinal} has no peer access to cuda:{peer.ordinal} to disable"
+            raise driver_error(err, op, detail if err == 705 else None)
+        self._state.reachable.discard(peer.ordinal)
+        if peer.attributes.memory_pools_supported:
+            # enable_peer_access opened the peer's stream-ordered pool to this device: close it again.
+            drv = driver()
+            desc = drv.CUmemAccessDesc()
+            desc.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            desc.location.id = self.ordinal
+            desc.flags = drv.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_NONE
+            call("cuMemPoolSetAccess", call("cuDeviceGetDefaultMemPool", peer._state.cudev), [desc], 1)
+
     def _peer(self, other: Any, op: str) -> Device:
         self._check_open(op)
         if isinstance(other, Device):

@@ -295,6 +295,14 @@ CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     if (c->peer[p]) LEAVE(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
     c->peer[p] = 1; LEAVE(CUDA_SUCCESS);
 }
+CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+    ENTER();
+    if (!current) LEAVE(CUDA_ERROR_INVALID_CONTEXT);
+    if (!ctx_ok(peer)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    struct ctx *c = (struct ctx *)current; int p = ((struct ctx *)peer)->dev;
+    if (!c->peer[p]) LEAVE(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    c->peer[p] = 0; LEAVE(CUDA_SUCCESS);
+}
 CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) { ENTER(); *least = 0; *greatest = -5; LEAVE(CUDA_SUCCESS); }
 
 /* ---- streams ---- */
@@ -659,7 +667,7 @@ static const struct { const char *name; void *fn; } SYMS[] = {
     SYM(cuDeviceGetPCIBusId), {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2}, SYM(cuDeviceGetAttribute),
     SYM(cuDevicePrimaryCtxRetain), {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2},
     SYM(cuCtxSetCurrent), SYM(cuCtxGetCurrent), SYM(cuCtxGetDevice), SYM(cuCtxSynchronize),
-    {"cuMemGetInfo", (void *)cuMemGetInfo_v2}, SYM(cuDeviceCanAccessPeer), SYM(cuCtxEnablePeerAccess),
+    {"cuMemGetInfo", (void *)cuMemGetInfo_v2}, SYM(cuDeviceCanAccessPeer), SYM(cuCtxEnablePeerAccess), SYM(cuCtxDisablePeerAccess),
     SYM(cuCtxGetStreamPriorityRange), SYM(cuStreamCreateWithPriority), {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize}, {"cuStreamQuery", (void *)cuStreamQuery},
     {"cuStreamWaitEvent", (void *)cuStreamWaitEvent}, SYM(cuEventCreate), {"cuEventDestroy", (void *)cuEventDestroy_v2},
