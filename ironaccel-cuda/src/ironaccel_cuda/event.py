@@ -31,6 +31,7 @@ class Event(_core.EventCore):
     """
 
     __slots__ = ("_blocking",)  # set only on blocking-sync events (the compiled create_event leaves it unset)
+    _blocking: bool
 
     def __init__(self) -> None:
         raise TypeError("create events with Device.create_event() or Stream.record()")

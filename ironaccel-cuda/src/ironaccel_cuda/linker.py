@@ -251,7 +251,8 @@ class Linker:
                                nvjitlink_file=_nvjitlink_identity())
 
     def _run(self, nv: ModuleType | None, options: list[str], target: str, devrt: str | None) -> tuple[bytes, str]:
-        session: LinkSession | DriverLinkSession = LinkSession(options, nv) if nv is not None else DriverLinkSession(options)
+        session: LinkSession | DriverLinkSession
+        session = LinkSession(options, nv) if nv is not None else DriverLinkSession(options)
         try:
             for item in self.inputs:
                 session.add(item.kind, item.data, item.name)

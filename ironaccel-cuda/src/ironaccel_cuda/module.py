@@ -534,11 +534,12 @@ class Function(_core.FunctionCore):
             nbytes = _count(max_dynamic_shared, "max_dynamic_shared", op)
             limit = self.device.attributes.max_shared_memory_per_block_optin - self._attr("SHARED_SIZE_BYTES")
             if nbytes > limit:
-                raise invalid(op, f"max_dynamic_shared={nbytes} is above what {self.name!r} can have on "
-                                  f"cuda:{self.device.ordinal} ({limit} bytes: the opt-in limit less its static shared)")
+                raise invalid(op, f"max_dynamic_shared={nbytes} is above what {self.name!r} can have on cuda:"
+                                  f"{self.device.ordinal} ({limit} bytes: the opt-in limit less its static shared)")
             todo.append((attrs.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes))
         if shared_carveout is not None:
-            if isinstance(shared_carveout, bool) or not isinstance(shared_carveout, int) or not -1 <= shared_carveout <= 100:
+            carveout = shared_carveout
+            if isinstance(carveout, bool) or not isinstance(carveout, int) or not -1 <= carveout <= 100:
                 raise invalid("cuFuncSetAttribute", f"shared_carveout must be an int percentage 0-100 or -1 (the "
                                                     f"driver's choice), got {shared_carveout!r}")
             todo.append((attrs.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, shared_carveout))
