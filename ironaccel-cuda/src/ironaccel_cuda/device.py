@@ -338,9 +338,11 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
             raise invalid(op, f"cuda:{self.ordinal} always accesses its own memory: there is no peer access to disable")
         self._bind_here()
         err, _ = try_call(op, peer._state.ctx)
+        if err == 705:  # CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: whoever enabled it, the driver says it is off now
+            self._state.reachable.discard(peer.ordinal)
+            raise driver_error(err, op, f"cuda:{self.ordinal} has no peer access to cuda:{peer.ordinal} to disable")
         if err:
-            detail = f"cuda:{self.ordinal} has no peer access to cuda:{peer.ordinal} to disable"
-            raise driver_error(err, op, detail if err == 705 else None)
+            raise driver_error(err, op)
         self._state.reachable.discard(peer.ordinal)
         if peer.attributes.memory_pools_supported:
             # enable_peer_access opened the peer's stream-ordered pool to this device: close it again.
