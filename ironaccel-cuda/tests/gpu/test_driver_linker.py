@@ -29,6 +29,14 @@ CALLEE = r"""extern "C" __device__ float scale(float x) { return 2.0f * x; }"""
 RDC = cu.CompileOptions(relocatable_device_code=True)
 
 
+@pytest.fixture(scope="module")
+def rdc_code():
+    """The suite's kernels as a relocatable CUBIN (what a linker takes)."""
+    from kernels import SOURCE
+
+    return cu.Program(SOURCE, RDC).compile("cubin", arch=cu.Device(0))
+
+
 @pytest.fixture
 def no_nvjitlink(monkeypatch):
     """nvJitLink as if it could not load (the libnvJitLink wheel missing)."""
@@ -88,7 +96,7 @@ def test_driver_backend_options_and_what_it_cannot_do(dev):
         cu.Linker(caller, backend="culink")
 
 
-def test_driver_link_session_steps_and_errors(dev, kernel_code):
+def test_driver_link_session_steps_and_errors(dev, rdc_code):
     session = linker.DriverLinkSession([f"-arch={dev.arch}"])
     assert session.handle is not None
     with pytest.raises(CompileError) as info:
@@ -100,7 +108,7 @@ def test_driver_link_session_steps_and_errors(dev, kernel_code):
         session.add("wasm", b"x", "x")
     with pytest.raises(InvalidArgument, match="data must be bytes"):
         session.add("cubin", "text", "x")
-    session.add("cubin", bytes(kernel_code.code), "kernels.cubin")
+    session.add("cubin", bytes(rdc_code.code), "kernels.cubin")
     with pytest.raises(NotAvailable, match="CUBIN only"):
         session.complete("ptx")
     image = session.complete("cubin")
@@ -108,7 +116,7 @@ def test_driver_link_session_steps_and_errors(dev, kernel_code):
     session.close()
     session.close()  # idempotent
     with pytest.raises(ClosedError, match="cuLinkAddData"):
-        session.add("cubin", bytes(kernel_code.code), "again")
+        session.add("cubin", bytes(rdc_code.code), "again")
     mod = dev.load_module(image)
     mod.function("saxpy")
     mod.close()
@@ -116,7 +124,7 @@ def test_driver_link_session_steps_and_errors(dev, kernel_code):
         linker.DriverLinkSession(["--no-such-option"])
 
 
-def test_driver_link_session_on_a_thread_with_no_current_context(dev, kernel_code):
+def test_driver_link_session_on_a_thread_with_no_current_context(dev, rdc_code):
     """cuLink links in a context: where the thread has none, device 0's primary context is made current around
     each call and released at close."""
     out: dict[str, object] = {}
@@ -124,7 +132,7 @@ def test_driver_link_session_on_a_thread_with_no_current_context(dev, kernel_cod
     def run() -> None:
         try:
             session = linker.DriverLinkSession(["-arch=" + dev.arch])
-            session.add("cubin", bytes(kernel_code.code), "kernels.cubin")
+            session.add("cubin", bytes(rdc_code.code), "kernels.cubin")
             out["image"] = session.complete()
             session.close()
         except Exception as exc:  # reported below, on the test's thread
