@@ -43,7 +43,7 @@ from .compute import ComputeDeviceMixin
 from .context import Context, context_at, split_sms
 from .driver_pool import DriverPool
 from .errors import InvalidArgument, Unsupported, closed, driver_error, invalid
-from .event import Event
+from .event import CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, Event
 from .memory import PinnedBuf, adopt
 from .module import load_module
 from .pitched import PitchedBuf
@@ -193,13 +193,15 @@ def _dtype_spec(dtype: Any, op: str) -> tuple[DType, np.dtype]:
 
 
 _core.set_event_type(Event)
+_create_event = _core.DeviceCore.create_event  # the compiled one: Device.create_event's usual path
 
 
 class Device(_core.DeviceCore, ComputeDeviceMixin):
     """An opened CUDA device (also the core `Device` and `ComputeDevice` protocols).
 
     alloc(size, dtype="uint8", stream=None) and create_event(timing=False) are
-    the hot methods, inherited from `_core.DeviceCore`.
+    the hot methods, inherited from `_core.DeviceCore` (create_event through a
+    thin override that adds `blocking_sync`).
     """
 
     def __init__(self, ordinal: int = 0):
@@ -324,6 +326,33 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
             call("cuMemPoolSetAccess", call("cuDeviceGetDefaultMemPool", peer._state.cudev), [desc], 1)
         self._state.reachable.add(peer.ordinal)
 
+    def disable_peer_access(self, other: Device | int) -> None:
+        """Undo `enable_peer_access(other)`: kernels here may no longer use `other`'s memory (cuCtxDisablePeerAccess).
+
+        InvalidArgument (CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) when access was not enabled, and for this device
+        itself, whose own memory is always accessible.
+        """
+        op = "cuCtxDisablePeerAccess"
+        peer = self._peer(other, op)
+        if peer.ordinal == self.ordinal:
+            raise invalid(op, f"cuda:{self.ordinal} always accesses its own memory: there is no peer access to disable")
+        self._bind_here()
+        err, _ = try_call(op, peer._state.ctx)
+        if err == 705:  # CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: whoever enabled it, the driver says it is off now
+            self._state.reachable.discard(peer.ordinal)
+            raise driver_error(err, op, f"cuda:{self.ordinal} has no peer access to cuda:{peer.ordinal} to disable")
+        if err:
+            raise driver_error(err, op)
+        self._state.reachable.discard(peer.ordinal)
+        if peer.attributes.memory_pools_supported:
+            # enable_peer_access opened the peer's stream-ordered pool to this device: close it again.
+            drv = driver()
+            desc = drv.CUmemAccessDesc()
+            desc.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            desc.location.id = self.ordinal
+            desc.flags = drv.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_NONE
+            call("cuMemPoolSetAccess", call("cuDeviceGetDefaultMemPool", peer._state.cudev), [desc], 1)
+
     def _peer(self, other: Any, op: str) -> Device:
         self._check_open(op)
         if isinstance(other, Device):
@@ -336,6 +365,18 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
     def default_stream(self) -> Stream:
         """The device's permanent stream (blocking: ordered with the legacy default stream)."""
         return self._state.default_stream
+
+    def create_event(self, timing: bool = False, *, blocking_sync: bool = False) -> Event:
+        """A new event; `timing=True` enables `elapsed_ms`, `blocking_sync=True` makes `synchronize()` sleep
+        (CU_EVENT_BLOCKING_SYNC) instead of spinning a core until the work is done."""
+        if blocking_sync is False:
+            return _create_event(self, timing)  # type: ignore[no-any-return]
+        if blocking_sync is not True:
+            raise invalid("cuEventCreate", f"blocking_sync must be a bool, got {blocking_sync!r}")
+        flags = CU_EVENT_BLOCKING_SYNC | (0 if timing else CU_EVENT_DISABLE_TIMING)
+        event: Event = self._event_of(Event, flags)
+        event._blocking = True
+        return event
 
     def create_stream(self, priority: int = 0, non_blocking: bool = True) -> Stream:
         """A new owned stream; lower `priority` numbers run first (see cuCtxGetStreamPriorityRange)."""

@@ -294,6 +294,8 @@ class FunctionAttributes:
     ptx_version: int
     binary_version: int
     num_params: int | None
+    shared_carveout: int  # preferred shared-memory carveout, % of the L1/shared split (-1: the driver's choice)
+    cache_config: str | None  # the cache preference set through ironaccel ("none", "shared", "l1", "equal"), else None
 
     def to_dict(self) -> dict[str, Any]:
         """The attributes as a plain dict (JSON-ready, for reports)."""
@@ -309,7 +311,11 @@ _FUNC_ATTRS = {
     "max_dynamic_shared_bytes": "MAX_DYNAMIC_SHARED_SIZE_BYTES",
     "ptx_version": "PTX_VERSION",
     "binary_version": "BINARY_VERSION",
+    "shared_carveout": "PREFERRED_SHARED_MEMORY_CARVEOUT",
 }
+
+# Function.set_attributes(cache_config=): the CUfunc_cache values by name (the driver has no getter for them).
+_CACHE_CONFIGS = {"none": 0, "shared": 1, "l1": 2, "equal": 3}
 
 
 def _dim3(value: Any, what: str, op: str = "cuLaunchKernel") -> tuple[int, int, int]:
@@ -349,12 +355,13 @@ class Function(_core.FunctionCore):
     tuple of argument types (`_prepare`) and reused.
     """
 
-    __slots__ = ("module", "device", "_layout", "_kernel", "_types")
+    __slots__ = ("module", "device", "_layout", "_kernel", "_types", "_cache_config")
     module: Any
     device: Device
     _layout: tuple[tuple[int, int], ...] | None | Literal[False]  # False: not queried yet
     _kernel: Any
     _types: tuple[str, ...] | None
+    _cache_config: str | None
 
     def __init__(self) -> None:
         raise TypeError("get functions with Module.function() or Library.function()")
@@ -375,6 +382,7 @@ class Function(_core.FunctionCore):
         f._kernel = kernel  # the CUkernel of a library function (h is the same handle), else None
         f._types = types  # the PTX types of its parameters, when known (packing checks floats against them)
         f._tls = threading.local()
+        f._cache_config = None  # no cuFuncSetCacheConfig through ironaccel yet: the context's preference applies
         return f
 
     # -- attributes ---------------------------------------------------------
@@ -393,7 +401,8 @@ class Function(_core.FunctionCore):
             raise closed(op, "function")
         values = {key: self._attr(name) for key, name in _FUNC_ATTRS.items()}
         layout = self.param_layout()
-        return FunctionAttributes(**values, num_params=None if layout is None else len(layout))
+        return FunctionAttributes(**values, num_params=None if layout is None else len(layout),
+                                  cache_config=getattr(self, "_cache_config", None))
 
     def param_layout(self) -> tuple[tuple[int, int], ...] | None:
         """[(offset, size)] of each kernel parameter (cuFuncGetParamInfo), or None if the driver can't say."""
@@ -502,15 +511,55 @@ class Function(_core.FunctionCore):
         return config
 
     def set_max_dynamic_shared(self, nbytes: int) -> None:
-        """Allow up to `nbytes` of dynamic shared memory per block (needed above 48 KiB)."""
-        op = "cuFuncSetAttribute"
-        self._check(op)
-        nbytes = _count(nbytes, "nbytes", op)
-        attr = driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        if self._kernel is not None:
-            call("cuKernelSetAttribute", attr, nbytes, self._kernel, self.device._state.cudev)
-        else:
-            call(op, self._h, attr, nbytes)
+        """Allow up to `nbytes` of dynamic shared memory per block (needed above 48 KiB): `set_attributes`'s
+        `max_dynamic_shared`."""
+        self.set_attributes(max_dynamic_shared=nbytes)
+
+    def set_attributes(self, *, max_dynamic_shared: int | None = None, shared_carveout: int | None = None,
+                       cache_config: str | None = None) -> FunctionAttributes:
+        """Set this kernel's settable attributes and return them all as the driver now reports them.
+
+        `max_dynamic_shared`: bytes of dynamic shared memory a launch may ask for (above 48 KiB needs this; at
+        most the device's opt-in limit less the kernel's static shared memory).  `shared_carveout`: the preferred
+        part of the L1/shared split for shared memory, 0-100 %, or -1 for the driver's choice (a hint).
+        `cache_config`: "none", "shared", "l1" or "equal" (cuFuncSetCacheConfig, a hint; the driver cannot be
+        asked for it, so `attributes.cache_config` is what was set here).  Values are checked before any call.
+        """
+        if self._h is CLOSED:
+            raise closed("cuFuncSetAttribute", "function")
+        attrs = driver().CUfunction_attribute
+        todo: list[tuple[Any, int]] = []
+        if max_dynamic_shared is not None:
+            op = "cuFuncSetAttribute"
+            nbytes = _count(max_dynamic_shared, "max_dynamic_shared", op)
+            limit = self.device.attributes.max_shared_memory_per_block_optin - self._attr("SHARED_SIZE_BYTES")
+            if nbytes > limit:
+                raise invalid(op, f"max_dynamic_shared={nbytes} is above what {self.name!r} can have on cuda:"
+                                  f"{self.device.ordinal} ({limit} bytes: the opt-in limit less its static shared)")
+            todo.append((attrs.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes))
+        if shared_carveout is not None:
+            carveout = shared_carveout
+            if isinstance(carveout, bool) or not isinstance(carveout, int) or not -1 <= carveout <= 100:
+                raise invalid("cuFuncSetAttribute", f"shared_carveout must be an int percentage 0-100 or -1 (the "
+                                                    f"driver's choice), got {shared_carveout!r}")
+            todo.append((attrs.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, shared_carveout))
+        if cache_config is not None and cache_config not in _CACHE_CONFIGS:
+            raise invalid("cuFuncSetCacheConfig", f"cache_config must be one of {sorted(_CACHE_CONFIGS)}, "
+                                                  f"got {cache_config!r}")
+        cudev = self.device._state.cudev
+        for attr, value in todo:
+            if self._kernel is not None:
+                call("cuKernelSetAttribute", attr, value, self._kernel, cudev)
+            else:
+                call("cuFuncSetAttribute", self._h, attr, value)
+        if cache_config is not None:
+            config = driver().CUfunc_cache(_CACHE_CONFIGS[cache_config])
+            if self._kernel is not None:
+                call("cuKernelSetCacheConfig", self._kernel, config, cudev)
+            else:
+                call("cuFuncSetCacheConfig", self._h, config)
+            self._cache_config = cache_config
+        return self.attributes
 
     def prepare(self, grid: Any, block: Any, *args: Any, stream: Any = None, shared_mem: int = 0,
                 config: LaunchConfig | None = None) -> PreparedLaunch:

@@ -100,7 +100,8 @@ struct event { unsigned magic; int dev; unsigned flags; int recorded; double t; 
 struct func;
 typedef void (*kernel_fn)(struct func *f, void **params, size_t nthreads);
 struct func { unsigned magic; const char *name; int dev; kernel_fn run; int nparams; unsigned ptrmask; size_t off[16], size[16];
-              double consts[2]; };
+              double consts[2];
+              int attr_set, max_dyn, carveout, cache; /* what cuFuncSetAttribute / cuFuncSetCacheConfig set (attr_set: bits) */ };
 struct module { unsigned magic; int dev; struct func funcs[8]; int nfuncs; };
 enum { NODE_KERNEL, NODE_MEMSET };
 struct node { int type; struct func *f; size_t nthreads; unsigned char data[256]; void *ptrs[16];
@@ -294,6 +295,14 @@ CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     struct ctx *c = (struct ctx *)current; int p = ((struct ctx *)peer)->dev;
     if (c->peer[p]) LEAVE(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
     c->peer[p] = 1; LEAVE(CUDA_SUCCESS);
+}
+CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+    ENTER();
+    if (!current) LEAVE(CUDA_ERROR_INVALID_CONTEXT);
+    if (!ctx_ok(peer)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    struct ctx *c = (struct ctx *)current; int p = ((struct ctx *)peer)->dev;
+    if (!c->peer[p]) LEAVE(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    c->peer[p] = 0; LEAVE(CUDA_SUCCESS);
 }
 CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) { ENTER(); *least = 0; *greatest = -5; LEAVE(CUDA_SUCCESS); }
 
@@ -531,12 +540,35 @@ CUresult cuFuncGetParamInfo(CUfunction h, size_t i, size_t *off, size_t *size) {
 }
 CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction h) {
     ENTER(); if (!get_func(h)) LEAVE(CUDA_ERROR_INVALID_HANDLE);
+    struct func *f = get_func(h);
     switch (a) { case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = 16; break; case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = 49152; break; case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *v = 90; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = (f->attr_set & 1) ? f->max_dyn : 49152; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *v = (f->attr_set & 2) ? f->carveout : -1; break; case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *v = 90; break;
     default: *v = 0; }
     LEAVE(CUDA_SUCCESS);
 }
-CUresult cuFuncSetAttribute(CUfunction h, CUfunction_attribute a, int v) { ENTER(); (void)a; (void)v; if (!get_func(h)) LEAVE(CUDA_ERROR_INVALID_HANDLE); LEAVE(CUDA_SUCCESS); }
+/* The settable attributes are checked as the driver checks them (an H200's 227 KiB opt-in limit, a 0-100 % carveout
+   or -1) and kept, so cuFuncGetAttribute reads them back. */
+CUresult cuFuncSetAttribute(CUfunction h, CUfunction_attribute a, int v) {
+    ENTER(); struct func *f = get_func(h); if (!f) LEAVE(CUDA_ERROR_INVALID_HANDLE);
+    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+        if (v < 0 || v > 232448) LEAVE(CUDA_ERROR_INVALID_VALUE);
+        f->max_dyn = v; f->attr_set |= 1;
+    } else if (a == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+        if (v < -1 || v > 100) LEAVE(CUDA_ERROR_INVALID_VALUE);
+        f->carveout = v; f->attr_set |= 2;
+    }
+    LEAVE(CUDA_SUCCESS);
+}
+CUresult cuFuncSetCacheConfig(CUfunction h, CUfunc_cache c) {
+    ENTER(); struct func *f = get_func(h); if (!f) LEAVE(CUDA_ERROR_INVALID_HANDLE);
+    if ((unsigned)c > CU_FUNC_CACHE_PREFER_EQUAL) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    f->cache = (int)c; LEAVE(CUDA_SUCCESS);
+}
+/* The cache preference cuFuncSetCacheConfig kept for `h`, or -1 for a bad handle (tests read what reached the driver). */
+int fake_cuda_func_cache_config(CUfunction h) {
+    pthread_mutex_lock(&lock); struct func *f = get_func(h); int c = f ? f->cache : -1; pthread_mutex_unlock(&lock); return c;
+}
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction h, int block, size_t smem) {
     ENTER(); (void)smem; if (!get_func(h)) LEAVE(CUDA_ERROR_INVALID_HANDLE); if (block <= 0 || block > 1024) LEAVE(CUDA_ERROR_INVALID_VALUE);
     *n = 2048 / block > 32 ? 32 : 2048 / block; LEAVE(CUDA_SUCCESS);
@@ -622,6 +654,10 @@ CUresult fake_cuda_check(void) {
     CUresult r = !initialised ? CUDA_ERROR_NOT_INITIALIZED : sticky; pthread_mutex_unlock(&lock); return r;
 }
 int fake_cuda_current_device(void) { return cur_dev(); }
+/* The cuEventCreate flags of a live event, or -1 (tests check what ironaccel asked the driver for). */
+long long fake_cuda_event_flags(CUevent h) {
+    pthread_mutex_lock(&lock); struct event *e = get_event(h); long long f = e ? (long long)e->flags : -1; pthread_mutex_unlock(&lock); return f;
+}
 int fake_cuda_device_count(void) { return ndev(); }
 int fake_cuda_stream_device(CUstream h) {
     CUresult err = CUDA_SUCCESS; pthread_mutex_lock(&lock); struct stream *s = get_stream(h, &err); int d = s ? s->dev : -1; pthread_mutex_unlock(&lock); return d;
@@ -655,7 +691,7 @@ static const struct { const char *name; void *fn; } SYMS[] = {
     SYM(cuDeviceGetPCIBusId), {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2}, SYM(cuDeviceGetAttribute),
     SYM(cuDevicePrimaryCtxRetain), {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2},
     SYM(cuCtxSetCurrent), SYM(cuCtxGetCurrent), SYM(cuCtxGetDevice), SYM(cuCtxSynchronize),
-    {"cuMemGetInfo", (void *)cuMemGetInfo_v2}, SYM(cuDeviceCanAccessPeer), SYM(cuCtxEnablePeerAccess),
+    {"cuMemGetInfo", (void *)cuMemGetInfo_v2}, SYM(cuDeviceCanAccessPeer), SYM(cuCtxEnablePeerAccess), SYM(cuCtxDisablePeerAccess),
     SYM(cuCtxGetStreamPriorityRange), SYM(cuStreamCreateWithPriority), {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize}, {"cuStreamQuery", (void *)cuStreamQuery},
     {"cuStreamWaitEvent", (void *)cuStreamWaitEvent}, SYM(cuEventCreate), {"cuEventDestroy", (void *)cuEventDestroy_v2},
@@ -671,7 +707,7 @@ static const struct { const char *name; void *fn; } SYMS[] = {
     SYM(cuMemHostGetFlags),
     SYM(cuDeviceGetDefaultMemPool), SYM(cuMemPoolGetAttribute), SYM(cuMemPoolSetAccess),
     SYM(cuModuleLoadData), SYM(cuModuleUnload), SYM(cuModuleGetFunction), SYM(cuFuncGetParamInfo),
-    SYM(cuFuncGetAttribute), SYM(cuFuncSetAttribute), SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor),
+    SYM(cuFuncGetAttribute), SYM(cuFuncSetAttribute), SYM(cuFuncSetCacheConfig), SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor),
     {"cuLaunchKernel", (void *)cuLaunchKernel}, {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2},
     {"cuStreamEndCapture", (void *)cuStreamEndCapture}, {"cuStreamIsCapturing", (void *)cuStreamIsCapturing},
     SYM(cuGraphGetNodes), {"cuGraphInstantiate", (void *)cuGraphInstantiateWithFlags},

@@ -171,9 +171,7 @@ CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) { if (!f) return CUDA_ER
 CUresult cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size) { return cuFuncGetParamInfo((CUfunction)k, i, off, size); }
 CUresult cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice d) { (void)d; return cuFuncGetAttribute(v, a, (CUfunction)k); }
 CUresult cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d) { (void)d; return cuFuncSetAttribute((CUfunction)k, a, v); }
-CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache c, CUdevice d) {
-    (void)d; if ((unsigned)c > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE; return func_ok((CUfunction)k);
-}
+CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache c, CUdevice d) { (void)d; return cuFuncSetCacheConfig((CUfunction)k, c); }
 CUresult cuLibraryGetModule(CUmodule *m, CUlibrary h) {
     struct library *l = get_library(h); if (!l) return CUDA_ERROR_INVALID_HANDLE;
     if (!m) return CUDA_ERROR_INVALID_VALUE;
