@@ -73,8 +73,11 @@ cdef class DeviceCore:
         e._default = self._default_stream()
         return e
 
-    def create_event(self, timing=False):
-        """A new event; `timing=True` enables `elapsed_ms` (slightly slower record/sync)."""
+    def create_event(self, timing=False, *, blocking_sync=False):
+        """A new event; `timing=True` enables `elapsed_ms` (slightly slower record/sync), `blocking_sync=True`
+        makes `synchronize()` sleep (CU_EVENT_BLOCKING_SYNC) instead of spinning a core (the Python side's)."""
+        if blocking_sync is not False:
+            return self._blocking_sync_event(timing, blocking_sync)
         return self._new_event(_EVENT_TYPE, 0 if timing else CU_EVENT_DISABLE_TIMING)
 
     def _event_of(self, type cls, unsigned int flags):

@@ -193,15 +193,13 @@ def _dtype_spec(dtype: Any, op: str) -> tuple[DType, np.dtype]:
 
 
 _core.set_event_type(Event)
-_create_event = _core.DeviceCore.create_event  # the compiled one: Device.create_event's usual path
 
 
 class Device(_core.DeviceCore, ComputeDeviceMixin):
     """An opened CUDA device (also the core `Device` and `ComputeDevice` protocols).
 
     alloc(size, dtype="uint8", stream=None) and create_event(timing=False) are
-    the hot methods, inherited from `_core.DeviceCore` (create_event through a
-    thin override that adds `blocking_sync`).
+    the hot methods, inherited from `_core.DeviceCore`.
     """
 
     def __init__(self, ordinal: int = 0):
@@ -366,11 +364,9 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         """The device's permanent stream (blocking: ordered with the legacy default stream)."""
         return self._state.default_stream
 
-    def create_event(self, timing: bool = False, *, blocking_sync: bool = False) -> Event:
-        """A new event; `timing=True` enables `elapsed_ms`, `blocking_sync=True` makes `synchronize()` sleep
-        (CU_EVENT_BLOCKING_SYNC) instead of spinning a core until the work is done."""
-        if blocking_sync is False:
-            return _create_event(self, timing)  # type: ignore[no-any-return]
+    def _blocking_sync_event(self, timing: bool, blocking_sync: Any) -> Event:
+        """`create_event(blocking_sync=...)` off its hot path: the compiled `create_event` calls this for any
+        `blocking_sync` but False."""
         if blocking_sync is not True:
             raise invalid("cuEventCreate", f"blocking_sync must be a bool, got {blocking_sync!r}")
         flags = CU_EVENT_BLOCKING_SYNC | (0 if timing else CU_EVENT_DISABLE_TIMING)
