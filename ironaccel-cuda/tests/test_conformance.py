@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ironaccel.errors import InvalidArgument
 from ironaccel.testing.conformance import BackendConformance, ComputeDeviceConformance
 from ironaccel.testing.execution import ExecutionConformance
 from ironaccel.testing.pytest_plugin import require
@@ -95,3 +96,20 @@ def test_pipeline_loads_one_module_per_code_entry_and_interface():
     finally:
         dev.close()
     assert program.released and program.module.closed  # closing the handle unloads its modules
+
+
+@pytest.mark.backend("cuda")
+def test_a_given_param_count_still_reads_the_signature():
+    """params=3 given (as the examples do) keeps params by name: the signature is read either way."""
+    dev = require("cuda").open(0)
+    try:
+        p = dev.pipeline(SCALE_OFFSET, "scale_offset", buffers=2, params=3)
+        assert p.interface.params is not None and p.interface.params.names == ("a", "b", "n")
+        x = dev.upload(np.arange(256, dtype=np.float32))
+        y = dev.alloc(256, "float32")
+        dev.dispatch(p, [x, y], 4, {"a": 3.0, "b": -1.0, "n": 256}).wait()
+        np.testing.assert_array_equal(dev.download(y), 3 * np.arange(256, dtype=np.float32) - 1)
+        with pytest.raises(InvalidArgument, match="takes 5 parameters"):
+            dev.pipeline(SCALE_OFFSET, "scale_offset", buffers=2, params=2)
+    finally:
+        dev.close()

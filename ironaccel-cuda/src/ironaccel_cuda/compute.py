@@ -292,10 +292,13 @@ class ComputeDeviceMixin(CudaExecution):
               constants: dict[Any, Any]) -> CudaProgram:
         op = "pipeline"
         defines, declared = specialization.defines(kind, code, constants)
-        block = c_params(specialization.without_defaults(code), entry, buffers) \
-            if params is None and kind == "c++" else None
+        # The signature is read whether or not the count is given, so params by name work either way (as on the
+        # other backends); a given count that disagrees with it is the layout check's error below.
+        block = c_params(specialization.without_defaults(code), entry, buffers) if kind == "c++" else None
         if params is None:
             params = len(block.fields) if block is not None else 0
+        elif block is not None and len(block.fields) != params:
+            block = None
         if kind == "image":
             module = self.load_module(code)  # type: ignore[attr-defined]
         elif kind == "ptx":
