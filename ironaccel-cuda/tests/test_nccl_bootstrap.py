@@ -248,9 +248,9 @@ def test_mpi_broadcast_polls_under_the_deadline():
 def fakes_or_gpus(request, tmp_path):
     """(environment, ranks): over the fakes where there is no driver (3 ranks), else one rank per GPU."""
     if ironaccel.probe("cuda").available:
-        from ironaccel_cuda import Device
+        from ironaccel_cuda import device_count
 
-        n = Device.count()
+        n = device_count()
         return dict(os.environ, BOOTSTRAP_GPUS=str(n), NCCL_NVLS_ENABLE="0"), n
     fake = request.getfixturevalue("fake_lib")
     nccl = request.getfixturevalue("fake_nccl")

@@ -10,13 +10,14 @@ import numpy as np
 
 RECORDS = r"""
 #define ALIGN(bytes) __align__(bytes)
+#define OFFSET(type, field) ((int)(unsigned long long)&(((type *)0)->field))  /* some NVRTC reject __builtin_offsetof */
 typedef struct { int val1; char pad; } ALIGN(32) inner_t;
 typedef struct { int val1; short val2; inner_t nested; } ALIGN(64) outer_t;
 typedef struct { int val1; char pad; } ALIGN(8) in8_t;
 typedef struct _o32 { int val1; short val2; in8_t nested; } __attribute__((aligned(32))) out32_t;
 __global__ void layout(int *d) {
-    d[0] = sizeof(inner_t); d[1] = sizeof(outer_t); d[2] = __builtin_offsetof(outer_t, nested);
-    d[3] = sizeof(in8_t); d[4] = sizeof(out32_t); d[5] = __builtin_offsetof(out32_t, nested);
+    d[0] = sizeof(inner_t); d[1] = sizeof(outer_t); d[2] = OFFSET(outer_t, nested);
+    d[3] = sizeof(in8_t); d[4] = sizeof(out32_t); d[5] = OFFSET(out32_t, nested);
 }
 """
 
