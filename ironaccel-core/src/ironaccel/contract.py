@@ -49,7 +49,8 @@ PLUGIN_API = "1.2"
 
 _K = "ironaccel.compute."
 _EXECUTION = ("FEATURES", "MEMORY_KINDS", "Queue", "Fence", "CommandBatch", "Command", "Timings", "ExternalMemory",
-              "ExternalFence", "ParamBlock", "Field", "Scalar", "Vector", "Array", "Struct", "ConstantInfo")
+              "ExternalFence", "close_duplicate", "ParamBlock", "Field", "Scalar", "Vector", "Array", "Struct",
+              "ConstantInfo")
 
 #: Every documented name of the contract and the version it appeared in (tests/test_contract.py keeps this
 #: table equal to the modules' public names).

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ironaccel import DType
+from ironaccel.compute import close_duplicate
 from ironaccel.errors import InvalidArgument, InvalidState, IronAccelError, Unsupported
 
 from . import _core, _dlpack, _driver
@@ -168,21 +169,6 @@ class _External:
             call("cuDestroyExternalMemory", extmem)
 
 
-def _close_duplicate(mine: int, fd: int) -> None:
-    """Close `mine` (a dup of `fd` that a failed import was given) unless the driver already did.
-
-    A refused import may or may not have closed the fd it was given (driver 580 closes it on
-    CUDA_ERROR_UNKNOWN); `mine` is closed only while it still names `fd`'s file, so a number the
-    driver released, or that was reused since, is left alone.
-    """
-    try:
-        a, b = os.fstat(mine), os.fstat(fd)
-    except OSError:
-        return
-    if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
-        os.close(mine)
-
-
 def _check_fd(fd: int, nbytes: int, size: int, op: str) -> None:
     """A regular file or memfd must hold what it claims (an fd of a GPU driver is a character device)."""
     try:
@@ -217,7 +203,7 @@ def import_memory(device: Any, fd: int, nbytes: int, dtype: DType, ext: Any) -> 
     try:
         extmem = call("cuImportExternalMemory", desc)
     except BaseException:
-        _close_duplicate(mine, fd)
+        close_duplicate(mine, fd)
         raise
     try:
         mapped = drv.CUDA_EXTERNAL_MEMORY_BUFFER_DESC()
@@ -364,7 +350,7 @@ def import_fence(device: Any, fd: int) -> ImportedFence:
     try:
         sem = call("cuImportExternalSemaphore", desc)
     except BaseException:
-        _close_duplicate(mine, fd)
+        close_duplicate(mine, fd)
         raise
     os.close(fd)
     fence = ImportedFence(sem, device)

@@ -48,6 +48,7 @@ from .execution import (
     Fence,
     Queue,
     Timings,
+    close_duplicate,
 )
 from .handles import WAIT_SLICE, BufferHandle, PipelineHandle, Program, ProgramCache, Submission, evict_unused, wait_for
 from .params import Array, ConstantInfo, Field, ParamBlock, Scalar, Struct, Vector
@@ -71,7 +72,7 @@ __all__ = [
     "numpy_dtype", "pack_params", "timeout_seconds", "workgroup_size", "workgroups",
     "Interface", "BindingInfo", "StorageBinding", "check_bindings", "glsl_interface", "source_text", "wgsl_interface",
     "FEATURES", "MEMORY_KINDS", "Queue", "Fence", "CommandBatch", "Command", "Timings", "ExternalMemory",
-    "ExternalFence",
+    "ExternalFence", "close_duplicate",
     "ParamBlock", "Field", "Scalar", "Vector", "Array", "Struct", "ConstantInfo",
     "ensure_runtime_dir", "fork_error", "generation",
     "Translation",

@@ -27,6 +27,7 @@ check, and a backend supplies vendor calls (see `base`'s docstring).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from .model import ExecutionModel
 
 __all__ = ["FEATURES", "MEMORY_KINDS", "Queue", "Fence", "EmulatedFence", "CommandBatch", "Command", "Timings",
-           "ExternalMemory", "ExternalFence", "constants_key", "fence_value"]
+           "ExternalMemory", "ExternalFence", "close_duplicate", "constants_key", "fence_value"]
 
 #: What a ComputeDevice may declare in `execution_features` (contract 1.2); `device.features` lists them.
 FEATURES = ("queues", "fences", "batches", "timestamps", "typed_params", "constants", "map", "dlpack",
@@ -368,6 +369,22 @@ class CommandBatch:
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"<CommandBatch {len(self.commands)} commands{' timestamps' if self.timestamps else ''}{state}>"
+
+
+def close_duplicate(mine: int, fd: int) -> None:
+    """Close `mine`, the duplicate of `fd` a failed import was given, unless the driver already closed it.
+
+    Drivers differ on who owns the fd of a refused import (the specs say the caller; NVIDIA's driver 580 closes
+    it in CUDA and Vulkan): `mine` is closed only while it still names `fd`'s file, so a number the driver
+    released, and perhaps reused for a file of its own, is left alone.
+    """
+    try:
+        a, b = os.fstat(mine), os.fstat(fd)
+    except OSError:
+        return
+    if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+        with contextlib.suppress(OSError):
+            os.close(mine)
 
 
 class _OwnedFd:

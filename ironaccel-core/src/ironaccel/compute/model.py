@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
@@ -45,6 +44,7 @@ from .execution import (
     Fence,
     Queue,
     Timings,
+    close_duplicate,
     dtype_bytes,
     fence_value,
 )
@@ -392,8 +392,7 @@ class ExecutionModel:
             try:
                 handle = self._import_memory(fd, nbytes, dt, memory)
             except BaseException:
-                with contextlib.suppress(OSError):  # some APIs (GL) own the fd even when the import fails
-                    os.close(fd)
+                close_duplicate(fd, memory.fd)  # some drivers (GL, NVIDIA's Vulkan) close it even when refusing
                 raise
             return self._wrap_buffer(handle, dt, size)
 
@@ -422,8 +421,7 @@ class ExecutionModel:
             try:
                 vf = self._import_fence(fd)
             except BaseException:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+                close_duplicate(fd, fence.fd)
                 raise
             imported = Fence(self, vf, 0, False)
             imported._signalled = _U64
