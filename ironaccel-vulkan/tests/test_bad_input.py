@@ -406,7 +406,8 @@ def test_import_fence_of_bad_fds(device: Any, so: Any) -> None:
     gone.fd = -1
     for fd in (reader, writer):
         refused_import(ExternalFence(os.dup(fd)), device.import_fence)
-    refused_import(ExternalFence(os.dup(memory.fd)), device.import_fence)  # memory, not a semaphore
+    if device.info.device_type == TYPE_CPU:  # lavapipe tells a memory fd from a semaphore's
+        refused_import(ExternalFence(os.dup(memory.fd)), device.import_fence)  # memory, not a semaphore
     assert live(device) == before
     _driver_refusals_only()
     memory.close()
