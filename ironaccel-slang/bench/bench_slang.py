@@ -79,6 +79,7 @@ def open_slangpy(backend: str) -> tuple[Any, str]:
 
 
 def slangpy_kernel(device: Any) -> Any:
+    """slangpy's kernel of SOURCE; its entry-point parameters are `dispatch` keywords (`vars=` binds globals only)."""
     module = device.load_module_from_source("bench_saxpy", SOURCE)
     return device.create_compute_kernel(device.link_program([module], [module.entry_point("saxpy")]))
 
@@ -159,12 +160,12 @@ def slangpy_case(device: Any) -> Case:
     step = iter(range(1 << 62))
 
     def once() -> None:
-        kernel.dispatch(thread_count=[N, 1, 1], vars={"y": ys, "x": xs, "a": float(next(step) % 7), "n": N})
+        kernel.dispatch(thread_count=[N, 1, 1], y=ys, x=xs, a=float(next(step) % 7), n=N)
         device.wait_for_idle()
 
     def check() -> None:
         out = device.create_buffer(element_count=N, struct_size=4, usage=usage, data=np.ones(N, np.float32))
-        kernel.dispatch(thread_count=[N, 1, 1], vars={"y": out, "x": xs, "a": 2.0, "n": N})
+        kernel.dispatch(thread_count=[N, 1, 1], y=out, x=xs, a=2.0, n=N)
         if not np.array_equal(out.to_numpy().view(np.float32), 2 * x + 1):
             raise AssertionError("slangpy's saxpy is wrong")
 
@@ -206,8 +207,7 @@ def slangpy_batch_case(device: Any) -> Case:
         encoder = device.create_command_encoder()
         encoder.clear_buffer(ys)
         for k in range(BATCH):
-            kernel.dispatch(thread_count=[N, 1, 1], vars={"y": ys, "x": xs, "a": float(k % 7), "n": N},
-                            command_encoder=encoder)
+            kernel.dispatch(thread_count=[N, 1, 1], command_encoder=encoder, y=ys, x=xs, a=float(k % 7), n=N)
         device.submit_command_buffer(encoder.finish())
         device.wait_for_idle()
 
@@ -239,7 +239,7 @@ def main() -> None:
         compiled = source.compile(args.backend, "saxpy")
         peer = "ironaccel's own pipeline of the same compiled code (no Slang layer): " + why
         direct = ironaccel_case(dev, dev.pipeline(compiled.code, compiled.entry, buffers=2, params=2), False)
-    # params by name against slangpy (whose vars are by name), in order against the same code's own pipeline
+    # params by name against slangpy (its dispatch keywords are by name), in order against our own pipeline
     case = compare("saxpy 1024 float32: dispatch + wait", ironaccel_case(dev, ours, spy_device is not None),
                    direct, rounds=args.pairs,
                    target=DISPATCH_TARGET)
