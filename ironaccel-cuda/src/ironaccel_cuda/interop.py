@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from ironaccel import DType
-from ironaccel.compute import close_duplicate
 from ironaccel.errors import InvalidArgument, InvalidState, IronAccelError, Unsupported
 
 from . import _core, _dlpack, _driver
@@ -196,15 +195,10 @@ def import_memory(device: Any, fd: int, nbytes: int, dtype: DType, ext: Any) -> 
     desc.type = drv.CUexternalMemoryHandleType.CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD
     desc.size = ext.size
     desc.flags = drv.CUDA_EXTERNAL_MEMORY_DEDICATED if ext.dedicated else 0
-    # CUDA owns the fd it imports (and closes it with the external memory): it is given a duplicate, so a failure
-    # at any step leaves `fd` to the caller alone, and a success closes `fd` last.
-    mine = os.dup(fd)
-    desc.handle.fd = mine
-    try:
-        extmem = call("cuImportExternalMemory", desc)
-    except BaseException:
-        close_duplicate(mine, fd)
-        raise
+    # `fd` is the kit's duplicate of the export's fd: CUDA owns it once imported (and closes it with the external
+    # memory); a refused import leaves it to the kit, which closes it unless the driver did (close_duplicate).
+    desc.handle.fd = fd
+    extmem = call("cuImportExternalMemory", desc)
     try:
         mapped = drv.CUDA_EXTERNAL_MEMORY_BUFFER_DESC()
         mapped.offset = 0
@@ -215,7 +209,6 @@ def import_memory(device: Any, fd: int, nbytes: int, dtype: DType, ext: Any) -> 
         call("cuDestroyExternalMemory", extmem)
         raise
     held = _External(extmem, dptr, device)
-    os.close(fd)
     return adopt(dptr, size, dtype, device, release=held.release, keepalive=held)
 
 
@@ -344,15 +337,9 @@ def import_fence(device: Any, fd: int) -> ImportedFence:
     drv = driver()
     desc = drv.CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC()
     desc.type = drv.CUexternalSemaphoreHandleType.CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD
-    mine = os.dup(fd)  # CUDA owns what it imports: a failure leaves `fd` to the caller, a success closes it
-    desc.handle.fd = mine
+    desc.handle.fd = fd  # the kit's duplicate: CUDA's once imported, the kit's to close if refused
     desc.flags = 0
-    try:
-        sem = call("cuImportExternalSemaphore", desc)
-    except BaseException:
-        close_duplicate(mine, fd)
-        raise
-    os.close(fd)
+    sem = call("cuImportExternalSemaphore", desc)
     fence = ImportedFence(sem, device)
     device._pools.append(fence)  # closed with the device handle if not before
     return fence
