@@ -31,7 +31,8 @@ cdef inline long long _count(object size, long long itemsize, long long total, o
 cdef class DeviceCore:
     """Device's per-handle fields and its hot methods (alloc, create_event).
 
-    Cold helpers of the subclass: `_size_arg(size, op)`, `_bad_size(size, nbytes, op)`, `_bad_stream(s, op)`.
+    Cold helpers of the subclass: `_size_arg(size, op)`, `_bad_size(size, nbytes, op)`, `_bad_stream(s, op)`,
+    `_blocking_sync_event(timing, blocking_sync)`.
     """
 
     cdef public object _state

@@ -170,11 +170,10 @@ class OpenGLDevice(ComputeDeviceBase):
 
     def _write(self, handle: Any, data: np.ndarray) -> None:
         handle.write(data)
-        if type(handle) is not gx.HostBuffer and type(handle) is not gx.ImportedBuffer:
-            return
-        # A copy from staging the GPU runs later: a serial of its own, so synchronize() and map() wait for it
-        # (another API reading imported memory, or the host reading a mapping, would see it half done).
-        self._submitted += 1
+        if type(handle) in (gx.HostBuffer, gx.ImportedBuffer):
+            # A copy from staging the GPU runs later: a serial of its own, so synchronize() and map() wait for it
+            # (another API reading imported memory, or the host reading a mapping, would see it half done).
+            self._submitted += 1
 
     def _read(self, handle: Any, out: np.ndarray) -> None:
         handle.read_into(out, out.nbytes)

@@ -149,8 +149,7 @@ class ImportedBuffer:
         # A CUDA export is one whole physical allocation (cuMemCreate) and says dedicated=False for Vulkan's sake;
         # GL must import it as dedicated: on the H100 (driver 580) a non-dedicated GL import read right but its
         # writes reached CUDA as garbage; dedicated is right both ways (bench/experiments/gl_cuda_import.py).
-        as_dedicated = getattr(ext, "dedicated", True) or getattr(ext, "backend", None) == "cuda"
-        dedicated = ctypes.c_int(1 if as_dedicated else 0)
+        dedicated = ctypes.c_int(1 if ext.dedicated or ext.backend == "cuda" else 0)
         calls.memory_object_parameteriv(memory.value, GL_DEDICATED_MEMORY_OBJECT_EXT, ctypes.byref(dedicated))
         calls.import_memory_fd(memory.value, int(ext.size), GL_HANDLE_TYPE_OPAQUE_FD_EXT, fd)  # GL owns fd now
         error = calls.get_error()
