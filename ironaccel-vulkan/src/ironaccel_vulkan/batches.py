@@ -4,8 +4,11 @@ A batch is recorded into one VkCommandBuffer (SIMULTANEOUS_USE, so it can be
 re-submitted while a previous submission runs, on any queue of the family)
 with a descriptor set per distinct (pipeline, buffers) of its dispatches, a
 host-visible staging buffer per write and per read, and a timestamp query
-pair per command where the batch is timed; each submit is one
-`vkQueueSubmit` on the timeline of the queue it goes to.  Fences are timeline
+pair per command where the batch is timed.  Each command is preceded by one
+pipeline barrier (after every earlier compute and transfer write, so the batch
+runs in order) and the batch ends with one that makes its writes visible to
+the host and later work: one barrier per command, where a plain dispatch
+records two.  Each submit is one `vkQueueSubmit` on the timeline of the queue it goes to.  Fences are timeline
 semaphores (Vulkan 1.2 `timelineSemaphore`): a signal or wait without work
 is a submit of no command buffers and no VkFence (nothing to retire).
 """
@@ -99,6 +102,9 @@ def record(core: DeviceState, commands: Sequence[Command], timestamps: bool) -> 
             _record_one(core, rec, command, shared)
             if rec.queries is not None:
                 lib.vkCmdWriteTimestamp(cmd, STAGE_ALL_COMMANDS, rec.queries, 2 * command.index + 1)
+        if commands:
+            lib.vkCmdPipelineBarrier(cmd, STAGE_COMPUTE | STAGE_TRANSFER, STAGE_HOST | STAGE_TRANSFER | STAGE_COMPUTE,
+                                     0, 1, core.batch_after, 0, ffi.NULL, 0, ffi.NULL)
         results.check("vkEndCommandBuffer", lib.vkEndCommandBuffer(cmd))
     except BaseException:
         free(core, rec)
@@ -140,8 +146,6 @@ def _record_one(core: DeviceState, rec: Recording, command: Command, shared: dic
         if push:
             lib.vkCmdPushConstants(cmd, program.layout, SHADER_STAGE_COMPUTE, 0, len(push), ffi.from_buffer(push))
         lib.vkCmdDispatch(cmd, *command.dims)
-        lib.vkCmdPipelineBarrier(cmd, STAGE_COMPUTE, STAGE_HOST | STAGE_TRANSFER, 0, 1, core.dispatch_after, 0,
-                                 ffi.NULL, 0, ffi.NULL)
         return
     lib.vkCmdPipelineBarrier(cmd, copy_stages, STAGE_TRANSFER, 0, 1, core.copy_before, 0, ffi.NULL, 0, ffi.NULL)
     region = ffi.new("VkBufferCopy*")
@@ -157,8 +161,6 @@ def _record_one(core: DeviceState, rec: Recording, command: Command, shared: dic
     else:
         region.srcOffset = command.offset
         lib.vkCmdCopyBuffer(cmd, command.src.buffer, rec.staging[command.index].buffer, 1, region)
-    lib.vkCmdPipelineBarrier(cmd, STAGE_TRANSFER, STAGE_HOST | STAGE_TRANSFER | STAGE_COMPUTE, 0, 1, core.copy_after,
-                             0, ffi.NULL, 0, ffi.NULL)
 
 
 def update(rec: Recording, command: Command) -> bool:

@@ -193,6 +193,10 @@ class DeviceState:
                                    ACCESS_TRANSFER_READ | ACCESS_TRANSFER_WRITE)
         self.copy_after = barrier(ACCESS_TRANSFER_WRITE, ACCESS_HOST_READ | ACCESS_TRANSFER_READ | ACCESS_TRANSFER_WRITE
                                   | ACCESS_SHADER_READ | ACCESS_SHADER_WRITE)
+        #: A recorded batch's commands keep only their "before" barriers (each orders against every earlier
+        #: compute and transfer write); this one, at the batch's end, makes all its writes visible.
+        self.batch_after = barrier(ACCESS_SHADER_WRITE | ACCESS_TRANSFER_WRITE, ACCESS_HOST_READ | ACCESS_TRANSFER_READ
+                                   | ACCESS_TRANSFER_WRITE | ACCESS_SHADER_READ | ACCESS_SHADER_WRITE)
         self.begin_reusable = ffi.new("VkCommandBufferBeginInfo*", {
             "sType": VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
             "flags": 0,  # not SIMULTANEOUS_USE: see dispatch.Command
