@@ -3,9 +3,8 @@
 #
 # Each fast path takes only the common case (exact types, an open compat Stream of the buffer's device, no
 # options) and otherwise returns to the compat's Python code (`_allocate_cold`, `_close_cold`, `_copy_from_cold`,
-# `_copy_to_cold`), which checks everything and raises cuda.core's errors.  The same paths in Python cost 0.75 us
-# (alloc + close) and 0.9 us (copy) over ironaccel's own calls on the H200 (2026-12-01): a Buffer is ten slot
-# stores, and a copy routes on four attribute reads and a property.
+# `_copy_to_cold`), which checks everything and raises cuda.core's errors.  Tried: the same paths in Python;
+# slower per call (a Buffer is ten slot stores, a copy routes on four attribute reads and a property).
 
 cdef object _cc_buf_type = None       # compat Buffer (exactly; subclasses take the cold path)
 cdef object _cc_dmr_type = None       # compat DeviceMemoryResource
@@ -172,7 +171,7 @@ def compat_device_allocate(self, size, *, stream=None):
 
 
 # -- events: Device.create_event and Stream.record ------------------------------------------------------------
-# (in Python they cost ~0.7 us of an event create/record/sync/destroy cycle over ironaccel's own, H200 2026-12-01)
+# (tried in Python: slower per event create/record/sync/destroy cycle than these)
 
 cdef object _cc_event_type = None    # compat Event
 cdef object _cc_event_options = None  # compat EventOptions
@@ -227,7 +226,7 @@ def batch_operands(items, addrs, sizes, str what):
     """Fill `addrs` and `sizes` (uint64 numpy arrays of `len(items)`) with each item's address and byte
     size: a DeviceBuf, the cuda.core compat's Buffer, any object with `ptr` and `nbytes` (PinnedBuf), or an int
     address (size unknown).  True when every item had a size.  A closed buffer or anything else is an
-    InvalidArgument naming `what[i]`.  (The same loop in Python cost ~0.8 us a copy more, fake driver, 2026-12-02.)
+    InvalidArgument naming `what[i]`.  (Tried: the same loop in Python, slower per copy.)
     """
     cdef Py_ssize_t n = len(items)
     cdef Py_buffer va, vz
@@ -289,7 +288,7 @@ cdef bint _fill_operands(items, Py_ssize_t n, unsigned long long* a, unsigned lo
 
 def all_instances(items, cls):
     """True when every item of `items` is an instance of `cls`: the cuda.core compat's copy_batch checks its
-    Buffers with it (a generator over the items cost ~50 ns each, fake driver, 2026-12-02)."""
+    Buffers with it (tried: a generator over the items, slower per item)."""
     for item in items:
         if not isinstance(item, cls):
             return False

@@ -144,7 +144,7 @@ cdef int _fence_state = 0
 # Set when a host function is queued (launch_host_func, note_host_func), cleared by the next cuStreamSynchronize
 # that succeeds (_stream_sync, _stream_drain): the wait after one takes cuStreamSynchronize.  A fence write queued
 # behind a host function runs only after the driver's callback thread has signalled it, a GPU round trip more:
-# the host callback row of the main benchmark went 35.2 -> 43.9 us with fenced waits (H200, 2026-12-02).
+# with fenced waits the host callback row of bench/run.py was slower.
 cdef bint _host_fn_queued = False
 cdef object _fence_lock = threading.Lock()
 
@@ -215,7 +215,7 @@ cdef inline int _fenced(uintptr_t s, bint drain) except -1:
     host function was queued since the last one, or, for Stream.synchronize (`drain` false), a pool trim is
     due, which only a real synchronize does).  A drain (a copy's own wait) leaves a due trim to the next
     Stream.synchronize, as the bounce copies' fence always did: the pycuda compat's 1 KiB copies, after one
-    free, took cuStreamSynchronize for every wait otherwise (9.5 us against 8.2 fenced, H200 2026-12-02)."""
+    free, took the slower cuStreamSynchronize for every wait otherwise (bench/bench_pycuda_compat.py)."""
     global _fence_state
     cdef int r
     if _fence_state < 0 or (_trim_pending and not drain) or _host_fn_queued or _disabled:  # _disabled: a
@@ -247,14 +247,14 @@ def fence_info():
 
 
 # Tried: one query of the legacy stream before a wait after work of ours went there (unwaited legacy work makes
-# every query ~1.3 us slower).  A/B on the H200, 2026-12-01 (0b8fcf4): 0.82-0.87x after a module load, 1.00 else.
+# every query slower, bench/experiments/probe_idle_sync.py): in an A/B it paid only after a module load.
 cdef int _stream_sync(uintptr_t s) except -1:
     global _trim_pending, _host_fn_queued
     cdef int err
     while True:
         # an idle stream needs no more than a query, which keeps the GIL; 1 stands for "not known to be idle".
         # Tried: no query for the stream our last copy or launch went to (and for events recorded behind it, and
-        # timing events).  A/B on the H200, 2026-12-01: 1.000-1.006x; the query overlaps the wait.
+        # timing events): no gain in an A/B; the query overlaps the wait.
         err = 1 if _trim_pending else cuStreamQuery(<CUstream>s)
         if err == 0:
             return 0
@@ -503,8 +503,8 @@ def memcpy_batch(dsts, srcs, sizes, attrs, attr_starts, uintptr_t s):
     """cuMemcpyBatchAsync: the copies dsts[i] <- srcs[i] of sizes[i] bytes on stream `s` in one call.  The five
     arguments are C-contiguous buffers (numpy arrays, `ironaccel_cuda.batched` builds them): 64-bit
     destinations, sources and sizes of one length, CUmemcpyAttributes records and the 64-bit index of the first
-    copy each applies to.  Their pointers come through the buffer protocol (numpy's `.ctypes.data` cost 0.8 us
-    each, fake driver, 2026-12-02).  A capturing stream is refused before the driver sees the batch (it has no
+    copy each applies to.  Their pointers come through the buffer protocol (tried: numpy's `.ctypes.data`,
+    slower per array).  A capturing stream is refused before the driver sees the batch (it has no
     graph node for one, and the failed call would invalidate the capture).  The GIL is released: a copy whose
     source must be read during the call may wait for it."""
     cdef Py_buffer v[5]

@@ -648,10 +648,9 @@ def compat_launch(stream, config, kernel, *kernel_args):
     The common case -- a plain LaunchConfig, a stream of the kernel's device -- reads the compat objects' fields
     and launches here, Buffers passed as their DeviceBufs (or addresses); everything else (launch attributes, graph builders,
     foreign streams, arguments the packer refuses, bad input) goes to the compat's cold path, which checks,
-    converts and raises cuda.core's errors.  (The same fast path written in Python, calling
-    `_launch_unwrapping`, cost 0.8 us per launch more than `Function.launch` on the H200, 2026-12-01, and 0.33
-    us more than `_launch_unwrapping` alone on CPU; a generated Python function per argument count that
-    unpacked, unwrapped and called `launch` with keywords cost 0.55 us more than `launch`.)
+    converts and raises cuda.core's errors.  (Tried: the same fast path written in Python, calling
+    `_launch_unwrapping`, and a generated Python function per argument count that unpacked, unwrapped and
+    called `launch` with keywords: both slower per launch than this.)
     """
     cdef FunctionCore fn
     cdef tuple shape
