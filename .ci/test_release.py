@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("ironaccel_release", ROOT / ".ci" / "release.py")
@@ -167,6 +171,111 @@ def test_status_check_catches_a_missing_test_file_function_or_member():
     assert "date" in status_problems(header + "| c | `.ci/test_release.py` | H200 (2026-12-01) |\n")[0]
     assert "date" in status_problems(header + "| c, session 12 | `.ci/test_release.py` | H200 |\n")[0]
     assert "timing" in status_problems(header + "| c | `.ci/test_release.py` | H200 (1.2 ms) |\n")[0]
+
+
+# -- shipped source: no dates or machine names in its comments and docstrings -------------------------------
+# Evidence (when, on which machine, how fast) lives in bench/: a comment keeps the finding in words and names the
+# experiment.  Timings are not checked here (a spin of 200 us is a design parameter); dates and machines are.
+
+SOURCE_PATTERNS = ("ironaccel-*/src/*.py", "ironaccel-*/native/*", "*.pyx", "*.pxi", "*.c", "*.h")
+SOURCE_SUFFIXES = (".py", ".pyx", ".pxi", ".c", ".h")
+_DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+_MACHINE = re.compile(r"\bH[12]00\b")
+#: A list of models ("an H100 or H200", "H100/H200") names a class of parts, not the machine something ran on.
+_MODEL_LIST = re.compile(r"\bH[12]00(?:\s*(?:/|,|or)\s*H[12]00\b)+")
+
+
+def shipped_sources() -> list[str]:
+    """The tracked source files the wheels ship: no test or bench folder, not the generated _core.c."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--", *SOURCE_PATTERNS], cwd=ROOT, capture_output=True)
+    if listed.returncode:
+        pytest.skip(f"not a git checkout: {listed.stderr.decode(errors='replace').strip()}")
+    paths = []
+    for path in sorted(set(listed.stdout.decode().split("\0")) - {""}):
+        parts = path.split("/")
+        if not path.endswith(SOURCE_SUFFIXES) or parts[-1] == "_core.c" or parts[-1].startswith("test_") or any(
+                part == "bench" or part.endswith("tests") for part in parts[:-1]):
+            continue
+        paths.append(path)
+    return paths
+
+
+def _python_notes(text: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring (a string that is a statement of its own) of Python or
+    Cython source; where the tokenizer gives up, every line."""
+    notes: list[tuple[int, str]] = []
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                  if t.type not in (tokenize.NL, tokenize.ENCODING)]
+    except (tokenize.TokenError, SyntaxError):
+        return list(enumerate(text.splitlines(), 1))
+    starts = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+    code = [t for t in tokens if t.type != tokenize.COMMENT]
+    for i, token in enumerate(code):
+        alone = (i == 0 or code[i - 1].type in starts) and (
+            i + 1 == len(code) or code[i + 1].type in (tokenize.NEWLINE, tokenize.ENDMARKER))
+        if token.type == tokenize.STRING and alone:
+            notes += [(token.start[0] + k, line) for k, line in enumerate(token.string.splitlines())]
+    notes += [(t.start[0], t.string) for t in tokens if t.type == tokenize.COMMENT]
+    return notes
+
+
+def _c_notes(text: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment of C source (string and character literals skipped)."""
+    notes: list[tuple[int, str]] = []
+    i, line, n = 0, 1, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1 if j < n and text[j] == c else j  # an unclosed literal ends at its line's end
+            continue
+        if text.startswith("//", i) or text.startswith("/*", i):
+            block = text[i + 1] == "*"
+            end = text.find("*/" if block else "\n", i + 2)
+            end = n if end < 0 else end + 2 if block else end
+            notes += [(line + k, part) for k, part in enumerate(text[i:end].split("\n"))]
+            line += text.count("\n", i, end)
+            i = end
+            continue
+        line += c == "\n"
+        i += 1
+    return notes
+
+
+def source_problems(path: str, text: str) -> list[str]:
+    """`path:line:` for each comment or docstring line of `text` that holds a date or names a machine."""
+    notes = _c_notes(text) if path.endswith((".c", ".h")) else _python_notes(text)
+    problems = []
+    for number, note in sorted(notes):
+        if _DATE.search(note):
+            problems.append(f"{path}:{number}: a date in a comment or docstring: {note.strip()}")
+        machine = _MACHINE.search(_MODEL_LIST.sub("", note))
+        if machine:
+            problems.append(f"{path}:{number}: a machine ({machine.group()}) in a comment or docstring: "
+                            f"{note.strip()}")
+    return problems
+
+
+def test_shipped_source_has_no_dates_or_machine_names_in_comments():
+    paths = shipped_sources()
+    assert len(paths) > 100 and "ironaccel-cuda/native/fence.h" in paths
+    found = [problem for path in paths for problem in source_problems(path, (ROOT / path).read_text())]
+    assert found == [], "\n".join(found)
+
+
+def test_source_check_catches_a_planted_date_or_machine():
+    python = ('"""A module."""\nx = 1  # fine\n\n\n'
+              'def f():\n    """Seen on the H200."""\n    return "H200"  # 2026-12-01\n')
+    assert source_problems("a.py", python) == [
+        'a.py:6: a machine (H200) in a comment or docstring: """Seen on the H200."""',
+        "a.py:7: a date in a comment or docstring: # 2026-12-01"]
+    c = 'const char* s = "H100 // 2026-01-01";\n/* measured\n * on the H100 */\nint x;  // fine\n'
+    assert source_problems("a.c", c) == ["a.c:3: a machine (H100) in a comment or docstring: * on the H100 */"]
+    assert source_problems("a.pxi", "cdef int f():\n    # (9, 0) for an H100 or H200, H100/H200\n") == []
+    assert source_problems("b.py", "x = 1  # ran on the H100 (see H100/H200)\n") != []
 
 
 # -- the backend guide: its code, copied as it stands, is a plugin that passes the conformance kit ---------

@@ -58,7 +58,7 @@ cdef str _op_name(int op):
 
 cdef int _recover(uintptr_t stream) except -1:
     """After CUDA_ERROR_INVALID_CONTEXT (no current context) or CUDA_ERROR_INVALID_VALUE (another device's
-    context current, seen on a two-GPU H200 host): make `stream`'s context current; 1 to retry."""
+    context current, seen on a two-GPU host): make `stream`'s context current; 1 to retry."""
     global ia_tls_ctx
     cdef CUcontext ctx = NULL
     cdef CUcontext cur = NULL

@@ -1,9 +1,9 @@
 /* Waiting for a stream on a fence word: what Stream.synchronize does once a query says the stream is busy.
  *
- * cuStreamSynchronize learns that a stream's work is done about 1 us after the GPU has done it: a
- * cuStreamWriteValue32 queued behind the work reaches a page-locked word in host memory that much sooner
- * (bench/experiments/probe_wait.py: a 64 KiB copy and its wait 8.0 us against 9.0 us, a no-op launch 8.9
- * against 10.1, the same under every context scheduling flag).  So a wait queues that write and spins on the
+ * cuStreamSynchronize learns that a stream's work is done measurably later than the GPU has done it: a
+ * cuStreamWriteValue32 queued behind the work reaches a page-locked word in host memory sooner
+ * (bench/experiments/probe_wait.py: a 64 KiB copy's wait and a no-op launch's both end sooner on the word,
+ * under every context scheduling flag).  So a wait queues that write and spins on the
  * word for up to `spin_ns`; past it, or where the write fails, it is cuStreamSynchronize, which also reports
  * any error of the work (a faulted kernel never lets the write run).  The write's default flags put a memory
  * barrier before it: the work's bytes are visible before the word changes.

@@ -105,7 +105,8 @@ def _init() -> ModuleType:
 # In a forked child these do nothing (the parent owns what they would release).
 RELEASE_OPS = frozenset({
     "cuStreamDestroy", "cuEventDestroy", "cuMemFree", "cuMemFreeAsync", "cuMemFreeHost", "cuMemHostUnregister",
-    "cuModuleUnload", "cuGraphDestroy", "cuGraphExecDestroy",
+    "cuModuleUnload", "cuGraphDestroy", "cuGraphExecDestroy", "cuArrayDestroy", "cuTexObjectDestroy",
+    "cuSurfObjectDestroy",
 })
 
 
@@ -143,9 +144,9 @@ def call(op: str, *args: Any) -> Any:
 def trim_after_oom() -> None:
     """Cold path of a failed cuMemAllocAsync: give back what the attempt left reserved.
 
-    Seen on the H200: after cuMemAllocAsync of the whole device failed, the current
-    device's default pool kept nearly all of its memory reserved (25 MiB free of
-    140 GB), so another process could not even create a context.  Trimming the pool
+    Seen: after cuMemAllocAsync of the whole device failed, the current
+    device's default pool kept nearly all of its memory reserved, so another
+    process could not even create a context.  Trimming the pool
     to zero releases only memory that no allocation uses.
     """
     try:

@@ -235,8 +235,8 @@ def mapped_extent(ptr: int) -> int | None:
     """Bytes from `ptr` to the end of its mapped allocation, or None if the driver names no range holding it.
 
     The least the driver reports: cuMemGetAddressRange, and the pointer's range start and size attributes (pinned
-    host pool memory reports its range with no start, H200), counting only a range that holds `ptr` (an imported
-    pinned pointer's address range came back as (0, 64) in a child on the H200)."""
+    host pool memory reports its range with no start), counting only a range that holds `ptr` (an imported
+    pinned pointer's address range came back as (0, 64) in a child process)."""
     attr = driver().CUpointer_attribute
     extents = []
     err, got = try_call("cuMemGetAddressRange", ptr)
@@ -254,7 +254,7 @@ class _Imports:
     """This process's IPC imports, under one lock: pools by key, counted by their open pools and buffers, and
     pool pointers by export data, counted by the DeviceBufs that map them.
 
-    A pointer is imported once per process and shared (H200: a second cuMemPoolImportPointer of one
+    A pointer is imported once per process and shared (seen: a second cuMemPoolImportPointer of one
     pointer returns the same address from a device pool, and one cuMemFreeAsync unmaps both; from a pinned host
     pool it fails with CUDA_ERROR_ALREADY_MAPPED).  Its last unmap frees it under the lock, so an import racing
     it cannot get the address back from the driver just before the free takes it away.  A release that a
@@ -434,7 +434,7 @@ class IpcBuffer:
     @classmethod
     def _make(cls, kind: str, device_uuid: str, pid: int, size: int, dtype: str, offset: int, handle: bytes,
               pool: IpcPool | None = None, pool_key: str = "") -> IpcBuffer:
-        """The descriptor without the frozen dataclass's __init__ (9 object.__setattr__ calls, ~1.5 us): export()
+        """The descriptor without the frozen dataclass's __init__ (9 object.__setattr__ calls): export()
         and without_pool() make one per call."""
         d = object.__new__(cls)
         d.__dict__.update(kind=kind, device_uuid=device_uuid, pid=pid, size=size, dtype=dtype, offset=offset,
@@ -505,7 +505,7 @@ class IpcBuffer:
         base, extent = _imports.map(pool, key, dev, data, op)
         home = dev.default_stream
         # memory.adopt's checks hold here (a mapped address; the size, checked above): the buffer is made directly,
-        # since Python's share of an open + close was ~17 us of 127 on the H200 (bench/experiments/probe_ipc.py).
+        # since Python's share of an open + close is a visible part of it (bench/experiments/probe_ipc.py).
         buf = _core.DeviceBuf._wrap(base + self.offset, self.size, dt, npdt, dev, home, _core.RELEASE_IMPORTED,
                                     base=(None, _PoolUnmap(base, home._h, key, data)))
         return buf, extent
@@ -565,7 +565,8 @@ def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
             raise invalid(op, "the buffer reaches past its pool allocation")
         desc = _export_pool(pool)
         # An allocation's export data is fixed for its life (cuda.core keeps it on the Buffer too): made once,
-        # dropped when the allocation is freed.  cuMemPoolExportPointer costs ~20 us on the H200 (probe_ipc.py).
+        # dropped when the allocation is freed.  cuMemPoolExportPointer is a slow driver call
+        # (bench/experiments/probe_ipc.py times it).
         raw = pool._export_data.get(base)
         if raw is None:
             raw = _raw(call("cuMemPoolExportPointer", base))

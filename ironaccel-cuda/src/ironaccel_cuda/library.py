@@ -68,10 +68,10 @@ class Library:
                 known = f"; name expressions: {sorted(self.name_map)}" if self.name_map else ""
                 raise driver_error(err, op, f"no kernel {name!r} (symbol {symbol.decode()!r}) in this library{known}")
             # Tried: loading the kernel into the primary context here (cuKernelGetFunction) and settling that load
-            # (module.settle_lazy_load).  The first launch still left waits slow (idle query 0.43 -> 1.73 us,
-            # bench/experiments/ab_settle.py), and launches on green-context streams then ran on the whole
+            # (module.settle_lazy_load).  The first launch still left waits slow
+            # (bench/experiments/ab_settle.py), and launches on green-context streams then ran on the whole
             # device (test_green_contexts_run_on_disjoint_sms failed).  Also tried: settling after the first
-            # launch, at once, after a sync or 2 ms later: no effect (1.37-1.73 us); only cuCtxSynchronize ended
+            # launch, at once, after a sync or 2 ms later: no effect; only cuCtxSynchronize ended
             # it (bench/experiments/probe_library_load.py).  A library kernel is left to load at launch.
             fn = Function._make(int(kernel), self, name, kernel=kernel, device=dev,
                                 types=self.param_types.get(symbol.decode()))

@@ -11,7 +11,7 @@
 Locations are a `Device` (or its ordinal) or `"host"`.  Prefetching, advice
 and attach apply to the whole buffer (views: to the view's bytes; attach: to
 the whole allocation).  Prefetch needs a device with concurrent managed
-access (`dev.attributes.concurrent_managed_access`; an H200 has it): others
+access (`dev.attributes.concurrent_managed_access`; Linux GPUs from Pascal on have it): others
 raise Unsupported.  `ManagedAllocator.allocate` refuses more than the device
 has free (`dev.memory_info()`): oversubscribing managed memory thrashes or
 stalls the GPU.  Allocation is synchronous (memory is usable at once); freeing

@@ -81,13 +81,13 @@ def settle_lazy_load(ctx: Any) -> None:
     """End the slow state getting a kernel leaves the driver in, without waiting for any of the user's work.
 
     With lazy loading (CUDA's default), getting a kernel moves its code to the device, and from then on every
-    stream query and wait in the process costs about 1.2 µs more (H200, driver 580: an idle stream's query 0.40
-    -> 1.6 µs), until the driver sees an event of an idle stream complete.  The user's next launch and its sync
+    stream query and wait in the process is slower (an idle stream's query several times its usual cost), until
+    the driver sees an event of an idle stream complete.  The user's next launch and its sync
     do not end it; cuCtxSynchronize would, but waits for everything (the experiments probe_idle_sync.py
     --first-load and ab_settle.py in ironaccel-cuda/bench/experiments/).  So: an event on a private stream of `ctx`,
     waited for at once, with this thread's capture mode relaxed so that a capture in progress is not
     invalidated.  A primary context keeps its stream and event for the process, as it keeps its default stream
-    (making and destroying them cost about 80 µs a kernel); another context's are made each time.  It only
+    (making and destroying them for every kernel is slow); another context's are made each time.  It only
     restores speed, so a failure here is ignored.
     """
     d = driver()

@@ -9,7 +9,7 @@ driver JIT: PTX made by a newer NVRTC than the driver cannot be loaded.
 Results are cached in memory and on disk (see `cache`); `ObjectCode.cache`
 says where a result came from.  Failures raise `CompileError` with NVRTC's log.
 
-A cache hit never loads NVRTC.  Loading it costs about 140 ms -- far more than
+A cache hit never loads NVRTC.  Loading it is slow -- far slower than
 reading a cached CUBIN -- so the cache key identifies the NVRTC build without
 loading it.  The first process that loads NVRTC records in the cache folder
 (`nvrtc-<environment>.json`; one record per Python environment and library

@@ -153,7 +153,7 @@ class Stream(_core.StreamCore):
             try:
                 if not _driver.forked:
                     # relaxed: closing (or collecting) a stream while this thread captures another in global or
-                    # thread-local mode keeps that capture (cuda.core's graph/test_options.py on the H200)
+                    # thread-local mode keeps that capture (cuda.core's graph/test_options.py)
                     with _driver.relaxed_capture(_driver.driver()):
                         _core.stream_sync(h)
             finally:
@@ -203,7 +203,7 @@ class _WatchedStream(Stream):
     def synchronize(self) -> None:
         """Wait until all work queued on this stream has finished; raise a failed host function's error."""
         Stream.synchronize(self)
-        if _hostfn._pending:  # a module reference: a function-level import here cost ~1 us a call (fake driver)
+        if _hostfn._pending:  # a module reference: a function-level import here slowed every call
             _hostfn.raise_pending(self)
 
     def query(self) -> bool:

@@ -1,10 +1,11 @@
 """How copies between pageable host memory and the device are staged (settings, read once per process).
 
 The driver copies pageable memory through its own small staging buffer on one
-thread, at 8-17 GB/s.  ironaccel instead copies large pageable transfers
-through its own page-locked slots: several threads copy host chunks into (or
-out of) the slots while the DMA engine moves the previous chunks, so host
-copies and PCIe transfers overlap.  Small pageable copies (compiled fast path
+thread, well below the page-locked rate (bench/experiments/pageable_alone.c
+measures it).  ironaccel instead copies large pageable transfers through its
+own page-locked slots: several threads copy host chunks into (or out of)
+the slots while the DMA engine moves the previous chunks, so host copies and
+PCIe transfers overlap.  Small pageable copies (compiled fast path
 only) go through a page-locked bounce buffer and an async DMA.
 
 A copy of N bytes is cut into chunks of about N/32 bytes (64 KiB to the slot
@@ -19,7 +20,7 @@ still unclaimed, so a copy never waits for the workers to wake up to start.
 Environment (read at the first large copy; `bench/sweep_transfer.py` measures them on a GPU):
 
 * ``IRONACCEL_CUDA_COPY_THREADS``: copy threads (default: min(8, usable CPUs - 2), at least 1).  On the
-  H200 machine (16 CPUs) 6, 8, 10, 12 and 15 threads all reached the same 59-61% of pinned bandwidth
+  a host of 16 CPUs every count from 6 to 15 threads reached the same share of pinned bandwidth
   (bench/sweep_transfer.py): the host's memory, not the thread count, is the limit.
 * ``IRONACCEL_CUDA_COPY_CHUNK``: slot size = largest chunk (default 512 KiB, a multiple of 4 KiB).
 * ``IRONACCEL_CUDA_COPY_SLOTS``: page-locked slots per device (default 4 x threads, at least 8).
@@ -30,10 +31,11 @@ Environment (read at the first large copy; `bench/sweep_transfer.py` measures th
 * ``IRONACCEL_CUDA_BOUNCE_MAX``: largest pageable copy sent through the bounce buffer (default 64 KiB).
 * ``IRONACCEL_CUDA_FENCE_SPIN_US``: how long a wait (a busy stream's synchronize, a copy's own wait, the
   bounce copies' included) spins on this thread's fence word (native/fence.h) before it asks
-  cuStreamSynchronize to wait (default 200; 0: always cuStreamSynchronize).  A wait the word ends gains
-  ~1 us; one that outlasts the spin pays the write, ~0.4 us (bench/experiments/ab_fence.py: a 57 us
-  graph replay 0.99x with 50 us).  200 us covers copies to a few MiB and short graphs; cuStreamSynchronize
-  spins too under the default scheduling.
+  cuStreamSynchronize to wait (default 200; 0: always cuStreamSynchronize).  A wait the word ends sees the
+  work's end sooner; one that outlasts the spin pays for the write, a smaller cost
+  (bench/experiments/ab_fence.py; a graph replay that outlasts a shorter spin lost next to nothing).
+  200 us covers copies to a few MiB and short graphs; cuStreamSynchronize spins too under the default
+  scheduling.
 """
 
 from __future__ import annotations

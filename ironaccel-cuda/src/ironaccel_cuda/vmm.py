@@ -7,7 +7,7 @@
 
 A `VirtualBuffer` reserves `capacity` bytes of device address space once and
 maps physical memory into it on demand, in chunks of the device's allocation
-granularity (2 MiB on an H200): each `resize` that grows creates one physical
+granularity (typically 2 MiB): each `resize` that grows creates one physical
 allocation for the new tail and maps it right after the last; the address
 never changes and the data already there stays where it is.  Shrinking
 releases the chunks that lie wholly past the new size (so shrinking by less

@@ -147,7 +147,7 @@ class ImportedBuffer:
         calls.get_error()  # what earlier work left set
         calls.create_memory_objects(1, ctypes.byref(memory))
         # A CUDA export is one whole physical allocation (cuMemCreate) and says dedicated=False for Vulkan's sake;
-        # GL must import it as dedicated: on the H100 (driver 580) a non-dedicated GL import read right but its
+        # GL must import it as dedicated: with driver 580 a non-dedicated GL import read right but its
         # writes reached CUDA as garbage; dedicated is right both ways (bench/experiments/gl_cuda_import.py).
         dedicated = ctypes.c_int(1 if ext.dedicated or ext.backend == "cuda" else 0)
         calls.memory_object_parameteriv(memory.value, GL_DEDICATED_MEMORY_OBJECT_EXT, ctypes.byref(dedicated))

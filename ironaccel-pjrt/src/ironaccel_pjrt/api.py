@@ -134,7 +134,8 @@ class PluginApi:
                 raise Unsupported(BACKEND, name, f"the plugin {os.path.basename(self.path)} (PJRT API "
                                   f"{self.version_string}) does not provide {name}")
             # Tried: ctypes.PYFUNCTYPE (GIL kept) for the calls that never wait (event IsReady/Destroy,
-            # ReadyEvent, UnsafePointer): to_host 0.2 us faster, the CPU round trip unchanged (38-39 us): not kept.
+            # ReadyEvent, UnsafePointer): to_host a little faster, the CPU round trip unchanged: not kept
+            # (ironaccel-pjrt/bench/README.md).
             fn = self._functions[name] = capi.FUNCTION(address)
         return fn
 

@@ -59,7 +59,7 @@ UPLOAD_SLOTS = 64
 ENV_SPIN = "IRONACCEL_PJRT_SPIN_US"
 #: The XLA CPU client runs a computation of 1000 flops or more on its worker pool.  A worker that has
 #: been idle for more than ~15 us sleeps, and a caller blocked in PJRT_Event_Await sleeps too: a small
-#: program then takes two thread wake-ups, 60-100 us on a 2-core VM, where polling saves the second
+#: program then takes two thread wake-ups, each far slower than the program, where polling saves the second
 #: (bench_execute.py, round_trip; ironaccel-pjrt/bench/README.md).  200 us covers the slow case with room.
 CPU_SPIN_US = 200.0
 
@@ -277,7 +277,7 @@ class Client:
         self._objects: weakref.WeakSet[Any] = weakref.WeakSet()
         #: The PJRT_Buffer handles of this client's live buffers.  A handle is destroyed by whoever takes it
         #: out of this set (`Buffer.delete` or `close`), so once and only once.  A plain set of ints: adding
-        #: and discarding cost 0.05 us, a WeakSet of the Buffer objects 0.3 us (per buffer made and freed).
+        #: and discarding cost a fraction of what a WeakSet of the Buffer objects does (per buffer made and freed).
         self._buffers: set[int] = set()
         #: Handles of small buffers dropped without delete(), destroyed after the next launch (Buffer.__del__).
         self._dropped: list[int] = []
@@ -289,11 +289,11 @@ class Client:
         self.platform_name = self._string_query("PJRT_Client_PlatformName", "platform_name")
         self.platform_version = self._string_query("PJRT_Client_PlatformVersion", "platform_version")
         # CPU and GPU clients keep arrays dense row-major, so their own layout is the host's: skipping the
-        # explicit layout saves a relayout pass (about 10 us per copy on the XLA CPU plugin).  Others (TPU
-        # tiles its arrays) are asked for row-major data.
+        # explicit layout saves a relayout pass per copy.  Others (TPU tiles its arrays) are asked for row-major
+        # data.
         self.explicit_host_layout = self.platform_name.lower() not in ("cpu", "cuda", "rocm", "gpu")
         #: CPU buffers live in host memory, dense row-major: to_host copies them with one memmove from
-        #: PJRT_Buffer_UnsafePointer instead of the plugin's asynchronous copy (7 us against 55-100 us).
+        #: PJRT_Buffer_UnsafePointer instead of the plugin's asynchronous copy, which is many times slower.
         self.host_memcpy = self.platform_name.lower() == "cpu" and api.has("PJRT_Buffer_UnsafePointer")
         #: Seconds a wait for a buffer polls PJRT_Event_IsReady before it blocks in PJRT_Event_Await.
         self.spin = spin_seconds(self.platform_name, api)
@@ -524,7 +524,7 @@ class Client:
         except (TypeError, ValueError) as exc:  # a ragged list; an array past numpy's size limit
             raise InvalidArgument(BACKEND, op, detail=f"not an array numpy can hold: {exc}") from None
         # The args struct of this thread for (dtype, shape, device, memory), filled once: an upload sets
-        # only the data pointer (about 2 us less than filling every field and the dims each time).
+        # only the data pointer (cheaper than filling every field and the dims each time).
         key = (array.dtype, array.shape, target, memory)
         try:
             slot = self._uploads.slots[key]
@@ -532,14 +532,15 @@ class Client:
             slot = self._upload_slot(key)
         args, address, dtype, by_buffer, event_args, event_address = slot
         if by_buffer and flags.writeable:
-            try:  # 0.3 us against 0.8 us for array.ctypes.data (which builds a numpy _ctypes object per call)
+            try:  # cheaper than array.ctypes.data (which builds a numpy _ctypes object per call)
                 args.data = ctypes.addressof(ctypes.c_char.from_buffer(array))  # type: ignore[arg-type]
             except (TypeError, ValueError, BufferError):
                 args.data = array.ctypes.data
         else:
             args.data = array.ctypes.data
         api = self.api
-        # (Tried: the C function kept in the slot instead of this lookup: 0.03-0.05 us a call, within the noise.)
+        # (Tried: the C function kept in the slot instead of this lookup: a gain within the noise;
+        # ironaccel-pjrt/bench/README.md.)
         error = (api._functions.get(op) or api.function(op))(address)
         if error:
             raise api.take_error(op, error)
@@ -547,8 +548,9 @@ class Client:
         event = args.done_with_host_buffer
         if event:
             # kImmutableOnlyDuringCall: the plugin may not hold on to `data` once the call has returned, so
-            # done_with_host_buffer has nothing left to say; it is destroyed unawaited (2-3 us per upload).
-            # (kImmutableZeroCopy, tried: the C call is 0.1 us faster for float32[1024] on the
+            # done_with_host_buffer has nothing left to say; it is destroyed unawaited
+            # (an await would only add to each upload).
+            # (kImmutableZeroCopy, tried: the C call is a little faster for float32[1024] on the
             # CPU plugin, and the array would have to live until the event; not worth its lifetime rules.)
             event_args.event = event
             error = api._event_destroy(event_address)

@@ -184,7 +184,7 @@ def _check_compute_interface(variables: list[tuple[int, int, int]], types: dict[
                              decorations: dict[int, dict[int, int]], builtin_members: set[int], op: str) -> None:
     """A compute shader's only Input and Output variables are built-ins (Vulkan, "Shader Input and Output
     Interfaces"). spirv-val (2025.5) accepts a user-defined Input there, and NVIDIA's driver 580 then dies with
-    SIGSEGV in vkCreateComputePipelines (H200: the module without `OpDecorate %id BuiltIn ...`)."""
+    SIGSEGV in vkCreateComputePipelines (seen with the module without `OpDecorate %id BuiltIn ...`)."""
     for pointer_type, var_id, storage in variables:
         if storage not in (SC_INPUT, SC_OUTPUT) or DECO_BUILTIN in decorations.get(var_id, {}):
             continue

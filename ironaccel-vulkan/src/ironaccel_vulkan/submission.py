@@ -39,8 +39,8 @@ NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF
 #: block at once.  Default: `CPU_SPIN_US` on a CPU device (lavapipe) with two or more usable cores, 0 on a GPU.
 ENV_SPIN = "IRONACCEL_VULKAN_SPIN_US"
 #: lavapipe runs a submission on its queue thread and signals the fence from there; a waiter blocked in
-#: vkWaitForFences sleeps, and waking it takes a thread wake-up (tens of microseconds on a 2-core VM whose other
-#: vCPU idles), which polling saves for short work.
+#: vkWaitForFences sleeps, and waking it takes a thread wake-up (slow next to short work, most of all on a small
+#: VM whose other vCPU idles), which polling saves for short work.
 CPU_SPIN_US = 200.0
 #: A wait that still blocks this many poll times after its poll was long: the work it waits for (a batch of many
 #: dispatches) outlasts any poll, and polling slows a CPU device whose threads run the work.

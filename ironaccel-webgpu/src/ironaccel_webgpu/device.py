@@ -94,8 +94,8 @@ class WebGPUDevice(ComputeDeviceBase):
 
     def __init__(self, wgpu: Any, adapter: Any, descriptor: DeviceDescriptor):
         self.wgpu = wgpu
-        # Measured: requesting these features and limits leaves a dispatch's cost as it is (H200, direct wgpu-py
-        # bursts with each feature alone, all, none: 62.6-65.0 us a dispatch at best).
+        # Measured: requesting these features and limits leaves a dispatch's cost as it is (direct wgpu-py
+        # bursts with each feature alone, all, none: the same best time a dispatch).
         features = [f for f in WANTED_FEATURES if f in adapter.features]
         limits = {k: v for k, v in adapter.limits.items() if k in WANTED_LIMITS}
         try:

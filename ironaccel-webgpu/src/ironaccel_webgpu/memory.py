@@ -52,7 +52,7 @@ def map_for_read(buffer: Any, wgpu: Any, nbytes: int, offset: int = 0) -> Any:
 
     The buffer was just written by a copy in its own submission, so wgpu-py's
     workaround for never-used buffers (an extra empty submit before every read
-    map, about 0.1 ms on llvmpipe) is skipped with its "READ_NOSYNC" mode where
+    map) is skipped with its "READ_NOSYNC" mode where
     this wgpu-py has it.
     """
     global _NOSYNC

@@ -63,7 +63,7 @@ from other threads raise InvalidState, buffers closed there are freed at the
 next call on the owning thread, and `make_current()` runs before vendor calls
 (OpenGL's EGL context); its `_lock` is a no-op, since only that thread gets
 past the checks.  The per-call methods take the lock with acquire() and
-release() in try/finally: 0.11 us on an RLock, where `with` takes 0.19.
+release() in try/finally, which costs less on an RLock than `with` does.
 Every call runs the checks in `_enter`; they are attribute tests only, since
 they are paid on every dispatch.
 """
@@ -154,7 +154,7 @@ class ComputeDeviceBase(ExecutionModel):
     binding_limit_name: ClassVar[str] = "the device's storage-buffer limit"
     params_limit_name: ClassVar[str] = "the device's params limit"
     #: The vendor calls take the caller's C-contiguous array as it is (its bytes, `nbytes` of them), not a flat
-    #: uint8 view of it (a view costs about 0.15 us an upload or download).
+    #: uint8 view of it (a view would be built on every upload or download).
     any_array: ClassVar[bool] = False
     #: The execution-model features this backend provides (see `execution.FEATURES`); `_open(features=)` may
     #: narrow them per device.
@@ -429,8 +429,8 @@ class ComputeDeviceBase(ExecutionModel):
                     self._enter("dispatch")  # raises
                 self._make_current()  # type: ignore[misc]
             program, handles, dims, packed = self._checked(pipeline, buffers, groups, params)
-            # Tried: object.__new__ and the two fields set here instead of Submission.__init__ (0.10 against 0.13 us
-            # alone): no change measurable in a dispatch (kit 0.96-1.05 us either way, webgpu).
+            # Tried: object.__new__ and the two fields set here instead of Submission.__init__ (a little faster
+            # alone): no change measurable in a dispatch (webgpu).
             return self.submission_type(self, self._launch(program, handles, dims, packed))
         finally:
             lock.release()
@@ -454,7 +454,7 @@ class ComputeDeviceBase(ExecutionModel):
         # The buffers this program was last dispatched with, unchanged since (no buffer of this device
         # closed or collected: each bumps the epoch, so these ids are still those live objects), passed
         # every check then and so pass them now.
-        # (Spelled out for one and two buffers: tuple(map(id, ...)) takes 0.20 us where these take 0.06.)
+        # (Spelled out for one and two buffers: tuple(map(id, ...)) takes several times as long.)
         n = len(buffers)
         ids = (id(buffers[0]), id(buffers[1])) if n == 2 else (id(buffers[0]),) if n == 1 \
             else tuple(map(id, buffers))

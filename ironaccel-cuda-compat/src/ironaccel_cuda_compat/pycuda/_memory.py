@@ -149,8 +149,9 @@ def mem_alloc(bytes: int) -> DeviceAllocation:
         bytes = _size(bytes, "cuMemAlloc")
     try:
         # Tried: cuMemAlloc/cuMemFree by default (IRONACCEL_CUDA_PYCUDA_ALLOC=sync), since the pool's free on the
-        # legacy stream leaves idle syncs at 1.3-1.7 us: mem_alloc(64 KiB).free() 0.47-0.81x PyCUDA against the
-        # pool's 1.47-1.50x, interleaved runs (H200, bench/experiments/README.md).
+        # legacy stream leaves idle syncs slow (ironaccel-cuda/bench/experiments/probe_idle_sync.py):
+        # mem_alloc(64 KiB).free() then lost to PyCUDA where the pool's beats it, interleaved runs
+        # (ironaccel-cuda/bench/bench_pycuda_compat.py).
         if ctx.pools:
             dp = _fast.mem_alloc_async(bytes, _LEGACY)
             ctx.live[dp] = None
@@ -389,8 +390,8 @@ def _pool_memory(dest: Any) -> bool:
 def memcpy_htod(dest: Any, src: Any) -> None:
     """Copy host buffer `src` to device address `dest`; returns once `src` may be reused."""
     # The common small case first, inline, as in memcpy_dtoh: an ndarray of at most one slot, a valid context
-    # on top of the stack that has its slots already.  The whole path through Python cost 1.5 us per 1 KiB copy
-    # against 0.07 us for the bare queued DMA (CPU box, fake driver).
+    # on top of the stack that has its slots already.  The whole path through Python costs many times the bare
+    # queued DMA of a 1 KiB copy.
     stack = _local.stack
     if stack and src.__class__ is _ndarray:
         top = stack[-1]
@@ -399,8 +400,9 @@ def memcpy_htod(dest: Any, src: Any) -> None:
         if st is not None and top._valid and 0 < n <= _BOUNCE_SLOT:
             try:
                 _ensure(top.handle)
-                # Tried: cuMemcpyHtoDAsync straight from the source up to 16 KiB (9d450a1): 1.28x the ring's speed at
-                # 1 KiB (ab_htod.py, H200), but from page-locked memory it returns before the DMA reads: needs a check.
+                # Tried: cuMemcpyHtoDAsync straight from the source up to 16 KiB: faster than the ring at 1 KiB
+                # (ironaccel-cuda/bench/experiments/ab_htod.py), but from page-locked memory it returns before the
+                # DMA reads: needs a check.
                 st.ring.copy(dest, src, n)
                 return
             except ia.IronAccelError as exc:
@@ -428,7 +430,7 @@ def memcpy_htod(dest: Any, src: Any) -> None:
 def memcpy_dtoh(dest: Any, src: Any) -> None:
     """Copy from device address `src` into writable host buffer `dest`; returns once the data is there."""
     # The common small case first, inline: an ndarray of at most one bounce slot, a valid context on top of the
-    # stack.  Through `_current` and `_nbytes` it cost 0.55 us more per call (CPU box, fake driver).
+    # stack.  Through `_current` and `_nbytes` it was measurably slower per call.
     stack = _local.stack
     if stack and dest.__class__ is _ndarray:
         top = stack[-1]
@@ -447,7 +449,8 @@ def memcpy_dtoh(dest: Any, src: Any) -> None:
     try:
         if n <= _BOUNCE_SLOT:
             # The compiled core's bounce copy (its wait ends on a fence word).  A Python-side page-locked slot
-            # and cuStreamSynchronize, used before, measured 0.94x PyCUDA at 1 KiB (H200).
+            # and cuStreamSynchronize, used before, lost to PyCUDA at 1 KiB
+            # (ironaccel-cuda/bench/bench_pycuda_compat.py).
             if n:
                 try:
                     _fast.memcpy_dtoh_sync(dest, src, n, _LEGACY, ctx._ordinal)

@@ -147,10 +147,11 @@ class Event:
     def synchronize(self) -> Event:
         """Wait until the work before the last record has finished; returns self."""
         # Tried: a fence word set by a memop after each record, spun on here and confirmed by cuEventQuery (so a
-        # record made through the raw handle is still waited for): 6.9 us against cuEventSynchronize's 6.0 us
-        # for a timing event (H200; PyCUDA/compat 1.01x -> 0.87x).  Without the confirmation the
-        # spin saved 0.4 us, but the confirming query of a timing event alone cost 1.6 us.  cuEventSynchronize with no
-        # query first measured the same as with it (1.000x, A/B on the H200): the query overlaps the GPU's wait.
+        # record made through the raw handle is still waited for): slower than cuEventSynchronize for a timing
+        # event, and the row fell behind PyCUDA (ironaccel-cuda/bench/bench_pycuda_compat.py).  Without the
+        # confirmation the spin saved a little, but the confirming query of a timing event alone cost more.
+        # cuEventSynchronize with no query first measured the same as with it in an A/B: the query overlaps the
+        # GPU's wait.
         if not self._ctx._valid:
             raise _detached("cuEventSynchronize", "event")
         try:

@@ -520,8 +520,8 @@ class Communicator:
     # Each checks its buffers in one expression and diagnoses (raises) only when it fails; the
     # stream handle of the communicator's own stream is cached; after queuing, one
     # ncclCommGetAsyncError tells whether NCCL is still enqueuing (then _settle waits).
-    # One helper doing the whole launch (`fn(*args, comm, h)`) was tried: +250 ns a call over a no-op
-    # binding on a CI CPU (the `_issued` call: +35 ns), so each collective keeps its own launch.
+    # One helper doing the whole launch (`fn(*args, comm, h)`) was tried: slower per call over a no-op
+    # binding (the `_issued` call alone added to it), so each collective keeps its own launch.
 
     def all_reduce(self, send: DeviceBuf, recv: DeviceBuf | None = None, *, op: ReduceOp | str = "sum",
                    stream: Stream | None = None) -> None:

@@ -189,7 +189,7 @@ class Buffer(_ia.CompatBuffer):
                 if stream is None and owner is not None and owner.__class__ is _imported_from():
                     # An imported buffer is unmapped at once, and code written for cuda.core commonly closes one
                     # right after queuing a copy on another stream (cuda.core's own memory_ipc tests do): the copy
-                    # then faulted (CUDA_ERROR_ILLEGAL_ADDRESS, H200).  So the unmap waits for the device.
+                    # then faulted (CUDA_ERROR_ILLEGAL_ADDRESS).  So the unmap waits for the device.
                     mem.device.synchronize()
                 mem.close()
             except _ia.DriverError as exc:

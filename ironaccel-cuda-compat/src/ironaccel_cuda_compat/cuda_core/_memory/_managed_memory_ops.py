@@ -90,7 +90,7 @@ def _discard_prefetch(buf: Any, location: Any, stream: Any) -> None:
 def range_int_attribute(attribute: Any, ptr: Any, size: int) -> int:
     """A 32-bit cuMemRangeGetAttribute value.  cuda.bindings before 13.4 has no Python form of CUDA 13's
     PREFERRED_LOCATION_TYPE/_ID and LAST_PREFETCH_LOCATION_TYPE/_ID (TypeError "Unsupported attribute", seen with
-    13.3.1 on the H200): those are read from libcuda directly."""
+    cuda.bindings 13.3.1): those are read from libcuda directly."""
     try:
         return int(call("cuMemRangeGetAttribute", 4, attribute, ptr, size))
     except TypeError:
