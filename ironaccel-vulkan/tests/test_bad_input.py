@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -416,3 +417,33 @@ def test_import_fence_of_bad_fds(device: Any, so: Any) -> None:
     device.queue.signal(fence, 1)
     fence.wait(1, timeout=60)
     usable(device, so)
+
+
+def test_gpu_memory_imports_refuse_fds_of_another_kind_before_the_driver() -> None:
+    """On a GPU device a memory fd must look like the driver's own exports (NVIDIA's are /dev/nvidiactl): a memfd
+    or another device's file never reaches the driver (NVIDIA's 580, refusing one, fails every later
+    vkAllocateMemory of the process).  Checked with a stand-in device whose exports are a character device."""
+    from types import SimpleNamespace
+
+    from ironaccel_vulkan.external import check_fd, foreign
+    from ironaccel_vulkan.physical import TYPE_DISCRETE
+
+    nvidiactl = (stat.S_IFCHR, os.makedev(195, 255))
+    core = SimpleNamespace(info=SimpleNamespace(device_type=TYPE_DISCRETE), export_kind=nvidiactl)
+    memfd, null = _memfd("kind", 4096), os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd, what in ((memfd, "memfd"), (null, "/dev/null")):
+            with pytest.raises(InvalidArgument, match="not of the kind this driver exports") as info:
+                check_fd(core, fd, 4096, "import_memory")  # type: ignore[arg-type]
+            assert info.value.op == "import_memory", what
+        check_fd(core, null, None, "import_fence")  # type: ignore[arg-type]  # fences are not judged by kind
+        same_driver = SimpleNamespace(st_mode=stat.S_IFCHR | 0o666, st_rdev=os.makedev(195, 0), st_dev=6)
+        assert not foreign(same_driver, nvidiactl)  # type: ignore[arg-type]  # another node of the same driver
+        anonymous = SimpleNamespace(st_mode=0o600, st_rdev=0, st_dev=14)
+        assert not foreign(anonymous, nvidiactl)  # type: ignore[arg-type]  # left for the driver to judge
+        lavapipe = (stat.S_IFREG, os.fstat(memfd).st_dev)
+        assert not foreign(os.fstat(memfd), lavapipe)  # a driver whose exports are memfds
+        assert foreign(os.fstat(null), lavapipe)
+    finally:
+        os.close(memfd)
+        os.close(null)

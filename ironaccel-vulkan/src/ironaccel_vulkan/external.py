@@ -53,11 +53,47 @@ def check_fd(core: DeviceState, fd: int, size: int | None, op: str) -> None:
     what = _NOT_EXPORTED.get(kind) or ("a terminal" if os.isatty(fd) else None)
     if what is None and size is not None and core.info.device_type == TYPE_CPU and kind != stat.S_IFREG:
         what = "not a memfd (the only kind of memory fd this CPU device exports)"
+    if what is None and size is not None and core.info.device_type != TYPE_CPU and foreign(st, export_kind(core)):
+        # NVIDIA's driver 580, refusing a memfd or /dev/null as memory, fails every later vkAllocateMemory of the
+        # process (OUT_OF_DEVICE_MEMORY): such an fd never reaches it.  Its own exports are /dev/nvidiactl.
+        what = "not of the kind this driver exports as memory"
     if what is not None:
         raise InvalidArgument(BACKEND, op, detail=f"the fd is {what}, not one a Vulkan driver exported")
     if size is not None and kind == stat.S_IFREG and 0 < st.st_size < size:
         raise InvalidArgument(BACKEND, op, detail=f"the fd holds {st.st_size} bytes, fewer than the {size} the "
                               "ExternalMemory says")
+
+
+def _kind(st: os.stat_result) -> tuple[int, int]:
+    """An fd's file type and the device it names (a character device) or lives on (a file)."""
+    kind = stat.S_IFMT(st.st_mode)
+    return kind, st.st_rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else st.st_dev
+
+
+def foreign(st: os.stat_result, exported: tuple[int, int]) -> bool:
+    """Whether an fd (its fstat) is surely not a memory export of a driver whose exports are of kind `exported`:
+    a regular file (a memfd) where the driver's are not, or a device file of another driver (another major
+    number).  Anything else (an anonymous inode ...) is left for the driver to judge."""
+    kind, ref_kind = stat.S_IFMT(st.st_mode), exported[0]
+    devices = (stat.S_IFCHR, stat.S_IFBLK)
+    if kind in devices:
+        return ref_kind not in devices or os.major(st.st_rdev) != os.major(exported[1])
+    return kind == stat.S_IFREG and ref_kind != stat.S_IFREG
+
+
+def export_kind(core: DeviceState) -> tuple[int, int]:
+    """The kind (`_kind`) of this device's memory fds, from one export of a small buffer (once per device)."""
+    if core.export_kind is None:
+        alloc = _allocate(core, 4, PREFER_DEVICE_LOCAL, False, "import_memory")
+        try:
+            fd = export_memory(core, alloc)[0]
+            try:
+                core.export_kind = _kind(os.fstat(fd))
+            finally:
+                os.close(fd)
+        finally:
+            core.destroy_allocation(alloc)
+    return core.export_kind
 
 
 def _proc(core: DeviceState, name: str) -> Any:

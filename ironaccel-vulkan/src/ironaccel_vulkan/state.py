@@ -87,6 +87,8 @@ class DeviceState:
         #: Extension entry points (vkGetDeviceProcAddr), and the allocation size of each external allocation.
         self.proc_cache: dict[str, Any] = {}
         self.export_sizes: dict[int, int] = {}
+        #: What this driver's memory fds are (external.export_kind), learnt from one export on the first import.
+        self.export_kind: tuple[int, int] | None = None
         self.limits = info.limits
         self.mapped = memory_mode == "mapped" or (memory_mode == "auto" and info.unified_memory)
         self.memory_mode = "mapped" if self.mapped else "staged"
