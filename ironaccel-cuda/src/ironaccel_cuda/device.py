@@ -39,6 +39,7 @@ from ._devices import (
     states,
 )
 from ._driver import call, driver, try_call
+from .arrays import Array, SurfaceObject, TextureObject
 from .compute import ComputeDeviceMixin
 from .context import Context, context_at, split_sms
 from .driver_pool import DriverPool
@@ -472,6 +473,38 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
     def alloc_pitched(self, shape: tuple[int, ...], dtype: Any = "uint8", stream: Stream | None = None) -> Any:
         """A (rows, cols) or (depth, rows, cols) PitchedBuf with rows padded by the driver; see `pitched`."""
         return PitchedBuf._alloc(self, shape, dtype, stream)
+
+    def create_array(self, shape: tuple[int, ...], dtype: Any = "float32", channels: int = 1, *, surface: bool = False,
+                     layered: bool = False, cubemap: bool = False, texture_gather: bool = False,
+                     stream: Stream | None = None) -> Array:
+        """A CUDA array (cuArray3DCreate) of `shape` -- (width,), (height, width) or (depth, height, width) -- with
+        `channels` (1, 2 or 4) values of `dtype` per texel, for textures and surfaces; see `arrays`.
+
+        `surface`: surface objects may load and store it; `layered`: the first axis counts layers; `cubemap`:
+        (6, width, width) faces; `texture_gather`: a 2-D array for tex2Dgather.  `stream` is its home stream
+        (default: the default stream): synchronous copies run there and closing waits for it.
+        """
+        return Array._create(self, shape, dtype, channels, surface=surface, layered=layered, cubemap=cubemap,
+                             texture_gather=texture_gather, stream=stream)
+
+    def create_texture(self, resource: Any, *, address_mode: Any = "clamp", filter_mode: str = "point",
+                       read_mode: str = "element", normalized_coords: bool = False, border_color: Any = 0.0,
+                       channels: int | None = None) -> TextureObject:
+        """A texture object (cuTexObjectCreate) reading an Array, a DeviceBuf (tex1Dfetch) or a 2-D PitchedBuf.
+
+        `address_mode`: "clamp", "border", "wrap" or "mirror" (the last two need `normalized_coords`), for every
+        dimension or per dimension (x, y, z); `filter_mode`: "point" or "linear"; `read_mode`: "element" or
+        "normalized_float" (8- and 16-bit integers read as [0, 1] or [-1, 1]); `border_color`: what "border"
+        reads outside, one number or (r, g, b, a); `channels`: values per texel of a DeviceBuf or PitchedBuf
+        (an Array knows its own).  See `arrays`.
+        """
+        return TextureObject._create(self, resource, address_mode=address_mode, filter_mode=filter_mode,
+                                     read_mode=read_mode, normalized_coords=normalized_coords,
+                                     border_color=border_color, channels=channels)
+
+    def create_surface(self, array: Array) -> SurfaceObject:
+        """A surface object (cuSurfObjectCreate) loading and storing an Array made with `surface=True`."""
+        return SurfaceObject._create(self, array)
 
     def create_pool(self, stream: Stream | None = None, *, max_block: int = 1 << 26, max_bytes: int = 1 << 32,
                     front_depth: int = 32, min_block: int = 256) -> Any:

@@ -115,7 +115,7 @@ def device_attribute(device: Device, name: str) -> int:
 
 
 # This process's IPC-capable created pools, as weak references: ipc.export() walks a tuple of them (a WeakSet's
-# guarded iteration cost ~2.6 us of a ~13 us export against the fake driver).
+# guarded iteration was a sizeable share of an export's cost).
 ipc_pools: list[weakref.ref[Any]] = []
 _ipc_pools_lock = threading.Lock()
 
@@ -472,7 +472,7 @@ class DriverPool(_Tracked):
 
     def _destroy(self) -> None:
         # A pool destroyed with allocations outstanding (which the driver documents as allowed: it frees the pool
-        # with its last allocation) made a later cuStreamSynchronize crash inside libcuda 580.159 on the H200
+        # with its last allocation) made a later cuStreamSynchronize crash inside libcuda 580.159
         # (test_closed_pools_and_surviving_buffers then test_graph): the last free destroys it instead.
         call("cuMemPoolDestroy", self._h)
 

@@ -191,6 +191,11 @@ static const struct kdef KERNELS[] = {
     /* echo16(u8* out, char, short, int, long long, float, double, u8, u16, u32, u64, float, double, int, float, u64) */
     {"echo16", k_echo16, 16, 0x1, {0, 8, 10, 12, 16, 24, 32, 40, 42, 44, 48, 56, 64, 72, 76, 80},
                             {8, 1, 2, 4, 8, 4, 8, 1, 2, 4, 8, 4, 8, 4, 4, 8}},
+    /* tex_fetch_1d(float*, cudaTextureObject_t, unsigned), tex2d_point(float*, tex, unsigned, unsigned),
+       surf2d_write(cudaSurfaceObject_t, unsigned, unsigned): fake_arrays.c */
+    {"tex_fetch_1d", fake_kernel_tex_fetch_1d, 3, 0x1, {0, 8, 16}, {8, 8, 4}},
+    {"tex2d_point", fake_kernel_tex2d_point, 4, 0x1, {0, 8, 16, 20}, {8, 8, 4, 4}},
+    {"surf2d_write", fake_kernel_surf2d_write, 3, 0x0, {0, 8, 12}, {8, 4, 4}},
     {"fault", k_fault, 1, 0x0, {0}, {8}},
     {"spin", k_spin, 1, 0x0, {0}, {8}},
 };
@@ -275,6 +280,8 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *v = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = 0x18 + d; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: *v = 512; break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: *v = 32; break;
     default: LEAVE(CUDA_ERROR_INVALID_VALUE);
     }
     LEAVE(CUDA_SUCCESS);

@@ -33,5 +33,16 @@ int fake_cuda_remove_range(void *base);  /* 0 when a range added here was remove
    `from` holds; a destroyed graph or executable graph releases what it holds. */
 void fake_uo_copy(const void *from, const void *to);
 void fake_uo_drop(const void *holder);
+/* CUDA arrays (fake_arrays.c): where the box of `width` bytes x `height` rows x `depth` slices at byte x, row y,
+   slice z of a live array lies (its first byte, row pitch and rows per slice), for cuMemcpy3D's array sides;
+   CUDA_ERROR_INVALID_VALUE for a handle that is no live array, a box past its extent or not on whole elements. */
+CUresult fake_cuda_array_span(CUarray a, size_t x, size_t y, size_t z, size_t width, size_t height, size_t depth,
+                              char **at, size_t *pitch, size_t *rows);
+/* Kernels other files run, listed with their parameter layouts in fake_cuda.c's KERNELS (fake_arrays.c: a
+   texture fetch, a point-sampled 2-D texture read and a surface write). */
+struct func;
+void fake_kernel_tex_fetch_1d(struct func *f, void **params, size_t nthreads);
+void fake_kernel_tex2d_point(struct func *f, void **params, size_t nthreads);
+void fake_kernel_surf2d_write(struct func *f, void **params, size_t nthreads);
 
 #endif

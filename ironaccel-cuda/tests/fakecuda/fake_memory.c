@@ -959,22 +959,32 @@ static int side_ok(CUmemorytype type, const void *host, CUdeviceptr dev, size_t 
     if (type == CU_MEMORYTYPE_DEVICE) return fake_cuda_find_range(dev, span, NULL, NULL) >= 0;
     return 0;
 }
+/* One side of a 3-D copy as host memory: its first byte, row pitch and rows per slice (an array's from
+   fake_arrays.c), checked against the copy's box. */
+static CUresult copy_side(const CUDA_MEMCPY3D *c, CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,
+                          size_t x, size_t y, size_t z, size_t pitch, size_t height, char **at, size_t *rpitch, size_t *rows) {
+    if (type == CU_MEMORYTYPE_ARRAY) return fake_cuda_array_span(array, x, y, z, c->WidthInBytes, c->Height, c->Depth, at, rpitch, rows);
+    if (pitch < c->WidthInBytes + x) return CUDA_ERROR_INVALID_VALUE;
+    size_t h = height ? height : c->Height;
+    if (c->Depth > 1 && h < c->Height + y) return CUDA_ERROR_INVALID_VALUE;
+    size_t off = (z * h + y) * pitch + x, span = ((c->Depth - 1) * h + c->Height - 1) * pitch + c->WidthInBytes;
+    if (!side_ok(type, host, dev + off, span)) return CUDA_ERROR_INVALID_VALUE;
+    *at = (type == CU_MEMORYTYPE_HOST ? (char *)host : (char *)(uintptr_t)dev) + off;
+    *rpitch = pitch; *rows = h;
+    return CUDA_SUCCESS;
+}
 static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream s) {
     if (!c || c->reserved0 || c->reserved1 || !c->WidthInBytes || !c->Height || !c->Depth) return CUDA_ERROR_INVALID_VALUE;
     if (fake_cuda_stream_device(s) < 0) return CUDA_ERROR_INVALID_HANDLE;
-    if (c->srcPitch < c->WidthInBytes + c->srcXInBytes || c->dstPitch < c->WidthInBytes + c->dstXInBytes) return CUDA_ERROR_INVALID_VALUE;
-    size_t sh = c->srcHeight ? c->srcHeight : c->Height, dh = c->dstHeight ? c->dstHeight : c->Height;
-    if ((c->Depth > 1 && (sh < c->Height + c->srcY || dh < c->Height + c->dstY))) return CUDA_ERROR_INVALID_VALUE;
-    size_t s0 = (c->srcZ * sh + c->srcY) * c->srcPitch + c->srcXInBytes, d0 = (c->dstZ * dh + c->dstY) * c->dstPitch + c->dstXInBytes;
-    size_t sspan = ((c->Depth - 1) * sh + c->Height - 1) * c->srcPitch + c->WidthInBytes;
-    size_t dspan = ((c->Depth - 1) * dh + c->Height - 1) * c->dstPitch + c->WidthInBytes;
-    const char *src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? (const char *)c->srcHost : (const char *)(uintptr_t)c->srcDevice;
-    char *dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? (char *)c->dstHost : (char *)(uintptr_t)c->dstDevice;
-    if (!side_ok(c->srcMemoryType, c->srcHost, c->srcDevice + s0, sspan) || !side_ok(c->dstMemoryType, c->dstHost, c->dstDevice + d0, dspan))
-        return CUDA_ERROR_INVALID_VALUE;
+    char *src, *dst; size_t sp, dp, sh, dh;
+    CUresult err = copy_side(c, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY, c->srcZ,
+                             c->srcPitch, c->srcHeight, &src, &sp, &sh);
+    if (!err) err = copy_side(c, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY, c->dstZ,
+                              c->dstPitch, c->dstHeight, &dst, &dp, &dh);
+    if (err) return err;
     for (size_t z = 0; z < c->Depth; z++)
         for (size_t y = 0; y < c->Height; y++)
-            memmove(dst + d0 + (z * dh + y) * c->dstPitch, src + s0 + (z * sh + y) * c->srcPitch, c->WidthInBytes);
+            memmove(dst + (z * dh + y) * dp, src + (z * sh + y) * sp, c->WidthInBytes);
     return CUDA_SUCCESS;
 }
 static CUresult fm_cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream s) { GUARD(); NEED_CTX(); return copy3d(c, s); }

@@ -64,7 +64,7 @@ def workload(dev, kernels, marks=None):
 
 
 def memory_workload(dev, kernels, mark=lambda stage: None):
-    """Every allocation path of driver_pool, allocator, vmm, managed, pitched, ipc and the pinned flags."""
+    """Every allocation path of driver_pool, allocator, vmm, managed, pitched, arrays, ipc and the pinned flags."""
     s = dev.create_stream()
     x = np.arange(1 << 14, dtype=np.float32)
     pools = [dev.create_driver_pool(), dev.create_driver_pool(ipc=True)]
@@ -105,6 +105,14 @@ def memory_workload(dev, kernels, mark=lambda stage: None):
     pitched.copy_to_host(stream=s)
     s.synchronize()
     pitched.close()
+    arr = dev.create_array((64, 256), "float32", surface=True, stream=s)
+    arr.copy_from(np.ones((64, 256), np.float32), stream=s)
+    dev.create_texture(arr, filter_mode="linear")
+    dev.create_surface(arr)
+    arr.copy_to_host(stream=s)
+    s.synchronize()
+    arr.close()
+    dev.create_texture(dev.create_array((16, 16), "uint8", 4))  # dropped without close: GC destroys both
     mapped = dev.alloc_pinned(1 << 12, "float32", mapped=True, write_combined=True)
     dev.device_view(mapped.array).memset(0)
     mapped.close()
@@ -114,7 +122,7 @@ def memory_workload(dev, kernels, mark=lambda stage: None):
     cu.ipc.export(event)
     event.close()
     s.close()
-    mark("pitched, mapped, IPC event")
+    mark("pitched, arrays, mapped, IPC event")
 
 
 def settled_free_memory(dev, timeout_s=5.0):
