@@ -4,8 +4,8 @@
 
 Compile: `Slang(src).compile()` cold (a slangc run, nothing cached), from the disk cache (a new process's
 first pipeline: the slangc run saved), from memory, and `device.pipeline()` of a source already translated;
-against slangpy's `load_module_from_source` + `link_program` + `create_compute_kernel` of the same source
-(slangpy's caches off).  Dispatch: the saxpy kernel on 1024 float32, dispatch + wait, params changed each time,
+against slangpy's `load_module_from_source` + `link_program` + `create_compute_kernel`, of a new module each
+time (a compile) and of the same module again (slang answers a loaded module name from its session).  Dispatch: the saxpy kernel on 1024 float32, dispatch + wait, params changed each time,
 through ironaccel (`device.pipeline(Slang(...))`) against slangpy's `kernel.dispatch` on the same device
 (bench/versus.py: sampled together, ratio with its bootstrap 95% interval).  Batch: 100 such dispatches, each
 with its own `a`, as an ironaccel batch recorded once and re-submitted (`device.submit(batch).wait()`) against
@@ -78,9 +78,10 @@ def open_slangpy(backend: str) -> tuple[Any, str]:
         return None, f"slangpy {spy.__version__} cannot open a {backend} device here: " + " ".join(str(exc).split())
 
 
-def slangpy_kernel(device: Any) -> Any:
-    """slangpy's kernel of SOURCE; its entry-point parameters are `dispatch` keywords (`vars=` binds globals only)."""
-    module = device.load_module_from_source("bench_saxpy", SOURCE)
+def slangpy_kernel(device: Any, name: str = "bench_saxpy", source: str = SOURCE) -> Any:
+    """slangpy's kernel of `source`; its entry-point parameters are `dispatch` keywords (`vars=` binds globals only).
+    A module name loaded before is answered from the session's module, so a cold load needs a new name."""
+    module = device.load_module_from_source(name, source)
     return device.create_compute_kernel(device.link_program([module], [module.entry_point("saxpy")]))
 
 
@@ -118,7 +119,15 @@ def compile_rows(dev: Any, backend: str, spy_device: Any, runs: int) -> list[tup
 
         rows.append(("ironaccel: device.pipeline() cold (slangc + driver)", median_ms(cold_pipeline, runs)))
     if spy_device is not None:
-        rows.append(("slangpy: load + link + create kernel", median_ms(lambda: slangpy_kernel(spy_device), runs)))
+        fresh = iter(range(1_000_000))
+
+        def spy_cold() -> None:
+            k = next(fresh)
+            slangpy_kernel(spy_device, f"bench_saxpy_cold{k}", SOURCE + f"// {k}\n")
+
+        rows.append(("slangpy: load + link + create kernel, a new module each time", median_ms(spy_cold, runs)))
+        rows.append(("slangpy: load + link + create kernel, the same module again",
+                     median_ms(lambda: slangpy_kernel(spy_device), runs)))
     return rows
 
 
