@@ -1,19 +1,23 @@
 """Shared fixtures of the compat's tests: the cuda.core compat module (`cc`) and an isolated compile cache.
 
 The compat's tests stand on ironaccel-cuda's test kit (the GPU suite's fixtures and kernels, the fake libcuda);
-`CUDA_TESTS` is where that kit lives in this repository.
+`CUDA_TESTS` is where that kit lives in this repository.  It goes on sys.path here, so the kit imports as
+ironaccel-cuda's `helpers` package (`helpers.fixtures`, `helpers.kernels`, `helpers.fakes`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-#: ironaccel-cuda's tests folder (gpu/conftest.py, gpu/kernels.py, fakecuda/, test_fake_driver.py).
+#: ironaccel-cuda's tests folder (helpers/fixtures.py, helpers/kernels.py, helpers/fakes.py, fakecuda/).
 CUDA_TESTS = Path(__file__).resolve().parents[2] / "ironaccel-cuda" / "tests"
+if str(CUDA_TESTS) not in sys.path:
+    sys.path.insert(0, str(CUDA_TESTS))
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The cuda.core compat's GraphBuilder and Graph without a GPU: the checks made before any driver call.
 
 The captures themselves (conditionals, embed, callbacks, update) run in cuda.core's own
-graph tests on the H200 (tools/run_cuda_core_tests.py) and in tests/gpu/test_graph_capture.py.
+graph tests on the H200 (tools/run_cuda_core_tests.py) and in ironaccel-cuda's tests/graphs/test_graph_capture.py.
 """
 
 from __future__ import annotations

@@ -1,42 +1,26 @@
 """Fixtures of the compat's GPU suite: ironaccel-cuda's GPU fixtures, plus the compat's own objects.
 
-ironaccel-cuda's tests/gpu/conftest.py is loaded by path and its fixtures and hooks re-exported (`dev`,
-`kernels`, `two`, `wait_until`, the multi_gpu mark), so one kit serves both suites; its `kernels.py` is on
-sys.path for `from kernels import SOURCE`.  As there, every module sets `pytestmark = pytest.mark.backend("cuda")`
-and runs on a real GPU or, on CPU-only machines, against the fake libcuda (`FAKE`).
+ironaccel-cuda's tests/helpers/fixtures.py is imported and its fixtures and hooks re-exported (`dev`,
+`kernels`, `two`, `wait_until`, the multi_gpu mark), so one kit serves both suites; its `helpers` package is on
+sys.path (../conftest.py) for `from helpers.kernels import SOURCE`.  As there, every module sets
+`pytestmark = pytest.mark.backend("cuda")` and runs on a real GPU or, on CPU-only machines, against the fake
+libcuda (`FAKE`).
 """
 
 from __future__ import annotations
 
 import gc
-import importlib.util
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import helpers.fixtures as _kit  # ironaccel-cuda's GPU fixtures (its tests/ is on sys.path: ../conftest.py)
 import pytest
+from helpers.kernels import SOURCE
 
-_CUDA_GPU = Path(__file__).resolve().parents[3] / "ironaccel-cuda" / "tests" / "gpu"
-
-
-def _cuda_kit() -> Any:
-    """ironaccel-cuda's GPU conftest, as a module of its own name (it puts its folder on sys.path)."""
-    name = "ironaccel_cuda_gpu_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _CUDA_GPU / "conftest.py")
-        assert spec is not None and spec.loader is not None, f"ironaccel-cuda's GPU conftest is not at {_CUDA_GPU}"
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_kit = _cuda_kit()
-sys.path.insert(0, str(Path(__file__).parent))  # records.py, compat_ipc_children.py; ahead of the kit's folder
-
-from kernels import SOURCE  # noqa: E402  (ironaccel-cuda's tests/gpu/kernels.py, on sys.path through the kit)
+sys.path.insert(0, str(Path(__file__).parent))  # records.py, compat_ipc_children.py, conftest; ahead of the kit
 
 FAKE = os.environ.get("IRONACCEL_CUDA_FAKE") == "1"
 _wait_until = _kit._wait_until

@@ -17,7 +17,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import FAKE
-from kernels import NAME_EXPRESSIONS, SOURCE
+from helpers.kernels import NAME_EXPRESSIONS, SOURCE
 
 import ironaccel_cuda as cu
 from ironaccel import Unsupported

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernels import NAME_EXPRESSIONS, SOURCE
+from helpers.kernels import NAME_EXPRESSIONS, SOURCE
 
 from ironaccel import ClosedError
 

@@ -12,7 +12,7 @@ import struct
 import weakref
 
 import pytest
-from kernels import SOURCE
+from helpers.kernels import SOURCE
 
 pytestmark = pytest.mark.backend("cuda")
 

@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 import pytest
 from conftest import FAKE
-from kernels import NAME_EXPRESSIONS, SOURCE
+from helpers.kernels import NAME_EXPRESSIONS, SOURCE
 
 pytestmark = pytest.mark.backend("cuda")
 

@@ -2,7 +2,7 @@
 
 The compat holds every node's attachments through the library's `_core.graph_attach` (CUDA user objects), and
 a Buffer a node uses shares its allocation with the node, so `Buffer.close()` keeps the memory while a graph can
-still touch it (cuda.core's semantics).  The library's own side is ironaccel-cuda's tests/gpu/test_graph_owners.py.
+still touch it (cuda.core's semantics).  The library's own side is ironaccel-cuda's tests/graphs/test_graph_owners.py.
 Results are read back from device memory.
 """
 
@@ -16,7 +16,7 @@ import weakref
 
 import pytest
 from conftest import _wait_until as wait_until
-from kernels import SOURCE
+from helpers.kernels import SOURCE
 
 pytestmark = pytest.mark.backend("cuda")
 

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 import pytest
 from conftest import FAKE
-from kernels import SOURCE
+from helpers.kernels import SOURCE
 
 import ironaccel
 import ironaccel_cuda as cu

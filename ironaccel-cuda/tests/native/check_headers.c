@@ -1,5 +1,5 @@
 /* Compile-time check of the compiled core's declarations against the real cuda.h (a CUDA toolkit's headers).
- * Built by tests/test_native.py where cuda.h exists; it compiles only if every entry point's prototype in
+ * Built by tests/native/test_native.py where cuda.h exists; it compiles only if every entry point's prototype in
  * native/entry_points.h is the one cudaTypedefs.h gives for that ABI version, and every type and struct of
  * native/cuda_shim.h has cuda.h's size and layout. */
 #include <cuda.h>

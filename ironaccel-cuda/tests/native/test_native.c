@@ -1,5 +1,5 @@
 /* Unit tests of the compiled core's C (the files in native/), with a pretend driver: no GPU, no CUDA headers.
- * Built and run by tests/test_native.py (with AddressSanitizer and UBSan where the compiler has them).
+ * Built and run by tests/native/test_native.py (with AddressSanitizer and UBSan where the compiler has them).
  * The "device" is host memory: the pretend cuMemcpy*Async calls are memcpy. */
 #include <stdio.h>
 #include <stdlib.h>

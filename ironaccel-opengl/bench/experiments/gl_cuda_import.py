@@ -9,8 +9,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, "ironaccel-cuda/tests/gpu")
-from zero_copy_children import twin  # noqa: E402
+sys.path.insert(0, "ironaccel-cuda/tests")
+from helpers.zero_copy_children import twin  # noqa: E402
 
 import ironaccel_cuda as cu  # noqa: E402
 
