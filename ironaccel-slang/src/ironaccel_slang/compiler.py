@@ -3,7 +3,9 @@
 The compiler is the `slangc` executable, found (first wins) at ``IRONACCEL_SLANGC``,
 inside the `slangtorch` wheel (its bundled compiler, located without importing
 slangtorch, which would import torch), or on PATH (the Vulkan SDK ships one).
-Without it, compiling raises `NotAvailable` naming the install command.
+Without it, compiling raises `NotAvailable` naming the install command.  Where Slang's compiler library lies
+beside it, slangc's arguments run in process instead (`inprocess`: the same outputs, one global session per
+process, milliseconds a compile); slangc runs where that library cannot be used or IRONACCEL_SLANG_INPROCESS=0.
 
 Every run is keyed on everything that changes its output -- the source, the
 entry point, the target, the options, the constants module and the compiler
@@ -27,6 +29,8 @@ from typing import Any
 
 from ironaccel.diskcache import DiskCache
 from ironaccel.errors import CompileError, InvalidArgument, NotAvailable
+
+from . import inprocess
 
 __all__ = ["ENV_SLANGC", "INSTALL", "Output", "find_slangc", "run_slangc", "compiler_id", "clear_memory", "CACHE"]
 
@@ -168,17 +172,26 @@ def _compile(backend: str, slangc: str, source: str, entry: str, target: str, op
 
 
 def _run(backend: str, argv: list[str], folder: str, entry: str | None = None) -> None:
-    try:
-        done = subprocess.run(argv, cwd=folder, capture_output=True, timeout=TIMEOUT_S, check=False,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise CompileError(backend, "slangc", f"slangc ran past {TIMEOUT_S} s and was stopped") from None
-    except OSError as exc:
-        raise NotAvailable(backend, f"slangc ({argv[0]}) could not be started: {exc}", fix=INSTALL,
-                           named=True) from None
-    if done.returncode != 0:
+    ran = inprocess.run(argv[0], compiler_id(argv[0]), argv[1:])  # None: not in process, so slangc runs
+    if ran is not None:
+        result, text = ran
+        if result >= 0:
+            return
+        returncode, log = result, text.replace(folder + os.sep, "")
+    else:
+        try:
+            done = subprocess.run(argv, cwd=folder, capture_output=True, timeout=TIMEOUT_S, check=False,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise CompileError(backend, "slangc", f"slangc ran past {TIMEOUT_S} s and was stopped") from None
+        except OSError as exc:
+            raise NotAvailable(backend, f"slangc ({argv[0]}) could not be started: {exc}", fix=INSTALL,
+                               named=True) from None
+        if done.returncode == 0:
+            return
+        returncode = done.returncode
         log = (done.stdout + done.stderr).decode(errors="replace").replace(folder + os.sep, "")
-        if entry is not None and "E38000" in log:  # "no function found matching entry point name"
-            raise InvalidArgument(backend, "pipeline", detail=f"the Slang source has no entry point {entry!r}: "
-                                  + log.strip())
-        raise CompileError(backend, "slangc", log, code=done.returncode)
+    if entry is not None and "E38000" in log:  # "no function found matching entry point name"
+        raise InvalidArgument(backend, "pipeline", detail=f"the Slang source has no entry point {entry!r}: "
+                              + log.strip())
+    raise CompileError(backend, "slangc", log, code=returncode)
