@@ -1,7 +1,7 @@
 """slangc's compile, run inside this process through Slang's compiler library (cffi), with one global session.
 
-Why: every slangc process loads Slang's core module again (~0.3 s per cold compile); a global session kept for
-the process pays that once, so a later cold compile costs milliseconds.
+Why: every slangc process loads Slang's core module again, most of a cold compile's time; a global session kept
+for the process pays that once, so a later cold compile is a small fraction of slangc's (ironaccel-slang/bench).
 
 What: the library beside slangc (slangtorch's wheel ships ``libslang-compiler.so.<version>``), or the one at
 ``IRONACCEL_SLANG_LIBRARY``, is loaded with cffi; its global session is set up as slangc sets up its own (GLSL
