@@ -62,7 +62,7 @@ import sys
 import threading
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -154,7 +154,37 @@ def _extent(shape: Any, layered: bool, cubemap: bool, gather: bool, op: str) -> 
     return width, height, depth
 
 
-class Array:
+_C = TypeVar("_C", bound="_Closing")
+
+
+class _Closing:
+    """What Array, TextureObject and SurfaceObject share: a driver handle `_h` (None once closed), `close()` as a
+    context manager, and `close()` on collection, where a failure is said, not swallowed (what it held may be
+    left behind)."""
+
+    _h: Any
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_h", None) is None:
+            return
+        try:
+            self.close()
+        except Exception as exc:
+            if not sys.is_finalizing():
+                warnings.warn(f"{type(self).__name__}: destroying it on collection failed: {exc}", RuntimeWarning,
+                              stacklevel=2)
+
+
+class Array(_Closing):
     """A CUDA array (texture memory in the GPU's own layout), read by textures and written by surfaces.
 
     Made by `Device.create_array`; see the module docstring.
@@ -398,31 +428,11 @@ class Array:
         finally:
             release_after(self.device, self._stream, "cuArrayDestroy", h)
 
-    def __enter__(self) -> Array:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        _finalise(self, "Array")
-
     def __repr__(self) -> str:
         state = "closed" if self._h is None else hex(int(self._h))
         kinds = [k for k in ("surface", "layered", "cubemap", "texture_gather") if getattr(self, k)]
         return (f"<Array {state} {self.shape} x {self.channels} x {self.dtype.value}"
                 f"{' ' + ','.join(kinds) if kinds else ''} on cuda:{self.device.ordinal}>")
-
-
-def _finalise(obj: Any, what: str) -> None:
-    """`obj.close()` when collected open; a failure is said, not swallowed (what it held may be left behind)."""
-    if getattr(obj, "_h", None) is None:
-        return
-    try:
-        obj.close()
-    except Exception as exc:
-        if not sys.is_finalizing():
-            warnings.warn(f"{what}: destroying it on collection failed: {exc}", RuntimeWarning, stacklevel=2)
 
 
 def _alignment(device: Device, name: str) -> int:
@@ -459,7 +469,7 @@ def _border(color: Any, op: str) -> tuple[float, float, float, float]:
     return float(values[0]), float(values[1]), float(values[2]), float(values[3])
 
 
-class TextureObject:
+class TextureObject(_Closing):
     """A texture object: cached, addressed and filtered reads of an Array, DeviceBuf or 2-D PitchedBuf.
 
     Made by `Device.create_texture`; pass `handle` as a kernel's `cudaTextureObject_t`.  See the module docstring.
@@ -597,15 +607,6 @@ class TextureObject:
         if h is not None:
             release_after(self.device, self._stream, "cuTexObjectDestroy", h)
 
-    def __enter__(self) -> TextureObject:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        _finalise(self, "TextureObject")
-
     def __repr__(self) -> str:
         state = "closed" if self._h is None else str(int(self._h))
         return (f"<TextureObject {state} over {type(self.resource).__name__}, {self.filter_mode}, "
@@ -613,7 +614,7 @@ class TextureObject:
                 f"on cuda:{self.device.ordinal}>")
 
 
-class SurfaceObject:
+class SurfaceObject(_Closing):
     """A surface object: typed loads and stores of an Array made with `surface=True` (`surf2Dwrite`, ...).
 
     Made by `Device.create_surface`; pass `handle` as a kernel's `cudaSurfaceObject_t`.
@@ -672,15 +673,6 @@ class SurfaceObject:
         h, self._h = self._h, None
         if h is not None:
             release_after(self.device, self._stream, "cuSurfObjectDestroy", h)
-
-    def __enter__(self) -> SurfaceObject:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        _finalise(self, "SurfaceObject")
 
     def __repr__(self) -> str:
         state = "closed" if self._h is None else str(int(self._h))
