@@ -17,6 +17,7 @@ if str(Path(__file__).parent) not in sys.path:
 
 from helpers.fixtures import (  # noqa: F401  (the GPU suite's fixtures and hooks, for every folder)
     dev,
+    fn,
     kernel_code,
     kernels,
     pytest_configure,

@@ -11,6 +11,8 @@ import threading
 import numpy as np
 import pytest
 from helpers import FAKE
+from helpers.kernels import LINK_CALLEE as CALLEE
+from helpers.kernels import LINK_CALLER as CALLER
 
 import ironaccel_cuda as cu
 from ironaccel import ClosedError, CompileError, InvalidArgument, NotAvailable
@@ -18,14 +20,6 @@ from ironaccel_cuda import linker
 
 pytestmark = pytest.mark.backend("cuda")
 
-CALLER = r"""
-extern "C" __device__ float scale(float x);
-extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * scale(x[i]) + y[i];
-}
-"""
-CALLEE = r"""extern "C" __device__ float scale(float x) { return 2.0f * x; }"""
 RDC = cu.CompileOptions(relocatable_device_code=True)
 
 

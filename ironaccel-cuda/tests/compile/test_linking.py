@@ -6,20 +6,14 @@ import numpy as np
 import pytest
 from helpers import FAKE
 from helpers.cbuild import fatbinary as _fatbinary
+from helpers.kernels import LINK_CALLEE as CALLEE
+from helpers.kernels import LINK_CALLER as CALLER
 
 import ironaccel_cuda as cu
 from ironaccel import ClosedError, InvalidArgument
 
 pytestmark = pytest.mark.backend("cuda")
 
-CALLER = r"""
-extern "C" __device__ float scale(float x);
-extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * scale(x[i]) + y[i];
-}
-"""
-CALLEE = r"""extern "C" __device__ float scale(float x) { return 2.0f * x; }"""
 GLOBALS = r"""
 __constant__ float coeffs[4];
 __device__ unsigned counter;

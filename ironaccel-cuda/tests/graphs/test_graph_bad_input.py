@@ -12,24 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers.expect import raises_exactly
-from helpers.kernels import NAME_EXPRESSIONS, SOURCE
 
 import ironaccel_cuda as cu
 from ironaccel import ClosedError, InvalidArgument
 
 pytestmark = pytest.mark.backend("cuda")
-
-
-@pytest.fixture(scope="module")
-def fn():
-    import ironaccel_cuda as cu
-
-    dev = cu.Device(0)
-    code = cu.Program(SOURCE, name_expressions=NAME_EXPRESSIONS).compile("cubin", arch=dev)
-    mod = dev.load_module(code)
-    yield mod.function("saxpy")
-    mod.close()
-    dev.close()
 
 
 # -- ints too wide for the driver's C type: once OverflowError from the binding -------------------------

@@ -64,6 +64,19 @@ def kernels(dev: Any, kernel_code: Any) -> Iterator[Any]:
     mod.close()
 
 
+@pytest.fixture(scope="module")
+def fn() -> Iterator[Any]:
+    """The test kernels' `saxpy` Function on a device of the module's own (the bad-input files share one)."""
+    import ironaccel_cuda as cu
+
+    dev = cu.Device(0)
+    code = cu.Program(SOURCE, name_expressions=NAME_EXPRESSIONS).compile("cubin", arch=dev)
+    mod = dev.load_module(code)
+    yield mod.function("saxpy")
+    mod.close()
+    dev.close()
+
+
 _pool_used: list[int] = []
 
 

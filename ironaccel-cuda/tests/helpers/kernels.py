@@ -41,3 +41,13 @@ extern "C" __global__ void spin(long long cycles) {
 
 # The fake driver knows this template instance by its mangled name; the GPU tests use the name expression.
 NAME_EXPRESSIONS = ["templated::saxpy<float>"]
+
+# A kernel calling a device function defined in another translation unit, and that function: the linking tests.
+LINK_CALLER = r"""
+extern "C" __device__ float scale(float x);
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * scale(x[i]) + y[i];
+}
+"""
+LINK_CALLEE = r"""extern "C" __device__ float scale(float x) { return 2.0f * x; }"""
