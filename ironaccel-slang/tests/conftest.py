@@ -9,6 +9,21 @@ if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RU
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ironaccel-xdg-")  # mkdtemp makes it mode 700
 
 
+@pytest.fixture
+def slangc() -> str:
+    """The compiler; a skip where it is missing, a failure where IRONACCEL_REQUIRE asks for real runs."""
+    from ironaccel.testing.pytest_plugin import required_backends
+    from ironaccel_slang import INSTALL, find_slangc
+
+    path = find_slangc()
+    if path is None:
+        message = f"no slangc here ({INSTALL})"
+        if required_backends():
+            pytest.fail(f"{message}; IRONACCEL_REQUIRE is set", pytrace=False)
+        pytest.skip(message)
+    return path
+
+
 @pytest.fixture(autouse=True)
 def slang_cache(tmp_path_factory, monkeypatch):
     """Each test's compiled outputs in a fresh private folder, none kept in memory from another test."""

@@ -13,9 +13,6 @@ import pytest
 from ironaccel.errors import CompileError
 from ironaccel_slang import TARGETS, Slang, compiler, inprocess
 
-from ironaccel.testing.pytest_plugin import required_backends
-from ironaccel_slang import INSTALL, find_slangc
-
 SAXPY = Slang("""
 struct Params { float a; uint n; };
 [shader("compute")]
@@ -60,17 +57,6 @@ void fill<T : __BuiltinArithmeticType>(uint3 tid: SV_DispatchThreadID, uniform R
 """)
 KERNELS = [(SAXPY, "saxpy", None), (SCALE, "scale", {"FACTOR": 5}), (RICH, "rich", None),
            (FILL.specialized("float"), "fill", None)]
-
-
-@pytest.fixture
-def slangc() -> str:
-    """The compiler; a skip where it is missing, a failure where IRONACCEL_REQUIRE asks for real runs."""
-    path = find_slangc()
-    if path is None:
-        if required_backends():
-            pytest.fail(f"no slangc here ({INSTALL}); IRONACCEL_REQUIRE is set", pytrace=False)
-        pytest.skip(f"no slangc here ({INSTALL})")
-    return path
 
 
 @pytest.fixture

@@ -442,14 +442,6 @@ KERNELS = [(SAXPY, "saxpy"), (REDUCE, "reduce_sum"), (WAVE, "wave_sum"), (AFFINE
            (SCAN, "scan_blocks"), (SCAN, "add_offsets")]
 
 
-@pytest.fixture
-def slangc():
-    if find_slangc() is None:
-        if required_backends():
-            pytest.fail(f"no slangc here ({INSTALL}); IRONACCEL_REQUIRE is set", pytrace=False)
-        pytest.skip(f"no slangc here ({INSTALL})")
-
-
 @pytest.mark.parametrize("target", ["vulkan", "webgpu", "opengl", "cuda"])
 def test_each_kernel_needs_what_it_uses(slangc, target):
     for source, entry in KERNELS:

@@ -21,7 +21,7 @@ from ironaccel import DType
 from ironaccel.diskcache import CacheWarning
 from ironaccel.errors import CompileError, InvalidArgument, NotAvailable, Unsupported
 from ironaccel.testing.pytest_plugin import required_backends
-from ironaccel_slang import INSTALL, Slang, compiler, find_slangc
+from ironaccel_slang import Slang, compiler, find_slangc
 
 GPU = [pytest.param(b, marks=pytest.mark.backend(b), id=b) for b in ("vulkan", "webgpu", "opengl", "cuda")]
 
@@ -68,18 +68,6 @@ void rich(uint3 tid: SV_DispatchThreadID, uniform RWStructuredBuffer<float> out,
 RICH_PARAMS = {"p": {"a": 1.5, "n": 7, "c": (2.0, 3.0, 4.0), "inner": {"v": (5.0, 6.0), "k": -8},
                      "arr": (9, 10, 11)}, "s": 12.5}
 RICH_WANT = np.array([1.5, 7, 2, 3, 4, 5, 6, -8, 9, 10, 11, 12.5], np.float32)
-
-
-@pytest.fixture
-def slangc() -> str:
-    """The compiler; a skip where it is missing, a failure where IRONACCEL_REQUIRE asks for real runs."""
-    path = find_slangc()
-    if path is None:
-        message = f"no slangc here ({INSTALL})"
-        if required_backends():
-            pytest.fail(f"{message}; IRONACCEL_REQUIRE is set", pytrace=False)
-        pytest.skip(message)
-    return path
 
 
 @pytest.fixture
