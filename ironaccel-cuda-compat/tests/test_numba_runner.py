@@ -24,6 +24,8 @@ COMPAT = "ironaccel_cuda_compat.cuda_core"
 
 
 def _load_runner() -> ModuleType:
+    if str(RUNNER_PATH.parent) not in sys.path:  # as when it runs as a script: its sibling modules import
+        sys.path.insert(0, str(RUNNER_PATH.parent))
     spec = importlib.util.spec_from_file_location("run_numba_cuda_tests_under_test", RUNNER_PATH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -22,9 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO_SOURCES = [HERE.parent / "src", HERE.parent.parent / "ironaccel-cuda" / "src",
-                HERE.parent.parent / "ironaccel-core" / "src"]
+from repo_sources import missing_sources
 
 OUT_OF_SCOPE = {
     "gl_interop_": "graphics interop (OpenGL) and a display: out of the compat's scope",
@@ -37,11 +35,8 @@ _BOOT = "from ironaccel_cuda_compat import cuda_core as compat\ncompat.install()
 
 
 def _env() -> dict[str, str]:
-    import importlib.util
-
     env = dict(os.environ)
-    extra = [str(p) for p, mod in zip(REPO_SOURCES, ("ironaccel_cuda_compat", "ironaccel_cuda", "ironaccel"))
-             if importlib.util.find_spec(mod) is None and p.is_dir()]
+    extra = missing_sources()
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     return env

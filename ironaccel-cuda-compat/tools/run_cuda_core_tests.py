@@ -37,8 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from repo_sources import missing_sources
+
 TOOLS = Path(__file__).resolve().parent
-REPO = TOOLS.parent.parent
 
 CORE_FILES = [
     "test_device.py", "test_stream.py", "test_event.py", "test_context.py", "test_launcher.py", "test_module.py",
@@ -63,15 +64,7 @@ def _no_cases() -> dict[str, int]:
 
 def _environment(against: str, extra: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
-    paths = [str(TOOLS)]
-    for module, source in (("ironaccel_cuda_compat", REPO / "ironaccel-cuda-compat" / "src"),
-                           ("ironaccel_cuda", REPO / "ironaccel-cuda" / "src"),
-                           ("ironaccel", REPO / "ironaccel-core" / "src")):
-        try:
-            __import__(module)
-        except ImportError:
-            if source.is_dir():
-                paths.append(str(source))
+    paths = [str(TOOLS), *missing_sources()]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import configparser
-import importlib.util
 import json
 import os
 import pkgutil
@@ -65,7 +64,6 @@ from pathlib import Path
 from typing import Any
 
 TOOLS = Path(__file__).resolve().parent
-REPO = TOOLS.parent.parent
 
 SIDES = ("cuda.core", "compat")
 COMPAT_MODULE = "ironaccel_cuda_compat.cuda_core"
@@ -461,17 +459,6 @@ def write_ini(path: Path, filterwarnings: Iterable[str], namespace_packages: boo
 
 
 # -- environments ----------------------------------------------------------------------------------------
-
-
-def repo_sources() -> list[str]:
-    """The repository's src folders of the distributions that are not installed."""
-    paths = []
-    for module, folder in (("ironaccel_cuda_compat", "ironaccel-cuda-compat"), ("ironaccel_cuda", "ironaccel-cuda"),
-                           ("ironaccel", "ironaccel-core")):
-        source = REPO / folder / "src"
-        if importlib.util.find_spec(module) is None and source.is_dir():
-            paths.append(str(source))
-    return paths
 
 
 def child_environment(base: Mapping[str, str], against: str, *, plugin_dir: Path, boot_dir: Path | None,
@@ -982,7 +969,10 @@ def _run(opts: argparse.Namespace, sides: list[str], extra: list[str], out: Path
     plugin_dir, boot_dir = tmp / "plugins", tmp / "boot"
     run_plugin = write_run_plugin(plugin_dir)
     write_sitecustomize(boot_dir)
-    sources = repo_sources()
+    # Here, not at the top: pytest's processes load this file by path as their plugin, without tools/ on sys.path.
+    from repo_sources import missing_sources
+
+    sources = missing_sources()
 
     def env_for(side: str, more: Mapping[str, str] | None = None) -> dict[str, str]:
         return child_environment(os.environ, side, plugin_dir=plugin_dir, boot_dir=boot_dir, sites=sites,

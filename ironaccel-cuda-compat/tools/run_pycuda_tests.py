@@ -36,9 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO_SOURCES = [HERE.parent / "src", HERE.parent.parent / "ironaccel-cuda" / "src",
-                HERE.parent.parent / "ironaccel-core" / "src"]
+from repo_sources import missing_sources
 
 REQUIRED = (
     "test_memory", "test_simple_kernel", "test_simple_kernel_2", "test_streamed_kernel", "test_multi_context",
@@ -57,17 +55,9 @@ _BOOT = (
 )
 
 
-def _missing_sources() -> list[str]:
-    """The repository's source folders of ironaccel_cuda / ironaccel when they are not installed."""
-    import importlib.util
-
-    return [str(p) for p, mod in zip(REPO_SOURCES, ("ironaccel_cuda_compat", "ironaccel_cuda", "ironaccel"))
-            if importlib.util.find_spec(mod) is None and p.is_dir()]
-
-
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    extra = _missing_sources()
+    extra = missing_sources()
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     return env
@@ -190,7 +180,7 @@ def table(rows: list[tuple[str, str, str, str, str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--child-pytest"]:
-        sys.path[:0] = _missing_sources()
+        sys.path[:0] = missing_sources()
         return _child_pytest(argv[1], argv[2], argv[3:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tests", type=Path, help="PyCUDA's test folder")
