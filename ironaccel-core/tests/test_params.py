@@ -134,6 +134,42 @@ def test_pack_refuses_what_does_not_fit(bad: object, match: str) -> None:
         block.pack(bad, "x", "dispatch")
 
 
+SCALARS = ParamBlock(layout_struct("S", [("a", F32), ("d", F64), ("n", U32), ("k", I32)], "c"), "c")
+
+
+def test_a_dict_of_scalars_packs_as_the_field_by_field_path_does() -> None:
+    """A dict of an all-scalar block takes the one-call path (by field order); the bytes are the same as the
+    path that packs field by field (a dict subclass takes that one), whatever the keys' order."""
+    record = np.zeros((), SCALARS.numpy_dtype())
+    record["a"], record["d"], record["n"], record["k"] = 1.5, -2.25, 2**32 - 1, -7
+    given = {"k": -7, "n": 2**32 - 1, "d": -2.25, "a": 1.5}
+    assert SCALARS.pack(given) == record.tobytes()
+    assert SCALARS.pack(SlowDict(given)) == record.tobytes()
+    assert SCALARS.pack({"a": np.float32(1.5), "d": np.float32(-2.25), "n": np.uint32(2**32 - 1),
+                         "k": np.int64(-7)}) == record.tobytes()
+
+
+class SlowDict(dict):  # type: ignore[type-arg]
+    """A mapping the one-call path does not take."""
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"a": 1.0, "d": 2.0, "n": 1}, "missing 'k'"),
+    ({"a": 1.0, "d": 2.0, "n": 1, "k": 0, "z": 0}, "no field named 'z'"),
+    ({"a": 1.0, "d": 2.0, "n": 1, "x": 0}, "no field named 'x'"),
+    ({"a": 1.0, "d": 2.0, "n": -1, "k": 0}, r"n: -1 does not fit uint32"),
+    ({"a": 1.0, "d": 2.0, "n": 1, "k": 2**31}, r"k: 2147483648 does not fit int32"),
+    ({"a": 1.0, "d": 2.0, "n": 1.0, "k": 0}, "n: expected an integer"),
+    ({"a": 1e39, "d": 2.0, "n": 1, "k": 0}, r"a: 1e\+39 does not fit float32"),
+    ({"a": np.float64(1), "d": 2.0, "n": 1, "k": 0}, "a: float64 into a float32 field would lose precision"),
+    ({"a": True, "d": 2.0, "n": 1, "k": 0}, "a: expected a number"),
+    ({"a": "1", "d": 2.0, "n": 1, "k": 0}, "a: expected a number"),
+])
+def test_a_dict_of_scalars_is_checked_like_any_params(bad: object, match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        SCALARS.pack(bad, "x", "dispatch")
+
+
 def test_nested_structs_and_arrays_of_structs() -> None:
     inner = layout_struct("I", [("v", Vector(DType.FLOAT32, 3)), ("w", F32)], "std140")
     block = ParamBlock(layout_struct("O", [("items", Array(inner, 2, 16)), ("n", I32)], "std140"), "std140")

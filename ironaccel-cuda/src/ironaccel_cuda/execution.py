@@ -21,6 +21,7 @@ so opening a Device and its hot paths pay nothing for it.
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -61,23 +62,47 @@ class _Raw(bytes):
         return packed
 
 
+class _BlockLaunch:
+    """One program's typed-block launch, set up once: a C argument area (the buffers' pointers, then the packed
+    block) and the void* array into it.  A launch fills the area with one pack under a lock and calls
+    cuLaunchKernel, which copies the arguments before it returns, so the area is free again at once."""
+
+    __slots__ = ("lock", "area", "view", "fill", "argv", "address")
+
+    def __init__(self, buffers: int, block: Any):
+        size = 8 * buffers + block.size
+        self.lock = threading.Lock()
+        self.area = bytearray(max(8, size))
+        self.view = (ctypes.c_char * len(self.area)).from_buffer(self.area)  # pins the area's address
+        self.fill = struct.Struct(f"<{buffers}Q{block.size}s")
+        base = ctypes.addressof(self.view)
+        slots = [base + 8 * i for i in range(buffers)] + [base + 8 * buffers + f.offset for f in block.fields]
+        self.argv = (ctypes.c_void_p * max(1, len(slots)))(*slots)
+        self.address = ctypes.addressof(self.argv)
+
+    def __call__(self, h: int, grid: tuple[int, int, int], buffers: Sequence[Any], params: Any, stream: Any) -> None:
+        (bx, by, bz), (gx, gy, gz) = params.block, grid
+        s = stream._h
+        if s is _core.CLOSED:
+            stream.handle  # noqa: B018  (raises the closed-stream error)
+        with self.lock:
+            self.fill.pack_into(self.area, 0, *[b._dp for b in buffers], params)
+            _core.launch(h, gx, gy, gz, bx, by, bz, 0, s, self.address)
+
+
 def run(program: Any, grid: tuple[int, int, int], buffers: Sequence[Any], params: Any, stream: Any) -> None:
     """Launch `program` on `stream` : positional values through Function.launch, a
-    typed block through cuLaunchKernel with each argument's pointer into the packed block."""
-    if not isinstance(params, _Raw):
+    typed block through cuLaunchKernel with each argument's pointer into the packed block (`_BlockLaunch`)."""
+    if type(params) is not _Raw:
         program.function.launch(grid, params.block, *buffers, *params, stream=stream)
         return
-    pointers = (ctypes.c_uint64 * max(1, len(buffers)))(*[b._dp for b in buffers])
-    raw = ctypes.create_string_buffer(bytes(params), max(1, len(params)))
-    base, fields = ctypes.addressof(raw), program.block.fields
-    argv = (ctypes.c_void_p * (len(buffers) + len(fields)))(
-        *[ctypes.addressof(pointers) + 8 * i for i in range(len(buffers))], *[base + f.offset for f in fields])
+    launch = program.__dict__.get("_block_launch")
+    if launch is None:
+        launch = program.__dict__.setdefault("_block_launch", _BlockLaunch(program.buffers, program.block))
     h = program.function._h
-    if getattr(h, "_h", None) is not None:
-        h = h._h
-    (bx, by, bz), (gx, gy, gz) = params.block, grid
-    _core.launch(int(h), gx, gy, gz, bx, by, bz, 0, int(stream.handle), ctypes.addressof(argv))
-
+    if type(h) is not int:
+        h = int(getattr(h, "_h", h))
+    launch(h, grid, buffers, params, stream)
 
 
 __all__ = ["CudaExecution", "MAX_QUEUES"]

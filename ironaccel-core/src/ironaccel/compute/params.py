@@ -254,16 +254,29 @@ class ParamBlock:
         codes.append("x" * (self.size - at))
         return _Packer("".join(codes)), tuple(allowed)
 
+    @functools.cached_property
+    def _keys(self) -> tuple[frozenset[str], tuple[str, ...]]:
+        """The field names as a set (to match a params dict's keys) and in order (to read its values)."""
+        return frozenset(self.names), self.names
+
     def pack(self, value: Any, backend: str = "compute", op: str = "dispatch") -> bytes:
         """`value` as the block's bytes (see the module docstring for what it may be)."""
-        if type(value) is tuple or type(value) is list:
+        kind = type(value)
+        if kind is dict and self._positional is not None:
+            keys, order = self._keys
+            if value.keys() == keys:  # params by name, the usual call: in field order, through the one-call path
+                value, kind = [value[name] for name in order], list
+        if kind is tuple or kind is list:
             fast = self._positional
-            if fast is not None and len(value) == len(fast[1]) and all(
-                    type(v) in ok for v, ok in zip(value, fast[1])):
-                try:
-                    return fast[0].pack(*value)
-                except (_PackError, OverflowError):
-                    pass  # a value out of range: the field-by-field path below names it
+            if fast is not None and len(value) == len(fast[1]):
+                for v, ok in zip(value, fast[1]):
+                    if type(v) not in ok:
+                        break
+                else:
+                    try:
+                        return fast[0].pack(*value)
+                    except (_PackError, OverflowError):
+                        pass  # a value out of range: the field-by-field path below names it
         if isinstance(value, (bytes, bytearray, memoryview)):
             raw = bytes(value)
             if len(raw) != self.size:

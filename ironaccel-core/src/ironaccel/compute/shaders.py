@@ -132,7 +132,8 @@ def check_bindings(backend: str, interface: Interface, buffers: Sequence[Any], o
         if want is not None and buf.dtype is not want:
             raise InvalidArgument(backend, op, detail=f"buffer {index} holds {buf.dtype.value}, the shader declares "
                                   f"binding {index} as {want.value}")
-    if len(buffers) > 1 and len({id(b) for b in buffers}) < len(buffers):
+    n = len(buffers)
+    if n > 1 and (buffers[0] is buffers[1] if n == 2 else len(set(map(id, buffers))) < n):
         first: dict[int, int] = {}
         for index, buf in enumerate(buffers):
             seen = first.setdefault(id(buf), index)
