@@ -2,10 +2,12 @@
 
     python ironaccel-slang/bench/bench_slang.py [--backend vulkan] [--pairs 41] [--compiles 7] [--json out.json]
 
-Compile: `Slang(src).compile()` cold (a slangc run, nothing cached), from the disk cache (a new process's
-first pipeline: the slangc run saved), from memory, and `device.pipeline()` of a source already translated;
-against slangpy's `load_module_from_source` + `link_program` + `create_compute_kernel`, of a new module each
-time (a compile) and of the same module again (slang answers a loaded module name from its session).  Dispatch: the saxpy kernel on 1024 float32, dispatch + wait, params changed each time,
+Compile: `Slang(src).compile()` cold (nothing cached: in process through Slang's library, or a slangc run where
+that library is not found), from the disk cache (a new process's first pipeline: the compile saved), from memory,
+and `device.pipeline()` of a source already translated; against slangpy's `load_module_from_source` +
+`link_program` + `create_compute_kernel`, of a new module each time (a compile) and of the same module again (slang
+answers a loaded module name from its session).  Dispatch: the saxpy kernel on 1024 float32, dispatch + wait,
+params changed each time,
 through ironaccel (`device.pipeline(Slang(...))`) against slangpy's `kernel.dispatch` on the same device
 (bench/versus.py: sampled together, ratio with its bootstrap 95% interval).  Batch: 100 such dispatches, each
 with its own `a`, as an ironaccel batch recorded once and re-submitted (`device.submit(batch).wait()`) against
@@ -37,7 +39,7 @@ from harness import Case
 from versus import compare, markdown, repeat, report, write_baseline
 
 import ironaccel
-from ironaccel_slang import Slang, compiler
+from ironaccel_slang import Slang, compiler, inprocess
 
 SOURCE = """
 [shader("compute")]
@@ -95,7 +97,9 @@ def compile_rows(dev: Any, backend: str, spy_device: Any, runs: int) -> list[tup
             compiler.clear_memory()
             Slang(SOURCE).compile(backend, "saxpy")
 
-        rows.append(("ironaccel: compile cold (slangc run)", median_ms(cold, runs)))
+        slangc = compiler.find_slangc() or ""
+        via = "in process" if inprocess.enabled() and inprocess.find_library(slangc) else "a slangc run"
+        rows.append((f"ironaccel: compile cold ({via})", median_ms(cold, runs)))
         os.environ["IRONACCEL_SLANG_CACHE_DIR"] = os.path.join(root, "warm")
         Slang(SOURCE).compile(backend, "saxpy")
 
@@ -117,7 +121,7 @@ def compile_rows(dev: Any, backend: str, spy_device: Any, runs: int) -> list[tup
             compiler.clear_memory()
             dev.pipeline(Slang(SOURCE + f"// {next(counter)}\n"), "saxpy", buffers=2)
 
-        rows.append(("ironaccel: device.pipeline() cold (slangc + driver)", median_ms(cold_pipeline, runs)))
+        rows.append((f"ironaccel: device.pipeline() cold (compile {via} + driver)", median_ms(cold_pipeline, runs)))
     if spy_device is not None:
         fresh = iter(range(1_000_000))
 
