@@ -331,6 +331,9 @@ FAKE = {
         def launch(*args):
             pass
     """,
+    # numba-cuda's site-packages .pth imports this module, which would send `numba.cuda` to the installed
+    # numba-cuda; first on the path, this empty one keeps the fake found where numba-cuda is installed
+    "_numba_cuda_redirector.py": "",
     "numba/__init__.py": "__version__ = '0.0.fake'\n",
     "numba/cuda/__init__.py": "",
     "numba/cuda/dispatcher.py": "from cuda.core import launch\n",
@@ -448,8 +451,8 @@ def test_a_whole_run_finds_the_tests_that_fail_only_on_the_compat(tmp_path: Path
     out = tmp_path / "out"
     status = R.main(["--out", str(out), "--site", str(site), "--numba-cuda-testing", str(testing),
                      "--timeout", "300"])
-    printed = capsys.readouterr().out
-    assert status == 1, printed
+    printed, errors = capsys.readouterr()
+    assert status == 1, printed + errors
     assert f"NUMBA_CUDA_TEST_BIN_DIR={out / 'numba-cuda-testing'}" in printed
     if shutil.which("make"):  # make ran with the tests' environment (`python` finds the fake numba)
         assert (out / "numba-cuda-testing" / "built.txt").read_text() == f"0.0.fake {sys.prefix}"
@@ -492,8 +495,8 @@ def test_a_whole_run_reports_a_crash_on_the_compat(tmp_path: Path, capsys: pytes
     site = _fake_numba(tmp_path)
     out = tmp_path / "out"
     status = R.main(["--out", str(out), "--site", str(site), "--only", "numba.cuda.tests.cudapy.test_crash"])
-    printed = capsys.readouterr().out
-    assert status == 1, printed
+    printed, errors = capsys.readouterr()
+    assert status == 1, printed + errors
     assert "-p ironaccel_numba_fixtures (built in" in printed
     results = json.loads((out / "results.json").read_text())
     crash = "numba/cuda/tests/cudapy/test_crash.py::test_crash"
@@ -520,8 +523,8 @@ def test_a_run_stopped_by_timeout_is_compared_with_a_saved_baseline(tmp_path: Pa
     out = tmp_path / "out"
     status = R.main(["--out", str(out), "--site", str(site), "--only", "numba.cuda.tests.cudapy.test_sleep",
                      "--baseline", str(baseline), "--timeout", "10"])
-    printed = capsys.readouterr().out
-    assert status == 1, printed
+    printed, errors = capsys.readouterr()
+    assert status == 1, printed + errors
     results = json.loads((out / "results.json").read_text())
     compat = results["sides"]["compat"]
     assert compat["timed_out"] and compat["junit"]  # interrupted, pytest still wrote its junit
