@@ -69,6 +69,8 @@ def files() -> list[Path]:
 
 GUIDE_NEEDS = {"cuda-memory.md": ("cuda",), "cuda-streams-graphs.md": ("cuda",), "nccl.md": ("cuda",),
                "compat.md": ("cuda",), "performance.md": ("cuda",)}
+#: backends.toml's extensions (slang, cuda-compat): distributions without a backend of their own to probe.
+EXTENSIONS = frozenset(tomllib.loads((ROOT / "backends.toml").read_text(encoding="utf-8")).get("extensions", {}))
 
 
 def default_needs(path: Path) -> tuple[str, ...]:
@@ -117,13 +119,28 @@ def required() -> set[str]:
 _usable: dict[str, bool] = {}
 
 
+def _extension_usable(name: str) -> bool:
+    """An extension of backends.toml (no backend of its own to probe): slang where its compiler is found, the
+    CUDA compat where CUDA is usable."""
+    if name == "slang":
+        from ironaccel_slang import find_slangc
+
+        return find_slangc() is not None
+    if name == "cuda-compat":
+        import ironaccel_cuda_compat  # noqa: F401
+
+        return usable("cuda")
+    raise LookupError(name)
+
+
 def usable(backend: str) -> bool:
     if backend not in _usable:
         import ironaccel
 
         try:
-            _usable[backend] = ironaccel.probe(backend).available
-        except Exception:  # an unknown name or a broken plugin: not usable here
+            _usable[backend] = _extension_usable(backend) if backend in EXTENSIONS else \
+                ironaccel.probe(backend).available
+        except Exception:  # an unknown name, a broken plugin, an extension not installed: not usable here
             _usable[backend] = False
     return _usable[backend]
 
