@@ -600,9 +600,13 @@ def _kernel_params(device: Device, fn: Any, grid: Any, block: Any, args: tuple[A
         packer.pack(args)
     except Exception as exc:
         raise pack_error(args, exc, fn.name, packer=packer) from None
+    func = fn._h
+    if fn._kernel is not None:  # a Library's CUkernel: a kernel node takes the CUfunction it has in this context
+        device._bind_here()
+        func = call("cuKernelGetFunction", fn._kernel)
     drv = driver()
     params = drv.CUDA_KERNEL_NODE_PARAMS()
-    params.func = drv.CUfunction(int(fn._h))
+    params.func = drv.CUfunction(int(func))
     params.gridDimX, params.gridDimY, params.gridDimZ = g
     params.blockDimX, params.blockDimY, params.blockDimZ = b
     params.sharedMemBytes = smem

@@ -148,6 +148,30 @@ def test_while_node_runs_its_body_until_a_kernel_says_stop(dev, conditional_code
     mod.close()
 
 
+def test_a_library_kernel_is_a_kernel_node(dev, conditional_code):
+    """A Library's kernel (a CUkernel, which cuLaunchKernel takes) becomes a kernel node through the CUfunction it
+    has in the graph's context: given as is, cuGraphAddKernelNode answered INVALID_HANDLE."""
+    lib = cu.Library(conditional_code)
+    add_one = lib.function("add_one", dev)
+    n = 256
+    y = dev.alloc(n, "float32")
+    y.memset(0)
+    g = cu.Graph(dev)
+    first = g.add_kernel(add_one, 1, 256, y, n)
+    g.add_kernel(add_one, 1, 256, y, n, after=first)
+    exe = g.instantiate()
+    exe.launch()
+    dev.default_stream.synchronize()
+    np.testing.assert_array_equal(y.copy_to_host(), np.full(n, 2, np.float32))
+    exe.set_params(first, add_one, 1, 128, y, n)  # half the threads: a per-node update takes it too
+    exe.launch()
+    dev.default_stream.synchronize()
+    np.testing.assert_array_equal(y.copy_to_host(), np.r_[np.full(128, 4), np.full(128, 3)].astype(np.float32))
+    exe.close()
+    g.close()
+    y.close()
+
+
 def test_if_node(dev, conditional_code):
     mod = dev.load_module(conditional_code)
     set_if, add_one = mod.function("set_if"), mod.function("add_one")
