@@ -244,8 +244,12 @@ def test_compiled_buffer_paths_agree_with_the_cold_ones(cc, device, stream):
     for size in (-1, True, 1.5):  # refused as before the compiled path (cuda.core's own error types)
         with pytest.raises((ValueError, TypeError, CUDAError)):
             device.allocate(size, stream=stream)
-    with pytest.raises(CUDAError, match="OUT_OF_MEMORY"):  # a driver failure, as cuda.core's error
-        device.allocate(cu.Device(0).total_memory, stream=stream)  # the whole device: more than is free
+    with pytest.raises(CUDAError, match="^CUDA_ERROR_OUT_OF_MEMORY: out of memory"):  # a driver failure, as
+        device.allocate(cu.Device(0).total_memory, stream=stream)  # cuda.core's error: the whole device is too much
+    from ironaccel import DriverError
+    from ironaccel_cuda_compat.cuda_core._utils.cuda_utils import from_ironaccel
+
+    assert str(from_ironaccel(DriverError("cuda", "cuX", 99999, "x", None))) == "UNEXPECTED ERROR CODE: 99999"
     fast.close()
     fast.close()  # idempotent
     assert fast.is_closed and fast.handle == 0

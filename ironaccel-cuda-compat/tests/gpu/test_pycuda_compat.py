@@ -190,8 +190,16 @@ def test_device(drv):
     with pytest.raises(drv.LogicError) as info:
         drv.Device(99)
     assert isinstance(info.value, InvalidArgument) and info.value.code == 101
+    assert "cuDeviceGet failed: invalid device ordinal" in str(info.value)  # the driver's text for the code
     with pytest.raises(AttributeError):
         dev.no_such_attribute  # noqa: B018
+
+
+def test_profiler_start_and_stop(drv):
+    drv.start_profiler()
+    drv.stop_profiler()
+    with pytest.raises(drv.LogicError, match="cuProfilerInitialize"):
+        drv.initialize_profiler()
 
 
 # -- memory ------------------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ __all__ = [
     "invalid",
     "closed",
     "code_name",
+    "code_string",
+    "driver_code_name",
     "HostFuncError",
 ]
 
@@ -86,8 +88,11 @@ class HostFuncError(DriverError):
         super().__init__(BACKEND, "cuLaunchHostFunc", detail=detail)
 
 
-def code_name(code: int) -> str:
-    """The symbolic name of a CUresult (cuGetErrorName, else the enum name)."""
+def driver_code_name(code: int) -> str | None:
+    """The driver's own name of a CUresult (cuGetErrorName), or None where the driver does not know the code.
+
+    For callers that word their own message for codes the driver cannot name; `code_name` always names one.
+    """
     try:
         from cuda.bindings import driver
 
@@ -96,6 +101,14 @@ def code_name(code: int) -> str:
             return name.decode() if isinstance(name, bytes) else str(name)
     except Exception:
         pass
+    return None
+
+
+def code_name(code: int) -> str:
+    """The symbolic name of a CUresult (cuGetErrorName, else the enum name)."""
+    name = driver_code_name(code)
+    if name is not None:
+        return name
     try:
         from cuda.bindings import driver
 
@@ -104,7 +117,11 @@ def code_name(code: int) -> str:
         return f"CUresult {code}"
 
 
-def _code_string(code: int) -> str | None:
+def code_string(code: int) -> str | None:
+    """The driver's description of a CUresult (cuGetErrorString), e.g. "invalid argument"; None where it has none.
+
+    The text typed errors carry after the code's name; public for code that words its own messages.
+    """
     try:
         from cuda.bindings import driver
 
@@ -120,7 +137,7 @@ def driver_error(code: Any, op: str, detail: str | None = None) -> DriverError:
     """The typed error for driver result `code` returned by `op` (not raised)."""
     code = int(code)
     name = code_name(code)
-    parts = [p for p in (detail, _code_string(code), _HINTS.get(code)) if p]
+    parts = [p for p in (detail, code_string(code), _HINTS.get(code)) if p]
     if code in _STICKY:
         parts.append("the CUDA context is now unusable; the process must exit to recover")
     text = "; ".join(dict.fromkeys(parts)) or None

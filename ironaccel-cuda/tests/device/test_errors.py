@@ -109,6 +109,20 @@ def test_error_fields(dev):
     assert info.value.code is None and info.value.op == "cuMemAllocAsync" and isinstance(info.value, ValueError)
 
 
+def test_code_names_and_strings_come_from_the_driver(dev):
+    """code_string / driver_code_name: the driver's own words for a code, None for a code it does not know."""
+    from ironaccel_cuda.errors import code_name, code_string, driver_code_name
+
+    assert driver_code_name(2) == code_name(2) == "CUDA_ERROR_OUT_OF_MEMORY"
+    assert code_string(2) == "out of memory"
+    assert code_string(101) == "invalid device ordinal"
+    assert driver_code_name(99999) is None and code_string(99999) is None
+    assert code_name(99999) == "CUresult 99999"  # the fallback driver_code_name leaves to its callers
+    with pytest.raises(OutOfMemory) as info:
+        dev.alloc(dev.total_memory)
+    assert code_string(2) in str(info.value)  # the text a typed error carries
+
+
 def test_dlpack_consumer_streams_are_checked(dev):
     buf = dev.alloc(16, "float32")
     for bad in (0xDEADBEEF, 0xDEADBEE8, "abc", -5, 2.5, 1 << 70, True, 0):

@@ -56,6 +56,16 @@ def call(op: str, *args: Any) -> Any:
         raise bad_input(op, exc) from None
 
 
+def guarded(routine: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` (a public ironaccel_cuda call); its failures raise PyCUDA's error naming `routine`, as `call`'s do."""
+    try:
+        return fn(*args)
+    except ia.IronAccelError as exc:
+        raise translate(exc, routine) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise bad_input(routine, exc) from None
+
+
 def init(flags: int = 0) -> None:
     """cuInit.  (Every call here initialises CUDA on first use; PyCUDA requires init() first.)"""
     try:

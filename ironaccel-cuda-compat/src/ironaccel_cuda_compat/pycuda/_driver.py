@@ -150,15 +150,19 @@ memcpy_atoa = _missing("memcpy_atoa")
 
 
 def start_profiler() -> None:
-    from ._context import call
+    from ironaccel_cuda.profiling import profiler_start
 
-    call("cuProfilerStart")
+    from ._context import guarded
+
+    guarded("cuProfilerStart", profiler_start)
 
 
 def stop_profiler() -> None:
-    from ._context import call
+    from ironaccel_cuda.profiling import profiler_stop
 
-    call("cuProfilerStop")
+    from ._context import guarded
+
+    guarded("cuProfilerStop", profiler_stop)
 
 
 def initialize_profiler(*args: Any) -> None:

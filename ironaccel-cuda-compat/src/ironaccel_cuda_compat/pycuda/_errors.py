@@ -158,13 +158,13 @@ def from_code(code: int, routine: str, detail: str | None = None, *, op: str | N
     `op` is the driver call that actually ran (defaults to `routine`); the
     ironaccel class and the hints come from ironaccel's own mapping.
     """
-    from ironaccel_cuda.errors import _code_string, driver_error
+    from ironaccel_cuda.errors import code_string, driver_error
 
     code = int(code)
     real = op or routine
     base = driver_error(code, real, detail)
     cls = combo(pycuda_class(code), type(base))
-    text = f"{routine} failed: {_code_string(code) or base.code_name}"
+    text = f"{routine} failed: {code_string(code) or base.code_name}"
     if detail:
         text += f" - {detail}"
     return cls(text, op=real, code=code, code_name=base.code_name, detail=base.detail)

@@ -15,6 +15,8 @@ from typing import Any
 
 from cuda.bindings import driver, nvrtc
 
+from ironaccel_cuda.errors import code_string, driver_code_name
+
 from .. import _ia
 
 __all__ = [
@@ -76,16 +78,16 @@ def binding_error(base: type, status: int, op: str, detail: str = "") -> CUDAErr
 
 def _driver_message(code: int) -> str:
     name = _code_name(code)
-    err, text = driver.cuGetErrorString(driver.CUresult(code))
-    if not err and text:
-        return f"{name}: {text.decode() if isinstance(text, bytes) else text}"
+    text = code_string(code)
+    if text:
+        return f"{name}: {text}"
     return name
 
 
 def _code_name(code: int) -> str:
-    err, name = driver.cuGetErrorName(driver.CUresult(code))
-    if not err and name:
-        return name.decode() if isinstance(name, bytes) else str(name)
+    name = driver_code_name(code)
+    if name is not None:
+        return name
     return f"UNEXPECTED ERROR CODE: {code}"
 
 
@@ -106,6 +108,14 @@ def call(op: str, *args: Any) -> Any:
     """A cold driver call through ironaccel (`_driver.call`), failing with CUDAError."""
     try:
         return _ia.call(op, *args)
+    except _ia.DriverError as exc:
+        raise from_ironaccel(exc) from None
+
+
+def guarded(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, a public ironaccel_cuda call, failing with CUDAError as `call` does."""
+    try:
+        return fn(*args)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
 
