@@ -53,6 +53,10 @@ def test_device_is_a_per_thread_ironaccel_device(cc):
     assert d.arch == f"{major}{minor}"
     assert d.properties.multiprocessor_count == cu.Device(0).attributes.multiprocessor_count
     assert d.properties is d.properties
+    assert d.properties.warp_size == cu.device_attribute(0, "warp_size") == 32
+    assert d.properties.unified_addressing is True
+    if FAKE:  # an attribute this driver does not answer reads as 0, as in cuda.core
+        assert d.properties.clock_rate == 0 and d.properties.mps_enabled is False
     assert d.device_id == int(d) == 0
     with pytest.raises(RuntimeError, match="cannot be instantiated directly"):
         cc._device.DeviceProperties()

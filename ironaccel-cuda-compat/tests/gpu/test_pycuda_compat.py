@@ -191,6 +191,15 @@ def test_device(drv):
         drv.Device(99)
     assert isinstance(info.value, InvalidArgument) and info.value.code == 101
     assert "cuDeviceGet failed: invalid device ordinal" in str(info.value)  # the driver's text for the code
+    with pytest.raises(drv.LogicError) as info:
+        drv.Device(1 << 40)  # beyond a C int, as the binding's conversion refuses it
+    assert isinstance(info.value, OverflowError) and "cuDeviceGet" in str(info.value)
+    with pytest.raises(drv.LogicError) as info:
+        drv.Device("not a bus id")
+    assert "cuDeviceGetByPCIBusId failed" in str(info.value) and info.value.code is not None
+    assert dev.can_access_peer(dev) is cu.can_access_peer(0, 0)
+    assert drv.get_driver_version() == cu.driver_version() >= 11000
+    assert dev.name() == cu.Device(0).name and dev.pci_bus_id() == cu.Device(0).pci_bus_id
     with pytest.raises(AttributeError):
         dev.no_such_attribute  # noqa: B018
 

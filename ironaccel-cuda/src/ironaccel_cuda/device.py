@@ -53,7 +53,9 @@ from .program import nvrtc_version
 from .stream import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, Stream, check_priority, implicit_stream
 from .vmm import VirtualBuffer
 
-__all__ = ["Device", "DeviceAttributes", "current_context", "device_count", "devices", "describe", "open_device"]
+__all__ = ["Device", "DeviceAttributes", "can_access_peer", "current_context", "describe", "device_attribute",
+           "device_count", "device_name", "device_ordinal", "device_pci_bus_id", "device_total_memory", "devices",
+           "driver_version", "open_device"]
 
 CU_STREAM_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
@@ -90,6 +92,74 @@ def _name(cudev: Any) -> str:
 def _pci_bus_id(cudev: Any) -> str:
     raw = call("cuDeviceGetPCIBusId", 64, cudev)
     return raw.split(b"\0", 1)[0].decode()
+
+
+# -- queries by ordinal: no Device, no context ---------------------------------------
+# For code that looks at devices before (or without) opening them: a Device retains the primary context and
+# makes it current, which a device picker or another API's device object must not do.  The driver checks the
+# ordinal: a bad one is its CUDA_ERROR_INVALID_DEVICE, naming the call.
+
+
+def _ordinal_arg(ordinal: Any, op: str) -> int:
+    if isinstance(ordinal, bool) or not isinstance(ordinal, (int, np.integer)):
+        raise invalid(op, f"the device ordinal must be an int, got {ordinal!r}")
+    if not -(1 << 31) <= int(ordinal) < 1 << 31:
+        raise invalid(op, f"device ordinal {ordinal} is out of range")
+    return int(ordinal)
+
+
+def driver_version() -> int:
+    """The CUDA version the installed driver supports, as the driver encodes it (cuDriverGetVersion): 1000 *
+    major + 10 * minor, e.g. 13000 for CUDA 13.0.  Needs no device."""
+    return int(call("cuDriverGetVersion"))
+
+
+def device_ordinal(device: int | str) -> int:
+    """The ordinal of a device named by ordinal (checked by the driver, cuDeviceGet) or by PCI bus id such as
+    "0000:65:00.0" (cuDeviceGetByPCIBusId), without opening it."""
+    if isinstance(device, str):
+        return int(call("cuDeviceGetByPCIBusId", device.encode()))
+    return int(call("cuDeviceGet", _ordinal_arg(device, "cuDeviceGet")))
+
+
+def device_name(ordinal: int) -> str:
+    """Device `ordinal`'s name as the driver reports it (cuDeviceGetName), without opening it."""
+    return _name(_ordinal_arg(ordinal, "cuDeviceGetName"))
+
+
+def device_pci_bus_id(ordinal: int) -> str:
+    """Device `ordinal`'s PCI bus id (cuDeviceGetPCIBusId), e.g. "0000:65:00.0", without opening it."""
+    return _pci_bus_id(_ordinal_arg(ordinal, "cuDeviceGetPCIBusId"))
+
+
+def device_total_memory(ordinal: int) -> int:
+    """Bytes of memory of device `ordinal` (cuDeviceTotalMem), without opening it."""
+    return int(call("cuDeviceTotalMem", _ordinal_arg(ordinal, "cuDeviceTotalMem")))
+
+
+def device_attribute(ordinal: int, attribute: str | int) -> int:
+    """Any attribute of device `ordinal` (cuDeviceGetAttribute), without opening it: by name as
+    `Device.attribute` takes it ("multiprocessor_count"), or by its `CUdevice_attribute` value."""
+    op = "cuDeviceGetAttribute"
+    cudev = _ordinal_arg(ordinal, op)
+    enum = driver().CUdevice_attribute
+    if isinstance(attribute, str):
+        attr = _enum_member(enum, "CU_DEVICE_ATTRIBUTE_", attribute, op, "device attribute")
+    elif isinstance(attribute, bool) or not hasattr(attribute, "__index__"):
+        raise invalid(op, f"a device attribute is a name or a CUdevice_attribute value, got {attribute!r}")
+    else:
+        try:
+            attr = enum(attribute.__index__())
+        except ValueError:
+            raise invalid(op, f"no device attribute {attribute!r}") from None
+    return int(call(op, attr, cudev))
+
+
+def can_access_peer(ordinal: int, peer: int) -> bool:
+    """Whether kernels on device `ordinal` can reach device `peer`'s memory once peer access is enabled
+    (cuDeviceCanAccessPeer; False for a device and itself), without opening either."""
+    op = "cuDeviceCanAccessPeer"
+    return bool(int(call(op, _ordinal_arg(ordinal, op), _ordinal_arg(peer, op))))
 
 
 _DATACENTER = re.compile(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -82,6 +85,68 @@ def test_enumerate_all():
     assert [d.ordinal for d in descs] == list(range(count))
     assert ironaccel.devices("cuda") == descs
     assert len({d.extras["uuid"] for d in descs}) == count
+
+
+def test_queries_by_ordinal_match_the_device(dev):
+    """device_name, device_attribute, ...: what a Device reports, asked by ordinal."""
+    from ironaccel_cuda._driver import driver
+
+    warp = driver().CUdevice_attribute.CU_DEVICE_ATTRIBUTE_WARP_SIZE
+    assert cu.device_name(0) == dev.name and cu.device_pci_bus_id(0) == dev.pci_bus_id
+    assert cu.device_total_memory(0) == dev.total_memory
+    assert cu.device_attribute(0, "warp_size") == cu.device_attribute(0, warp) == cu.device_attribute(0, int(warp)) == 32
+    assert cu.device_attribute(np.int64(0), "MULTIPROCESSOR_COUNT") == dev.attributes.multiprocessor_count
+    assert cu.device_ordinal(0) == 0 and cu.device_ordinal(dev.pci_bus_id) == 0
+    count = cu.device_count()
+    assert cu.device_ordinal(count - 1) == count - 1
+    for other in range(count):
+        expected = dev.can_access_peer(other) if other else cu.can_access_peer(0, 0)
+        assert cu.can_access_peer(0, other) is expected
+    version = cu.driver_version()
+    assert version >= 11000 and version % 10 == 0
+
+
+def test_queries_by_ordinal_refuse_bad_input():
+    count = cu.device_count()
+    for query, op in ((cu.device_ordinal, "cuDeviceGet"), (cu.device_name, "cuDeviceGetName"),
+                      (cu.device_pci_bus_id, "cuDeviceGetPCIBusId"), (cu.device_total_memory, "cuDeviceTotalMem")):
+        with pytest.raises(InvalidArgument) as info:
+            query(count)  # the driver's CUDA_ERROR_INVALID_DEVICE
+        assert info.value.op == op and info.value.code == 101
+        for bad in (1.5, True, None, 1 << 40):
+            with pytest.raises(InvalidArgument) as info:
+                query(bad)
+            assert info.value.op == op and info.value.code is None
+    with pytest.raises(InvalidArgument) as info:
+        cu.device_ordinal("not a bus id")
+    assert info.value.op == "cuDeviceGetByPCIBusId" and info.value.code is not None
+    with pytest.raises(InvalidArgument) as info:
+        cu.device_attribute(count, "warp_size")
+    assert info.value.op == "cuDeviceGetAttribute" and info.value.code == 101
+    for bad in ("no_such_attribute", 1 << 20, 2.0, None):
+        with pytest.raises(InvalidArgument) as info:
+            cu.device_attribute(0, bad)
+        assert info.value.op == "cuDeviceGetAttribute" and info.value.code is None
+    with pytest.raises(InvalidArgument, match="did you mean warp_size"):
+        cu.device_attribute(0, "warp_sise")
+    with pytest.raises(InvalidArgument) as info:
+        cu.can_access_peer(0, count)
+    assert info.value.op == "cuDeviceCanAccessPeer" and info.value.code == 101
+
+
+def test_queries_by_ordinal_open_no_context():
+    """Unlike Device(i), the queries leave the thread without a current context and retain no primary context."""
+    script = textwrap.dedent("""
+        import ironaccel_cuda as cu
+        from ironaccel_cuda import _devices
+        from ironaccel_cuda._driver import call
+        cu.device_name(0); cu.device_pci_bus_id(0); cu.device_total_memory(0); cu.device_ordinal(0)
+        cu.device_attribute(0, "warp_size"); cu.can_access_peer(0, 0); cu.driver_version()
+        print("CURRENT", int(call("cuCtxGetCurrent") or 0), "STATES", len(_devices.states))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "CURRENT 0 STATES 0" in out.stdout, out.stdout
 
 
 def test_peer_semantics_on_itself(dev):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ironaccel_cuda import device_attribute
+
 from . import _ia, _needs
 from ._event import CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, Event, EventOptions
 from ._utils.cuda_utils import ComputeCapability, CUDAError, call, driver
@@ -75,8 +77,11 @@ def _attribute(name: str, kind: type) -> property:
         attr = getattr(driver.CUdevice_attribute, enum_name, None)
         value = 0
         if attr is not None:
-            err, value = _ia.try_call("cuDeviceGetAttribute", attr, self._handle)
-            if err:
+            try:
+                value = device_attribute(self._handle, attr)
+            except _ia.DriverError as exc:
+                if exc.code is None:
+                    raise
                 value = 0  # an attribute this driver does not know
         cache[name] = result = kind(value)
         return result

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver, is_sequence
+from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver, guarded, is_sequence
 
 __all__ = ["DeviceResources", "SMResource", "SMResourceOptions", "WorkqueueResource", "WorkqueueResourceOptions"]
 
@@ -24,7 +24,9 @@ _WORKQUEUE_DRIVER = 13010
 
 
 def _driver_version() -> int:
-    return int(call("cuDriverGetVersion"))
+    import ironaccel_cuda
+
+    return int(guarded(ironaccel_cuda.driver_version))
 
 
 def _version_text(v: int) -> str:

@@ -14,11 +14,11 @@ from typing import Any
 
 from ironaccel_cuda import _core, _driver
 from ironaccel_cuda import _dlpack as dlpack
-from ironaccel_cuda._devices import device_count
 from ironaccel_cuda._devices import state_for as _state_for
 from ironaccel_cuda.batched import CopyAttributes, copy_batch
 from ironaccel_cuda.context import GreenContext as IaGreenContext
 from ironaccel_cuda.device import Device as IaDevice
+from ironaccel_cuda.device import device_count
 from ironaccel_cuda.device import _complete
 from ironaccel_cuda.errors import ClosedError, CompileError, DriverError, InvalidArgument, InvalidState, Unsupported
 from ironaccel_cuda.event import Event as IaEvent

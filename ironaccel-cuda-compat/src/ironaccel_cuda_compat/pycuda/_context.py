@@ -29,6 +29,7 @@ from typing import Any
 
 from cuda.bindings import driver as _cb
 
+import ironaccel_cuda as cu
 from ironaccel import errors as ia
 from ironaccel_cuda import _driver as _drv
 
@@ -84,7 +85,7 @@ def get_version() -> tuple[int, int, int]:
 
 def get_driver_version() -> int:
     """cuDriverGetVersion: e.g. 13000 for CUDA 13.0."""
-    return int(call("cuDriverGetVersion"))
+    return int(guarded("cuDriverGetVersion", cu.driver_version))
 
 
 # -- the context stack ----------------------------------------------------------------
@@ -197,7 +198,7 @@ _capabilities: dict[int, tuple[int, int]] = {}
 
 def _attribute(cudev: Any, name: str) -> int:
     attr = getattr(_cb.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + name)
-    return int(call("cuDeviceGetAttribute", attr, cudev))
+    return int(guarded("cuDeviceGetAttribute", cu.device_attribute, int(cudev), attr))
 
 
 class Device:
@@ -209,13 +210,16 @@ class Device:
 
     def __init__(self, device: int | str):
         if isinstance(device, str):
-            cudev = call("cuDeviceGetByPCIBusId", device.encode())
+            ordinal = guarded("cuDeviceGetByPCIBusId", cu.device_ordinal, device)
         elif isinstance(device, bool) or not hasattr(device, "__index__"):
             raise bad_type("cuDeviceGet", f"a device ordinal (int) or PCI bus id (str), not {device!r}")
         else:
-            cudev = call("cuDeviceGet", device.__index__())
-        self._cudev = cudev
-        self._ordinal = int(cudev)
+            index = device.__index__()
+            if not -(1 << 31) <= index < 1 << 31:  # what cuda.bindings' conversion to a C int refuses
+                raise bad_input("cuDeviceGet", OverflowError(f"device ordinal {index} does not fit a C int"))
+            ordinal = guarded("cuDeviceGet", cu.device_ordinal, index)
+        self._cudev = _cb.CUdevice(ordinal)
+        self._ordinal = ordinal
 
     @classmethod
     def _from_ordinal(cls, ordinal: int) -> Device:
@@ -226,15 +230,13 @@ class Device:
 
     @staticmethod
     def count() -> int:
-        return int(call("cuDeviceGetCount"))
+        return int(guarded("cuDeviceGetCount", cu.device_count))
 
     def name(self) -> str:
-        raw = call("cuDeviceGetName", 1024, self._cudev)
-        return bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
+        return str(guarded("cuDeviceGetName", cu.device_name, self._ordinal))
 
     def pci_bus_id(self) -> str:
-        raw = call("cuDeviceGetPCIBusId", 1024, self._cudev)
-        return bytes(raw).split(b"\0", 1)[0].decode()
+        return str(guarded("cuDeviceGetPCIBusId", cu.device_pci_bus_id, self._ordinal))
 
     def compute_capability(self) -> tuple[int, int]:
         cc = _capabilities.get(self._ordinal)
@@ -245,14 +247,14 @@ class Device:
         return cc
 
     def total_memory(self) -> int:
-        return int(call("cuDeviceTotalMem", self._cudev))
+        return int(guarded("cuDeviceTotalMem", cu.device_total_memory, self._ordinal))
 
     def get_attribute(self, attr: Any) -> Any:
         try:
             cb_attr = _cb.CUdevice_attribute(int(attr))
         except (TypeError, ValueError):
             raise from_code(1, "cuDeviceGetAttribute", f"no device attribute {attr!r}") from None
-        value = int(call("cuDeviceGetAttribute", cb_attr, self._cudev))
+        value = int(guarded("cuDeviceGetAttribute", cu.device_attribute, self._ordinal, cb_attr))
         if int(attr) == int(device_attribute.COMPUTE_MODE):
             return compute_mode(value)
         return value
@@ -301,7 +303,7 @@ class Device:
     def can_access_peer(self, other: Device) -> bool:
         if not isinstance(other, Device):
             raise bad_type("cuDeviceCanAccessPeer", f"other must be a Device, not {type(other).__name__}")
-        return bool(int(call("cuDeviceCanAccessPeer", self._cudev, other._cudev)))
+        return bool(guarded("cuDeviceCanAccessPeer", cu.can_access_peer, self._ordinal, other._ordinal))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Device) and other._ordinal == self._ordinal

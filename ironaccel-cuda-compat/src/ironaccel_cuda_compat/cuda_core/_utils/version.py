@@ -21,7 +21,9 @@ def binding_version() -> tuple[int, int, int]:
 @functools.cache
 def driver_version() -> tuple[int, int, int]:
     """The CUDA driver's version (cuDriverGetVersion), e.g. (13, 0, 0)."""
-    from .cuda_utils import call
+    from ironaccel_cuda import driver_version as query
 
-    v = int(call("cuDriverGetVersion"))
+    from .cuda_utils import guarded
+
+    v = int(guarded(query))
     return (v // 1000, (v % 1000) // 10, 0)
