@@ -97,6 +97,12 @@ def test_stream_is_an_ironaccel_stream_with_its_sync(cc, device):
     assert isinstance(s.handle, driver.CUstream) and int(s.handle) == s.__cuda_stream__()[1]
     assert cc.Stream.from_handle(int(s.handle)) == s and hash(cc.Stream.from_handle(int(s.handle))) == hash(s)
     assert cc.Stream.from_handle(int(s.handle)).device is device
+    foreign = cc.Stream.from_handle(int(s.handle))  # priority and flags are the driver's to say
+    assert foreign.priority == -1 and foreign.is_nonblocking
+    blocking = cu.Device(0).create_stream(non_blocking=False)
+    assert not cc.Stream.from_handle(blocking.handle).is_nonblocking and cc.Stream.from_handle(blocking.handle).priority == 0
+    blocking.close()
+    assert cc.LEGACY_DEFAULT_STREAM.priority == 0 and not cc.LEGACY_DEFAULT_STREAM.is_nonblocking
     buf = device.alloc(N, "float32", stream=s)  # ironaccel's own API takes the compat stream
     buf.copy_from(np.arange(N, dtype=np.float32), stream=s)
     s.sync()

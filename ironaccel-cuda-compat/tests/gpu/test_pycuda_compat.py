@@ -204,6 +204,14 @@ def test_device(drv):
         dev.no_such_attribute  # noqa: B018
 
 
+def test_attach_pushes_a_handle_of_the_current_context(ctx, drv):
+    attached = drv.Context.attach()
+    assert drv.Context.get_current() is attached and attached.handle == ctx.handle
+    assert attached.get_device() == drv.Device(0) == drv.Context.get_device()
+    attached.detach()
+    assert drv.Context.get_current() is ctx
+
+
 def test_profiler_start_and_stop(drv):
     drv.start_profiler()
     drv.stop_profiler()

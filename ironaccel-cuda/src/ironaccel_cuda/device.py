@@ -53,7 +53,8 @@ from .program import nvrtc_version
 from .stream import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, Stream, check_priority, implicit_stream
 from .vmm import VirtualBuffer
 
-__all__ = ["Device", "DeviceAttributes", "can_access_peer", "current_context", "describe", "device_attribute",
+__all__ = ["Device", "DeviceAttributes", "can_access_peer", "current_context", "current_context_handle",
+           "current_device_ordinal", "describe", "device_attribute",
            "device_count", "device_name", "device_ordinal", "device_pci_bus_id", "device_total_memory", "devices",
            "driver_version", "open_device"]
 
@@ -748,6 +749,25 @@ def _complete(st: DeviceState) -> None:
     h = call("cuStreamCreateWithPriority", CU_STREAM_DEFAULT, 0)
     st.default_stream = Stream._make(h, device, owned=True, permanent=True)
     st.device = device  # last: another thread takes a state with a device as complete
+
+
+def current_context_handle() -> int:
+    """The address of the CUcontext current on the calling thread, 0 for none (cuCtxGetCurrent): whoever made it
+    current, ironaccel or another library (`current_context` finds ironaccel's own object for it)."""
+    ctx = call("cuCtxGetCurrent")
+    return int(ctx) if ctx is not None else 0
+
+
+def current_device_ordinal() -> int | None:
+    """The ordinal of the device of the calling thread's current context, None when no context is current
+    (cuCtxGetDevice; its CUDA_ERROR_INVALID_CONTEXT).  Opens nothing."""
+    op = "cuCtxGetDevice"
+    err, dev = try_call(op)
+    if err == 201:  # CUDA_ERROR_INVALID_CONTEXT: no context is current
+        return None
+    if err:
+        raise driver_error(err, op)
+    return int(dev)
 
 
 def current_context() -> Any:

@@ -27,7 +27,7 @@ from .graph import Graph
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Stream"]
+__all__ = ["Stream", "stream_device_ordinal", "stream_non_blocking", "stream_priority"]
 
 _CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 
@@ -216,6 +216,7 @@ class _WatchedStream(Stream):
 
 CU_STREAM_LEGACY = 0x1
 CU_STREAM_PER_THREAD = 0x2
+CU_STREAM_NON_BLOCKING = 0x1
 
 
 class _ImplicitStream(_WatchedStream):
@@ -254,6 +255,47 @@ class _ImplicitStream(_WatchedStream):
     def __repr__(self) -> str:
         kind = "legacy" if int(self._h) == CU_STREAM_LEGACY else "per-thread"
         return f"<Stream {kind} default on cuda:{self._ordinal}>"
+
+
+# -- any stream by handle: ours or another library's --------------------------------
+# What the driver knows of a CUstream, for streams ironaccel did not make (`Stream.from_handle` wants the
+# device; a foreign stream's priority and flags are the driver's to say).  CU_STREAM_LEGACY and
+# CU_STREAM_PER_THREAD mean the current context's streams, as in every driver call.
+
+
+def _stream_handle(handle: Any, op: str) -> int:
+    if hasattr(handle, "__cuda_stream__"):
+        handle = handle.__cuda_stream__()[1]
+    if isinstance(handle, bool) or not isinstance(handle, int) or not 0 <= handle < 1 << 64:
+        raise invalid(op, f"expected a CUstream address (int) or an object with __cuda_stream__, got {handle!r}")
+    return handle
+
+
+def stream_priority(handle: int | Any) -> int:
+    """The priority of any stream, a CUstream address or an object with `__cuda_stream__` (cuStreamGetPriority)."""
+    op = "cuStreamGetPriority"
+    return int(call(op, _stream_handle(handle, op)))
+
+
+def stream_non_blocking(handle: int | Any) -> bool:
+    """Whether any stream was created non-blocking, i.e. not ordered with the legacy default stream
+    (CU_STREAM_NON_BLOCKING of cuStreamGetFlags)."""
+    op = "cuStreamGetFlags"
+    return bool(int(call(op, _stream_handle(handle, op))) & CU_STREAM_NON_BLOCKING)
+
+
+def stream_device_ordinal(handle: int | Any) -> int:
+    """The ordinal of the device any stream belongs to, from its context (cuStreamGetCtx, then cuCtxGetDevice with
+    that context pushed): what `Stream.from_handle` needs for a foreign stream.  Opens no device; the calling
+    thread's current context is as it was afterwards."""
+    op = "cuStreamGetCtx"
+    ctx = call(op, driver().CUstream(_stream_handle(handle, op)))
+    call("cuCtxPushCurrent", ctx)
+    try:
+        return int(call("cuCtxGetDevice"))
+    finally:
+        call("cuCtxPopCurrent")
+        _core.forget_current()
 
 
 def check_priority(op: str, priority: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from helpers import FAKE
@@ -79,6 +81,25 @@ def test_occupancy_queries(dev, kernels):
                 lambda: fn.max_potential_block_size(lambda b: "x")):
         with pytest.raises(InvalidArgument):
             bad()
+
+
+def test_current_context_handle_and_device(dev):
+    """Whatever context is current: its address and device, and 0 / None on a thread with none."""
+    dev.bind()
+    assert cu.current_context_handle() != 0 and cu.current_device_ordinal() == 0
+    primary = cu.current_context_handle()
+    if not FAKE:  # the fake driver's created contexts are the primary one
+        ctx = dev.create_context()
+        with ctx:
+            assert cu.current_context_handle() == ctx.handle != primary
+            assert cu.current_device_ordinal() == 0
+        assert cu.current_context_handle() == primary
+        ctx.close()
+    seen = []
+    t = threading.Thread(target=lambda: seen.append((cu.current_context_handle(), cu.current_device_ordinal())))
+    t.start()
+    t.join()
+    assert seen == [(0, None)]  # a new thread has no current context
 
 
 @pytest.mark.skipif(FAKE, reason="the fake driver has one context per device")

@@ -102,6 +102,35 @@ def test_cuda_stream_protocol_and_foreign_handle(dev):
         cu.Stream.from_handle("nope", dev)
 
 
+def test_any_stream_by_handle(dev):
+    """stream_priority / stream_non_blocking / stream_device_ordinal: the driver's answers for a bare CUstream."""
+    least, greatest = dev.stream_priority_range
+    urgent = dev.create_stream(priority=greatest)
+    blocking = dev.create_stream(priority=least, non_blocking=False)
+    assert cu.stream_priority(urgent.handle) == cu.stream_priority(urgent) == greatest
+    assert cu.stream_priority(blocking) == least
+    assert cu.stream_non_blocking(urgent.handle) is True and cu.stream_non_blocking(blocking) is False
+    streams = [urgent, blocking]
+    ctx = None if FAKE else dev.create_context()  # the fake driver's created contexts are the primary one
+    if ctx is not None:
+        streams.append(ctx.create_stream(non_blocking=False))
+        assert cu.stream_non_blocking(streams[-1]) is False
+    before = cu.current_context_handle()
+    for s in streams:
+        assert cu.stream_device_ordinal(s.handle) == cu.stream_device_ordinal(s) == 0
+    assert cu.current_context_handle() == before  # each stream's context was pushed and popped again
+    for query, op in ((cu.stream_priority, "cuStreamGetPriority"), (cu.stream_non_blocking, "cuStreamGetFlags"),
+                      (cu.stream_device_ordinal, "cuStreamGetCtx")):
+        for bad in ("nope", -1, 1 << 64, True, 1.5):
+            with pytest.raises(InvalidArgument) as info:
+                query(bad)
+            assert info.value.op == op and info.value.code is None
+    for s in (urgent, blocking):
+        s.close()
+    if ctx is not None:
+        ctx.close()
+
+
 def test_event_timing(dev, kernels):
     s = dev.create_stream()
     start, end = dev.create_event(timing=True), dev.create_event(timing=True)

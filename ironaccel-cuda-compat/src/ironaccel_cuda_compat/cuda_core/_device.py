@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ironaccel_cuda import device_attribute
+from ironaccel_cuda import current_device_ordinal, device_attribute
 
 from . import _ia, _needs
 from ._event import CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, Event, EventOptions
-from ._utils.cuda_utils import ComputeCapability, CUDAError, call, driver
+from ._utils.cuda_utils import ComputeCapability, CUDAError, call, driver, guarded
 
 __all__ = ["Device"]
 
@@ -120,12 +120,8 @@ del _name
 
 def _ordinal_of(device_id: Any) -> int:
     if device_id is None:
-        err, dev = _ia.try_call("cuCtxGetDevice")
-        if err == 0:
-            return int(dev)
-        if err == 201:  # CUDA_ERROR_INVALID_CONTEXT: no context current, the default is device 0
-            return 0
-        call("cuCtxGetDevice")
+        current = guarded(current_device_ordinal)
+        return 0 if current is None else int(current)  # no context current: the default is device 0
     if isinstance(device_id, Device):
         return device_id.ordinal
     if isinstance(device_id, bool) or not hasattr(device_id, "__index__"):

@@ -18,7 +18,7 @@ from ironaccel_cuda._devices import state_for as _state_for
 from ironaccel_cuda.batched import CopyAttributes, copy_batch
 from ironaccel_cuda.context import GreenContext as IaGreenContext
 from ironaccel_cuda.device import Device as IaDevice
-from ironaccel_cuda.device import device_count
+from ironaccel_cuda.device import current_context_handle, device_count
 from ironaccel_cuda.device import _complete
 from ironaccel_cuda.errors import ClosedError, CompileError, DriverError, InvalidArgument, InvalidState, Unsupported
 from ironaccel_cuda.event import Event as IaEvent
@@ -67,7 +67,7 @@ memcpy_dtoh = _core.memcpy_dtoh
 
 def current_context() -> int:
     """The address of the calling thread's current CUDA context (0 for none)."""
-    return int(call("cuCtxGetCurrent"))
+    return current_context_handle()
 
 
 def state_for(ordinal: int) -> Any:

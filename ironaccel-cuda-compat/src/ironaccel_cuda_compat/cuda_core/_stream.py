@@ -14,9 +14,11 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ironaccel_cuda.stream import stream_device_ordinal, stream_non_blocking, stream_priority
+
 from . import _ia
 from ._event import CU_EVENT_INTERPROCESS, Event, EventOptions
-from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver
+from ._utils.cuda_utils import CUDAError, call, check_or_create_options, driver, guarded
 
 __all__ = ["LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM", "Stream", "StreamOptions"]
 
@@ -173,7 +175,7 @@ class Stream(_ia.IaStream):
     def priority(self) -> int:
         value = _PRIORITY.__get__(self)
         if value is None:
-            value = int(call("cuStreamGetPriority", self._h))
+            value = int(guarded(stream_priority, self._h))
         return value
 
     @priority.setter
@@ -184,7 +186,7 @@ class Stream(_ia.IaStream):
     def is_nonblocking(self) -> bool:
         value = _NON_BLOCKING.__get__(self)
         if value is None:
-            value = bool(int(call("cuStreamGetFlags", self._h)) & 1)
+            value = guarded(stream_non_blocking, self._h)
         return bool(value)
 
     @property  # type: ignore[override]
@@ -300,12 +302,7 @@ def _event_in(context: Any, device: Any, options: Any) -> Any:
 
 def _stream_ordinal(handle: int) -> int:
     """The device of a foreign stream, from its context (cold; opens no other device to compare contexts)."""
-    ctx = int(call("cuStreamGetCtx", driver.CUstream(handle)))
-    call("cuCtxPushCurrent", driver.CUcontext(ctx))
-    try:
-        return int(call("cuCtxGetDevice"))
-    finally:
-        call("cuCtxPopCurrent")
+    return int(guarded(stream_device_ordinal, handle))
 
 
 def order_after(waiter: Any, producer: Any, device: Any) -> None:

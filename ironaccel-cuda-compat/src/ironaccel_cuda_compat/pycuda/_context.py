@@ -146,7 +146,10 @@ def run_in(ctx: Context, fn: Callable[[], Any]) -> bool:
         _fast.ensure(ctx.handle)
         fn()
         return True
-    err, previous = _drv.try_call("cuCtxGetCurrent")
+    try:
+        previous = cu.current_context_handle()
+    except ia.IronAccelError:
+        previous = _fast.NO_CONTEXT
     _fast.bind(ctx.handle)
     try:
         fn()
@@ -155,7 +158,7 @@ def run_in(ctx: Context, fn: Callable[[], Any]) -> bool:
         if top is not None:
             _fast.bind(top.handle)
         else:
-            _fast.bind(int(previous) if not err and previous is not None else _fast.NO_CONTEXT)
+            _fast.bind(previous)
     return True
 
 
@@ -399,7 +402,10 @@ class Context:
         if top is not None:
             _fast.ensure(top.handle)
         h = call("cuCtxAttach", _flags(flags, "cuCtxAttach"))
-        cudev = call("cuCtxGetDevice")
+        ordinal = guarded("cuCtxGetDevice", cu.current_device_ordinal)
+        if ordinal is None:  # what cuCtxGetDevice says with no context current
+            raise from_code(INVALID_CONTEXT, "cuCtxGetDevice")
+        cudev = _cb.CUdevice(ordinal)
         ctx = Context._make(h, _ATTACHED, cudev)
         ctx.push()
         return ctx
