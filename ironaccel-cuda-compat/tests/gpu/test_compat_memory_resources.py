@@ -198,6 +198,30 @@ def test_managed_buffer_advice_round_trips(cc, device):
     plain.close()
 
 
+def test_memory_resources_check_the_streams_capture(cc, device):
+    """Graph memory only on a capturing stream; pool memory only on one that is not (the driver's capture status)."""
+    s = device.create_stream()
+    with pytest.raises(RuntimeError, match="non-capturing stream"):
+        cc.GraphMemoryResource(device).allocate(64, stream=s)
+    dmr = cc.DeviceMemoryResource(device)
+    pmr = None  # a pool of its own: the GPU needs host memory pools
+    if FAKE or device.properties.host_memory_pools_supported:
+        pmr = cc.PinnedMemoryResource(options=cc.PinnedMemoryResourceOptions(max_size=1 << 24))
+    gb = device.create_graph_builder().begin_building("thread_local")
+    try:
+        with pytest.raises(RuntimeError, match="DeviceMemoryResource cannot perform memory operations on a capturing"):
+            dmr.allocate(64, stream=gb)
+        if pmr is not None:
+            with pytest.raises(RuntimeError, match="cannot perform memory operations on a capturing stream"):
+                pmr.allocate(64, stream=gb)
+    finally:
+        gb.end_building()
+    if pmr is not None:
+        pmr.allocate(64, stream=gb).close(s)  # the capture has ended
+    s.sync()
+    s.close()
+
+
 def test_virtual_memory_resource_grows_and_keeps_the_data(cc, device):
     if not device.properties.virtual_memory_management_supported:
         pytest.skip("no virtual memory management")

@@ -81,6 +81,7 @@ _EXPORTS = {
     "current_context": "device",
     "current_context_handle": "device",
     "current_device_ordinal": "device",
+    "synchronize_current_context": "device",
     "stream_priority": "stream",
     "stream_non_blocking": "stream",
     "stream_device_ordinal": "stream",

@@ -56,7 +56,7 @@ from .vmm import VirtualBuffer
 __all__ = ["Device", "DeviceAttributes", "can_access_peer", "current_context", "current_context_handle",
            "current_device_ordinal", "describe", "device_attribute",
            "device_count", "device_name", "device_ordinal", "device_pci_bus_id", "device_total_memory", "devices",
-           "driver_version", "open_device"]
+           "driver_version", "open_device", "synchronize_current_context"]
 
 CU_STREAM_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
@@ -537,9 +537,16 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         self._pools.append(pool)
         return pool
 
-    def reserve(self, capacity: int) -> Any:
-        """A growable VirtualBuffer of up to `capacity` bytes at one fixed address; see `vmm`."""
-        return VirtualBuffer._create(self, capacity)
+    def reserve(self, capacity: int, *, exportable: bool = False, granularity: str = "minimum",
+                gpu_direct_rdma: bool = False, self_access: str = "readwrite") -> Any:
+        """A growable VirtualBuffer of up to `capacity` bytes at one fixed address; see `vmm`.
+
+        Its physical chunks are exportable as POSIX file descriptors when `exportable`, sized to the device's
+        "minimum" or "recommended" `granularity`, GPUDirect RDMA capable with `gpu_direct_rdma`, and mapped
+        "readwrite" or "read" for this device (`self_access`).
+        """
+        return VirtualBuffer._create(self, capacity, exportable=exportable, granularity=granularity,
+                                     gpu_direct_rdma=gpu_direct_rdma, self_access=self_access)
 
     def alloc_pitched(self, shape: tuple[int, ...], dtype: Any = "uint8", stream: Stream | None = None) -> Any:
         """A (rows, cols) or (depth, rows, cols) PitchedBuf with rows padded by the driver; see `pitched`."""
@@ -768,6 +775,12 @@ def current_device_ordinal() -> int | None:
     if err:
         raise driver_error(err, op)
     return int(dev)
+
+
+def synchronize_current_context() -> None:
+    """Wait for all work of the context current on the calling thread, whoever made it current (cuCtxSynchronize):
+    for code that keeps its own contexts.  `Device.synchronize` and `Context.synchronize` name theirs."""
+    call("cuCtxSynchronize")
 
 
 def current_context() -> Any:

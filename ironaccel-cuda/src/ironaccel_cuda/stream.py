@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["Stream", "stream_device_ordinal", "stream_non_blocking", "stream_priority"]
 
 _CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
+_CAPTURE_STATUS = ("none", "active", "invalidated")  # CUstreamCaptureStatus, by value
 
 
 class Stream(_core.StreamCore):
@@ -121,8 +122,15 @@ class Stream(_core.StreamCore):
     @property
     def is_capturing(self) -> bool:
         """Whether a graph capture is recording this stream now (cuStreamIsCapturing), so work is captured, not run."""
-        self._check_open("cuStreamIsCapturing")
-        return int(call("cuStreamIsCapturing", self._h)) == 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+        return self.capture_status == "active"
+
+    @property
+    def capture_status(self) -> str:
+        """This stream's graph capture (cuStreamIsCapturing): "none", "active" (work is captured, not run) or
+        "invalidated" (a capture failed and must still be ended with `end_capture`)."""
+        op = "cuStreamIsCapturing"
+        self._check_open(op)
+        return _CAPTURE_STATUS[int(call(op, self._h))]
 
     # -- interop and lifetime -----------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 
 import ironaccel
 import ironaccel_cuda as cu
-from ironaccel import CapabilityFlags, ClosedError, ComputeTier, DeviceDescriptor, InvalidArgument
+from ironaccel import CapabilityFlags, ClosedError, ComputeTier, DeviceDescriptor, InvalidArgument, InvalidState
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -161,6 +161,19 @@ def test_synchronize_and_bind(dev):
     dev.synchronize()
     dev.bind()
     dev.synchronize()
+    cu.synchronize_current_context()  # the primary context, bound above
+    seen = []
+
+    def no_context():
+        try:
+            cu.synchronize_current_context()
+        except InvalidState as exc:
+            seen.append((exc.op, exc.code))
+
+    t = threading.Thread(target=no_context)
+    t.start()
+    t.join()
+    assert seen == [("cuCtxSynchronize", 201)]  # a new thread has no current context to wait for
 
 
 def test_use_from_a_fresh_thread(dev):

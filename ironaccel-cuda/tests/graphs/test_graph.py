@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import FAKE
 
 from ironaccel import ClosedError, DriverError, InvalidArgument, InvalidState
 
@@ -11,8 +12,9 @@ pytestmark = pytest.mark.backend("cuda")
 
 
 def capture(dev, s, fn, a, dx, dy, n, repeat=1):
+    assert s.capture_status == "none"
     s.begin_capture()
-    assert s.is_capturing
+    assert s.is_capturing and s.capture_status == "active"
     dy.memset(0, stream=s)
     for _ in range(repeat):
         fn.launch((n + 255) // 256, 256, a, dx, dy, n, stream=s)
@@ -75,14 +77,18 @@ def test_sync_during_capture_is_an_error(dev, kernels):
         s.synchronize()
     assert info.value.op == "cuStreamSynchronize"
     assert info.value.code_name == "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"
+    assert s.capture_status == ("active" if FAKE else "invalidated")  # a failed capture is still to be ended
+    assert s.is_capturing is FAKE
     try:
         s.end_capture().close()  # the fake driver keeps the capture going
     except InvalidState as exc:  # a real driver invalidates the capture
         assert exc.op == "cuStreamEndCapture" and exc.code_name == "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"
-    assert not s.is_capturing
+    assert not s.is_capturing and s.capture_status == "none"
     s.synchronize()
     buf.close()
     s.close()
+    with pytest.raises(ClosedError):
+        s.capture_status  # noqa: B018
 
 
 def test_capture_misuse(dev):

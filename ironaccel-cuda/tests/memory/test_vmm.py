@@ -19,6 +19,28 @@ def sentinel(k: int, end: bool) -> np.ndarray:
     return ((np.arange(16, dtype=np.uint32) * 2654435761 + k * 40503 + (7 if end else 0)) % 251).astype(np.uint8)
 
 
+def test_reserve_options(dev):
+    """The reservation's options: granularity, exportable chunks, read-only mapping; bad ones refused."""
+    least = dev.reserve(1 << 20)
+    advised = dev.reserve(1 << 20, granularity="recommended", exportable=True)
+    assert advised.granularity >= least.granularity and advised.granularity % least.granularity == 0
+    assert advised.capacity % advised.granularity == 0
+    advised.resize(advised.granularity)
+    data = np.arange(advised.granularity // 4, dtype=np.uint32)
+    view = advised.view("uint32")
+    view.copy_from(data)
+    np.testing.assert_array_equal(view.copy_to_host(), data)
+    read_only = dev.reserve(1 << 20, self_access="read")
+    read_only.resize(read_only.granularity)
+    assert read_only.mapped == read_only.granularity
+    for bad in ({"granularity": "huge"}, {"self_access": "write"}, {"exportable": 1}, {"gpu_direct_rdma": "yes"}):
+        with pytest.raises(InvalidArgument) as info:
+            dev.reserve(1 << 20, **bad)
+        assert info.value.op == "cuMemAddressReserve"
+    for vb in (least, advised, read_only):
+        vb.close()
+
+
 def test_grow_and_shrink_in_place(dev):
     vb = dev.reserve(64 << 20)
     g = vb.granularity

@@ -372,8 +372,7 @@ class Device(_ia.IaDevice):
     def sync(self) -> None:
         """Wait for all work on this device (cuCtxSynchronize)."""
         self._check_context_initialized()
-        _ia.ensure(self._state.ctx)
-        call("cuCtxSynchronize")
+        guarded(self.synchronize)
 
     def create_graph_builder(self) -> Any:
         from .graph._graph_builder import GraphBuilder

@@ -448,7 +448,11 @@ class Context:
             except ia.IronAccelError:
                 pass
         if live:
-            _drv.try_call("cuCtxSynchronize")
+            try:
+                cu.synchronize_current_context()
+            except ia.DriverError as exc:  # the driver's failure is not this clean-up's to report
+                if exc.code is None:
+                    raise
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -466,7 +470,7 @@ class Context:
     @staticmethod
     def synchronize() -> None:
         _current("cuCtxSynchronize")
-        call("cuCtxSynchronize")
+        guarded("cuCtxSynchronize", cu.synchronize_current_context)
 
     @staticmethod
     def set_limit(limit: Any, value: int) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 from ironaccel import errors as ia
 
 from . import _fast
-from ._context import Context, _bind_top, _current, _flags, _local, address, call, cleanup, enum_value
+from ._context import Context, _bind_top, _current, _flags, _local, address, call, cleanup, enum_value, guarded
 from ._enums import memory_type
 from ._errors import bad_input, bad_type, from_code, invalid, no_arrays, translate
 
@@ -103,6 +103,13 @@ class DeviceAllocation(int):
     __str__ = __repr__
 
 
+def _sync_current() -> None:
+    """Wait for the current context's work (cuCtxSynchronize), failing as PyCUDA does."""
+    import ironaccel_cuda
+
+    guarded("cuCtxSynchronize", ironaccel_cuda.synchronize_current_context)
+
+
 def _release(dp: Any, ctx: Context, kind: int) -> None:
     stack = _local.stack
     if stack and stack[-1] is ctx and ctx._valid:
@@ -110,7 +117,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
         try:
             if kind == _POOL:
                 if ctx.nonblocking:
-                    call("cuCtxSynchronize")
+                    _sync_current()
                 _fast.mem_free_async(dp, _LEGACY)
                 ctx.live.pop(dp, None)
             else:
@@ -124,7 +131,7 @@ def _release(dp: Any, ctx: Context, kind: int) -> None:
     def free_here() -> None:
         if kind == _POOL:
             if ctx.nonblocking:
-                call("cuCtxSynchronize")
+                _sync_current()
             _fast.mem_free_async(dp, _LEGACY)
             ctx.live.pop(dp, None)
         else:
@@ -364,7 +371,7 @@ def _pipelined(ctx: Context, dest: DeviceAllocation | int, host: np.ndarray, to_
     """A large pageable copy through ironaccel's staging pipeline, after the context's earlier work."""
     from ironaccel_cuda import memory
 
-    call("cuCtxSynchronize")
+    _sync_current()
     try:
         buf: Any = memory.adopt(int(dest), host.nbytes, "uint8", ironaccel_device(ctx._ordinal))
         try:

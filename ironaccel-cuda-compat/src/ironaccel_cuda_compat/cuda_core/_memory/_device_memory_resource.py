@@ -20,7 +20,7 @@ from ironaccel_cuda.driver_pool import ENV_RELEASE_THRESHOLD, DriverPool
 
 from .. import _ia
 from .._stream import Stream, Stream_accept, for_device
-from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
+from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel, guarded
 from ._buffer import Buffer
 from ._ipc import _deep_reduce_device_memory_resource
 from ._memory_pool import _MemPool
@@ -162,7 +162,7 @@ class _Devices(frozenset):  # type: ignore[type-arg]
 
 def _not_capturing(s: Any) -> Any:
     """`s`, unless it is capturing a graph (a GraphBuilder's stream): graph memory is GraphMemoryResource's."""
-    if int(call("cuStreamIsCapturing", s._h)) == 1:  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+    if guarded(lambda: s.is_capturing):
         raise RuntimeError("DeviceMemoryResource cannot perform memory operations on a capturing stream (consider "
                            "using GraphMemoryResource).")
     return s

@@ -14,12 +14,11 @@ from functools import cache
 from typing import Any
 
 from .. import _ia
-from .._utils.cuda_utils import call, driver
+from .._utils.cuda_utils import call, driver, guarded
 from ._buffer import Buffer, MemoryResource
 
 __all__ = ["GraphMemoryResource"]
 
-_CAPTURE_ACTIVE = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
 
 
 def _cudev(device_id: int) -> Any:
@@ -95,7 +94,7 @@ def _capturing_stream(stream: Any) -> Any:
     from .._stream import Stream_accept
 
     s = Stream_accept(stream)
-    if int(call("cuStreamIsCapturing", s._h)) != _CAPTURE_ACTIVE:
+    if not guarded(lambda: s.is_capturing):
         raise RuntimeError("GraphMemoryResource cannot perform memory operations on a non-capturing stream.")
     return s
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import _ia
 from .._stream import Stream, Stream_accept, for_device
-from .._utils.cuda_utils import call, driver, from_ironaccel
+from .._utils.cuda_utils import call, driver, from_ironaccel, guarded
 from ._buffer import Buffer, MemoryResource
 from ._ipc import IpcResource, IpcState
 
@@ -29,7 +29,7 @@ _ATTR_NAMES = ("release_threshold", "reserved_mem_current", "reserved_mem_high",
 def _refuse_capture(s: Any) -> None:
     """RuntimeError when `s` is capturing a graph (checked for GraphBuilders: a Stream argument takes the fast path
     with no driver call)."""
-    if int(call("cuStreamIsCapturing", s._h)):
+    if guarded(lambda: s.capture_status) != "none":  # active, or invalidated and not ended yet
         raise RuntimeError("cannot perform memory operations on a capturing stream (consider using "
                            "GraphMemoryResource).")
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .. import _ia
-from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
+from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel, guarded
 from ._buffer import Buffer, MemoryResource
 
 __all__ = ["VirtualMemoryResource", "VirtualMemoryResourceOptions"]
@@ -141,12 +141,10 @@ class VirtualMemoryResource(MemoryResource):
 
     def _reserve(self, nbytes: int, config: VirtualMemoryResourceOptions) -> Any:
         """An ironaccel VirtualBuffer mapped to `nbytes` rounded up to the granularity, with the peers let in."""
-        from ironaccel_cuda.vmm import VirtualBuffer
-
         access = getattr(config.self_access, "value", config.self_access)
         try:
-            vb = VirtualBuffer._create(
-                self.device, nbytes,
+            vb = self.device.reserve(
+                nbytes,
                 exportable=getattr(config.handle_type, "value", config.handle_type) == "posix_fd",
                 granularity=str(getattr(config.granularity, "value", config.granularity)),
                 gpu_direct_rdma=bool(config.gpu_direct_rdma),
@@ -214,11 +212,10 @@ class VirtualMemoryResource(MemoryResource):
             return buf
         vb = self._reserve(new_size, self.config)
         if old is not None:
-            self.device._bind_here()
-            call("cuCtxSynchronize")
+            guarded(self.device.synchronize)  # binds the device's context for the copy too
             call("cuMemcpyDtoDAsync", driver.CUdeviceptr(vb.ptr), driver.CUdeviceptr(old.ptr), buf._size,
                  driver.CUstream(0))
-            call("cuCtxSynchronize")
+            guarded(self.device.synchronize)
             self._live.pop(old.ptr, None)
             old.close()
         buf._mem = vb
