@@ -306,6 +306,13 @@ def test_foreign_buffers_free_through_their_resource(cc, device, stream):
     h = cc.Buffer.from_handle(ctypes.addressof(a), 16, owner=a)
     assert h.is_host_accessible and not h.is_device_accessible and h.device_id == -1 and h.owner is a
     h.close()
+    dev_mem, host_mem = cu.Device(0).alloc(64), cu.Device(0).alloc_pinned(64)  # what the driver says of each
+    d = cc.Buffer.from_handle(dev_mem.ptr, 64, owner=dev_mem)
+    assert d.is_device_accessible and not d.is_host_accessible and d.device_id == 0
+    p = cc.Buffer.from_handle(host_mem.array.ctypes.data, 64, owner=host_mem)
+    assert p.is_device_accessible and p.is_host_accessible
+    for b in (d, p, dev_mem, host_mem):
+        b.close()
     with pytest.raises(ValueError, match="both specified"):
         cc.Buffer.from_handle(ctypes.addressof(a), 16, mr=mr, owner=a)
 

@@ -37,6 +37,7 @@ _EXPORTS = {
     "DeviceBuf": "memory",
     "PinnedBuf": "memory",
     "pinned": "memory",
+    "pointer_attribute": "memory",
     "Program": "program",
     "CompileOptions": "options",
     "ObjectCode": "program",

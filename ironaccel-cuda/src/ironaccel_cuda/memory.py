@@ -22,14 +22,14 @@ from ironaccel import DType
 
 from . import _core, _devices, _driver
 from . import dtypes as _dtypes
-from ._driver import call
-from .errors import Unsupported, closed, invalid
+from ._driver import call, driver, try_call
+from .errors import Unsupported, closed, driver_error, invalid
 
 if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
-__all__ = ["DeviceBuf", "PinnedBuf", "adopt", "host_cache", "pinned"]
+__all__ = ["DeviceBuf", "PinnedBuf", "adopt", "host_cache", "pinned", "pointer_attribute"]
 
 _new = object.__new__
 
@@ -197,6 +197,34 @@ class PinnedBuf:
 CU_MEMHOSTREGISTER_PORTABLE = 0x1
 CU_MEMHOSTREGISTER_DEVICEMAP = 0x2
 CU_MEMHOSTREGISTER_READ_ONLY = 0x8
+
+
+def pointer_attribute(ptr: int, name: str) -> int | None:
+    """One attribute of any address, ironaccel's or another library's, as the driver knows it
+    (cuPointerGetAttribute): "memory_type" (a CUmemorytype value), "device_ordinal", "is_managed",
+    "range_start_addr", "range_size", "buffer_id", ... (`CUpointer_attribute` names, with or without their
+    prefix, any case), as an int.
+
+    None when the driver does not know the address (CUDA_ERROR_INVALID_VALUE: pageable host memory, or no
+    memory at all); other driver errors are raised.  Needs no current context.
+    """
+    op = "cuPointerGetAttribute"
+    if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)) or not 0 <= int(ptr) < 1 << 64:
+        raise invalid(op, f"expected an address (a non-negative int below 2**64), got {ptr!r}")
+    key = name.upper() if isinstance(name, str) else ""
+    attr = getattr(driver().CUpointer_attribute, key if key.startswith("CU_POINTER_ATTRIBUTE_") else
+                   "CU_POINTER_ATTRIBUTE_" + key, None) if key else None
+    if attr is None:
+        raise invalid(op, f"no pointer attribute named {name!r}")
+    err, value = try_call(op, attr, int(ptr))
+    if err == 1:  # CUDA_ERROR_INVALID_VALUE: an address the driver does not know
+        return None
+    if err:
+        raise driver_error(err, op)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise invalid(op, f"{name!r} is not an int-valued pointer attribute") from None
 
 
 @contextlib.contextmanager

@@ -79,6 +79,37 @@ def test_device_to_device_sync(dev):
     b.close()
 
 
+def test_pointer_attributes_of_any_address(dev):
+    """pointer_attribute: the driver's view of device, page-locked and managed memory; None for pageable memory."""
+    from ironaccel_cuda._driver import driver
+
+    types = driver().CUmemorytype
+    buf = dev.alloc(1024, "float32")
+    pinned = dev.alloc_pinned(256, "float32")
+    managed = cu.ManagedAllocator(dev).allocate(256, "float32") if dev.attributes.managed_memory else None
+    try:
+        assert cu.pointer_attribute(buf.ptr, "memory_type") == int(types.CU_MEMORYTYPE_DEVICE)
+        assert cu.pointer_attribute(buf.ptr + 64, "DEVICE_ORDINAL") == 0  # inside the allocation too
+        assert cu.pointer_attribute(np.uint64(buf.ptr), "CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL") == 0
+        assert cu.pointer_attribute(buf.ptr, "is_managed") == 0
+        assert cu.pointer_attribute(pinned.array.ctypes.data, "memory_type") == int(types.CU_MEMORYTYPE_HOST)
+        if managed is not None:
+            assert cu.pointer_attribute(managed.ptr, "is_managed") == 1
+        pageable = np.zeros(64, np.float32)
+        assert cu.pointer_attribute(pageable.ctypes.data, "memory_type") is None  # unknown to the driver
+        for bad_ptr in (-1, 1 << 64, 1.5, True, None):
+            with pytest.raises(InvalidArgument) as info:
+                cu.pointer_attribute(bad_ptr, "memory_type")
+            assert info.value.op == "cuPointerGetAttribute"
+        for bad_name in ("no_such_attribute", "", 3):
+            with pytest.raises(InvalidArgument, match="no pointer attribute"):
+                cu.pointer_attribute(buf.ptr, bad_name)
+    finally:
+        for b in (buf, pinned, managed):
+            if b is not None:
+                b.close()
+
+
 def test_memset(dev):
     buf = dev.alloc(1000, "uint8")
     buf.memset(7)

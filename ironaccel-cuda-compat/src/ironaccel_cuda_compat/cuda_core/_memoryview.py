@@ -254,9 +254,10 @@ def _interface(obj: Any, name: str, op: str) -> dict[str, Any]:
 
 
 def _pointer_device(ptr: int) -> int:
-    attr = _ia.driver().CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-    err, ordinal = _ia.try_call("cuPointerGetAttribute", attr, ptr)
-    return int(ordinal) if not err else 0
+    from ._utils.cuda_utils import pointer_attribute
+
+    ordinal = pointer_attribute(ptr, "device_ordinal")
+    return 0 if ordinal is None else ordinal
 
 
 def _order(producer: int, consumer: int) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from .. import _ia
 from .._dlpack import classify_dl_device, export_versioned
 from .._stream import Stream_accept, default_stream, for_device, order_after
-from .._utils.cuda_utils import driver, from_ironaccel
+from .._utils.cuda_utils import driver, from_ironaccel, pointer_attribute
 
 __all__ = ["Buffer", "MemoryResource"]
 
@@ -505,17 +505,14 @@ def _fill_value(value: Any) -> tuple[int, int]:
 
 
 def _query_pointer(ptr: int) -> tuple[int, bool, bool, bool]:
-    attr = driver.CUpointer_attribute
     if ptr == 0:
         return (-1, False, True, False)
-    err, kind = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
-    if err:
+    kind = pointer_attribute(ptr, "memory_type")
+    if kind is None:
         return (-1, False, True, False)  # not memory the driver knows: pageable host memory
-    err, managed = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr)
-    managed = bool(managed) if not err else False
-    err, ordinal = _ia.try_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-    ordinal = int(ordinal) if not err else -1
-    kind = int(kind)
+    managed = bool(pointer_attribute(ptr, "is_managed"))
+    found = pointer_attribute(ptr, "device_ordinal")
+    ordinal = -1 if found is None else found
     if managed or kind == _UNIFIED:
         return (ordinal, True, True, True)
     if kind == _HOST:

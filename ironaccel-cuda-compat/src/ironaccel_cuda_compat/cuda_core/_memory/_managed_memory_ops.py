@@ -14,8 +14,7 @@ from typing import Any
 
 from ironaccel_cuda.allocator import host_ranges
 
-from .. import _ia
-from .._utils.cuda_utils import call, driver
+from .._utils.cuda_utils import call, driver, pointer_attribute
 from ._managed_location import _coerce_location, _LocSpec, _to_driver
 
 __all__ = ["prefetch_batch", "discard_batch", "discard_prefetch_batch"]
@@ -37,9 +36,7 @@ def _check_managed(buf: Any) -> None:
     found = host_ranges.find(buf.handle, buf.size)
     if found is not None and found[2] == "managed":
         return
-    err, managed = _ia.try_call("cuPointerGetAttribute", driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                buf.handle)
-    if err or not managed:
+    if not pointer_attribute(buf.handle, "is_managed"):
         raise ValueError(f"the buffer at {buf.handle:#x} is not a managed-memory allocation (use a "
                          "ManagedMemoryResource or cuMemAllocManaged memory)")
 

@@ -120,6 +120,19 @@ def guarded(fn: Callable[..., Any], *args: Any) -> Any:
         raise from_ironaccel(exc) from None
 
 
+def pointer_attribute(ptr: int, name: str) -> int | None:
+    """The driver's attribute `name` of address `ptr` (ironaccel_cuda.pointer_attribute), None where the driver
+    fails to say (an address it does not know, or an attribute it has none of for this memory)."""
+    from ironaccel_cuda.memory import pointer_attribute as query
+
+    try:
+        return query(ptr, name)
+    except _ia.DriverError as exc:
+        if exc.code is None:
+            raise
+        return None
+
+
 def _raise(error: Any, handle: Any = None) -> None:
     if isinstance(error, driver.CUresult):
         raise CUDAError(_driver_message(int(error)), code=int(error), code_name=_code_name(int(error)))

@@ -1035,9 +1035,9 @@ def _fill_value(value: Any) -> tuple[int, int]:
 def _is_host(ptr: int) -> bool:
     """Whether the driver knows `ptr` as host memory (pinned or registered); anything else is taken as device memory
     (graph allocations, pools, managed memory)."""
-    err, kind = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                             driver.CUdeviceptr(ptr))
-    return not err and int(kind) == int(driver.CUmemorytype.CU_MEMORYTYPE_HOST)
+    from .._utils.cuda_utils import pointer_attribute
+
+    return pointer_attribute(ptr, "memory_type") == int(driver.CUmemorytype.CU_MEMORYTYPE_HOST)
 
 
 def _memcpy_params(dst: int, src: int, size: int) -> Any:
