@@ -13,6 +13,7 @@ a foreign `CUkernel` (resolved in the current context).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import warnings
 import weakref
@@ -305,10 +306,13 @@ class KernelOccupancy:
         """
         fn = self._kernel._fn
         if isinstance(dynamic_shared_memory_needed, driver.CUoccupancyB2DSize):
-            fn.device._bind_here()
-            callback = driver.CUoccupancyB2DSize(int(dynamic_shared_memory_needed.getPtr()))
-            grid, block = call("cuOccupancyMaxPotentialBlockSize", fn._h, callback, 0, block_size_limit)
-            return MaxPotentialBlockSizeOccupancyResult(int(grid), int(block))
+            # The C function (size_t (*)(int)) at that address, called through ironaccel's per-block callback.
+            per_block = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_int)(int(dynamic_shared_memory_needed.getPtr()))
+            try:
+                grid, block = fn.max_potential_block_size(lambda size: int(per_block(size)), block_size_limit)
+            except _ia.DriverError as exc:
+                raise from_ironaccel(exc) from None
+            return MaxPotentialBlockSizeOccupancyResult(grid, block)
         if isinstance(dynamic_shared_memory_needed, bool) or not isinstance(dynamic_shared_memory_needed, int):
             raise TypeError("dynamic_shared_memory_needed expected to have type int, or CUoccupancyB2DSize, got "
                             f"{type(dynamic_shared_memory_needed).__name__}")
