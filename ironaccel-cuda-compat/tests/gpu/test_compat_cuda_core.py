@@ -71,6 +71,7 @@ def test_set_current_comes_first_on_a_new_thread(cc):
 
     def work():
         d = cc.Device(0)
+        seen.append(cu.current_context_handle())  # making the Device made no context current
         try:
             d.create_stream()
         except CUDAError as exc:
@@ -84,8 +85,9 @@ def test_set_current_comes_first_on_a_new_thread(cc):
     t = threading.Thread(target=work)
     t.start()
     t.join()
-    assert isinstance(seen[0], CUDAError) and "set_current" in str(seen[0])
-    assert seen[1] is True
+    assert seen[0] == 0
+    assert isinstance(seen[1], CUDAError) and "set_current" in str(seen[1])
+    assert seen[2] is True
 
 
 def test_stream_is_an_ironaccel_stream_with_its_sync(cc, device):

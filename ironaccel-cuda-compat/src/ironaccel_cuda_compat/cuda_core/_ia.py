@@ -14,12 +14,10 @@ from typing import Any
 
 from ironaccel_cuda import _core, _driver
 from ironaccel_cuda import _dlpack as dlpack
-from ironaccel_cuda._devices import state_for as _state_for
 from ironaccel_cuda.batched import CopyAttributes, copy_batch
 from ironaccel_cuda.context import GreenContext as IaGreenContext
 from ironaccel_cuda.device import Device as IaDevice
 from ironaccel_cuda.device import current_context_handle, device_count
-from ironaccel_cuda.device import _complete
 from ironaccel_cuda.errors import ClosedError, CompileError, DriverError, InvalidArgument, InvalidState, Unsupported
 from ironaccel_cuda.event import Event as IaEvent
 from ironaccel_cuda.graph import Graph as IaGraph
@@ -78,7 +76,7 @@ def state_for(ordinal: int) -> Any:
     context (or none) is restored here.
     """
     before = current_context()
-    st = _state_for(ordinal, _complete)
+    st = IaDevice(ordinal)._state  # opening a Device makes its primary context current: undone below
     if current_context() != before:
         bind_address(before)
     return st

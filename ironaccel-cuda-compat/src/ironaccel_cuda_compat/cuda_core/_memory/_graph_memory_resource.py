@@ -20,7 +20,6 @@ from ._buffer import Buffer, MemoryResource
 __all__ = ["GraphMemoryResource"]
 
 
-
 def _cudev(device_id: int) -> Any:
     return _ia.state_for(device_id).cudev
 
