@@ -167,6 +167,21 @@ class Stream(_core.StreamCore):
             finally:
                 _driver.call("cuStreamDestroy", h)
 
+    def release(self) -> int:
+        """Give the stream up without destroying it: its CUstream address, for code that takes its lifetime over
+        (another library, or a wrapper of its own); this Stream is closed from then on, with no wait.
+
+        ClosedError once closed; InvalidArgument for the device's permanent and implicit streams, which are
+        nobody's to take.
+        """
+        op = "Stream.release"
+        self._check_open(op)
+        if self._permanent:
+            raise invalid(op, "the device's default, legacy and per-thread streams cannot be released")
+        h = int(self._h)
+        self._h = CLOSED
+        return h
+
     def __enter__(self) -> Stream:
         return self
 

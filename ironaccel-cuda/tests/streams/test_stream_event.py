@@ -131,6 +131,33 @@ def test_any_stream_by_handle(dev):
         ctx.close()
 
 
+def test_release_hands_the_stream_over(dev):
+    """release(): the CUstream lives on, the Stream is closed and destroys nothing, even when collected."""
+    from ironaccel_cuda._driver import call
+
+    least, greatest = dev.stream_priority_range
+    s = dev.create_stream(priority=greatest, non_blocking=False)
+    h = s.release()
+    assert s.closed and isinstance(h, int) and h != 0
+    with pytest.raises(ClosedError):
+        s.release()
+    s.close()  # nothing to do
+    del s
+    gc.collect()
+    assert cu.stream_priority(h) == greatest and cu.stream_non_blocking(h) is False  # still alive
+    taken = cu.Stream.from_handle(h, dev)
+    buf = dev.alloc(64, "float32", stream=taken)
+    buf.memset(0, stream=taken)
+    taken.synchronize()
+    buf.close()
+    taken.close()  # a wrapper that does not own it: the stream stays
+    call("cuStreamDestroy", h)  # its new owner's to destroy
+    for permanent in (dev.default_stream, dev.legacy_stream, dev.per_thread_stream):
+        with pytest.raises(InvalidArgument):
+            permanent.release()
+        assert not permanent.closed
+
+
 def test_event_timing(dev, kernels):
     s = dev.create_stream()
     start, end = dev.create_event(timing=True), dev.create_event(timing=True)

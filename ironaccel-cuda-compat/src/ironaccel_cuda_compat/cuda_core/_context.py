@@ -21,7 +21,6 @@ from ._utils.cuda_utils import from_ironaccel as _from_ironaccel
 __all__ = ["Context", "ContextOptions"]
 
 DeviceResourcesType = Sequence[Any]
-CU_STREAM_NON_BLOCKING = 1
 
 _green_views: weakref.WeakValueDictionary[int, Context] = weakref.WeakValueDictionary()
 
@@ -123,14 +122,14 @@ class Context:
 
     def _new_stream(self, cls: Any, device: Any, nonblocking: bool, priority: int) -> Any:
         """A `cls` stream made in this green context (cuGreenCtxStreamCreate), closed with it."""
-        from ._utils.cuda_utils import call
+        from ._utils.cuda_utils import guarded
 
         green = self._green
         if not nonblocking:
             raise ValueError("Green context streams must be non-blocking. Use StreamOptions(nonblocking=True).")
         if self.is_closed:
             raise RuntimeError("Cannot create a stream on a closed context")
-        h = call("cuGreenCtxStreamCreate", green._green, CU_STREAM_NON_BLOCKING, priority)
+        h = guarded(green.create_stream, priority).release()  # this context's stream, owned by the `cls` one
         s = cls._make(h, device, owned=True, priority=priority, non_blocking=True)
         s._cu = None
         s._owner = self

@@ -75,7 +75,6 @@ class Stream(_ia.IaStream):
         if ctx is None:
             ctx = dev._green_current
             dev._check_context_initialized()
-        flags = 1 if options.nonblocking else 0
         priority = options.priority
         if priority is not None:
             least, greatest = dev.stream_priority_range
@@ -85,9 +84,8 @@ class Stream(_ia.IaStream):
             priority = 0
         if ctx is not None and ctx.is_green:
             return ctx._new_stream(cls, dev, bool(options.nonblocking), priority)  # type: ignore[no-any-return]
-        _ia.ensure(dev._state.ctx)
-        h = call("cuStreamCreateWithPriority", flags, priority)
-        s: Any = cls._make(h, dev, owned=True, priority=priority, non_blocking=bool(options.nonblocking))
+        made = guarded(_ia.IaDevice.create_stream, dev, priority, bool(options.nonblocking))
+        s: Any = cls._make(made.release(), dev, owned=True, priority=priority, non_blocking=bool(options.nonblocking))
         s._cu = None
         s._owner = None
         return s
