@@ -201,8 +201,18 @@ def test_managed_buffer_advice_round_trips(cc, device):
 def test_memory_resources_check_the_streams_capture(cc, device):
     """Graph memory only on a capturing stream; pool memory only on one that is not (the driver's capture status)."""
     s = device.create_stream()
+    gmr = cc.GraphMemoryResource(device)
     with pytest.raises(RuntimeError, match="non-capturing stream"):
-        cc.GraphMemoryResource(device).allocate(64, stream=s)
+        gmr.allocate(64, stream=s)
+    attrs = gmr.attributes  # the device's graph-memory counters
+    assert attrs.used_mem_high >= attrs.used_mem_current >= 0 and attrs.reserved_mem_current >= 0
+    attrs.used_mem_high = 0
+    attrs.reserved_mem_high = 0
+    with pytest.raises(AttributeError, match="may only be set to zero"):
+        attrs.reserved_mem_high = 5
+    with pytest.raises(AttributeError, match="is not writable"):
+        attrs.reserved_mem_current = 0
+    gmr.trim()
     dmr = cc.DeviceMemoryResource(device)
     pmr = None  # a pool of its own: the GPU needs host memory pools
     if FAKE or device.properties.host_memory_pools_supported:

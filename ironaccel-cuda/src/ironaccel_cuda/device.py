@@ -66,6 +66,8 @@ CU_MEMHOSTALLOC_WRITECOMBINED = 4
 
 
 _CACHE_CONFIGS = {"prefer_none": 0, "prefer_shared": 1, "prefer_l1": 2, "prefer_equal": 3}
+_GRAPH_MEMORY = ("used_mem_current", "used_mem_high", "reserved_mem_current", "reserved_mem_high")
+_GRAPH_MEMORY_HIGHS = ("used_mem_high", "reserved_mem_high")
 _CACHE_CONFIGS_BY_VALUE = {v: k for k, v in _CACHE_CONFIGS.items()}
 
 
@@ -349,6 +351,35 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         used = call("cuMemPoolGetAttribute", pool, attr.CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
         reserved = call("cuMemPoolGetAttribute", pool, attr.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
         return int(used), int(reserved)
+
+    def graph_memory(self, name: str) -> int:
+        """Bytes of graph memory -- what graphs' allocation nodes use -- on this device
+        (cuDeviceGetGraphMemAttribute): "used_mem_current", "used_mem_high", "reserved_mem_current" or
+        "reserved_mem_high" (reserved: held by the driver, in use or cached for the next launch)."""
+        op = "cuDeviceGetGraphMemAttribute"
+        self._check_open(op)
+        attr = self._graph_mem_attribute(name, _GRAPH_MEMORY, op)
+        return int(call(op, self._state.cudev, attr))
+
+    def reset_graph_memory_high(self, name: str) -> None:
+        """Reset the high-water mark "used_mem_high" or "reserved_mem_high" of `graph_memory` to the current
+        usage (cuDeviceSetGraphMemAttribute)."""
+        op = "cuDeviceSetGraphMemAttribute"
+        self._check_open(op)
+        attr = self._graph_mem_attribute(name, _GRAPH_MEMORY_HIGHS, op)
+        call(op, self._state.cudev, attr, driver().cuuint64_t(0))
+
+    def trim_graph_memory(self) -> None:
+        """Give the graph memory this device caches and no graph uses back to the system (cuDeviceGraphMemTrim)."""
+        op = "cuDeviceGraphMemTrim"
+        self._check_open(op)
+        call(op, self._state.cudev)
+
+    @staticmethod
+    def _graph_mem_attribute(name: Any, names: tuple[str, ...], op: str) -> Any:
+        if not isinstance(name, str) or name not in names:
+            raise invalid(op, f"name must be one of {list(names)}, got {name!r}")
+        return getattr(driver().CUgraphMem_attribute, "CU_GRAPH_MEM_ATTR_" + name.upper())
 
     # -- context --------------------------------------------------------------
 

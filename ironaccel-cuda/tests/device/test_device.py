@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+from helpers import FAKE
 
 import ironaccel
 import ironaccel_cuda as cu
@@ -147,6 +148,36 @@ def test_queries_by_ordinal_open_no_context():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "CURRENT 0 STATES 0" in out.stdout, out.stdout
+
+
+def test_graph_memory_counters(dev):
+    """graph_memory / reset_graph_memory_high / trim_graph_memory: the device's graph-memory counters."""
+    names = ("used_mem_current", "used_mem_high", "reserved_mem_current", "reserved_mem_high")
+    assert all(isinstance(dev.graph_memory(n), int) and dev.graph_memory(n) >= 0 for n in names)
+    assert dev.graph_memory("used_mem_high") >= dev.graph_memory("used_mem_current")
+    assert dev.graph_memory("reserved_mem_high") >= dev.graph_memory("reserved_mem_current")
+    if not FAKE:  # the fake driver makes no graph memory
+        g = cu.Graph(dev)
+        node = g.add_alloc(1 << 20)
+        g.add_free(node, after=node)
+        exe = g.instantiate()
+        s = dev.create_stream()
+        exe.launch(s)
+        s.synchronize()
+        assert dev.graph_memory("used_mem_high") >= 1 << 20 and dev.graph_memory("reserved_mem_high") >= 1 << 20
+        for x in (exe, g, s):
+            x.close()
+    for high in ("used_mem_high", "reserved_mem_high"):
+        dev.reset_graph_memory_high(high)
+    assert dev.graph_memory("used_mem_high") == dev.graph_memory("used_mem_current")
+    dev.trim_graph_memory()
+    for bad in ("USED_MEM_CURRENT", "free", None):
+        with pytest.raises(InvalidArgument) as info:
+            dev.graph_memory(bad)
+        assert info.value.op == "cuDeviceGetGraphMemAttribute"
+    with pytest.raises(InvalidArgument) as info:
+        dev.reset_graph_memory_high("used_mem_current")  # a current value cannot be reset
+    assert info.value.op == "cuDeviceSetGraphMemAttribute"
 
 
 def test_peer_semantics_on_itself(dev):

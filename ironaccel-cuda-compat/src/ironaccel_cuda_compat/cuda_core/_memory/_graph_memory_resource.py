@@ -13,15 +13,16 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from .. import _ia
 from .._utils.cuda_utils import call, driver, guarded
 from ._buffer import Buffer, MemoryResource
 
 __all__ = ["GraphMemoryResource"]
 
 
-def _cudev(device_id: int) -> Any:
-    return _ia.state_for(device_id).cudev
+def _device(device_id: int) -> Any:
+    from .._device import Device
+
+    return Device(device_id)
 
 
 class GraphMemoryResourceAttributes:
@@ -47,14 +48,12 @@ class GraphMemoryResourceAttributes:
         object.__setattr__(self, name, value)
 
     def _get(self, name: str) -> int:
-        attr = getattr(driver.CUgraphMem_attribute, "CU_GRAPH_MEM_ATTR_" + name)
-        return int(call("cuDeviceGetGraphMemAttribute", _cudev(self._device_id), attr))
+        return int(guarded(_device(self._device_id).graph_memory, name.lower()))
 
     def _reset(self, name: str, value: int) -> None:
         if value != 0:
             raise AttributeError(f"Attribute '{name.lower()}' may only be set to zero (got {value}).")
-        attr = getattr(driver.CUgraphMem_attribute, "CU_GRAPH_MEM_ATTR_" + name)
-        call("cuDeviceSetGraphMemAttribute", _cudev(self._device_id), attr, driver.cuuint64_t(0))
+        guarded(_device(self._device_id).reset_graph_memory_high, name.lower())
 
     @property
     def reserved_mem_current(self) -> int:
@@ -138,7 +137,7 @@ class GraphMemoryResource(MemoryResource):
 
     def trim(self) -> None:
         """Give graph memory cached on the device and not in use back to the OS."""
-        call("cuDeviceGraphMemTrim", _cudev(self._device_id))
+        guarded(_device(self._device_id).trim_graph_memory)
 
     @property
     def attributes(self) -> GraphMemoryResourceAttributes:
