@@ -404,6 +404,7 @@ def test_graph_builder_captures_and_updates(cc, device, stream, module):
         gb.begin_building()
     graph = gb.complete()
     graph.upload(stream)
+    graph.upload(cc.LEGACY_DEFAULT_STREAM)  # a default stream: the current context's
     graph.launch(stream)
     graph.launch(stream)
     graph.update(build(dz))  # same topology, writes dz now

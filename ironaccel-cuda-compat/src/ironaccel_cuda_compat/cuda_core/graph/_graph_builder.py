@@ -605,12 +605,16 @@ class Graph:
 
     def upload(self, stream: Any) -> None:
         """Upload the graph's work to the device ahead of the first launch (cuGraphUpload)."""
-        from .._stream import Stream_accept
-
         s = Stream_accept(stream)
-        if self._exe is None:
+        exe = self._exe
+        if exe is None:
             raise RuntimeError("the graph is closed")
-        call("cuGraphUpload", self._exe._h, s._h)
+        if s._ordinal != exe._ordinal:
+            s = for_device(s, exe._ordinal)  # the default streams: this device's view of them
+        try:
+            exe.upload(s)
+        except _ia.DriverError as exc:
+            raise from_ironaccel(exc) from None
 
     def update(self, source: Any) -> None:
         """Take the parameters of another graph with the same topology (cuGraphExecUpdate); from then on this graph
