@@ -60,10 +60,15 @@ class DeviceMemoryResource(_MemPool):
         self._alloc = dev.alloc
         if ENV_RELEASE_THRESHOLD in os.environ:
             return
-        attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-        err, threshold = _ia.try_call("cuMemPoolGetAttribute", self._pool, attr)
-        if not err and int(threshold) == 0:
-            call("cuMemPoolSetAttribute", self._pool, attr, driver.cuuint64_t(_MAX_THRESHOLD))
+        dpool = self._dpool
+        try:
+            threshold = dpool.release_threshold
+        except _ia.DriverError as exc:  # a driver that does not say: left as it is
+            if exc.code is None:
+                raise
+            return
+        if threshold == 0:
+            guarded(setattr, dpool, "release_threshold", _MAX_THRESHOLD)
 
     # `size` bytes on the device, stream-ordered on `stream`: compiled for the device's pool and an open Stream of
     # its device (`_core.compat_dmr_allocate`), else `_allocate_cold`.

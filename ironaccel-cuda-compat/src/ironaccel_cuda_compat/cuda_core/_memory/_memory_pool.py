@@ -35,56 +35,57 @@ def _refuse_capture(s: Any) -> None:
 
 
 class _MemPoolAttributes:
-    """The pool's CU_MEMPOOL_ATTR_* values, read when asked; keeps the pool alive."""
+    """The pool's attributes (its ironaccel DriverPool's), read from the driver when asked; keeps the pool alive."""
 
-    __slots__ = ("_pool", "_owner")
-    _pool: Any
-    _owner: Any
+    __slots__ = ("_dpool",)
+    _dpool: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("_MemPoolAttributes cannot be instantiated directly. Please use MemoryResource APIs.")
 
     @classmethod
-    def _init(cls, pool: Any, owner: Any = None) -> _MemPoolAttributes:
+    def _init(cls, dpool: Any) -> _MemPoolAttributes:
         self = _new(cls)
-        self._pool = pool
-        self._owner = owner
+        self._dpool = dpool
         return self
 
-    def _get(self, name: str) -> int:
-        return int(call("cuMemPoolGetAttribute", self._pool, getattr(driver.CUmemPool_attribute, name)))
+    def _get(self, name: str) -> Any:
+        return guarded(getattr, self._dpool, name)
+
+    def _usage(self) -> Any:
+        return guarded(self._dpool.usage)
 
     @property
     def reuse_follow_event_dependencies(self) -> bool:
-        return bool(self._get("CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES"))
+        return bool(self._get("reuse_follow_event_dependencies"))
 
     @property
     def reuse_allow_opportunistic(self) -> bool:
-        return bool(self._get("CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC"))
+        return bool(self._get("reuse_allow_opportunistic"))
 
     @property
     def reuse_allow_internal_dependencies(self) -> bool:
-        return bool(self._get("CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES"))
+        return bool(self._get("reuse_allow_internal_dependencies"))
 
     @property
     def release_threshold(self) -> int:
-        return self._get("CU_MEMPOOL_ATTR_RELEASE_THRESHOLD")
+        return int(self._get("release_threshold"))
 
     @property
     def reserved_mem_current(self) -> int:
-        return self._get("CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT")
+        return int(self._usage().reserved)
 
     @property
     def reserved_mem_high(self) -> int:
-        return self._get("CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH")
+        return int(self._usage().reserved_high)
 
     @property
     def used_mem_current(self) -> int:
-        return self._get("CU_MEMPOOL_ATTR_USED_MEM_CURRENT")
+        return int(self._usage().used)
 
     @property
     def used_mem_high(self) -> int:
-        return self._get("CU_MEMPOOL_ATTR_USED_MEM_HIGH")
+        return int(self._usage().used_high)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)}' for n in _ATTR_NAMES)})"
@@ -155,7 +156,7 @@ class _MemPool(IpcResource, MemoryResource):
     def attributes(self) -> _MemPoolAttributes:
         if self._closed:
             raise RuntimeError("the memory resource is closed")
-        return _MemPoolAttributes._init(self._pool, self._dpool)
+        return _MemPoolAttributes._init(self._dpool)
 
     @property
     def handle(self) -> Any:
