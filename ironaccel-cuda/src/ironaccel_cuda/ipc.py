@@ -91,7 +91,8 @@ from .memory import adopt
 if TYPE_CHECKING:
     DeviceBuf = Any  # memory.DeviceBuf is made at run time, so it cannot be a static type
 
-__all__ = ["IpcBuffer", "IpcPool", "IpcEvent", "export", "create_event", "send", "recv"]
+__all__ = ["HANDLE_SIZE", "IpcBuffer", "IpcPool", "IpcEvent", "export", "create_event", "handle_bytes",
+           "handle_from_bytes", "send", "recv"]
 
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
@@ -113,13 +114,21 @@ os.register_at_fork(after_in_child=_forked)
 _fd_slots = threading.local()  # the fds of one ipc.send / ipc.recv
 
 
-def _raw(struct_obj: Any) -> bytes:
-    return ctypes.string_at(struct_obj.getPtr(), HANDLE_SIZE)
+def handle_bytes(handle: Any) -> bytes:
+    """The HANDLE_SIZE (64) bytes of a cuda.bindings IPC handle (CUipcMemHandle, CUipcEventHandle,
+    CUmemPoolPtrExportData): what a descriptor carries to the other process."""
+    if not hasattr(handle, "getPtr"):
+        raise invalid("ipc.handle_bytes", f"expected a cuda.bindings IPC handle, got {type(handle).__name__}")
+    return ctypes.string_at(handle.getPtr(), HANDLE_SIZE)
 
 
-def _filled(cls: Any, data: bytes) -> Any:
+def handle_from_bytes(cls: Any, data: bytes) -> Any:
+    """A new cuda.bindings IPC handle of type `cls` (CUipcMemHandle, ...) holding the HANDLE_SIZE bytes `data`
+    (from `handle_bytes` in the exporting process)."""
+    if not isinstance(data, (bytes, bytearray)) or len(data) != HANDLE_SIZE:
+        raise invalid("ipc.handle_from_bytes", f"expected {HANDLE_SIZE} bytes, got {data!r:.80}")
     obj = cls()
-    ctypes.memmove(obj.getPtr(), data, HANDLE_SIZE)
+    ctypes.memmove(obj.getPtr(), bytes(data), HANDLE_SIZE)
     return obj
 
 
@@ -512,7 +521,8 @@ class IpcBuffer:
 
     def _open_legacy(self, dev: Device, dt: Any, itemsize: int, op: str) -> DeviceBuf:
         dev._bind_here()
-        base = int(call(op, _filled(driver().CUipcMemHandle, self.handle), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        handle = handle_from_bytes(driver().CUipcMemHandle, self.handle)
+        base = int(call(op, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
         err, got = try_call("cuMemGetAddressRange", base)
         if not err and int(got[1]) < self.offset + self.size * itemsize:
             call("cuIpcCloseMemHandle", base)
@@ -569,7 +579,7 @@ def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
         # (bench/experiments/probe_ipc.py times it).
         raw = pool._export_data.get(base)
         if raw is None:
-            raw = _raw(call("cuMemPoolExportPointer", base))
+            raw = handle_bytes(call("cuMemPoolExportPointer", base))
             with pool._lock:
                 if base in pool._live:  # not freed meanwhile
                     pool._export_data[base] = raw
@@ -589,7 +599,7 @@ def _export_buffer(buf: DeviceBuf) -> IpcBuffer:
     err, handle = try_call(op, base)
     if err:
         raise driver_error(err, op, "only memory from cuMemAlloc (DirectAllocator) or an IPC pool can be exported")
-    return IpcBuffer._make("legacy", dev.uuid, os.getpid(), buf.size, buf.dtype.value, ptr - base, _raw(handle))
+    return IpcBuffer._make("legacy", dev.uuid, os.getpid(), buf.size, buf.dtype.value, ptr - base, handle_bytes(handle))
 
 
 # -- events -------------------------------------------------------------------------------
@@ -612,7 +622,7 @@ class IpcEvent:
         _other_process(self.pid, op)
         dev = _device_for(self.device_uuid, device, op)
         dev._bind_here()
-        h = call(op, _filled(driver().CUipcEventHandle, self.handle))
+        h = call(op, handle_from_bytes(driver().CUipcEventHandle, self.handle))
         return Event._make(int(h), dev, False)
 
 
@@ -637,7 +647,7 @@ def _export_event(event: Event) -> IpcEvent:
     err, handle = try_call(op, event._h)
     if err:
         raise driver_error(err, op, "only events made by ipc.create_event (CU_EVENT_INTERPROCESS) can be exported")
-    return IpcEvent(device.uuid, os.getpid(), _raw(handle))
+    return IpcEvent(device.uuid, os.getpid(), handle_bytes(handle))
 
 
 # -- the one export ---------------------------------------------------------------------

@@ -66,3 +66,20 @@ def threading_lock():
     import threading
 
     return threading.Lock()
+
+
+def test_handle_bytes_round_trip_and_refuse_what_is_not_a_handle(dev):
+    """ipc.handle_bytes / handle_from_bytes: a cuda.bindings IPC handle as the 64 bytes a descriptor carries."""
+    from cuda.bindings import driver
+
+    from ironaccel_cuda import ipc
+
+    data = bytes(range(64))
+    for cls in (driver.CUipcEventHandle, driver.CUipcMemHandle, driver.CUmemPoolPtrExportData):
+        handle = ipc.handle_from_bytes(cls, data)
+        assert isinstance(handle, cls) and ipc.handle_bytes(handle) == data
+        assert ipc.handle_bytes(ipc.handle_from_bytes(cls, bytearray(data))) == data
+    assert ipc.HANDLE_SIZE == 64
+    for bad in (data[:63], data + b"\0", "x" * 64, None):
+        raises_exactly(InvalidArgument, "ipc.handle_from_bytes", ipc.handle_from_bytes, driver.CUipcEventHandle, bad)
+    raises_exactly(InvalidArgument, "ipc.handle_bytes", ipc.handle_bytes, data)

@@ -149,12 +149,12 @@ class Event(_ia.IaEvent):
         imported = getattr(self, "_ipc_desc", None)
         if imported is not None:
             return imported
-        from ironaccel_cuda.ipc import _raw
+        from ironaccel_cuda.ipc import handle_bytes
 
         if self.device is not None:  # pickling may run on a thread with no context (multiprocessing's feeder)
             self.device._bind_here()
         handle = call("cuIpcGetEventHandle", self._h)
-        return IPCEventDescriptor._init(_raw(handle), self.is_blocking_sync)
+        return IPCEventDescriptor._init(handle_bytes(handle), self.is_blocking_sync)
 
     @classmethod
     def from_ipc_descriptor(cls, ipc_descriptor: IPCEventDescriptor) -> Event:
@@ -167,9 +167,9 @@ class Event(_ia.IaEvent):
         if len(reserved) < _IPC_RESERVED:
             raise ValueError(f"IPC event descriptor reserved field is {len(reserved)} bytes; expected at least "
                              f"{_IPC_RESERVED}")
-        from ironaccel_cuda.ipc import _filled
+        from ironaccel_cuda.ipc import handle_from_bytes
 
-        handle = _filled(driver.CUipcEventHandle, reserved[:_IPC_RESERVED])
+        handle = handle_from_bytes(driver.CUipcEventHandle, reserved[:_IPC_RESERVED])
         device = Device()
         device._check_context_initialized()
         _ia.ensure(device._state.ctx)

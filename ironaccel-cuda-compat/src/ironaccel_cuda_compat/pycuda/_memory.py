@@ -872,20 +872,20 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
 
 def handle_bytes(handle: Any) -> bytes:
     """The bytes of a CUipcMemHandle / CUipcEventHandle (as ironaccel_cuda.ipc reads them)."""
-    from ironaccel_cuda.ipc import _raw
+    from ironaccel_cuda.ipc import handle_bytes as raw
 
-    return _raw(handle)
+    return raw(handle)
 
 
 def handle_from(kind: Any, data: Any, routine: str) -> Any:
     """A CUipcMemHandle / CUipcEventHandle holding the bytes `data` (a bytearray, as PyCUDA requires)."""
-    from ironaccel_cuda.ipc import HANDLE_SIZE, _filled
+    from ironaccel_cuda.ipc import HANDLE_SIZE, handle_from_bytes
 
     if not isinstance(data, (bytearray, bytes)):
         raise invalid(routine, "argument is not a bytes array")
     if len(data) != HANDLE_SIZE:
         raise invalid(routine, "handle has the wrong size")
-    return _filled(kind, bytes(data))
+    return handle_from_bytes(kind, bytes(data))
 
 
 class IPCMemoryHandle(int):

@@ -25,7 +25,7 @@ from typing import Any
 
 from ironaccel_cuda import dtypes as _ia_dtypes
 from ironaccel_cuda import ipc as _ipc
-from ironaccel_cuda.ipc import _filled
+from ironaccel_cuda.ipc import handle_bytes, handle_from_bytes
 
 from .. import _ia
 
@@ -248,7 +248,7 @@ def export_buffer(mr: Any, buf: Any) -> IPCBufferDescriptor:
         data = _ia.call("cuMemPoolExportPointer", driver.CUdeviceptr(buf._ptr))
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
-    return IPCBufferDescriptor._init(_ipc._raw(data), buf._size)
+    return IPCBufferDescriptor._init(handle_bytes(data), buf._size)
 
 
 def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
@@ -273,7 +273,7 @@ def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
             dt, npdt, _ = _ia_dtypes.spec("uint8", "cuMemPoolImportPointer")
             mem, extent = made._map_pool(dev, dt, npdt, "cuMemPoolImportPointer")
         else:  # the exporter itself: as cuda.core, ask the driver (it refuses its own pointers)
-            data = _filled(driver.CUmemPoolPtrExportData, payload)
+            data = handle_from_bytes(driver.CUmemPoolPtrExportData, payload)
             ptr = int(_ia.call("cuMemPoolImportPointer", state.pool._h, data))
             home = dev.default_stream
             mem = _ia.adopt(ptr, size, "uint8", dev, stream=home,
