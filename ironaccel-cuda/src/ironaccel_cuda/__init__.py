@@ -47,6 +47,7 @@ _EXPORTS = {
     "LaunchConfig": "module",
     "PreparedLaunch": "module",
     "FunctionAttributes": "module",
+    "function_param_layout": "module",
     "MemPool": "pool",
     "PoolStats": "pool",
     "Allocator": "allocator",

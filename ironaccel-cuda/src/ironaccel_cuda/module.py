@@ -20,7 +20,7 @@ from . import dtypes as _dtypes
 from ._core import CLOSED
 from ._devices import states
 from ._driver import call, driver, relaxed_capture, try_call
-from .errors import closed, driver_error, invalid
+from .errors import Unsupported, closed, driver_error, invalid
 from .images import check_image
 from .launch import ArgPacker, build_packer, param_layout_fallback, ptx_param_types
 from .memory import adopt
@@ -29,8 +29,8 @@ from .program import ObjectCode
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Module", "Function", "FunctionAttributes", "LaunchConfig", "PreparedLaunch", "load_module", "image_kind",
-           "loadable_image"]
+__all__ = ["Module", "Function", "FunctionAttributes", "LaunchConfig", "PreparedLaunch", "function_param_layout",
+           "load_module", "image_kind", "loadable_image"]
 
 LaunchConfig = _core.LaunchConfig
 PreparedLaunch = _core.PreparedLaunch
@@ -626,21 +626,41 @@ class Function(_core.FunctionCore):
         return invalid(op, f"bad launch configuration grid={grid} block={block} shared_mem={smem!r}: {exc}")
 
 
-def _query_layout(h: Any, op: str = "cuFuncGetParamInfo") -> tuple[tuple[int, int], ...] | None:
-    """The kernel's parameter layout (() for none), or None when the driver cannot report it."""
+def function_param_layout(handle: int | Any, *, strict: bool = False) -> tuple[tuple[int, int], ...] | None:
+    """[(offset, size)] of each parameter of any CUfunction, ours or another library's (cuFuncGetParamInfo):
+    where a launch puts each argument in the parameter block; () for a kernel without parameters.
+
+    None where the driver cannot say (a driver or binding without the call, or a driver error); `strict=True`
+    raises instead: Unsupported for a missing call, the typed error of the driver's.
+    """
+    op = "cuFuncGetParamInfo"
+    if isinstance(handle, bool) or not isinstance(handle, int) and not hasattr(handle, "getPtr"):
+        raise invalid(op, f"expected a CUfunction (its address, or the cuda.bindings object), got {handle!r}")
+    return _query_layout(handle, op, strict=strict)
+
+
+def _query_layout(h: Any, op: str = "cuFuncGetParamInfo", *, strict: bool = False
+                  ) -> tuple[tuple[int, int], ...] | None:
+    """The kernel's parameter layout (() for none), or None when the driver cannot report it (`strict`: raise)."""
     drv = driver()
     if not hasattr(drv, op):
+        if strict:
+            raise Unsupported("cuda", op, "cuda.bindings has no " + op)
         return None
     layout = []
     index = 0
     while True:
         try:
             err, out = try_call(op, h, index)
-        except RuntimeError:  # the driver lacks the entry point
+        except RuntimeError as exc:  # the driver lacks the entry point
+            if strict:
+                raise Unsupported("cuda", op, f"the driver does not provide {op}: {exc}") from None
             return None
         if err == 1:  # CUDA_ERROR_INVALID_VALUE: past the last parameter
             break
         if err:
+            if strict:
+                raise driver_error(err, op)
             return None
         offset, size = out
         layout.append((int(offset), int(size)))

@@ -63,6 +63,15 @@ def test_attributes_and_occupancy(dev, kernels):
     blocks = fn.max_active_blocks_per_sm(256)
     assert 1 <= blocks <= 64
     assert fn.param_layout() == ((0, 4), (8, 8), (16, 8), (24, 4))
+    # any CUfunction, by handle: the same layout (an address or the cuda.bindings object)
+    assert cu.function_param_layout(fn.handle) == cu.function_param_layout(fn.handle, strict=True) == fn.param_layout()
+    from cuda.bindings import driver
+
+    assert cu.function_param_layout(driver.CUfunction(fn.handle)) == fn.param_layout()
+    for bad in ("saxpy", 1.5, True, None):
+        with pytest.raises(InvalidArgument) as info:
+            cu.function_param_layout(bad)
+        assert info.value.op == "cuFuncGetParamInfo"
     with pytest.raises(InvalidArgument):
         fn.max_active_blocks_per_sm(0)
     fn.set_max_dynamic_shared(1024)

@@ -405,8 +405,14 @@ class Kernel:
         """The kernel's parameters as ironaccel's launch packs them (`Function.param_layout`, queried once)."""
         layout = self._fn.param_layout()
         if layout is None:  # the driver could not say: a driver error is raised as such, else the call is missing
-            if hasattr(driver, "cuFuncGetParamInfo"):
-                call("cuFuncGetParamInfo", self._fn._h, 0)
+            from ironaccel_cuda.module import function_param_layout
+
+            try:
+                function_param_layout(self._fn._h, strict=True)
+            except _ia.Unsupported:
+                pass
+            except _ia.DriverError as exc:
+                raise from_ironaccel(exc) from None
             raise NotImplementedError("cuFuncGetParamInfo needs cuda.bindings and a driver of CUDA 12.4 or newer")
         return [ParamInfo(offset, size) for offset, size in layout]
 

@@ -680,10 +680,10 @@ class Function:
     def _param_layout(self) -> tuple[int, ...] | None:
         """The kernel's parameter offsets (cuFuncGetParamInfo), or None where the driver cannot say."""
         if self._layout is None:
-            from ironaccel_cuda.module import _query_layout
+            from ironaccel_cuda.module import function_param_layout
 
             try:
-                layout = _query_layout(self._handle)
+                layout = function_param_layout(self._handle)
             except ia.IronAccelError:  # no driver to ask (after a fork, say): the launch itself reports it
                 layout = None
             if layout is None:
