@@ -121,10 +121,10 @@ KNOWN: frozenset[str] = frozenset({
     "driver cuModuleLoadDataEx", "driver cuModuleUnload", "driver cuStreamAttachMemAsync",
     "driver cuStreamBeginCaptureToGraph", "driver cuStreamCreate", "driver cuStreamDestroy",
     "driver cuStreamEndCapture", "driver cuStreamGetCaptureInfo", "driver cuStreamUpdateCaptureDependencies",
-    "private DriverPool._create_kind", "private DriverPool._current", "private hostfn._entry",
-    "private ironaccel_cuda._core", "private ironaccel_cuda._dlpack", "private ironaccel_cuda._driver",
-    "private ironaccel_cuda.graph._Staged", "private ironaccel_cuda.graph._kernel_params",
-    "private ironaccel_cuda.linker._log", "private ironaccel_cuda.linker._nvjitlink",
+    "private hostfn._entry", "private ironaccel_cuda._core", "private ironaccel_cuda._dlpack",
+    "private ironaccel_cuda._driver", "private ironaccel_cuda.graph._Staged",
+    "private ironaccel_cuda.graph._kernel_params", "private ironaccel_cuda.linker._log",
+    "private ironaccel_cuda.linker._nvjitlink",
 })
 
 

@@ -181,18 +181,20 @@ class DriverPool(_Tracked):
                 raise invalid("cuMemPoolCreate", f"{name} must be a bool, got {value!r}")
         if host and managed:
             raise invalid("cuMemPoolCreate", "a pool holds host or managed memory, not both")
-        return cls._create_kind(device, "host" if host else "managed" if managed else "device", ipc=ipc,
-                                max_size=max_size, release_threshold=release_threshold, location=location)
+        return cls.create(device, "host" if host else "managed" if managed else "device", ipc=ipc,
+                          max_size=max_size, release_threshold=release_threshold, location=location)
 
     @classmethod
-    def _create_kind(cls, device: Device, kind: str = "device", *, ipc: bool = False, max_size: int = 0,
-                     release_threshold: int | None = None, location: tuple[str, int] | None = None) -> DriverPool:
+    def create(cls, device: Device, kind: str = "device", *, ipc: bool = False, max_size: int = 0,
+               release_threshold: int | None = None, location: tuple[str, int] | None = None) -> DriverPool:
         """A pool of its own (cuMemPoolCreate) of `kind` "device", "host" (page-locked) or "managed".
 
         `location` places it: for "host", ("host_numa", node) puts the memory on
         that NUMA node (needed for `ipc`); for "managed", the preferred location
         ("device", ordinal), ("host", 0), ("host_numa", node) or None (none).
-        A host pool is opened read-write to `device`.
+        A host pool is opened read-write to `device`.  Unlike
+        `Device.create_driver_pool`'s, the pool is not the Device handle's to
+        close: close it, or let it be collected.
         """
         op = "cuMemPoolCreate"
         if not device.attributes.memory_pools_supported:
@@ -252,7 +254,7 @@ class DriverPool(_Tracked):
         return pool
 
     @classmethod
-    def _current(cls, device: Device, kind: str) -> DriverPool:
+    def current(cls, device: Device, kind: str = "device") -> DriverPool:
         """The driver's current pool (cuMemGetMemPool) for `device`'s memory ("device"), the host's page-locked
         memory ("host") or managed memory with no preferred location ("managed"); never destroyed."""
         op = "cuMemGetMemPool"

@@ -27,16 +27,40 @@ def test_create_refuses_what_the_driver_cannot_make(dev):
                          ("managed", {"location": ("gpu", 0)}), ("managed", {"location": ("host_numa", -1)}),
                          ("managed", {"location": "host"})):
         with pytest.raises(InvalidArgument):
-            DriverPool._create_kind(dev, kind, **kwargs)
+            DriverPool.create(dev, kind, **kwargs)
     with pytest.raises(InvalidArgument):
-        DriverPool._current(dev, "bogus")
+        DriverPool.current(dev, "bogus")
     for kwargs in ({"host": True, "managed": True}, {"managed": "yes"}):
         with pytest.raises(InvalidArgument):
             dev.create_driver_pool(**kwargs)
 
 
+def test_created_pools_are_not_the_device_handles(dev):
+    """DriverPool.create: a pool its caller owns (collected with its last reference); create_driver_pool's is kept
+    by the Device handle until that closes."""
+    import gc
+    import weakref
+
+    own = DriverPool.create(dev, "device", max_size=4 << 20)
+    assert own.kind == "device" and own.max_size == 4 << 20 and own.handle != dev.default_pool.handle
+    buf = own.allocate(256, "uint8")
+    buf.close()
+    gone = weakref.ref(own)
+    del own, buf
+    gc.collect()
+    assert gone() is None
+    handle = cu.Device(0)
+    kept = weakref.ref(handle.create_driver_pool(max_size=4 << 20))
+    gc.collect()
+    assert kept() is not None
+    handle.close()  # closes it and lets it go
+    gc.collect()
+    assert kept() is None
+    assert DriverPool.current(dev).handle == DriverPool.current(dev, "device").handle  # "device" by default
+
+
 def test_current_device_pool_allocates_through_device_alloc(dev):
-    pool = DriverPool._current(dev, "device")
+    pool = DriverPool.current(dev, "device")
     buf = pool.allocate(256, "float32")
     buf.copy_from(np.arange(256, dtype=np.float32))
     np.testing.assert_array_equal(buf.copy_to_host(), np.arange(256, dtype=np.float32))
@@ -68,7 +92,7 @@ def test_host_pool_memory_is_host_addressable(dev):
 def test_managed_pool_memory_is_managed_for_ironaccel(dev):
     if not dev.attributes.concurrent_managed_access:
         pytest.skip("no concurrent managed access")
-    for pool in (dev.create_driver_pool(managed=True, location=("device", 0)), DriverPool._current(dev, "managed")):
+    for pool in (dev.create_driver_pool(managed=True, location=("device", 0)), DriverPool.current(dev, "managed")):
         assert pool.kind == "managed"
         buf = pool.allocate(1 << 16, "uint8")
         cu.host_array(buf)[:] = 9  # managed memory: the host writes it directly

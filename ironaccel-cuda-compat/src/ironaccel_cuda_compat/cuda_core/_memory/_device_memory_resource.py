@@ -6,7 +6,7 @@ ironaccel's `Device.alloc` (cuMemAllocAsync, the compiled hot path) and
 threshold is raised to the maximum the first time, so freed memory stays cached in
 the pool, unless `IRONACCEL_CUDA_POOL_RELEASE_THRESHOLD` is set: a user's explicit
 setting wins.  With `DeviceMemoryResourceOptions` it creates a pool of its own
-(`DriverPool._create_kind`; see `_memory_pool`).
+(`DriverPool.create`; see `_memory_pool`).
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ class DeviceMemoryResource(_MemPool):
         if options is not None:
             opts = check_or_create_options(DeviceMemoryResourceOptions, options, "DeviceMemoryResource options")
             try:
-                dpool = DriverPool._create_kind(dev, "device", ipc=bool(opts.ipc_enabled), max_size=opts.max_size)
+                dpool = DriverPool.create(dev, "device", ipc=bool(opts.ipc_enabled), max_size=opts.max_size)
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
             self._bind_pool(dev, dpool, owned=True, ipc=bool(opts.ipc_enabled))
             self._alloc = None
             return
-        self._bind_pool(dev, DriverPool._current(dev, "device"), owned=False)
+        self._bind_pool(dev, DriverPool.current(dev, "device"), owned=False)
         self._alloc = dev.alloc
         if ENV_RELEASE_THRESHOLD in os.environ:
             return

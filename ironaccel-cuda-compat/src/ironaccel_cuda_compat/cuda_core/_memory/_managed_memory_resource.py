@@ -2,7 +2,7 @@
 
 Without options it uses the driver's current managed pool (no preferred
 location); with options it creates a pool of its own
-(`DriverPool._create_kind(dev, "managed", location=...)`) with the preferred location
+(`DriverPool.create(dev, "managed", location=...)`) with the preferred location
 the options name.  `allocate` gives `ManagedBuffer`s.
 """
 
@@ -89,10 +89,10 @@ class ManagedMemoryResource(_MemPool):
         dev = _device.Device(preferred[1]) if preferred is not None and preferred[0] == "device" else _device.Device()
         try:
             if opts is None:
-                dpool = DriverPool._current(dev, "managed")
+                dpool = DriverPool.current(dev, "managed")
             else:
                 where = None if preferred is None else (preferred[0], preferred[1] or 0)
-                dpool = DriverPool._create_kind(dev, "managed", location=where)
+                dpool = DriverPool.create(dev, "managed", location=where)
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
         self._bind_pool(dev, dpool, owned=opts is not None)

@@ -1,8 +1,8 @@
 """cuda.core's `_MemPool`: the base of the resources over a driver memory pool (device, pinned, managed).
 
-Each resource holds an ironaccel `DriverPool`: one of its own (`DriverPool._create_kind`,
+Each resource holds an ironaccel `DriverPool`: one of its own (`DriverPool.create`,
 when options are given) or the driver's current pool for its kind
-(`DriverPool._current`).  Allocation is `DriverPool.allocate` (cuMemAllocFromPoolAsync;
+(`DriverPool.current`).  Allocation is `DriverPool.allocate` (cuMemAllocFromPoolAsync;
 the device's default pool goes through ironaccel's compiled `Device.alloc`), so a
 Buffer holds an ironaccel `DeviceBuf` and closing it is ironaccel's stream-ordered
 free.  As in cuda.core, `close()` only drops the resource's reference: a pool of

@@ -2,7 +2,7 @@
 
 Without options it uses the driver's current host pool (opened read-write to the
 current device if it is not yet); with options it creates
-a pool of its own (`DriverPool._create_kind(dev, "host")`), on host NUMA node `numa_id`
+a pool of its own (`DriverPool.create(dev, "host")`), on host NUMA node `numa_id`
 when one is given or IPC is enabled (then the current device's `host_numa_id`).
 Buffers are usable from the host and from the device the resource was made on.
 """
@@ -45,7 +45,7 @@ class PinnedMemoryResource(_MemPool):
         dev = _device.Device()
         if opts is None:
             try:
-                dpool = DriverPool._current(dev, "host")
+                dpool = DriverPool.current(dev, "host")
                 if dpool.access(dev) != "readwrite":  # the host's pool is the CPU's until a device is let in
                     dpool.grant_access(dev)
             except _ia.DriverError as exc:
@@ -65,7 +65,7 @@ class PinnedMemoryResource(_MemPool):
                 raise RuntimeError("Cannot determine host NUMA ID for an IPC-enabled PinnedMemoryResource: the "
                                    "current device reports none; pass numa_id=")
         try:
-            dpool = DriverPool._create_kind(dev, "host", ipc=ipc, max_size=opts.max_size,
+            dpool = DriverPool.create(dev, "host", ipc=ipc, max_size=opts.max_size,
                                       location=None if numa is None else ("host_numa", numa))
         except _ia.DriverError as exc:
             raise from_ironaccel(exc) from None
