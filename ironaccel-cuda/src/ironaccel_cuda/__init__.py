@@ -34,6 +34,7 @@ _EXPORTS = {
     "devices": "device",
     "Stream": "stream",
     "Event": "event",
+    "event_elapsed_ms": "event",
     "DeviceBuf": "memory",
     "PinnedBuf": "memory",
     "pinned": "memory",

@@ -16,7 +16,7 @@ from ._core import CLOSED
 from ._driver import call
 from .errors import InvalidState, closed, invalid
 
-__all__ = ["Event"]
+__all__ = ["Event", "event_elapsed_ms"]
 
 CU_EVENT_BLOCKING_SYNC = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
@@ -90,3 +90,22 @@ class Event(_core.EventCore):
         if stream is not None and not isinstance(stream, _core.StreamCore):
             return invalid(op, f"stream must be a Stream, got {type(stream).__name__}")
         return closed(op, "stream")
+
+
+def event_elapsed_ms(start: Event | int, end: Event | int) -> float:
+    """Milliseconds from event `start` to event `end`, each an Event or a CUevent address (another library's
+    event): both recorded and completed, with timing on (cuEventElapsedTime; its typed errors say which is not:
+    CUDA_ERROR_INVALID_HANDLE for one never recorded or made without timing, CUDA_ERROR_NOT_READY for one not
+    completed)."""
+    op = "cuEventElapsedTime"
+    return float(call(op, _event_handle(start, op, "start event"), _event_handle(end, op, "end event")))
+
+
+def _event_handle(event: Any, op: str, what: str) -> Any:
+    if isinstance(event, Event):
+        if event._h is CLOSED:
+            raise closed(op, what)
+        return event._h
+    if isinstance(event, bool) or not isinstance(event, int) or not 0 < event < 1 << 64:
+        raise invalid(op, f"the {what} must be an Event or a CUevent address (int), got {event!r}")
+    return event

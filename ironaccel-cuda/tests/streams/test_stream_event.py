@@ -175,6 +175,23 @@ def test_event_timing(dev, kernels):
     with pytest.raises(InvalidArgument) as info:
         untimed.elapsed_ms(start)
     assert info.value.op == "cuEventElapsedTime"
+    # any two events, by Event or by CUevent address: the driver's measure and its typed errors
+    assert cu.event_elapsed_ms(start, end) == cu.event_elapsed_ms(start.handle, end.handle) == ms
+    for a, b in ((start, untimed), (untimed.handle, end.handle)):
+        with pytest.raises(InvalidArgument) as info:
+            cu.event_elapsed_ms(a, b)
+        assert info.value.op == "cuEventElapsedTime" and info.value.code == 400  # CUDA_ERROR_INVALID_HANDLE
+    never = dev.create_event(timing=True)
+    with pytest.raises(InvalidArgument) as info:
+        cu.event_elapsed_ms(start, never)  # never recorded
+    assert info.value.code == 400
+    for bad in ("start", 0, -1, 1 << 64, True, None):
+        with pytest.raises(InvalidArgument) as info:
+            cu.event_elapsed_ms(bad, end)
+        assert info.value.op == "cuEventElapsedTime" and info.value.code is None
+    never.close()
+    with pytest.raises(ClosedError):
+        cu.event_elapsed_ms(start, never)
     for e in (start, end, untimed):
         e.close()
     s.close()

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ironaccel_cuda.event import event_elapsed_ms
+
 from . import _ia
-from ._utils.cuda_utils import call, check_or_create_options, driver
+from ._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
 
 __all__ = ["Event", "EventOptions"]
 
@@ -123,16 +125,17 @@ class Event(_ia.IaEvent):
         if not (self.is_timing_enabled and other.is_timing_enabled):
             raise RuntimeError("Both Events must be created with timing enabled in order to subtract them; use "
                                "EventOptions(timing_enabled=True) when creating both events.")
-        err, ms = _ia.try_call("cuEventElapsedTime", other._h, self._h)
-        if err == 0:
-            return float(ms)
-        if err == 400:  # CUDA_ERROR_INVALID_HANDLE: one was never recorded
-            raise RuntimeError("Both Events must be recorded before they can be subtracted; use Stream.record() to "
-                               "record both events to a stream.")
-        if err == 600:  # CUDA_ERROR_NOT_READY
-            raise RuntimeError("One or both events have not completed; use Event.sync(), Stream.sync(), or "
-                               "Device.sync() to wait for the events to complete before subtracting them.")
-        return float(call("cuEventElapsedTime", other._h, self._h))
+        try:
+            return event_elapsed_ms(other, self)
+        except _ia.DriverError as exc:
+            if exc.code == 400:  # CUDA_ERROR_INVALID_HANDLE: one was never recorded
+                raise RuntimeError("Both Events must be recorded before they can be subtracted; use Stream.record() "
+                                   "to record both events to a stream.") from None
+            if exc.code == 600:  # CUDA_ERROR_NOT_READY
+                raise RuntimeError("One or both events have not completed; use Event.sync(), Stream.sync(), or "
+                                   "Device.sync() to wait for the events to complete before subtracting "
+                                   "them.") from None
+            raise from_ironaccel(exc) from None
 
     def __isub__(self, other: object) -> Any:  # type: ignore[misc]  # cuda.core defines it, to refuse
         return NotImplemented

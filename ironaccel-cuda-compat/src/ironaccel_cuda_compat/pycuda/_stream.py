@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from ironaccel import errors as ia
+from ironaccel_cuda.event import event_elapsed_ms
 
 from . import _fast
-from ._context import Context, _current, _flags, _local, call, cleanup, run_in
+from ._context import Context, _current, _flags, _local, call, cleanup, guarded, run_in
 from ._errors import bad_type, from_code, invalid, translate
 
 __all__ = ["Stream", "Event"]
@@ -170,11 +171,11 @@ class Event:
 
     def time_since(self, event: Event) -> float:
         """Milliseconds from `event` to this one (both recorded and completed, timing on)."""
-        return float(call("cuEventElapsedTime", _event(event)._h, _event(self)._h))
+        return float(guarded("cuEventElapsedTime", event_elapsed_ms, _event(event)._h, _event(self)._h))
 
     def time_till(self, event: Event) -> float:
         """Milliseconds from this event to `event`."""
-        return float(call("cuEventElapsedTime", _event(self)._h, _event(event)._h))
+        return float(guarded("cuEventElapsedTime", event_elapsed_ms, _event(self)._h, _event(event)._h))
 
     def ipc_handle(self) -> bytearray:
         """cuIpcGetEventHandle (the event needs event_flags.INTERPROCESS | DISABLE_TIMING)."""
