@@ -98,6 +98,16 @@ class Library:
             view = self._views[key] = global_view(dev, int(out[0]), int(out[1]), dtype, name, op, self)
             return view
 
+    def module_handle(self, device: Device) -> int:
+        """The CUmodule address of this library in `device`'s primary context (cuLibraryGetModule), for APIs that
+        take a module; like other Device calls, it makes that context current on the calling thread.  The
+        module lives as long as the library."""
+        op = "cuLibraryGetModule"
+        self._check(op)
+        dev = open_device(device, op)
+        dev._bind_here()
+        return int(call(op, self._h))
+
     def close(self) -> None:
         """Unload the library (cuLibraryUnload); its Functions and global views are closed.  Idempotent."""
         h = self._h

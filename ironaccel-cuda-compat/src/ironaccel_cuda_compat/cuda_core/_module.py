@@ -21,7 +21,7 @@ from collections import namedtuple
 from typing import Any
 
 from . import _ia
-from ._utils.cuda_utils import CUDAError, call, driver, from_ironaccel
+from ._utils.cuda_utils import CUDAError, call, driver, from_ironaccel, guarded
 
 __all__ = ["Kernel", "ObjectCode"]
 
@@ -166,7 +166,7 @@ class ObjectCode:
         before = _ia.current_context()
         _ia.bind(dev._state.ctx)
         try:
-            return driver.CUmodule(int(call("cuLibraryGetModule", lib._h)))
+            return driver.CUmodule(guarded(lib.module_handle, dev))
         finally:
             if before != int(dev._state.ctx):
                 _ia.bind_address(before)
