@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .. import _ia
-from .._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel, guarded
+from .._utils.cuda_utils import check_or_create_options, driver, from_ironaccel, guarded
 from ._buffer import Buffer, MemoryResource
 
 __all__ = ["VirtualMemoryResource", "VirtualMemoryResourceOptions"]
@@ -212,9 +212,15 @@ class VirtualMemoryResource(MemoryResource):
             return buf
         vb = self._reserve(new_size, self.config)
         if old is not None:
-            guarded(self.device.synchronize)  # binds the device's context for the copy too
-            call("cuMemcpyDtoDAsync", driver.CUdeviceptr(vb.ptr), driver.CUdeviceptr(old.ptr), buf._size,
-                 driver.CUstream(0))
+            guarded(self.device.synchronize)  # the old memory's work is done before it is read
+            try:
+                home = self.device._ia_default  # ironaccel's default stream of the device
+                src, dst = old.view(stream=home), vb.view(stream=home)
+                dst[:buf._size].copy_from(src[:buf._size])
+                for view in (src, dst):
+                    view.close()  # views over the reservations: closing frees nothing
+            except _ia.DriverError as exc:
+                raise from_ironaccel(exc) from None
             guarded(self.device.synchronize)
             self._live.pop(old.ptr, None)
             old.close()
