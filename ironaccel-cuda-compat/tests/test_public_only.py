@@ -122,8 +122,7 @@ KNOWN: frozenset[str] = frozenset({
     "driver cuStreamEndCapture", "driver cuStreamGetCaptureInfo", "driver cuStreamUpdateCaptureDependencies",
     "private hostfn._entry", "private ironaccel_cuda._core", "private ironaccel_cuda._dlpack",
     "private ironaccel_cuda._driver", "private ironaccel_cuda.graph._Staged",
-    "private ironaccel_cuda.graph._kernel_params", "private ironaccel_cuda.linker._log",
-    "private ironaccel_cuda.linker._nvjitlink",
+    "private ironaccel_cuda.graph._kernel_params",
 })
 
 

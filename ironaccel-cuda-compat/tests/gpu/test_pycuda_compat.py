@@ -773,6 +773,21 @@ def test_dynamic_module_links_separate_sources(ctx, drv):
     np.testing.assert_allclose(drv.from_device(dy, (n,), np.float32), 3 * x + y, rtol=1e-6)
 
 
+def test_a_failed_link_hands_nvjitlinks_logs_to_the_handler(ctx, drv):
+    from ironaccel_cuda.linker import nvjitlink
+
+    try:
+        nvjitlink()
+    except Exception as exc:
+        pytest.skip(f"nvJitLink is not installed: {exc}")
+    seen = []
+    linker = drv.Linker(message_handler=lambda ok, info, error: seen.append((ok, info, error)))
+    with pytest.raises(drv.LogicError, match="nvJitLinkAddData failed"):
+        linker.add_data(b"not ptx", drv.jit_input_type.PTX, "bad")
+    assert len(seen) == 1 and seen[0][0] is False and "bad" in seen[0][2]  # the error log names the input
+    linker.close()
+
+
 @pytest.mark.skipif(FAKE, reason="the fake driver cannot run device-side launches")
 def test_dynamic_parallelism_with_cudadevrt(ctx, drv):
     from ironaccel_cuda_compat.pycuda.compiler import DynamicSourceModule

@@ -51,7 +51,8 @@ from .errors import BACKEND, CompileError, NotAvailable, closed, code_name, inva
 from .images import check_image, cubin_sm
 from .program import ObjectCode, normalize_arch
 
-__all__ = ["DriverLinkSession", "LinkSession", "Linker", "device_runtime_library", "link_backend"]
+__all__ = ["DriverLinkSession", "LinkSession", "Linker", "device_runtime_library", "link_backend", "nvjitlink",
+           "nvjitlink_log"]
 
 LINK_FIX = "pip install nvidia-nvjitlink (or ironaccel-cuda[link]); cuda.bindings.nvjitlink loads it"
 DEVRT_FIX = ("pip install nvidia-cuda-runtime (it ships nvidia/cu13/lib/libcudadevrt.a), or point CUDA_HOME at a "
@@ -70,6 +71,18 @@ def _nvjitlink() -> ModuleType:
         raise NotAvailable(BACKEND, f"nvJitLink (libnvJitLink) could not be loaded: {exc}", fix=LINK_FIX,
                            library="libnvJitLink.so") from exc
     return nvjitlink
+
+
+def nvjitlink() -> ModuleType:
+    """cuda.bindings.nvjitlink with its library loaded, as `Linker` and `LinkSession` use it, for code that drives
+    nvJitLink itself; NotAvailable (saying what to install) where it cannot be loaded."""
+    return _nvjitlink()
+
+
+def nvjitlink_log(handle: Any, *, error: bool = False) -> str:
+    """The info log (or with `error`, the error log) of an nvJitLink handle, "" when it has none or cannot be read:
+    what `LinkSession` keeps as `info_log` / `error_log`."""
+    return _log(_nvjitlink(), handle, error)
 
 
 def link_backend() -> str:

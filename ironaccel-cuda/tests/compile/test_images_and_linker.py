@@ -132,6 +132,31 @@ extern "C" __global__ void k(float* p) { p[threadIdx.x] = scale(p[threadIdx.x]);
 CALLEE = r"""extern "C" __device__ float scale(float x) { return 2.0f * x; }"""
 
 
+def test_nvjitlink_module_and_logs(monkeypatch):
+    """nvjitlink() / nvjitlink_log(): the loaded binding for code that drives nvJitLink itself, and a handle's logs."""
+    _nvjitlink()
+    from ironaccel import NotAvailable
+    from ironaccel_cuda import linker
+
+    nv = linker.nvjitlink()
+    h = nv.create(1, ["-arch=sm_90"])
+    try:
+        assert linker.nvjitlink_log(h) == linker.nvjitlink_log(h, error=True) == ""  # nothing added yet
+        with pytest.raises(nv.nvJitLinkError):
+            nv.add_data(h, nv.InputType.PTX, b"not ptx\0", 8, "bad")
+        assert "bad" in linker.nvjitlink_log(h, error=True)  # the input's name, in nvJitLink's own words
+    finally:
+        nv.destroy(h)
+    assert linker.nvjitlink_log(None) == ""  # not a handle: no log
+
+    def missing():
+        raise NotAvailable("cuda", "no nvJitLink here")
+
+    monkeypatch.setattr(linker, "_nvjitlink", missing)
+    with pytest.raises(NotAvailable):
+        linker.nvjitlink()
+
+
 def test_link_cubin_ptx_ltoir(cache_dir):
     _nvjitlink()
     caller = Program(CALLER, RDC).compile("cubin", arch=ARCH)

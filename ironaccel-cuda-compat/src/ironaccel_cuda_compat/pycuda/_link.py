@@ -28,7 +28,7 @@ __all__ = ["Linker", "find_static_library"]
 
 def _nvjitlink() -> Any:
     """cuda.bindings.nvjitlink, loaded as ironaccel's Linker loads it; NotAvailable as PyCUDA's RuntimeError."""
-    from ironaccel_cuda.linker import _nvjitlink as load
+    from ironaccel_cuda.linker import nvjitlink as load
 
     try:
         return load()
@@ -103,9 +103,9 @@ class Linker:
             raise _link_error("nvJitLinkAddData", "", ValueError(f"unknown input type {input_type!r}")) from None
 
     def _logs(self) -> tuple[str, str]:
-        from ironaccel_cuda.linker import _log
+        from ironaccel_cuda.linker import nvjitlink_log
 
-        return _log(self._nv, self._h, error=False), _log(self._nv, self._h, error=True)
+        return nvjitlink_log(self._h), nvjitlink_log(self._h, error=True)
 
     def _open(self, routine: str) -> Any:
         """The nvJitLink handle; LogicError once link_module() or close() has ended this Linker."""
