@@ -102,7 +102,8 @@ def test_stream_is_an_ironaccel_stream_with_its_sync(cc, device):
     foreign = cc.Stream.from_handle(int(s.handle))  # priority and flags are the driver's to say
     assert foreign.priority == -1 and foreign.is_nonblocking
     blocking = cu.Device(0).create_stream(non_blocking=False)
-    assert not cc.Stream.from_handle(blocking.handle).is_nonblocking and cc.Stream.from_handle(blocking.handle).priority == 0
+    wrapped = cc.Stream.from_handle(blocking.handle)
+    assert not wrapped.is_nonblocking and wrapped.priority == 0
     blocking.close()
     assert cc.LEGACY_DEFAULT_STREAM.priority == 0 and not cc.LEGACY_DEFAULT_STREAM.is_nonblocking
     buf = device.alloc(N, "float32", stream=s)  # ironaccel's own API takes the compat stream

@@ -204,6 +204,24 @@ def test_device(drv):
         dev.no_such_attribute  # noqa: B018
 
 
+def test_context_limits_and_cache_config(ctx, drv):
+    before = drv.Context.get_limit(drv.limit.STACK_SIZE)
+    assert before > 0
+    drv.Context.set_limit(drv.limit.STACK_SIZE, before + 1024)
+    assert drv.Context.get_limit(drv.limit.STACK_SIZE) >= before + 1024
+    drv.Context.set_limit(drv.limit.STACK_SIZE, before)
+    old = drv.Context.get_cache_config()
+    assert isinstance(old, drv.func_cache)
+    drv.Context.set_cache_config(drv.func_cache.PREFER_L1)
+    assert drv.Context.get_cache_config() in (drv.func_cache.PREFER_L1, old)  # a device may ignore it
+    drv.Context.set_cache_config(old)
+    with pytest.raises(drv.LogicError) as info:
+        drv.Context.set_limit(drv.limit.STACK_SIZE, -1)
+    assert isinstance(info.value, OverflowError) and "cuCtxSetLimit" in str(info.value)
+    with pytest.raises(drv.LogicError, match="cuCtxGetLimit"):
+        drv.Context.get_limit(12345)  # not a limit
+
+
 def test_attach_pushes_a_handle_of_the_current_context(ctx, drv):
     attached = drv.Context.attach()
     assert drv.Context.get_current() is attached and attached.handle == ctx.handle

@@ -56,7 +56,8 @@ from .vmm import VirtualBuffer
 __all__ = ["Device", "DeviceAttributes", "can_access_peer", "current_context", "current_context_handle",
            "current_device_ordinal", "describe", "device_attribute",
            "device_count", "device_name", "device_ordinal", "device_pci_bus_id", "device_total_memory", "devices",
-           "driver_version", "open_device", "synchronize_current_context"]
+           "driver_version", "open_device", "synchronize_current_context", "current_context_limit",
+           "set_current_context_limit", "current_context_cache_config", "set_current_context_cache_config"]
 
 CU_STREAM_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
@@ -672,7 +673,7 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         "max_l2_fetch_granularity", "persisting_l2_cache_size", ..."""
         op = "cuCtxGetLimit"
         self._check_open(op)
-        attr = _enum_member(driver().CUlimit, "CU_LIMIT_", name, op, "context limit")
+        attr = _limit(name, op)
         self._bind_here()
         return int(call(op, attr))
 
@@ -680,9 +681,7 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         """Set a limit of this device's primary context (cuCtxSetLimit); the driver may round it."""
         op = "cuCtxSetLimit"
         self._check_open(op)
-        attr = _enum_member(driver().CUlimit, "CU_LIMIT_", name, op, "context limit")
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
-            raise invalid(op, f"a limit is a non-negative int, got {value!r}")
+        attr, value = _limit(name, op), _limit_value(value, op)
         self._bind_here()
         call(op, attr, value)
 
@@ -699,10 +698,9 @@ class Device(_core.DeviceCore, ComputeDeviceMixin):
         """Prefer L1 or shared memory for kernels of the primary context (cuCtxSetCacheConfig)."""
         op = "cuCtxSetCacheConfig"
         self._check_open(op)
-        if not isinstance(config, str) or config not in _CACHE_CONFIGS:
-            raise invalid(op, f"config must be one of {sorted(_CACHE_CONFIGS)}, got {config!r}")
+        value = _cache_config(config, op)
         self._bind_here()
-        call(op, driver().CUfunc_cache(_CACHE_CONFIGS[config]))
+        call(op, value)
 
     # -- contexts -------------------------------------------------------------
 
@@ -812,6 +810,51 @@ def synchronize_current_context() -> None:
     """Wait for all work of the context current on the calling thread, whoever made it current (cuCtxSynchronize):
     for code that keeps its own contexts.  `Device.synchronize` and `Context.synchronize` name theirs."""
     call("cuCtxSynchronize")
+
+
+def _limit(name: Any, op: str) -> Any:
+    return _enum_member(driver().CUlimit, "CU_LIMIT_", name, op, "context limit")
+
+
+def _limit_value(value: Any, op: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+        raise invalid(op, f"a limit is a non-negative int, got {value!r}")
+    return value
+
+
+def _cache_config(config: Any, op: str) -> Any:
+    if not isinstance(config, str) or config not in _CACHE_CONFIGS:
+        raise invalid(op, f"config must be one of {sorted(_CACHE_CONFIGS)}, got {config!r}")
+    return driver().CUfunc_cache(_CACHE_CONFIGS[config])
+
+
+# The calling thread's current context, whoever made it current (another library, or code that keeps contexts
+# of its own): what `Device.limit` and `Device.cache_config` are for a device's primary context.
+
+
+def current_context_limit(name: str) -> int:
+    """A limit of the context current on the calling thread (cuCtxGetLimit), named as `Device.limit` takes it."""
+    op = "cuCtxGetLimit"
+    return int(call(op, _limit(name, op)))
+
+
+def set_current_context_limit(name: str, value: int) -> None:
+    """Set a limit of the context current on the calling thread (cuCtxSetLimit); the driver may round it."""
+    op = "cuCtxSetLimit"
+    call(op, _limit(name, op), _limit_value(value, op))
+
+
+def current_context_cache_config() -> str:
+    """The L1/shared-memory preference of the context current on the calling thread (cuCtxGetCacheConfig), as
+    `Device.cache_config` names it."""
+    return _CACHE_CONFIGS_BY_VALUE[int(call("cuCtxGetCacheConfig"))]
+
+
+def set_current_context_cache_config(config: str) -> None:
+    """Prefer L1 or shared memory for kernels of the context current on the calling thread (cuCtxSetCacheConfig):
+    "prefer_none", "prefer_shared", "prefer_l1" or "prefer_equal"."""
+    op = "cuCtxSetCacheConfig"
+    call(op, _cache_config(config, op))
 
 
 def current_context() -> Any:

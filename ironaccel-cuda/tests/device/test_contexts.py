@@ -9,7 +9,7 @@ import pytest
 from helpers import FAKE
 
 import ironaccel_cuda as cu
-from ironaccel import ClosedError, InvalidArgument
+from ironaccel import ClosedError, InvalidArgument, InvalidState
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -58,6 +58,34 @@ def test_limits_and_cache_config(dev):
     dev.set_cache_config(old)
     with pytest.raises(InvalidArgument):
         dev.set_cache_config("prefer_more")
+    # the same of whatever context is current: here the primary context, bound by the calls above
+    assert cu.current_context_limit("stack_size") == dev.limit("stack_size") == before
+    cu.set_current_context_limit("CU_LIMIT_STACK_SIZE", before + 2048)
+    assert dev.limit("stack_size") >= before + 2048
+    cu.set_current_context_limit("stack_size", before)
+    assert cu.current_context_cache_config() == dev.cache_config == old
+    cu.set_current_context_cache_config("prefer_shared")
+    assert dev.cache_config in ("prefer_shared", old)
+    cu.set_current_context_cache_config(old)
+    for bad, op in ((lambda: cu.current_context_limit("stack"), "cuCtxGetLimit"),
+                    (lambda: cu.set_current_context_limit("stack_size", -1), "cuCtxSetLimit"),
+                    (lambda: cu.set_current_context_cache_config("prefer_more"), "cuCtxSetCacheConfig")):
+        with pytest.raises(InvalidArgument) as info:
+            bad()
+        assert info.value.op == op
+    seen = []
+
+    def no_context():
+        for query in (lambda: cu.current_context_limit("stack_size"), cu.current_context_cache_config):
+            try:
+                query()
+            except InvalidState as exc:
+                seen.append(exc.code)
+
+    t = threading.Thread(target=no_context)
+    t.start()
+    t.join()
+    assert seen == [201, 201]  # CUDA_ERROR_INVALID_CONTEXT: a new thread has no current context
 
 
 def test_occupancy_queries(dev, kernels):

@@ -95,7 +95,8 @@ def test_queries_by_ordinal_match_the_device(dev):
     warp = driver().CUdevice_attribute.CU_DEVICE_ATTRIBUTE_WARP_SIZE
     assert cu.device_name(0) == dev.name and cu.device_pci_bus_id(0) == dev.pci_bus_id
     assert cu.device_total_memory(0) == dev.total_memory
-    assert cu.device_attribute(0, "warp_size") == cu.device_attribute(0, warp) == cu.device_attribute(0, int(warp)) == 32
+    assert cu.device_attribute(0, "warp_size") == cu.device_attribute(0, warp) == 32
+    assert cu.device_attribute(0, int(warp)) == 32
     assert cu.device_attribute(np.int64(0), "MULTIPROCESSOR_COUNT") == dev.attributes.multiprocessor_count
     assert cu.device_ordinal(0) == 0 and cu.device_ordinal(dev.pci_bus_id) == 0
     count = cu.device_count()

@@ -58,7 +58,7 @@ def call(op: str, *args: Any) -> Any:
 
 
 def guarded(routine: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` (a public ironaccel_cuda call); its failures raise PyCUDA's error naming `routine`, as `call`'s do."""
+    """`fn(*args)` (a public ironaccel_cuda call); failures raise PyCUDA's error naming `routine`, as `call`'s do."""
     try:
         return fn(*args)
     except ia.IronAccelError as exc:
@@ -475,24 +475,31 @@ class Context:
     @staticmethod
     def set_limit(limit: Any, value: int) -> None:
         _current("cuCtxSetLimit")
-        call("cuCtxSetLimit", enum_value("CUlimit", limit, "cuCtxSetLimit"), _flags(value, "cuCtxSetLimit", "value"))
+        op = "cuCtxSetLimit"
+        name, value = enum_value("CUlimit", limit, op).name, _flags(value, op, "value")
+        if not 0 <= value < 1 << 64:  # what the binding's size_t conversion refuses
+            raise bad_input(op, OverflowError(f"a limit of {value} does not fit a size_t"))
+        guarded(op, cu.set_current_context_limit, name, value)
 
     @staticmethod
     def get_limit(limit: Any) -> int:
         _current("cuCtxGetLimit")
-        return int(call("cuCtxGetLimit", enum_value("CUlimit", limit, "cuCtxGetLimit")))
+        name = enum_value("CUlimit", limit, "cuCtxGetLimit").name
+        return int(guarded("cuCtxGetLimit", cu.current_context_limit, name))
 
     @staticmethod
     def get_cache_config() -> Any:
         from ._enums import func_cache
 
         _current("cuCtxGetCacheConfig")
-        return func_cache(int(call("cuCtxGetCacheConfig")))
+        return func_cache[str(guarded("cuCtxGetCacheConfig", cu.current_context_cache_config)).upper()]
 
     @staticmethod
     def set_cache_config(config: Any) -> None:
-        _current("cuCtxSetCacheConfig")
-        call("cuCtxSetCacheConfig", enum_value("CUfunc_cache", config, "cuCtxSetCacheConfig"))
+        op = "cuCtxSetCacheConfig"
+        _current(op)
+        name = enum_value("CUfunc_cache", config, op).name.removeprefix("CU_FUNC_CACHE_").lower()  # prefer_l1, ...
+        guarded(op, cu.set_current_context_cache_config, name)
 
     @staticmethod
     def get_shared_config() -> Any:
