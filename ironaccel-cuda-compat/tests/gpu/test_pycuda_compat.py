@@ -247,7 +247,10 @@ def test_device_allocation_is_an_address(ctx, drv):
         base, size = drv.mem_get_address_range(int(a) + 100)
         assert base <= int(a) and base + size >= int(a) + 4096
     free, total = drv.mem_get_info()
-    assert 0 < free <= total
+    assert 0 < free <= total and drv.mem_get_info()[1] == total
+    with pytest.raises(drv.LogicError) as info:
+        drv.mem_get_address_range(-1)  # not an address: refused as the binding refuses it
+    assert isinstance(info.value, OverflowError) and "cuMemGetAddressRange" in str(info.value)
     a.free()
     with pytest.raises(drv.LogicError) as info:
         a.free()

@@ -53,11 +53,11 @@ from .program import nvrtc_version
 from .stream import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, Stream, check_priority, implicit_stream
 from .vmm import VirtualBuffer
 
-__all__ = ["Device", "DeviceAttributes", "can_access_peer", "current_context", "current_context_handle",
-           "current_device_ordinal", "describe", "device_attribute",
-           "device_count", "device_name", "device_ordinal", "device_pci_bus_id", "device_total_memory", "devices",
-           "driver_version", "open_device", "synchronize_current_context", "current_context_limit",
-           "set_current_context_limit", "current_context_cache_config", "set_current_context_cache_config"]
+__all__ = ["Device", "DeviceAttributes", "can_access_peer", "current_context", "current_context_cache_config",
+           "current_context_handle", "current_context_limit", "current_device_memory_info", "current_device_ordinal",
+           "describe", "device_attribute", "device_count", "device_name", "device_ordinal", "device_pci_bus_id",
+           "device_total_memory", "devices", "driver_version", "open_device", "set_current_context_cache_config",
+           "set_current_context_limit", "synchronize_current_context"]
 
 CU_STREAM_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
@@ -804,6 +804,13 @@ def current_device_ordinal() -> int | None:
     if err:
         raise driver_error(err, op)
     return int(dev)
+
+
+def current_device_memory_info() -> tuple[int, int]:
+    """(free, total) bytes of the device of the calling thread's current context, whoever made it current
+    (cuMemGetInfo): `Device.memory_info` without making the device's primary context current."""
+    free, total = call("cuMemGetInfo")
+    return int(free), int(total)
 
 
 def synchronize_current_context() -> None:

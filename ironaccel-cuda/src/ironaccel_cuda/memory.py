@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
-__all__ = ["DeviceBuf", "PinnedBuf", "adopt", "host_cache", "pinned", "pointer_attribute"]
+__all__ = ["DeviceBuf", "PinnedBuf", "address_range", "adopt", "host_cache", "pinned", "pointer_attribute"]
 
 _new = object.__new__
 
@@ -225,6 +225,17 @@ def pointer_attribute(ptr: int, name: str) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         raise invalid(op, f"{name!r} is not an int-valued pointer attribute") from None
+
+
+def address_range(ptr: int) -> tuple[int, int]:
+    """(base, size) of the allocation that holds address `ptr` (cuMemGetAddressRange): whose memory it is, as
+    far as the driver knows, ironaccel's or another library's.  Needs a current context; the driver's
+    CUDA_ERROR_NOT_FOUND for an address it did not allocate."""
+    op = "cuMemGetAddressRange"
+    if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)) or not 0 <= int(ptr) < 1 << 64:
+        raise invalid(op, f"expected an address (a non-negative int below 2**64), got {ptr!r}")
+    base, size = call(op, int(ptr))
+    return int(base), int(size)
 
 
 @contextlib.contextmanager

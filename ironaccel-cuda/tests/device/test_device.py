@@ -42,6 +42,21 @@ def test_identity(dev):
 def test_memory_info(dev):
     free, total = dev.memory_info()
     assert 0 < free <= total == dev.total_memory
+    dev.bind()
+    free, total = cu.current_device_memory_info()  # the same device, through the current context
+    assert 0 < free <= total == dev.total_memory
+    seen = []
+
+    def no_context():
+        try:
+            cu.current_device_memory_info()
+        except InvalidState as exc:
+            seen.append(exc.code)
+
+    t = threading.Thread(target=no_context)
+    t.start()
+    t.join()
+    assert seen == [201]  # CUDA_ERROR_INVALID_CONTEXT
     buf = dev.alloc(64 << 20)
     dev.synchronize()
     used, _reserved = dev.pool_usage()

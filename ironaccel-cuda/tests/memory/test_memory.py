@@ -110,6 +110,24 @@ def test_pointer_attributes_of_any_address(dev):
                 b.close()
 
 
+def test_address_range_of_any_address(dev):
+    """address_range: the allocation holding an address (its base and size), with a context current."""
+    buf = dev.alloc(1024, "float32")
+    dev.bind()
+    base, size = cu.address_range(buf.ptr + 100)
+    assert base <= buf.ptr and base + size >= buf.ptr + buf.nbytes
+    assert cu.address_range(np.uint64(buf.ptr)) == (base, size)
+    pageable = np.zeros(64, np.float32)
+    with pytest.raises(InvalidArgument) as info:  # not the driver's memory
+        cu.address_range(pageable.ctypes.data)
+    assert info.value.op == "cuMemGetAddressRange" and info.value.code in (1, 500)  # INVALID_VALUE, NOT_FOUND
+    for bad in (-1, 1 << 64, 1.5, True, None):
+        with pytest.raises(InvalidArgument) as info:
+            cu.address_range(bad)
+        assert info.value.op == "cuMemGetAddressRange" and info.value.code is None
+    buf.close()
+
+
 def test_memset(dev):
     buf = dev.alloc(1000, "uint8")
     buf.memset(7)

@@ -201,15 +201,23 @@ def mem_alloc_pitch(width: int, height: int, access_size: int) -> tuple[DeviceAl
 
 def mem_get_info() -> tuple[int, int]:
     """(free, total) bytes of the current context's device."""
+    import ironaccel_cuda
+
     _current("cuMemGetInfo")
-    free, total = call("cuMemGetInfo")
+    free, total = guarded("cuMemGetInfo", ironaccel_cuda.current_device_memory_info)
     return int(free), int(total)
 
 
 def mem_get_address_range(ptr: Any) -> tuple[int, int]:
     """(base, size) of the allocation holding `ptr`."""
-    _current("cuMemGetAddressRange")
-    base, size = call("cuMemGetAddressRange", address(ptr, "cuMemGetAddressRange"))
+    import ironaccel_cuda
+
+    op = "cuMemGetAddressRange"
+    _current(op)
+    at = address(ptr, op)
+    if not 0 <= at < 1 << 64:  # what the binding's CUdeviceptr conversion refuses
+        raise bad_input(op, OverflowError(f"{at} is not a device address"))
+    base, size = guarded(op, ironaccel_cuda.address_range, at)
     return int(base), int(size)
 
 
