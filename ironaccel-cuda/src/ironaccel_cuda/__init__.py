@@ -82,6 +82,7 @@ _EXPORTS = {
     "Linker": "linker",
     "Context": "context",
     "GreenContext": "context",
+    "context_api_version": "context",
     "current_context": "device",
     "current_context_handle": "device",
     "current_device_ordinal": "device",

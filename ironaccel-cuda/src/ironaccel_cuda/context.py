@@ -38,7 +38,7 @@ from .stream import Stream, check_priority
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Context", "GreenContext", "context_at", "split_sms"]
+__all__ = ["Context", "GreenContext", "context_api_version", "context_at", "split_sms"]
 
 CU_STREAM_NON_BLOCKING = 1
 CU_GREEN_CTX_DEFAULT_STREAM = 1
@@ -207,6 +207,21 @@ class Context(_ContextBase):
         if not _driver.forked:
             call("cuCtxDestroy", ctx)
             _core.forget_current()
+
+
+def context_api_version(context: Any) -> int:
+    """The driver API version a context was made for (cuCtxGetApiVersion), e.g. 3020: for a Context or
+    GreenContext, or any CUcontext (its address or the cuda.bindings object), another library's too."""
+    op = "cuCtxGetApiVersion"
+    if isinstance(context, _ContextBase):
+        context._check(op)
+        handle = context._ctx
+    elif isinstance(context, bool) or not (isinstance(context, int) and 0 < context < 1 << 64
+                                           or hasattr(context, "getPtr")):
+        raise invalid(op, f"expected a Context or a CUcontext (its address), got {context!r}")
+    else:
+        handle = driver().CUcontext(int(context))
+    return int(call(op, handle))
 
 
 def context_at(address: int) -> Any:

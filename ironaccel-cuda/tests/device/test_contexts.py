@@ -116,13 +116,24 @@ def test_current_context_handle_and_device(dev):
     dev.bind()
     assert cu.current_context_handle() != 0 and cu.current_device_ordinal() == 0
     primary = cu.current_context_handle()
+    from cuda.bindings import driver
+
+    version = cu.context_api_version(primary)
+    assert version > 0 and cu.context_api_version(driver.CUcontext(primary)) == version
     if not FAKE:  # the fake driver's created contexts are the primary one
         ctx = dev.create_context()
         with ctx:
             assert cu.current_context_handle() == ctx.handle != primary
             assert cu.current_device_ordinal() == 0
         assert cu.current_context_handle() == primary
+        assert cu.context_api_version(ctx) == cu.context_api_version(ctx.handle) > 0
         ctx.close()
+        with pytest.raises(ClosedError):
+            cu.context_api_version(ctx)
+    for bad in ("ctx", 0, -1, 1 << 64, True, None):
+        with pytest.raises(InvalidArgument) as info:
+            cu.context_api_version(bad)
+        assert info.value.op == "cuCtxGetApiVersion"
     seen = []
     t = threading.Thread(target=lambda: seen.append((cu.current_context_handle(), cu.current_device_ordinal())))
     t.start()

@@ -529,7 +529,7 @@ class Context:
     def get_api_version(self) -> int:
         if not self._valid:  # its handle is gone with it: never hand the driver a destroyed context
             raise from_code(INVALID_CONTEXT, "cuCtxGetApiVersion", "the context was detached")
-        return int(call("cuCtxGetApiVersion", self._h))
+        return int(guarded("cuCtxGetApiVersion", cu.context_api_version, self._h))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Context) and other.handle == self.handle
