@@ -129,7 +129,7 @@ class Context:
             raise ValueError("Green context streams must be non-blocking. Use StreamOptions(nonblocking=True).")
         if self.is_closed:
             raise RuntimeError("Cannot create a stream on a closed context")
-        h = guarded(green.create_stream, priority).release()  # this context's stream, owned by the `cls` one
+        h = guarded(green.create_stream, int(priority)).release()  # this context's stream, owned by the `cls` one
         s = cls._make(h, device, owned=True, priority=priority, non_blocking=True)
         s._cu = None
         s._owner = self

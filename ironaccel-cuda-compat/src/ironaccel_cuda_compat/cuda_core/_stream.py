@@ -84,7 +84,8 @@ class Stream(_ia.IaStream):
             priority = 0
         if ctx is not None and ctx.is_green:
             return ctx._new_stream(cls, dev, bool(options.nonblocking), priority)  # type: ignore[no-any-return]
-        made = guarded(_ia.IaDevice.create_stream, dev, priority, bool(options.nonblocking))
+        # int(): what the binding's C int conversion made of a numpy int or a float
+        made = guarded(_ia.IaDevice.create_stream, dev, int(priority), bool(options.nonblocking))
         s: Any = cls._make(made.release(), dev, owned=True, priority=priority, non_blocking=bool(options.nonblocking))
         s._cu = None
         s._owner = None
