@@ -308,8 +308,9 @@ class KernelOccupancy:
         if isinstance(dynamic_shared_memory_needed, driver.CUoccupancyB2DSize):
             # The C function (size_t (*)(int)) at that address, called through ironaccel's per-block callback.
             per_block = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_int)(int(dynamic_shared_memory_needed.getPtr()))
+            limit = block_size_limit.__index__() if hasattr(block_size_limit, "__index__") else block_size_limit
             try:
-                grid, block = fn.max_potential_block_size(lambda size: int(per_block(size)), block_size_limit)
+                grid, block = fn.max_potential_block_size(lambda size: int(per_block(size)), limit)
             except _ia.DriverError as exc:
                 raise from_ironaccel(exc) from None
             return MaxPotentialBlockSizeOccupancyResult(grid, block)
