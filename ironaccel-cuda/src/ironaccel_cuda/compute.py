@@ -98,6 +98,8 @@ class CudaProgram(Program):
         self.module = module
         self.function = function
         self.block = block
+        #: the typed block's launch, its argument area set up at the first dispatch (execution.run)
+        self.block_launch: Any = None
 
     def release(self) -> None:
         super().release()

@@ -67,9 +67,10 @@ class _BlockLaunch:
     block) and the void* array into it.  A launch fills the area with one pack under a lock and calls
     cuLaunchKernel, which copies the arguments before it returns, so the area is free again at once."""
 
-    __slots__ = ("lock", "area", "view", "fill", "argv", "address")
+    __slots__ = ("block", "lock", "area", "view", "fill", "argv", "address")
 
     def __init__(self, buffers: int, block: Any):
+        self.block = block
         size = 8 * buffers + block.size
         self.lock = threading.Lock()
         self.area = bytearray(max(8, size))
@@ -92,16 +93,16 @@ class _BlockLaunch:
 
 def run(program: Any, grid: tuple[int, int, int], buffers: Sequence[Any], params: Any, stream: Any) -> None:
     """Launch `program` on `stream` : positional values through Function.launch, a
-    typed block through cuLaunchKernel with each argument's pointer into the packed block (`_BlockLaunch`)."""
+    typed block through the program's `_BlockLaunch` (cuLaunchKernel with each argument's pointer into it)."""
     if type(params) is not _Raw:
         program.function.launch(grid, params.block, *buffers, *params, stream=stream)
         return
-    launch = program.__dict__.get("_block_launch")
-    if launch is None:
-        launch = program.__dict__.setdefault("_block_launch", _BlockLaunch(program.buffers, program.block))
     h = program.function._h
     if type(h) is not int:
         h = int(getattr(h, "_h", h))
+    launch = program.block_launch
+    if launch is None or launch.block is not program.block:  # the kit may give a program its block after loading
+        launch = program.block_launch = _BlockLaunch(program.buffers, program.block)
     launch(h, grid, buffers, params, stream)
 
 
