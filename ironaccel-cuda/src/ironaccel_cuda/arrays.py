@@ -184,6 +184,35 @@ class _Closing:
                               stacklevel=2)
 
 
+class _Object(_Closing):
+    """What TextureObject and SurfaceObject share: a 64-bit object handle destroyed after the home stream's work
+    by `_destroy` (cuTexObjectDestroy, cuSurfObjectDestroy); `_what` names it in errors."""
+
+    device: Device
+    _stream: Stream
+    _what: str
+    _destroy: str
+
+    @property
+    def handle(self) -> int:
+        """The 64-bit object handle: the kernel's `cudaTextureObject_t` / `cudaSurfaceObject_t` argument (pass it
+        to `launch` as an int)."""
+        if self._h is None:
+            raise closed(f"{type(self).__name__}.handle", self._what)
+        return int(self._h)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` destroyed the object (or its array was closed)."""
+        return self._h is None
+
+    def close(self) -> None:
+        """Destroy the object after its home stream's work.  Idempotent."""
+        h, self._h = self._h, None
+        if h is not None:
+            release_after(self.device, self._stream, self._destroy, h)
+
+
 class Array(_Closing):
     """A CUDA array (texture memory in the GPU's own layout), read by textures and written by surfaces.
 
@@ -469,7 +498,7 @@ def _border(color: Any, op: str) -> tuple[float, float, float, float]:
     return float(values[0]), float(values[1]), float(values[2]), float(values[3])
 
 
-class TextureObject(_Closing):
+class TextureObject(_Object):
     """A texture object: cached, addressed and filtered reads of an Array, DeviceBuf or 2-D PitchedBuf.
 
     Made by `Device.create_texture`; pass `handle` as a kernel's `cudaTextureObject_t`.  See the module docstring.
@@ -484,7 +513,8 @@ class TextureObject(_Closing):
     normalized_coords: bool
     border_color: tuple[float, float, float, float]
     _h: Any
-    _stream: Stream
+    _what = "texture object"
+    _destroy = "cuTexObjectDestroy"
 
     def __init__(self) -> None:
         raise TypeError("use Device.create_texture()")
@@ -589,24 +619,6 @@ class TextureObject(_Closing):
             resource._adopt(tex)
         return tex
 
-    @property
-    def handle(self) -> int:
-        """The 64-bit CUtexObject: a kernel's `cudaTextureObject_t` argument (pass it to `launch` as an int)."""
-        if self._h is None:
-            raise closed("TextureObject.handle", "texture object")
-        return int(self._h)
-
-    @property
-    def closed(self) -> bool:
-        """Whether `close()` destroyed the texture object (or its array was closed)."""
-        return self._h is None
-
-    def close(self) -> None:
-        """Destroy the texture object after its home stream's work (cuTexObjectDestroy).  Idempotent."""
-        h, self._h = self._h, None
-        if h is not None:
-            release_after(self.device, self._stream, "cuTexObjectDestroy", h)
-
     def __repr__(self) -> str:
         state = "closed" if self._h is None else str(int(self._h))
         return (f"<TextureObject {state} over {type(self.resource).__name__}, {self.filter_mode}, "
@@ -614,7 +626,7 @@ class TextureObject(_Closing):
                 f"on cuda:{self.device.ordinal}>")
 
 
-class SurfaceObject(_Closing):
+class SurfaceObject(_Object):
     """A surface object: typed loads and stores of an Array made with `surface=True` (`surf2Dwrite`, ...).
 
     Made by `Device.create_surface`; pass `handle` as a kernel's `cudaSurfaceObject_t`.
@@ -623,7 +635,8 @@ class SurfaceObject(_Closing):
     device: Device
     array: Array
     _h: Any
-    _stream: Stream
+    _what = "surface object"
+    _destroy = "cuSurfObjectDestroy"
 
     def __init__(self) -> None:
         raise TypeError("use Device.create_surface()")
@@ -655,24 +668,6 @@ class SurfaceObject(_Closing):
         surf._stream = array._stream
         array._adopt(surf)
         return surf
-
-    @property
-    def handle(self) -> int:
-        """The 64-bit CUsurfObject: a kernel's `cudaSurfaceObject_t` argument (pass it to `launch` as an int)."""
-        if self._h is None:
-            raise closed("SurfaceObject.handle", "surface object")
-        return int(self._h)
-
-    @property
-    def closed(self) -> bool:
-        """Whether `close()` destroyed the surface object (or its array was closed)."""
-        return self._h is None
-
-    def close(self) -> None:
-        """Destroy the surface object after its home stream's work (cuSurfObjectDestroy).  Idempotent."""
-        h, self._h = self._h, None
-        if h is not None:
-            release_after(self.device, self._stream, "cuSurfObjectDestroy", h)
 
     def __repr__(self) -> str:
         state = "closed" if self._h is None else str(int(self._h))
