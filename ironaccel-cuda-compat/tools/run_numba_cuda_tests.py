@@ -834,7 +834,8 @@ def run_side(side: str, selection: list[str], *, side_dir: Path, env: Mapping[st
         path.unlink(missing_ok=True)
     run_env = {**env, "IRONACCEL_NUMBA_EVENTS": str(events), "IRONACCEL_NUMBA_PROCESSES": str(processes)}
     command = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(rootdir), "--confcutdir", str(rootdir),
-               "-p", "no:cacheprovider", "-p", "no:ironaccel", *[a for p in plugins for a in ("-p", p)], "-rs",
+               # no:benchmark: pytest-benchmark, where installed, warns under xdist and numba's ini makes that an error
+               "-p", "no:cacheprovider", "-p", "no:ironaccel", "-p", "no:benchmark", *[a for p in plugins for a in ("-p", p)], "-rs",
                "--continue-on-collection-errors", f"--junitxml={junit}", *extra, "--pyargs", *selection]
     started = time.time()
     timed_out = False
