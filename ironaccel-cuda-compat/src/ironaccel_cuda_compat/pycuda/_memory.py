@@ -31,6 +31,8 @@ import numpy as np
 from ironaccel import errors as ia
 
 from . import _fast
+import ironaccel_cuda as cu
+
 from ._context import Context, _bind_top, _current, _flags, _local, address, call, cleanup, enum_value, guarded
 from ._enums import memory_type
 from ._errors import bad_input, bad_type, from_code, invalid, no_arrays, translate
@@ -306,7 +308,7 @@ class Staging:
 
     def __init__(self) -> None:
         size = 2 * _BOUNCE_HALF * _BOUNCE_SLOT
-        self.base = int(call("cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
+        self.base = guarded("cuMemHostAlloc", cu.host_alloc, size)  # portable; known to ironaccel as pinned
         self.events: list[int] = []
         try:
             for _ in range(2):
@@ -316,11 +318,13 @@ class Staging:
         except BaseException as exc:  # give back what was made: nothing else holds it
             for e in self.events:
                 _fast.event_destroy(e)
-            _drv_try("cuMemFreeHost", self.base)
+            try:
+                cu.host_free(self.base)
+            except ia.IronAccelError:
+                pass
             if isinstance(exc, ia.IronAccelError):
                 raise translate(exc, "cuEventCreate") from None
             raise
-        _fast.pinned_add(self.base, size)
 
     def close(self) -> None:
         """Free the slots and events (the context must be current)."""
@@ -330,14 +334,7 @@ class Staging:
         finally:
             for e in self.events:
                 _fast.event_destroy(e)
-            _fast.pinned_remove(self.base)
-            call("cuMemFreeHost", self.base)
-
-
-def _drv_try(op: str, *args: Any) -> None:
-    from ironaccel_cuda import _driver
-
-    _driver.try_call(op, *args)
+            guarded("cuMemFreeHost", cu.host_free, self.base)
 
 
 def _staging(ctx: Context) -> Staging:
@@ -685,7 +682,7 @@ class HostPointer:
         self._valid = True
 
     def get_device_pointer(self) -> int:
-        return int(call("cuMemHostGetDevicePointer", self._ptr, 0))
+        return int(guarded("cuMemHostGetDevicePointer", cu.host_device_pointer, self._ptr))
 
     def _array(self, shape: tuple[int, ...], dtype: np.dtype, order: str) -> np.ndarray:
         self.__array_interface__ = _interface(self._ptr, shape, dtype, order)
@@ -705,10 +702,11 @@ class PagelockedHostAllocation(HostPointer):
         _fast.pinned_remove(self._ptr)
         ptr = self._ptr
         if self._ctx is not None:
-            cleanup("page-locked memory", self._ctx, lambda: call("cuMemFreeHost", ptr))
+            cleanup("page-locked memory", self._ctx, lambda: guarded("cuMemFreeHost", cu.host_free, ptr))
 
     def get_flags(self) -> int:
-        return int(call("cuMemHostGetFlags", self._ptr))
+        got = guarded("cuMemHostGetFlags", cu.host_flags, self._ptr)
+        return sum(bit for name, bit in HOST_ALLOC_FLAGS if getattr(got, name))
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -751,7 +749,7 @@ class RegisteredHostMemory(HostPointer):
         _fast.pinned_remove(self._ptr)
         ptr = self._ptr
         if self._ctx is not None:
-            cleanup("registered memory", self._ctx, lambda: call("cuMemHostUnregister", ptr))
+            cleanup("registered memory", self._ctx, lambda: guarded("cuMemHostUnregister", cu.host_unregister, ptr))
 
     free = unregister
 
@@ -763,14 +761,39 @@ class RegisteredHostMemory(HostPointer):
                 pass
 
 
+# PyCUDA's host_alloc_flags and mem_host_register_flags, as ironaccel_cuda.host_alloc / host_register name them
+HOST_ALLOC_FLAGS = (("portable", 0x1), ("mapped", 0x2), ("write_combined", 0x4))
+HOST_REGISTER_FLAGS = (("portable", 0x1), ("mapped", 0x2), ("io_memory", 0x4), ("read_only", 0x8))
+
+
+def host_flags(flags: Any, names: tuple[tuple[str, int], ...], routine: str) -> dict[str, bool]:
+    """PyCUDA's flags int as keyword arguments (each named flag, False when its bit is clear); a bit the driver
+    does not know is its CUDA_ERROR_INVALID_VALUE, as before."""
+    flags = _flags(flags, routine)
+    if not 0 <= flags < 1 << 32:
+        raise bad_input(routine, OverflowError(f"flags {flags} do not fit an unsigned int"))
+    if flags & ~sum(bit for _, bit in names):
+        raise from_code(1, routine, f"unknown flags {flags:#x}")
+    return {name: bool(flags & bit) for name, bit in names}
+
+
+def _host_bytes(nbytes: int, routine: str) -> None:
+    """What the driver and the binding said of a byte count ironaccel_cuda's host calls refuse themselves."""
+    if nbytes == 0:  # the driver's CUDA_ERROR_INVALID_VALUE
+        raise from_code(1, routine, "cannot page-lock 0 bytes")
+    if nbytes >= 1 << 64:  # the binding's size_t
+        raise bad_input(routine, OverflowError(f"{nbytes} bytes do not fit a size_t"))
+
+
 def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
     """A numpy array in page-locked host memory (its `base` is the PagelockedHostAllocation)."""
     shape, dtype, nbytes = _layout(shape, dtype, order)
+    kw = host_flags(mem_flags, HOST_ALLOC_FLAGS, "cuMemHostAlloc")
+    _host_bytes(nbytes, "cuMemHostAlloc")
     ctx = _current("cuMemHostAlloc")
-    ptr = int(call("cuMemHostAlloc", nbytes, mem_flags))
+    ptr = guarded("cuMemHostAlloc", cu.host_alloc, nbytes, **kw)  # known to ironaccel's copies as pinned
     alloc = object.__new__(PagelockedHostAllocation)
     alloc._setup(ptr, nbytes, ctx)
-    _fast.pinned_add(ptr, nbytes)
     return alloc._array(shape, dtype, order)
 
 
@@ -796,12 +819,13 @@ def register_host_memory(ary: Any, flags: int = 0) -> np.ndarray:
     if not ary.flags.c_contiguous:
         raise invalid("register_host_memory", "ary argument is not contiguous")
     ptr, nbytes = ary.__array_interface__["data"][0], ary.nbytes
+    kw = host_flags(flags, HOST_REGISTER_FLAGS, "cuMemHostRegister")
+    _host_bytes(nbytes, "cuMemHostRegister")
     ctx = _current("cuMemHostRegister")
-    call("cuMemHostRegister", ptr, nbytes, flags)
+    guarded("cuMemHostRegister", cu.host_register, ptr, nbytes, **kw)  # known to ironaccel's copies as pinned
     reg = object.__new__(RegisteredHostMemory)
     reg._setup(ptr, nbytes, ctx)
     reg._base = ary
-    _fast.pinned_add(ptr, nbytes)
     return reg._array(ary.shape, ary.dtype, "C")
 
 
