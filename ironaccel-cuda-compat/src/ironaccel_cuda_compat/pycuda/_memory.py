@@ -32,6 +32,7 @@ from ironaccel import errors as ia
 
 from . import _fast
 import ironaccel_cuda as cu
+from ironaccel_cuda import ipc
 
 from ._context import Context, _bind_top, _current, _flags, _local, address, call, cleanup, enum_value, guarded
 from ._enums import memory_type
@@ -56,6 +57,7 @@ _OUT_OF_MEMORY = 2
 _INVALID_HANDLE = 400
 CU_EVENT_DISABLE_TIMING = 0x2
 CU_MEMHOSTALLOC_PORTABLE = 0x1
+CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
 
 
 # -- device allocations -----------------------------------------------------------
@@ -892,43 +894,36 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
     """cuIpcGetMemHandle: the 64-byte handle another process opens with IPCMemoryHandle."""
     _current("cuIpcGetMemHandle")
     try:
-        handle = call("cuIpcGetMemHandle", address(devptr, "cuIpcGetMemHandle"))
+        handle = guarded("cuIpcGetMemHandle", ipc.memory_handle, address(devptr, "cuIpcGetMemHandle"))
     except ia.IronAccelError as exc:
         if _pool_memory(devptr):
             exc.args = (f"{exc} (this memory comes from the stream-ordered pool, which legacy IPC cannot export; "
                         f"set IRONACCEL_CUDA_PYCUDA_ALLOC=sync before importing for cuMemAlloc memory)",)
             exc.text = exc.args[0]  # type: ignore[attr-defined]
         raise
-    return bytearray(handle_bytes(handle))
+    return bytearray(handle)
 
 
-def handle_bytes(handle: Any) -> bytes:
-    """The bytes of a CUipcMemHandle / CUipcEventHandle (as ironaccel_cuda.ipc reads them)."""
-    from ironaccel_cuda.ipc import handle_bytes as raw
-
-    return raw(handle)
-
-
-def handle_from(kind: Any, data: Any, routine: str) -> Any:
-    """A CUipcMemHandle / CUipcEventHandle holding the bytes `data` (a bytearray, as PyCUDA requires)."""
-    from ironaccel_cuda.ipc import HANDLE_SIZE, handle_from_bytes
-
+def handle_data(data: Any, routine: str) -> bytes:
+    """The bytes of an IPC handle PyCUDA was given (a bytearray), checked as PyCUDA checks them."""
     if not isinstance(data, (bytearray, bytes)):
         raise invalid(routine, "argument is not a bytes array")
-    if len(data) != HANDLE_SIZE:
+    if len(data) != ipc.HANDLE_SIZE:
         raise invalid(routine, "handle has the wrong size")
-    return handle_from_bytes(kind, bytes(data))
+    return bytes(data)
 
 
 class IPCMemoryHandle(int):
     """Memory of another process opened from its IPC handle; the object is the device address."""
 
     def __new__(cls, handle: Any, flags: int = 1) -> IPCMemoryHandle:
-        from cuda.bindings import driver
-
-        h = handle_from(driver.CUipcMemHandle, handle, "cuIpcOpenMemHandle")
-        ctx = _current("cuIpcOpenMemHandle")
-        dp = call("cuIpcOpenMemHandle", h, _flags(flags, "cuIpcOpenMemHandle"))
+        op = "cuIpcOpenMemHandle"
+        data = handle_data(handle, op)
+        flags = _flags(flags, op)
+        if flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS:  # the driver's CUDA_ERROR_INVALID_VALUE
+            raise from_code(1, op, f"unknown flags {flags:#x}")
+        ctx = _current(op)
+        dp = guarded(op, ipc.open_memory_handle, data, lazy_peer_access=bool(flags))
         obj = _int_new(cls, int(dp))
         obj.__dict__.update(_ctx=ctx, _open=True)
         return obj
@@ -939,7 +934,7 @@ class IPCMemoryHandle(int):
             return
         d["_open"] = False
         ptr = int(self)
-        cleanup("IPC memory", d["_ctx"], lambda: call("cuIpcCloseMemHandle", ptr))
+        cleanup("IPC memory", d["_ctx"], lambda: guarded("cuIpcCloseMemHandle", ipc.close_memory_handle, ptr))
 
     def __del__(self) -> None:
         if self.__dict__.get("_open"):
