@@ -40,6 +40,7 @@ _EXPORTS = {
     "pinned": "memory",
     "pointer_attribute": "memory",
     "address_range": "memory",
+    "copy_peer": "memory",
     "HostFlags": "memory",
     "host_alloc": "memory",
     "host_free": "memory",

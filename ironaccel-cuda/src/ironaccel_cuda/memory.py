@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = [
-    "DeviceBuf", "HostFlags", "PinnedBuf", "address_range", "adopt", "host_alloc", "host_cache", "host_device_pointer",
-    "host_flags", "host_free", "host_register", "host_unregister", "pinned", "pointer_attribute",
+    "DeviceBuf", "HostFlags", "PinnedBuf", "address_range", "adopt", "copy_peer", "host_alloc", "host_cache",
+    "host_device_pointer", "host_flags", "host_free", "host_register", "host_unregister", "pinned", "pointer_attribute",
 ]
 
 _new = object.__new__
@@ -322,6 +322,41 @@ def host_flags(ptr: int) -> HostFlags:
     flags = int(call(op, _address(ptr, op)))
     return HostFlags(bool(flags & CU_MEMHOSTALLOC_PORTABLE), bool(flags & CU_MEMHOSTALLOC_DEVICEMAP),
                      bool(flags & CU_MEMHOSTALLOC_WRITECOMBINED))
+
+
+def _context(ctx: Any, op: str, what: str) -> int:
+    if isinstance(ctx, bool) or not isinstance(ctx, (int, np.integer)) or not 0 < int(ctx) < 1 << 64:
+        raise invalid(op, f"the {what} must be a CUcontext address (a positive int), got {ctx!r}")
+    return int(ctx)
+
+
+def copy_peer(dst: int, dst_context: int, src: int, src_context: int, nbytes: int, stream: Any = None) -> None:
+    """Copy `nbytes` from device address `src` of context `src_context` to `dst` of `dst_context` (CUcontext
+    addresses: `current_context_handle()`, another library's), across devices too, whichever context is current.
+
+    Without `stream`, cuMemcpyPeer: it returns once the copy is done, ordered after both contexts' earlier work.
+    With `stream` (a Stream, a CUstream address or an object with `__cuda_stream__`), cuMemcpyPeerAsync queued on
+    it.  `DeviceBuf.copy_from` is the form for buffers.
+    """
+    op = "cuMemcpyPeer" if stream is None else "cuMemcpyPeerAsync"
+    d, s = _address(dst, op), _address(src, op)
+    dctx, sctx = _context(dst_context, op, "destination context"), _context(src_context, op, "source context")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= int(nbytes) < 1 << 64:
+        raise invalid(op, f"nbytes must be a non-negative int below 2**64, got {nbytes!r}")
+    drv = driver()
+    if stream is None:
+        call(op, d, drv.CUcontext(dctx), s, drv.CUcontext(sctx), int(nbytes))
+        return
+    if isinstance(stream, _core.StreamCore):
+        if stream._h is _core.CLOSED:
+            raise closed(op, "stream")
+        h = stream._h
+    else:
+        h = stream.__cuda_stream__()[1] if hasattr(stream, "__cuda_stream__") else stream
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < 1 << 64:
+            raise invalid(op, f"stream must be a Stream, a CUstream address or an object with __cuda_stream__, "
+                          f"got {stream!r}")
+    call(op, d, drv.CUcontext(dctx), s, drv.CUcontext(sctx), int(nbytes), h)
 
 
 def address_range(ptr: int) -> tuple[int, int]:

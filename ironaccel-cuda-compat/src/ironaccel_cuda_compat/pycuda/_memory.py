@@ -532,30 +532,28 @@ def memcpy_dtod_async(dest: Any, src: Any, size: int, stream: Any = None) -> Non
         raise bad_input("cuMemcpyDtoD", exc) from None
 
 
-def _ctx_handle(ctx: Context | None, routine: str) -> Any:
+def _ctx_handle(ctx: Context | None, routine: str) -> int:
     if ctx is None:
-        return _current(routine)._h
+        return _current(routine).handle
     if not isinstance(ctx, Context):
         raise bad_type(routine, f"contexts must be Context objects, not {type(ctx).__name__}")
-    return ctx._h
+    return ctx.handle
 
 
 def memcpy_peer(dest: Any, src: Any, size: int, dest_context: Context | None = None,
                 src_context: Context | None = None) -> None:
     """cuMemcpyPeer between contexts (default: the current one for either side)."""
-    dctx = _ctx_handle(dest_context, "cuMemcpyPeer")
-    sctx = _ctx_handle(src_context, "cuMemcpyPeer")
-    call("cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx,
-         _flags(size, "cuMemcpyPeer", "size"))
+    op = "cuMemcpyPeer"
+    dctx, sctx = _ctx_handle(dest_context, op), _ctx_handle(src_context, op)
+    guarded(op, cu.copy_peer, address(dest, op), dctx, address(src, op), sctx, _flags(size, op, "size"))
 
 
 def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | None = None,
                       src_context: Context | None = None, stream: Any = None) -> None:
-    dctx = _ctx_handle(dest_context, "cuMemcpyPeerAsync")
-    sctx = _ctx_handle(src_context, "cuMemcpyPeerAsync")
-    s = _stream_of(stream, "cuMemcpyPeerAsync")
-    call("cuMemcpyPeerAsync", address(dest, "cuMemcpyPeerAsync"), dctx,
-         address(src, "cuMemcpyPeerAsync"), sctx, _flags(size, "cuMemcpyPeerAsync", "size"), s)
+    op = "cuMemcpyPeerAsync"
+    dctx, sctx = _ctx_handle(dest_context, op), _ctx_handle(src_context, op)
+    s = _stream_of(stream, op)
+    guarded(op, cu.copy_peer, address(dest, op), dctx, address(src, op), sctx, _flags(size, op, "size"), s)
 
 
 # -- memsets (the driver's synchronous memsets are asynchronous to the host: same here) ------------
