@@ -143,7 +143,8 @@ def test_host_memory_by_address_in_the_current_context(dev):
         cu.host_free(ptr)
     assert not _core.pinned_known(ptr, 4 * n)
     wc = cu.host_alloc(4096, portable=False, write_combined=True)
-    assert cu.host_flags(wc) == cu.HostFlags(portable=False, mapped=False, write_combined=True)
+    got = cu.host_flags(wc)  # (mapped not asserted: unified addressing may map all page-locked memory)
+    assert got.write_combined and not got.portable
     cu.host_free(wc)
 
     data = np.zeros(2 * n, np.float32)
