@@ -236,13 +236,15 @@ def test_ipc_handles_carry_their_bytes():
 
     from ironaccel_cuda_compat.pycuda import _errors, _memory
 
+    from ironaccel_cuda import ipc
+
     data = bytearray(range(64))
+    assert _memory.handle_data(data, "cuIpcOpenMemHandle") == bytes(data)  # what ironaccel_cuda.ipc's opens take
     for kind in (driver.CUipcMemHandle, driver.CUipcEventHandle):
-        handle = _memory.handle_from(kind, data, "cuIpcOpenMemHandle")
-        assert _memory.handle_bytes(handle) == bytes(data)
+        assert ipc.handle_bytes(ipc.handle_from_bytes(kind, bytes(data))) == bytes(data)
     for bad in (bytearray(10), "not bytes"):
         with pytest.raises(_errors.LogicError) as info:
-            _memory.handle_from(driver.CUipcMemHandle, bad, "cuIpcOpenMemHandle")
+            _memory.handle_data(bad, "cuIpcOpenMemHandle")
         assert isinstance(info.value, InvalidArgument)
 
 

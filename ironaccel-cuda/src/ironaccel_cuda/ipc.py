@@ -31,6 +31,10 @@ Events: `ipc.create_event(dev)` makes an interprocess event (timing off),
 `ipc.export(event)` an `IpcEvent`, `.open()` an `Event` in the other process;
 record in one process, `stream.wait(event)` or `event.synchronize()` in the other.
 
+Raw handles: `memory_handle(ptr)` / `event_handle(event)` give the driver's legacy handles as 64 bytes, and
+`open_memory_handle` / `close_memory_handle` / `open_event_handle` use them, all by address in the calling thread's
+current context: for code that keeps contexts of its own and carries the bytes itself (PyCUDA's surface).
+
 A pool buffer's descriptor carries its pool's file descriptor, so each one sent costs a file descriptor's
 passage (about 0.3 ms through a pipe).  To send many buffers of one pool to a process, send the pool
 (`ipc.export(pool)`) once, open it there (`IpcPool.open()`), then send `desc.without_pool()`: 64 bytes
@@ -85,14 +89,15 @@ from .allocator import release_after
 from .device import Device
 from .driver_pool import DriverPool, ipc_pools
 from .errors import InvalidState, closed, driver_error, invalid
-from .event import Event
-from .memory import adopt
+from .event import Event, _event_handle
+from .memory import _address, adopt
 
 if TYPE_CHECKING:
     DeviceBuf = Any  # memory.DeviceBuf is made at run time, so it cannot be a static type
 
 __all__ = ["HANDLE_SIZE", "IpcBuffer", "IpcPool", "IpcEvent", "export", "create_event", "handle_bytes",
-           "handle_from_bytes", "send", "recv"]
+           "handle_from_bytes", "send", "recv", "memory_handle", "open_memory_handle", "close_memory_handle",
+           "event_handle", "open_event_handle"]
 
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
@@ -666,6 +671,59 @@ def export(obj: Any) -> Any:
     if isinstance(obj, Event):
         return _export_event(obj)
     raise invalid("ipc.export", f"cannot export {type(obj).__name__}; export a DeviceBuf, a DriverPool or an Event")
+
+
+# -- legacy handles by address, in the current context -------------------------------------------------------------
+# The driver's own IPC handles as HANDLE_SIZE bytes, for code that keeps contexts of its own and carries the bytes its
+# own way (PyCUDA's mem_get_ipc_handle and IPCMemoryHandle, cuda.core's IPC events): the context current on the
+# calling thread exports and opens, whoever made it current; nothing here opens or binds a device, and nothing here
+# owns what it opens.  `export` and the descriptors' `open()` are the object forms.
+
+
+def _handle(data: Any, op: str) -> bytes:
+    if not isinstance(data, (bytes, bytearray)) or len(data) != HANDLE_SIZE:
+        raise invalid(op, f"expected the {HANDLE_SIZE} bytes of an IPC handle, got {data!r:.80}")
+    return bytes(data)
+
+
+def memory_handle(ptr: int) -> bytes:
+    """The legacy IPC handle of the `cuMemAlloc` allocation at `ptr` (cuIpcGetMemHandle), as HANDLE_SIZE bytes that
+    `open_memory_handle` maps in another process.  Stream-ordered and managed memory have none (the driver's
+    CUDA_ERROR_INVALID_VALUE); `export` handles pool memory."""
+    op = "cuIpcGetMemHandle"
+    return handle_bytes(call(op, _address(ptr, op)))
+
+
+def open_memory_handle(handle: bytes, *, lazy_peer_access: bool = True) -> int:
+    """Map another process's allocation from its `memory_handle` bytes into the current context
+    (cuIpcOpenMemHandle): its device address here, until `close_memory_handle`.  `lazy_peer_access`
+    (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) lets the memory be on a peer of the current device."""
+    op = "cuIpcOpenMemHandle"
+    data = _handle(handle, op)
+    if not isinstance(lazy_peer_access, bool):
+        raise invalid(op, f"lazy_peer_access must be a bool, got {lazy_peer_access!r}")
+    flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS if lazy_peer_access else 0
+    return int(call(op, handle_from_bytes(driver().CUipcMemHandle, data), flags))
+
+
+def close_memory_handle(ptr: int) -> None:
+    """Unmap what `open_memory_handle` mapped at `ptr` (cuIpcCloseMemHandle); the exporter's memory is untouched."""
+    op = "cuIpcCloseMemHandle"
+    call(op, _address(ptr, op))
+
+
+def event_handle(event: Event | int) -> bytes:
+    """The IPC handle of an interprocess event (an Event or a CUevent address; made with CU_EVENT_INTERPROCESS and
+    timing off) as HANDLE_SIZE bytes, for `open_event_handle` in another process (cuIpcGetEventHandle)."""
+    op = "cuIpcGetEventHandle"
+    return handle_bytes(call(op, _event_handle(event, op, "event")))
+
+
+def open_event_handle(handle: bytes) -> int:
+    """Another process's event from its `event_handle` bytes, opened in the current context (cuIpcOpenEventHandle):
+    a CUevent address that the caller owns and destroys (cuEventDestroy)."""
+    op = "cuIpcOpenEventHandle"
+    return int(call(op, handle_from_bytes(driver().CUipcEventHandle, _handle(handle, op))))
 
 
 # -- Unix sockets --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -29,7 +30,10 @@ if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
-__all__ = ["DeviceBuf", "PinnedBuf", "address_range", "adopt", "host_cache", "pinned", "pointer_attribute"]
+__all__ = [
+    "DeviceBuf", "HostFlags", "PinnedBuf", "address_range", "adopt", "copy_peer", "host_alloc", "host_cache",
+    "host_device_pointer", "host_flags", "host_free", "host_register", "host_unregister", "pinned", "pointer_attribute",
+]
 
 _new = object.__new__
 
@@ -196,6 +200,7 @@ class PinnedBuf:
 
 CU_MEMHOSTREGISTER_PORTABLE = 0x1
 CU_MEMHOSTREGISTER_DEVICEMAP = 0x2
+CU_MEMHOSTREGISTER_IOMEMORY = 0x4
 CU_MEMHOSTREGISTER_READ_ONLY = 0x8
 
 
@@ -225,6 +230,133 @@ def pointer_attribute(ptr: int, name: str) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         raise invalid(op, f"{name!r} is not an int-valued pointer attribute") from None
+
+
+def _address(ptr: Any, op: str) -> int:
+    """`ptr` as an int address; InvalidArgument naming `op` for anything else (or 0, or past 2**64)."""
+    if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)) or not 0 < int(ptr) < 1 << 64:
+        raise invalid(op, f"expected an address (a positive int below 2**64), got {ptr!r}")
+    return int(ptr)
+
+
+def _flag(name: str, value: Any, op: str) -> bool:
+    if not isinstance(value, bool):
+        raise invalid(op, f"{name} must be a bool, got {value!r}")
+    return value
+
+
+# -- page-locked host memory by address, in the current context -----------------------------------------------------
+# For code that keeps contexts of its own (the PyCUDA compat, another library's context): the context current on
+# the calling thread, whoever made it current, allocates, registers and frees; nothing here opens or binds a device.
+# `Device.alloc_pinned`, `PinnedBuf` and `pinned()` are the object forms.  Memory page-locked here is known to
+# ironaccel's copies as page-locked (their fast paths) until `host_free` / `host_unregister`.
+
+
+@dataclass(frozen=True)
+class HostFlags:
+    """How page-locked host memory was allocated (cuMemHostGetFlags), named as `Device.alloc_pinned` takes it."""
+
+    portable: bool
+    mapped: bool
+    write_combined: bool
+
+
+def host_alloc(nbytes: int, *, portable: bool = True, mapped: bool = False, write_combined: bool = False) -> int:
+    """The address of `nbytes` of page-locked host memory from the current context (cuMemHostAlloc): the flags
+    are `Device.alloc_pinned`'s.  Give it back with `host_free`; destroying the context frees it too."""
+    op = "cuMemHostAlloc"
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 < int(nbytes) < 1 << 64:
+        raise invalid(op, f"nbytes must be a positive int below 2**64, got {nbytes!r}")
+    flags = ((CU_MEMHOSTALLOC_PORTABLE if _flag("portable", portable, op) else 0)
+             | (CU_MEMHOSTALLOC_DEVICEMAP if _flag("mapped", mapped, op) else 0)
+             | (CU_MEMHOSTALLOC_WRITECOMBINED if _flag("write_combined", write_combined, op) else 0))
+    ptr = int(call(op, int(nbytes), flags))
+    _core.pinned_add(ptr, int(nbytes))
+    return ptr
+
+
+def host_free(ptr: int) -> None:
+    """Free page-locked memory from `host_alloc` (cuMemFreeHost), with its context (or another) current."""
+    op = "cuMemFreeHost"
+    ptr = _address(ptr, op)
+    _core.pinned_remove(ptr)
+    call(op, ptr)
+
+
+def host_register(ptr: int, nbytes: int, *, portable: bool = True, mapped: bool = False, read_only: bool = False,
+                  io_memory: bool = False) -> None:
+    """Page-lock `nbytes` of existing host memory at `ptr` for the current context (cuMemHostRegister), with
+    `pinned()`'s flags, and `io_memory` for a mapping of a device's I/O memory (a PCIe BAR) rather than RAM;
+    `host_unregister` ends it.  `pinned()` is the form for a numpy array and a block."""
+    op = "cuMemHostRegister"
+    ptr = _address(ptr, op)
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 < int(nbytes) < 1 << 64:
+        raise invalid(op, f"nbytes must be a positive int below 2**64, got {nbytes!r}")
+    flags = ((CU_MEMHOSTREGISTER_PORTABLE if _flag("portable", portable, op) else 0)
+             | (CU_MEMHOSTREGISTER_DEVICEMAP if _flag("mapped", mapped, op) else 0)
+             | (CU_MEMHOSTREGISTER_READ_ONLY if _flag("read_only", read_only, op) else 0)
+             | (CU_MEMHOSTREGISTER_IOMEMORY if _flag("io_memory", io_memory, op) else 0))
+    call(op, ptr, int(nbytes), flags)
+    _core.pinned_add(ptr, int(nbytes))
+
+
+def host_unregister(ptr: int) -> None:
+    """End `host_register`'s page-locking of the memory at `ptr` (cuMemHostUnregister)."""
+    op = "cuMemHostUnregister"
+    ptr = _address(ptr, op)
+    _core.pinned_remove(ptr)
+    call(op, ptr)
+
+
+def host_device_pointer(ptr: int) -> int:
+    """The device address of mapped page-locked host memory at `ptr` (`mapped=True`), for the current context
+    (cuMemHostGetDevicePointer); `Device.device_view` is the DeviceBuf form."""
+    op = "cuMemHostGetDevicePointer"
+    return int(call(op, _address(ptr, op), 0))
+
+
+def host_flags(ptr: int) -> HostFlags:
+    """How the page-locked memory at `ptr` was allocated (cuMemHostGetFlags); the driver's
+    CUDA_ERROR_INVALID_VALUE for memory that is not page-locked."""
+    op = "cuMemHostGetFlags"
+    flags = int(call(op, _address(ptr, op)))
+    return HostFlags(bool(flags & CU_MEMHOSTALLOC_PORTABLE), bool(flags & CU_MEMHOSTALLOC_DEVICEMAP),
+                     bool(flags & CU_MEMHOSTALLOC_WRITECOMBINED))
+
+
+def _context(ctx: Any, op: str, what: str) -> int:
+    if isinstance(ctx, bool) or not isinstance(ctx, (int, np.integer)) or not 0 < int(ctx) < 1 << 64:
+        raise invalid(op, f"the {what} must be a CUcontext address (a positive int), got {ctx!r}")
+    return int(ctx)
+
+
+def copy_peer(dst: int, dst_context: int, src: int, src_context: int, nbytes: int, stream: Any = None) -> None:
+    """Copy `nbytes` from device address `src` of context `src_context` to `dst` of `dst_context` (CUcontext
+    addresses: `current_context_handle()`, another library's), across devices too, whichever context is current.
+
+    Without `stream`, cuMemcpyPeer: it returns once the copy is done, ordered after both contexts' earlier work.
+    With `stream` (a Stream, a CUstream address or an object with `__cuda_stream__`), cuMemcpyPeerAsync queued on
+    it.  `DeviceBuf.copy_from` is the form for buffers.
+    """
+    op = "cuMemcpyPeer" if stream is None else "cuMemcpyPeerAsync"
+    d, s = _address(dst, op), _address(src, op)
+    dctx, sctx = _context(dst_context, op, "destination context"), _context(src_context, op, "source context")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= int(nbytes) < 1 << 64:
+        raise invalid(op, f"nbytes must be a non-negative int below 2**64, got {nbytes!r}")
+    drv = driver()
+    if stream is None:
+        call(op, d, drv.CUcontext(dctx), s, drv.CUcontext(sctx), int(nbytes))
+        return
+    if isinstance(stream, _core.StreamCore):
+        if stream._h is _core.CLOSED:
+            raise closed(op, "stream")
+        h = stream._h
+    else:
+        h = stream.__cuda_stream__()[1] if hasattr(stream, "__cuda_stream__") else stream
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < 1 << 64:
+            raise invalid(op, f"stream must be a Stream, a CUstream address or an object with __cuda_stream__, "
+                          f"got {stream!r}")
+    call(op, d, drv.CUcontext(dctx), s, drv.CUcontext(sctx), int(nbytes), h)
 
 
 def address_range(ptr: int) -> tuple[int, int]:

@@ -408,6 +408,13 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr src, CUconte
     if (a_d->dev != ((struct ctx *)dc)->dev || a_src->dev != ((struct ctx *)sc)->dev) LEAVE(CUDA_ERROR_INVALID_VALUE);
     memmove((void *)(uintptr_t)d, (void *)(uintptr_t)src, n); LEAVE(CUDA_SUCCESS);
 }
+/* Synchronous across both contexts' work: every stream of the fake already is. */
+CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n) {
+    ENTER(); DRANGE(d, n); DRANGE(src, n);
+    if (!ctx_ok(dc) || !ctx_ok(sc)) LEAVE(CUDA_ERROR_INVALID_CONTEXT);
+    if (a_d->dev != ((struct ctx *)dc)->dev || a_src->dev != ((struct ctx *)sc)->dev) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    memmove((void *)(uintptr_t)d, (void *)(uintptr_t)src, n); LEAVE(CUDA_SUCCESS);
+}
 static void do_memset(CUdeviceptr d, unsigned v, size_t elem, size_t count) {
     for (size_t i = 0; i < count; i++) {
         if (elem == 1) ((unsigned char *)(uintptr_t)d)[i] = (unsigned char)v;
@@ -707,7 +714,7 @@ static const struct { const char *name; void *fn; } SYMS[] = {
     {"cuMemAlloc", (void *)cuMemAlloc_v2}, {"cuMemFree", (void *)cuMemFree_v2},
     {"cuMemAllocAsync", (void *)cuMemAllocAsync}, {"cuMemFreeAsync", (void *)cuMemFreeAsync},
     {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2}, {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2},
-    {"cuMemcpyDtoDAsync", (void *)cuMemcpyDtoDAsync_v2}, {"cuMemcpyPeerAsync", (void *)cuMemcpyPeerAsync},
+    {"cuMemcpyDtoDAsync", (void *)cuMemcpyDtoDAsync_v2}, {"cuMemcpyPeerAsync", (void *)cuMemcpyPeerAsync}, SYM(cuMemcpyPeer),
     {"cuMemsetD8Async", (void *)cuMemsetD8Async}, {"cuMemsetD16Async", (void *)cuMemsetD16Async},
     {"cuMemsetD32Async", (void *)cuMemsetD32Async}, SYM(cuMemHostAlloc), SYM(cuMemFreeHost),
     {"cuMemHostRegister", (void *)cuMemHostRegister_v2}, SYM(cuMemHostUnregister), SYM(cuPointerGetAttribute),

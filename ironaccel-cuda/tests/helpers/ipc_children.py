@@ -217,3 +217,32 @@ def release_inside_the_section(desc: Any, conn: Any) -> None:
         conn.send(("ok", inside, after, value, (key, base) in imports._maps, imports.count()))
 
     _guard(conn, body)
+
+
+def open_raw_handles(mem: bytes, event: bytes, n: int, value: float, conn: Any) -> None:
+    """Open the parent's legacy memory and event handles by address in this process's current context (ipc's
+    handle functions): wait for the event, report the first element and sum, fill with `value`, close."""
+
+    def body() -> None:
+        from cuda.bindings import driver
+
+        import ironaccel_cuda as cu
+        from ironaccel_cuda.memory import adopt
+
+        dev = cu.Device(0)
+        dev.bind()
+        h = cu.ipc.open_event_handle(event)
+        (err,) = driver.cuEventSynchronize(h)  # the parent recorded it after its fill
+        assert not err, err
+        ptr = cu.ipc.open_memory_handle(mem)
+        view = adopt(ptr, n, "float32", dev)
+        seen = view.copy_to_host()
+        view.memset(value)
+        dev.synchronize()
+        view.close()  # a view: frees nothing
+        cu.ipc.close_memory_handle(ptr)
+        (err,) = driver.cuEventDestroy(h)
+        assert not err, err
+        conn.send(("ok", float(seen[0]), float(seen.sum())))
+
+    _guard(conn, body)

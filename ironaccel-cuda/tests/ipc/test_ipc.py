@@ -232,6 +232,48 @@ def test_legacy_handle_child_writes_parent_reads(dev):
     assert direct.outstanding() == 0
 
 
+@pytest.mark.skipif(FAKE, reason="the fake's cuMemAlloc memory is private to its process: legacy handles cannot map")
+def test_raw_handles_by_address_open_in_the_childs_current_context(dev):
+    """ipc.memory_handle / event_handle give the driver's handle bytes; the child opens them in its current context
+    (open_memory_handle, open_event_handle), waits on the event, reads the parent's data and writes its own."""
+    direct = cu.DirectAllocator(dev)
+    n = 1 << 18
+    buf = direct.allocate(n, "float32")
+    s = dev.create_stream()
+    event = cu.ipc.create_event(dev)
+    buf.copy_from(np.arange(n, dtype=np.float32), stream=s)
+    event.record(s)
+    dev.bind()
+    mem, ev = cu.ipc.memory_handle(buf.ptr), cu.ipc.event_handle(event)
+    assert len(mem) == len(ev) == cu.ipc.HANDLE_SIZE and cu.ipc.event_handle(event.handle) == ev
+    proc, conn = start(ipc_children.open_raw_handles, mem, ev, n, 5.0)
+    _, first, total = answer(proc, conn)
+    finish(proc)
+    assert first == 0.0 and total == float(np.arange(n, dtype=np.float32).sum())
+    assert (buf.copy_to_host() == 5.0).all()
+    for x in (buf, event, s):
+        x.close()
+    assert direct.outstanding() == 0
+
+
+def test_raw_handles_refused_where_the_driver_has_none(dev):
+    """Pool memory has no legacy handle and a plain event no IPC handle: the driver's refusal, typed and named."""
+    dev.bind()
+    pooled = dev.alloc(256)
+    with pytest.raises(DriverError) as info:
+        cu.ipc.memory_handle(pooled.ptr)
+    assert info.value.op == "cuIpcGetMemHandle" and info.value.code is not None
+    plain = dev.create_event()
+    with pytest.raises(DriverError) as info:
+        cu.ipc.event_handle(plain)
+    assert info.value.op == "cuIpcGetEventHandle" and info.value.code is not None
+    direct = cu.DirectAllocator(dev)
+    buf = direct.allocate(256)
+    assert len(cu.ipc.memory_handle(buf.ptr)) == cu.ipc.HANDLE_SIZE
+    for x in (pooled, plain, buf):
+        x.close()
+
+
 def test_event_recorded_in_child_is_waited_on_here(dev):
     n = 1 << 20
     pool = dev.create_driver_pool(ipc=True)

@@ -16,7 +16,7 @@ import socket
 import pytest
 from helpers.expect import raises_exactly
 
-from ironaccel import InvalidArgument
+from ironaccel import ClosedError, InvalidArgument
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -83,3 +83,30 @@ def test_handle_bytes_round_trip_and_refuse_what_is_not_a_handle(dev):
     for bad in (data[:63], data + b"\0", "x" * 64, None):
         raises_exactly(InvalidArgument, "ipc.handle_from_bytes", ipc.handle_from_bytes, driver.CUipcEventHandle, bad)
     raises_exactly(InvalidArgument, "ipc.handle_bytes", ipc.handle_bytes, data)
+
+
+def test_raw_handle_functions_check_their_input_first(dev):
+    """ipc's handle functions by address: InvalidArgument naming the driver call, before the driver is asked."""
+    import ironaccel_cuda as cu
+
+    dev.bind()
+    closed_event = cu.ipc.create_event(dev)
+    closed_event.close()
+    cases = (
+        (lambda: cu.ipc.memory_handle(0), "cuIpcGetMemHandle"),
+        (lambda: cu.ipc.memory_handle("0x10"), "cuIpcGetMemHandle"),
+        (lambda: cu.ipc.open_memory_handle(b"x" * 63), "cuIpcOpenMemHandle"),
+        (lambda: cu.ipc.open_memory_handle(None), "cuIpcOpenMemHandle"),
+        (lambda: cu.ipc.open_memory_handle(bytes(64), lazy_peer_access=1), "cuIpcOpenMemHandle"),
+        (lambda: cu.ipc.close_memory_handle(-5), "cuIpcCloseMemHandle"),
+        (lambda: cu.ipc.event_handle(None), "cuIpcGetEventHandle"),
+        (lambda: cu.ipc.event_handle(0), "cuIpcGetEventHandle"),
+        (lambda: cu.ipc.open_event_handle(bytearray(65)), "cuIpcOpenEventHandle"),
+    )
+    for call, op in cases:
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        assert info.value.op == op and info.value.code is None
+    with pytest.raises(ClosedError) as info:
+        cu.ipc.event_handle(closed_event)
+    assert info.value.op == "cuIpcGetEventHandle"

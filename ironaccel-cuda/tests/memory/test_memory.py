@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ironaccel_cuda as cu
-from ironaccel import ClosedError, DType, InvalidArgument, OutOfMemory
+from ironaccel import ClosedError, DriverError, DType, InvalidArgument, OutOfMemory
 
 pytestmark = pytest.mark.backend("cuda")
 
@@ -392,3 +392,40 @@ def test_adopt_wraps_foreign_memory_and_releases_it_once(dev):
         adopt(0, 4, "uint8", dev)
     with pytest.raises(InvalidArgument):
         adopt(ptr, 0, "uint8", dev)
+
+
+def test_copy_peer_by_context_addresses(dev):
+    """copy_peer: device addresses of named contexts (here the primary one on both sides), synchronous or queued on
+    a stream given as a Stream or a CUstream address."""
+    n = 4096
+    data = np.arange(n, dtype=np.float32)
+    src, dst = dev.alloc(n, "float32"), dev.alloc(n, "float32")
+    src.copy_from(data)
+    dst.memset(0)
+    dev.bind()
+    ctx = cu.current_context_handle()
+    cu.copy_peer(dst.ptr, ctx, src.ptr, ctx, src.nbytes)
+    np.testing.assert_array_equal(dst.copy_to_host(), data)
+    s = dev.create_stream()
+    for stream in (s, s.handle):
+        dst.memset(0, stream=s)
+        cu.copy_peer(dst.ptr + 400, ctx, src.ptr, ctx, 400, stream=stream)  # 100 elements, to element 100
+        s.synchronize()
+        out = dst.copy_to_host()
+        np.testing.assert_array_equal(out[100:200], data[:100])
+        assert not out[:100].any() and not out[200:].any()
+    cu.copy_peer(dst.ptr, ctx, src.ptr, ctx, 0)  # nothing to copy
+    with pytest.raises(DriverError) as info:  # past the end of the source allocation: the driver's refusal
+        cu.copy_peer(dst.ptr, ctx, src.ptr + 8, ctx, src.nbytes)
+    assert info.value.op == "cuMemcpyPeer" and info.value.code is not None
+    for args, kw in (((0, ctx, src.ptr, ctx, 8), {}), ((dst.ptr, 0, src.ptr, ctx, 8), {}),
+                     ((dst.ptr, ctx, src.ptr, "ctx", 8), {}), ((dst.ptr, ctx, src.ptr, ctx, -1), {}),
+                     ((dst.ptr, ctx, src.ptr, ctx, 8), {"stream": 1.5})):
+        with pytest.raises(InvalidArgument) as info:
+            cu.copy_peer(*args, **kw)
+        assert info.value.op in ("cuMemcpyPeer", "cuMemcpyPeerAsync") and info.value.code is None
+    s.close()
+    with pytest.raises(ClosedError):
+        cu.copy_peer(dst.ptr, ctx, src.ptr, ctx, 8, stream=s)
+    for x in (src, dst):
+        x.close()

@@ -106,3 +106,86 @@ def test_bad_input(dev):
         other.device_view(np.zeros(4))
     with pytest.raises(ClosedError):
         other.alloc_pinned(4, mapped=True)
+
+
+def _host_array(ptr, n, dtype=np.float32):
+    """A numpy array over `n` elements of host memory at `ptr` (no owner: the test frees it)."""
+    import ctypes
+
+    return np.frombuffer((ctypes.c_char * (n * np.dtype(dtype).itemsize)).from_address(ptr), dtype)
+
+
+def test_host_memory_by_address_in_the_current_context(dev):
+    """host_alloc / host_register and friends work in whatever context is current, by address: the memory is
+    page-locked (its flags read back), mapped memory's device address reads the host's data, and ironaccel's
+    copies treat it as pinned until it is freed or unregistered."""
+    from ironaccel_cuda import _core
+    from ironaccel_cuda.memory import adopt
+
+    n = 1 << 14
+    dev.bind()
+    ptr = cu.host_alloc(4 * n, mapped=True)
+    try:
+        assert _core.pinned_known(ptr, 4 * n)
+        got = cu.host_flags(ptr)
+        assert got.mapped and got.portable and not got.write_combined
+        host = _host_array(ptr, n)
+        host[:] = np.arange(n, dtype=np.float32)
+        dptr = cu.host_device_pointer(ptr)
+        view = adopt(dptr, n, "float32", dev)  # the device's address of the same bytes
+        np.testing.assert_array_equal(view.copy_to_host(), np.arange(n, dtype=np.float32))
+        buf = dev.alloc(n, "float32")
+        buf.copy_from(host)
+        np.testing.assert_array_equal(buf.copy_to_host(), host)
+        for x in (view, buf):
+            x.close()
+    finally:
+        cu.host_free(ptr)
+    assert not _core.pinned_known(ptr, 4 * n)
+    wc = cu.host_alloc(4096, portable=False, write_combined=True)
+    got = cu.host_flags(wc)  # (mapped not asserted: unified addressing may map all page-locked memory)
+    assert got.write_combined and not got.portable
+    cu.host_free(wc)
+
+    data = np.zeros(2 * n, np.float32)
+    cu.host_register(data.ctypes.data, data.nbytes, mapped=True)
+    try:
+        assert _core.pinned_known(data.ctypes.data, data.nbytes)
+        data[:] = 7
+        view = adopt(cu.host_device_pointer(data.ctypes.data), data.size, "float32", dev)
+        view.memset(0)  # the device writes the registered host memory
+        dev.synchronize()
+        assert not data.any()
+        view.close()
+    finally:
+        cu.host_unregister(data.ctypes.data)
+    assert not _core.pinned_known(data.ctypes.data, data.nbytes)
+    with pytest.raises(DriverError) as info:  # pageable memory again: no flags
+        cu.host_flags(data.ctypes.data)
+    assert info.value.op == "cuMemHostGetFlags" and info.value.code is not None
+
+
+def test_host_memory_by_address_bad_input(dev):
+    dev.bind()
+    refusals = (
+        (lambda: cu.host_alloc(0), "cuMemHostAlloc"), (lambda: cu.host_alloc(1 << 64), "cuMemHostAlloc"),
+        (lambda: cu.host_alloc(1.5), "cuMemHostAlloc"), (lambda: cu.host_alloc(8, mapped=1), "cuMemHostAlloc"),
+        (lambda: cu.host_free(0), "cuMemFreeHost"), (lambda: cu.host_free(-1), "cuMemFreeHost"),
+        (lambda: cu.host_register(None, 8), "cuMemHostRegister"),
+        (lambda: cu.host_register(4096, 0), "cuMemHostRegister"),
+        (lambda: cu.host_register(4096, 8, read_only="no"), "cuMemHostRegister"),
+        (lambda: cu.host_unregister(True), "cuMemHostUnregister"),
+        (lambda: cu.host_device_pointer(1 << 64), "cuMemHostGetDevicePointer"),
+        (lambda: cu.host_flags("x"), "cuMemHostGetFlags"),
+    )
+    for call, op in refusals:
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        assert info.value.op == op and info.value.code is None  # refused before the driver
+    pageable = np.zeros(64, np.float32)
+    with pytest.raises(DriverError) as info:  # the driver's own refusal, typed and named
+        cu.host_device_pointer(pageable.ctypes.data)
+    assert info.value.op == "cuMemHostGetDevicePointer" and info.value.code is not None
+    with pytest.raises(DriverError) as info:
+        cu.host_unregister(pageable.ctypes.data)
+    assert info.value.op == "cuMemHostUnregister" and info.value.code is not None

@@ -36,6 +36,30 @@ def test_peer_copy(two):
     s1.close()
 
 
+def test_copy_peer_between_devices_by_context_address(two):
+    """copy_peer between the two devices' primary contexts, named by address, with either (or no) context current."""
+    import ironaccel_cuda as cu
+
+    d0, d1 = two
+    data = np.random.default_rng(7).standard_normal(1 << 16).astype(np.float32)
+    a = d0.alloc(data.size, "float32")
+    a.copy_from(data)
+    b = d1.alloc(data.size, "float32")
+    d0.bind()
+    c0 = cu.current_context_handle()
+    d1.bind()
+    c1 = cu.current_context_handle()
+    cu.copy_peer(b.ptr, c1, a.ptr, c0, a.nbytes)  # d1's context current
+    np.testing.assert_array_equal(b.copy_to_host(), data)
+    c = d0.alloc(data.size, "float32")
+    s0 = d0.create_stream()
+    cu.copy_peer(c.ptr, c0, b.ptr, c1, b.nbytes, stream=s0)
+    s0.synchronize()
+    np.testing.assert_array_equal(c.copy_to_host(), data)
+    for x in (a, b, c, s0):
+        x.close()
+
+
 def test_cross_device_checks(two, kernel_code):
     d0, d1 = two
     buf1 = d1.alloc(256, "float32")

@@ -13,7 +13,7 @@ from typing import Any
 from ironaccel_cuda.event import event_elapsed_ms
 
 from . import _ia
-from ._utils.cuda_utils import call, check_or_create_options, driver, from_ironaccel
+from ._utils.cuda_utils import check_or_create_options, driver, from_ironaccel, guarded
 
 __all__ = ["Event", "EventOptions"]
 
@@ -152,12 +152,11 @@ class Event(_ia.IaEvent):
         imported = getattr(self, "_ipc_desc", None)
         if imported is not None:
             return imported
-        from ironaccel_cuda.ipc import handle_bytes
+        from ironaccel_cuda.ipc import event_handle
 
         if self.device is not None:  # pickling may run on a thread with no context (multiprocessing's feeder)
             self.device._bind_here()
-        handle = call("cuIpcGetEventHandle", self._h)
-        return IPCEventDescriptor._init(handle_bytes(handle), self.is_blocking_sync)
+        return IPCEventDescriptor._init(guarded(event_handle, self._h), self.is_blocking_sync)
 
     @classmethod
     def from_ipc_descriptor(cls, ipc_descriptor: IPCEventDescriptor) -> Event:
@@ -170,14 +169,13 @@ class Event(_ia.IaEvent):
         if len(reserved) < _IPC_RESERVED:
             raise ValueError(f"IPC event descriptor reserved field is {len(reserved)} bytes; expected at least "
                              f"{_IPC_RESERVED}")
-        from ironaccel_cuda.ipc import handle_from_bytes
+        from ironaccel_cuda.ipc import open_event_handle
 
-        handle = handle_from_bytes(driver.CUipcEventHandle, reserved[:_IPC_RESERVED])
         device = Device()
         device._check_context_initialized()
         _ia.ensure(device._state.ctx)
-        h = call("cuIpcOpenEventHandle", handle)
-        e = _ia.new_event(cls, int(h), device, False)
+        h = guarded(open_event_handle, bytes(reserved[:_IPC_RESERVED]))
+        e = _ia.new_event(cls, h, device, False)
         e._flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS | (
             CU_EVENT_BLOCKING_SYNC if ipc_descriptor._is_blocking_sync else 0)
         e._ipc_desc = ipc_descriptor

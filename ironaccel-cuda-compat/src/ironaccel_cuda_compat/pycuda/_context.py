@@ -57,10 +57,11 @@ def call(op: str, *args: Any) -> Any:
         raise bad_input(op, exc) from None
 
 
-def guarded(routine: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` (a public ironaccel_cuda call); failures raise PyCUDA's error naming `routine`, as `call`'s do."""
+def guarded(routine: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` (a public ironaccel_cuda call); failures raise PyCUDA's error naming `routine`, as
+    `call`'s do."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except ia.IronAccelError as exc:
         raise translate(exc, routine) from None
     except (TypeError, ValueError, OverflowError) as exc:

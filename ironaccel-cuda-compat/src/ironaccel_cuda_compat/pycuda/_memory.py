@@ -31,6 +31,9 @@ import numpy as np
 from ironaccel import errors as ia
 
 from . import _fast
+import ironaccel_cuda as cu
+from ironaccel_cuda import ipc
+
 from ._context import Context, _bind_top, _current, _flags, _local, address, call, cleanup, enum_value, guarded
 from ._enums import memory_type
 from ._errors import bad_input, bad_type, from_code, invalid, no_arrays, translate
@@ -54,6 +57,7 @@ _OUT_OF_MEMORY = 2
 _INVALID_HANDLE = 400
 CU_EVENT_DISABLE_TIMING = 0x2
 CU_MEMHOSTALLOC_PORTABLE = 0x1
+CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
 
 
 # -- device allocations -----------------------------------------------------------
@@ -306,7 +310,7 @@ class Staging:
 
     def __init__(self) -> None:
         size = 2 * _BOUNCE_HALF * _BOUNCE_SLOT
-        self.base = int(call("cuMemHostAlloc", size, CU_MEMHOSTALLOC_PORTABLE))
+        self.base = guarded("cuMemHostAlloc", cu.host_alloc, size)  # portable; known to ironaccel as pinned
         self.events: list[int] = []
         try:
             for _ in range(2):
@@ -316,11 +320,13 @@ class Staging:
         except BaseException as exc:  # give back what was made: nothing else holds it
             for e in self.events:
                 _fast.event_destroy(e)
-            _drv_try("cuMemFreeHost", self.base)
+            try:
+                cu.host_free(self.base)
+            except ia.IronAccelError:
+                pass
             if isinstance(exc, ia.IronAccelError):
                 raise translate(exc, "cuEventCreate") from None
             raise
-        _fast.pinned_add(self.base, size)
 
     def close(self) -> None:
         """Free the slots and events (the context must be current)."""
@@ -330,14 +336,7 @@ class Staging:
         finally:
             for e in self.events:
                 _fast.event_destroy(e)
-            _fast.pinned_remove(self.base)
-            call("cuMemFreeHost", self.base)
-
-
-def _drv_try(op: str, *args: Any) -> None:
-    from ironaccel_cuda import _driver
-
-    _driver.try_call(op, *args)
+            guarded("cuMemFreeHost", cu.host_free, self.base)
 
 
 def _staging(ctx: Context) -> Staging:
@@ -533,30 +532,28 @@ def memcpy_dtod_async(dest: Any, src: Any, size: int, stream: Any = None) -> Non
         raise bad_input("cuMemcpyDtoD", exc) from None
 
 
-def _ctx_handle(ctx: Context | None, routine: str) -> Any:
+def _ctx_handle(ctx: Context | None, routine: str) -> int:
     if ctx is None:
-        return _current(routine)._h
+        return _current(routine).handle
     if not isinstance(ctx, Context):
         raise bad_type(routine, f"contexts must be Context objects, not {type(ctx).__name__}")
-    return ctx._h
+    return ctx.handle
 
 
 def memcpy_peer(dest: Any, src: Any, size: int, dest_context: Context | None = None,
                 src_context: Context | None = None) -> None:
     """cuMemcpyPeer between contexts (default: the current one for either side)."""
-    dctx = _ctx_handle(dest_context, "cuMemcpyPeer")
-    sctx = _ctx_handle(src_context, "cuMemcpyPeer")
-    call("cuMemcpyPeer", address(dest, "cuMemcpyPeer"), dctx, address(src, "cuMemcpyPeer"), sctx,
-         _flags(size, "cuMemcpyPeer", "size"))
+    op = "cuMemcpyPeer"
+    dctx, sctx = _ctx_handle(dest_context, op), _ctx_handle(src_context, op)
+    guarded(op, cu.copy_peer, address(dest, op), dctx, address(src, op), sctx, _flags(size, op, "size"))
 
 
 def memcpy_peer_async(dest: Any, src: Any, size: int, dest_context: Context | None = None,
                       src_context: Context | None = None, stream: Any = None) -> None:
-    dctx = _ctx_handle(dest_context, "cuMemcpyPeerAsync")
-    sctx = _ctx_handle(src_context, "cuMemcpyPeerAsync")
-    s = _stream_of(stream, "cuMemcpyPeerAsync")
-    call("cuMemcpyPeerAsync", address(dest, "cuMemcpyPeerAsync"), dctx,
-         address(src, "cuMemcpyPeerAsync"), sctx, _flags(size, "cuMemcpyPeerAsync", "size"), s)
+    op = "cuMemcpyPeerAsync"
+    dctx, sctx = _ctx_handle(dest_context, op), _ctx_handle(src_context, op)
+    s = _stream_of(stream, op)
+    guarded(op, cu.copy_peer, address(dest, op), dctx, address(src, op), sctx, _flags(size, op, "size"), s)
 
 
 # -- memsets (the driver's synchronous memsets are asynchronous to the host: same here) ------------
@@ -685,7 +682,7 @@ class HostPointer:
         self._valid = True
 
     def get_device_pointer(self) -> int:
-        return int(call("cuMemHostGetDevicePointer", self._ptr, 0))
+        return int(guarded("cuMemHostGetDevicePointer", cu.host_device_pointer, self._ptr))
 
     def _array(self, shape: tuple[int, ...], dtype: np.dtype, order: str) -> np.ndarray:
         self.__array_interface__ = _interface(self._ptr, shape, dtype, order)
@@ -705,10 +702,11 @@ class PagelockedHostAllocation(HostPointer):
         _fast.pinned_remove(self._ptr)
         ptr = self._ptr
         if self._ctx is not None:
-            cleanup("page-locked memory", self._ctx, lambda: call("cuMemFreeHost", ptr))
+            cleanup("page-locked memory", self._ctx, lambda: guarded("cuMemFreeHost", cu.host_free, ptr))
 
     def get_flags(self) -> int:
-        return int(call("cuMemHostGetFlags", self._ptr))
+        got = guarded("cuMemHostGetFlags", cu.host_flags, self._ptr)
+        return sum(bit for name, bit in HOST_ALLOC_FLAGS if getattr(got, name))
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -751,7 +749,7 @@ class RegisteredHostMemory(HostPointer):
         _fast.pinned_remove(self._ptr)
         ptr = self._ptr
         if self._ctx is not None:
-            cleanup("registered memory", self._ctx, lambda: call("cuMemHostUnregister", ptr))
+            cleanup("registered memory", self._ctx, lambda: guarded("cuMemHostUnregister", cu.host_unregister, ptr))
 
     free = unregister
 
@@ -763,14 +761,39 @@ class RegisteredHostMemory(HostPointer):
                 pass
 
 
+# PyCUDA's host_alloc_flags and mem_host_register_flags, as ironaccel_cuda.host_alloc / host_register name them
+HOST_ALLOC_FLAGS = (("portable", 0x1), ("mapped", 0x2), ("write_combined", 0x4))
+HOST_REGISTER_FLAGS = (("portable", 0x1), ("mapped", 0x2), ("io_memory", 0x4), ("read_only", 0x8))
+
+
+def host_flags(flags: Any, names: tuple[tuple[str, int], ...], routine: str) -> dict[str, bool]:
+    """PyCUDA's flags int as keyword arguments (each named flag, False when its bit is clear); a bit the driver
+    does not know is its CUDA_ERROR_INVALID_VALUE, as before."""
+    flags = _flags(flags, routine)
+    if not 0 <= flags < 1 << 32:
+        raise bad_input(routine, OverflowError(f"flags {flags} do not fit an unsigned int"))
+    if flags & ~sum(bit for _, bit in names):
+        raise from_code(1, routine, f"unknown flags {flags:#x}")
+    return {name: bool(flags & bit) for name, bit in names}
+
+
+def _host_bytes(nbytes: int, routine: str) -> None:
+    """What the driver and the binding said of a byte count ironaccel_cuda's host calls refuse themselves."""
+    if nbytes == 0:  # the driver's CUDA_ERROR_INVALID_VALUE
+        raise from_code(1, routine, "cannot page-lock 0 bytes")
+    if nbytes >= 1 << 64:  # the binding's size_t
+        raise bad_input(routine, OverflowError(f"{nbytes} bytes do not fit a size_t"))
+
+
 def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
     """A numpy array in page-locked host memory (its `base` is the PagelockedHostAllocation)."""
     shape, dtype, nbytes = _layout(shape, dtype, order)
+    kw = host_flags(mem_flags, HOST_ALLOC_FLAGS, "cuMemHostAlloc")
+    _host_bytes(nbytes, "cuMemHostAlloc")
     ctx = _current("cuMemHostAlloc")
-    ptr = int(call("cuMemHostAlloc", nbytes, mem_flags))
+    ptr = guarded("cuMemHostAlloc", cu.host_alloc, nbytes, **kw)  # known to ironaccel's copies as pinned
     alloc = object.__new__(PagelockedHostAllocation)
     alloc._setup(ptr, nbytes, ctx)
-    _fast.pinned_add(ptr, nbytes)
     return alloc._array(shape, dtype, order)
 
 
@@ -796,12 +819,13 @@ def register_host_memory(ary: Any, flags: int = 0) -> np.ndarray:
     if not ary.flags.c_contiguous:
         raise invalid("register_host_memory", "ary argument is not contiguous")
     ptr, nbytes = ary.__array_interface__["data"][0], ary.nbytes
+    kw = host_flags(flags, HOST_REGISTER_FLAGS, "cuMemHostRegister")
+    _host_bytes(nbytes, "cuMemHostRegister")
     ctx = _current("cuMemHostRegister")
-    call("cuMemHostRegister", ptr, nbytes, flags)
+    guarded("cuMemHostRegister", cu.host_register, ptr, nbytes, **kw)  # known to ironaccel's copies as pinned
     reg = object.__new__(RegisteredHostMemory)
     reg._setup(ptr, nbytes, ctx)
     reg._base = ary
-    _fast.pinned_add(ptr, nbytes)
     return reg._array(ary.shape, ary.dtype, "C")
 
 
@@ -868,43 +892,36 @@ def mem_get_ipc_handle(devptr: Any) -> bytearray:
     """cuIpcGetMemHandle: the 64-byte handle another process opens with IPCMemoryHandle."""
     _current("cuIpcGetMemHandle")
     try:
-        handle = call("cuIpcGetMemHandle", address(devptr, "cuIpcGetMemHandle"))
+        handle = guarded("cuIpcGetMemHandle", ipc.memory_handle, address(devptr, "cuIpcGetMemHandle"))
     except ia.IronAccelError as exc:
         if _pool_memory(devptr):
             exc.args = (f"{exc} (this memory comes from the stream-ordered pool, which legacy IPC cannot export; "
                         f"set IRONACCEL_CUDA_PYCUDA_ALLOC=sync before importing for cuMemAlloc memory)",)
             exc.text = exc.args[0]  # type: ignore[attr-defined]
         raise
-    return bytearray(handle_bytes(handle))
+    return bytearray(handle)
 
 
-def handle_bytes(handle: Any) -> bytes:
-    """The bytes of a CUipcMemHandle / CUipcEventHandle (as ironaccel_cuda.ipc reads them)."""
-    from ironaccel_cuda.ipc import handle_bytes as raw
-
-    return raw(handle)
-
-
-def handle_from(kind: Any, data: Any, routine: str) -> Any:
-    """A CUipcMemHandle / CUipcEventHandle holding the bytes `data` (a bytearray, as PyCUDA requires)."""
-    from ironaccel_cuda.ipc import HANDLE_SIZE, handle_from_bytes
-
+def handle_data(data: Any, routine: str) -> bytes:
+    """The bytes of an IPC handle PyCUDA was given (a bytearray), checked as PyCUDA checks them."""
     if not isinstance(data, (bytearray, bytes)):
         raise invalid(routine, "argument is not a bytes array")
-    if len(data) != HANDLE_SIZE:
+    if len(data) != ipc.HANDLE_SIZE:
         raise invalid(routine, "handle has the wrong size")
-    return handle_from_bytes(kind, bytes(data))
+    return bytes(data)
 
 
 class IPCMemoryHandle(int):
     """Memory of another process opened from its IPC handle; the object is the device address."""
 
     def __new__(cls, handle: Any, flags: int = 1) -> IPCMemoryHandle:
-        from cuda.bindings import driver
-
-        h = handle_from(driver.CUipcMemHandle, handle, "cuIpcOpenMemHandle")
-        ctx = _current("cuIpcOpenMemHandle")
-        dp = call("cuIpcOpenMemHandle", h, _flags(flags, "cuIpcOpenMemHandle"))
+        op = "cuIpcOpenMemHandle"
+        data = handle_data(handle, op)
+        flags = _flags(flags, op)
+        if flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS:  # the driver's CUDA_ERROR_INVALID_VALUE
+            raise from_code(1, op, f"unknown flags {flags:#x}")
+        ctx = _current(op)
+        dp = guarded(op, ipc.open_memory_handle, data, lazy_peer_access=bool(flags))
         obj = _int_new(cls, int(dp))
         obj.__dict__.update(_ctx=ctx, _open=True)
         return obj
@@ -915,7 +932,7 @@ class IPCMemoryHandle(int):
             return
         d["_open"] = False
         ptr = int(self)
-        cleanup("IPC memory", d["_ctx"], lambda: call("cuIpcCloseMemHandle", ptr))
+        cleanup("IPC memory", d["_ctx"], lambda: guarded("cuIpcCloseMemHandle", ipc.close_memory_handle, ptr))
 
     def __del__(self) -> None:
         if self.__dict__.get("_open"):

@@ -22,10 +22,12 @@ import numpy as np
 
 from ironaccel import errors as ia
 
+import ironaccel_cuda as cu
+
 from . import _fast
-from ._context import Context, _bind_top, _current, _local, call, run_in
+from ._context import Context, _bind_top, _current, _local, guarded, run_in
 from ._errors import bad_input, bad_type, from_code, invalid, translate
-from ._memory import HostPointer, _layout, ironaccel_device
+from ._memory import HOST_ALLOC_FLAGS, HostPointer, _layout, host_flags, ironaccel_device
 from ._module import register_pointer_type
 
 __all__ = ["bitlog2", "DeviceMemoryPool", "PooledDeviceAllocation", "PageLockedAllocator", "PageLockedMemoryPool",
@@ -278,16 +280,16 @@ class PageLockedMemoryPool:
         return block._array(shape, dtype, order)
 
     def _new_block(self, nbytes: int) -> int:
+        kw = host_flags(self._flags, HOST_ALLOC_FLAGS, "cuMemHostAlloc")
         ctx = _current("cuMemHostAlloc")
         if self._ctx is None:
             self._ctx = ctx
-        try:
-            ptr = int(call("cuMemHostAlloc", nbytes, self._flags))
+        try:  # known to ironaccel's copies as pinned until host_free
+            ptr = guarded("cuMemHostAlloc", cu.host_alloc, nbytes, **kw)
         except ia.OutOfMemory:
             gc.collect()
             self.free_held()
-            ptr = int(call("cuMemHostAlloc", nbytes, self._flags))
-        _fast.pinned_add(ptr, nbytes)
+            ptr = guarded("cuMemHostAlloc", cu.host_alloc, nbytes, **kw)
         with self._lock:
             self.managed_bytes += nbytes
         return ptr
@@ -303,8 +305,7 @@ class PageLockedMemoryPool:
         self._free_block(ptr, bin_nr)
 
     def _free_block(self, ptr: int, bin_nr: int) -> None:
-        _fast.pinned_remove(ptr)
-        call("cuMemFreeHost", ptr)
+        guarded("cuMemFreeHost", cu.host_free, ptr)
         with self._lock:
             self.managed_bytes -= alloc_size(bin_nr)
 

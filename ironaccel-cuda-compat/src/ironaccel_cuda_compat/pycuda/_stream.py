@@ -179,20 +179,21 @@ class Event:
 
     def ipc_handle(self) -> bytearray:
         """cuIpcGetEventHandle (the event needs event_flags.INTERPROCESS | DISABLE_TIMING)."""
-        from ._memory import handle_bytes
+        from ironaccel_cuda import ipc
 
-        return bytearray(handle_bytes(call("cuIpcGetEventHandle", _event(self, "cuIpcGetEventHandle")._h)))
+        op = "cuIpcGetEventHandle"
+        return bytearray(guarded(op, ipc.event_handle, _event(self, op)._h))
 
     @staticmethod
     def from_ipc_handle(handle: Any) -> Event:
-        from cuda.bindings import driver
+        from ironaccel_cuda import ipc
 
-        from ._memory import handle_from
+        from ._memory import handle_data
 
-        h = handle_from(driver.CUipcEventHandle, handle, "cuIpcOpenEventHandle")
-        ctx = _current("cuIpcOpenEventHandle")
-        e = call("cuIpcOpenEventHandle", h)
-        return Event._wrap(int(e), ctx)
+        op = "cuIpcOpenEventHandle"
+        data = handle_data(handle, op)
+        ctx = _current(op)
+        return Event._wrap(guarded(op, ipc.open_event_handle, data), ctx)
 
     def __del__(self) -> None:
         ctx: Context | None = getattr(self, "_ctx", None)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ironaccel_cuda import host_free
+
 from .. import _ia
-from .._utils.cuda_utils import call, driver, from_ironaccel
+from .._utils.cuda_utils import call, driver, from_ironaccel, guarded
 from ._buffer import Buffer, MemoryResource
 
 __all__ = ["LegacyPinnedMemoryResource"]
@@ -41,7 +43,7 @@ class LegacyPinnedMemoryResource(MemoryResource):
         if stream is not None:
             Stream_accept(stream).sync()
         if size:
-            call("cuMemFreeHost", int(ptr))
+            guarded(host_free, int(ptr))
 
     @property
     def is_device_accessible(self) -> bool:
