@@ -37,10 +37,9 @@ first-party warns (RuntimeWarning, once, with a did-you-mean).
 
 from __future__ import annotations
 
-import math
+import _thread
 import os
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -51,13 +50,16 @@ from .contract import PLUGIN_API, incompatible
 from .errors import DuplicateBackend, InvalidArgument, NotAvailable, PluginError
 
 if TYPE_CHECKING:
+    import threading
+
     import pluggy
 
     from .types import BackendReport, BackendSpec, DeviceDescriptor, PluginFailure, ProbeResult
 
 # ironaccel.types is imported on first use, not at `import ironaccel`: building its
 # enums and dataclasses is most of what importing the package would otherwise cost.
-# pluggy (through ironaccel._manager) and difflib likewise, on the registry's first use.
+# pluggy (through ironaccel._manager), difflib, math and threading likewise, on the registry's first use
+# (its own lock is a _thread.RLock, which is what threading.RLock() makes).
 
 __all__ = [
     "BackendRegistry", "registry", "scan_entry_points", "probe_timeout", "install_hint",
@@ -153,6 +155,8 @@ class _ProbeRun:
     deadline alone; a run still going when asked again is waited for, never started twice."""
 
     def __init__(self, target: Callable[[], ProbeResult]):
+        import threading
+
         self.started = time.monotonic()
         self.done = threading.Event()
         self.result: ProbeResult | None = None
@@ -160,6 +164,8 @@ class _ProbeRun:
         self._target = target
 
     def start(self, name: str) -> None:
+        import threading
+
         threading.Thread(target=self._run, name=f"ironaccel-probe-{name}", daemon=True).start()
 
     def _run(self) -> None:
@@ -184,6 +190,8 @@ def probe_timeout() -> float | None:
     raw = os.environ.get(ENV_PROBE_TIMEOUT, "").strip()
     if not raw:
         return DEFAULT_PROBE_TIMEOUT
+    import math
+
     try:
         value = float(raw)
     except ValueError:
@@ -290,7 +298,7 @@ class BackendRegistry:
 
     def __init__(self, group: str = GROUP, *, discover: bool = True):
         self.group = group
-        self._lock = threading.RLock()
+        self._lock = _thread.RLock()
         self._manager: pluggy.PluginManager | None = None
         self._entry_points: list[_EntryPoint] = []
         #: The entry points are still to be read, on first use (the process-wide registry, `_deferred`).
@@ -658,7 +666,7 @@ class BackendRegistry:
         except InvalidArgument as exc:
             return unavailable(NotAvailable(name, exc.detail or exc.message,
                                             fix=f"set {ENV_PROBE_TIMEOUT} to a number of seconds, or unset it"))
-        lock = self._probe_locks.setdefault(name, threading.Lock())
+        lock = self._probe_locks.setdefault(name, _thread.allocate_lock())
         with lock:
             cached = self._probes.get(name)
             run = self._runs.get(name)
