@@ -57,3 +57,39 @@ def test_cli_text_and_exit_codes(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ironaccel", "--no-devices"], capture_output=True, text=True,
                           env=env, timeout=120)
     assert proc.returncode == 1 and "1 backend(s)" in proc.stdout  # IRONACCEL_BACKENDS names it, as the argument did
+
+
+# Run before `import ironaccel` in a fresh process: records every read of plugin metadata (an open of an
+# entry_points.txt, a call of importlib.metadata.entry_points), so a test can say when discovery happened.
+WATCH_DISCOVERY = """
+import importlib.metadata, sys
+READS = []
+sys.addaudithook(lambda event, args: READS.append(str(args[0])) if event == "open" and str(args[0]).endswith(
+    "entry_points.txt") else None)
+_entry_points = importlib.metadata.entry_points
+def _watched(*args, **kwargs):
+    READS.append("importlib.metadata.entry_points")
+    return _entry_points(*args, **kwargs)
+importlib.metadata.entry_points = _watched
+"""
+
+
+def test_import_reads_no_plugin_metadata_and_no_pluggy():
+    # `import ironaccel`, its errors or its registry's name: no pluggy, no entry point read; the first call that
+    # needs the backends reads them (which shows that the watch sees a read), and `ironaccel.registry` is the
+    # process-wide BackendRegistry in every import order.
+    for imports in ("import ironaccel", "import ironaccel.errors", "from ironaccel.errors import NotAvailable",
+                    "import ironaccel.registry", "from ironaccel import registry, BackendRegistry, PLUGIN_API",
+                    "import ironaccel.diskcache", "import ironaccel.cli"):
+        code = WATCH_DISCOVERY + f"""
+{imports}
+import ironaccel
+assert "pluggy" not in sys.modules and not READS, READS[:3]
+assert type(ironaccel.registry).__name__ == "BackendRegistry", ironaccel.registry
+assert isinstance(ironaccel.registry, ironaccel.BackendRegistry)
+ironaccel.names()
+assert "pluggy" in sys.modules and any(r.endswith("entry_points.txt") for r in READS), READS[:3]
+assert ironaccel.hookimpl is ironaccel.hookspecs.hookimpl
+"""
+        proc = run(code)
+        assert proc.returncode == 0, (imports, proc.stderr + proc.stdout)

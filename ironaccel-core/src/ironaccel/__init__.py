@@ -9,8 +9,10 @@
 `PLUGIN_API` is the version of the plugin contract this core implements
 (`ironaccel.contract` says what each version holds and the deprecation rule).
 
-Importing this package reads plugin metadata only: no plugin module, vendor
-binding or vendor library is loaded until a backend is asked for.
+Importing this package reads no plugin metadata and imports neither pluggy nor
+any plugin: the first call that needs the backends (`names()`, `probe()`,
+`devices()`, `open()`, `registry.failures()`, ...) reads the entry points, and
+no plugin module, vendor binding or vendor library is loaded until then.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ from .errors import (
     PluginError,
     Unsupported,
 )
-from .hookspecs import hookimpl
 from .registry import BackendRegistry, registry
 
 if TYPE_CHECKING:
+    from .hookspecs import hookimpl
     from .types import (
         BackendReport,
         BackendSpec,
@@ -57,13 +59,18 @@ _FROM_TYPES = frozenset({
 
 
 def __getattr__(name: str) -> Any:
-    """Value types load on first use, keeping `import ironaccel` cheap."""
+    """Value types and `hookimpl` (pluggy's marker) load on first use, keeping `import ironaccel` cheap."""
     if name in _FROM_TYPES:
         from . import types
 
         value = getattr(types, name)
         globals()[name] = value
         return value
+    if name in ("hookimpl", "hookspecs"):  # `ironaccel.hookspecs` resolves without an import, as it always has
+        from .hookspecs import hookimpl  # binds ironaccel.hookspecs too (`from . import` would recurse here)
+
+        globals()["hookimpl"] = hookimpl
+        return hookimpl if name == "hookimpl" else globals()["hookspecs"]
     raise AttributeError(f"module 'ironaccel' has no attribute {name!r}")
 
 

@@ -2,9 +2,13 @@
 
 Life of a backend:
 
-1. ``import ironaccel`` reads the entry points of the group
-   ``ironaccel.backends`` -- metadata only, no plugin code runs.
-2. The first registry call that needs names imports each allowed plugin
+1. ``import ironaccel`` reads nothing and does not import pluggy.  The first
+   registry call that needs the backends (``names()``, ``probe()``,
+   ``open()``, ``devices()``, ``failures()``, the CLI's survey...) reads the
+   entry points of the group ``ironaccel.backends`` -- metadata only, no
+   plugin code runs -- and a ``BackendRegistry`` built by hand reads them
+   when it is built.
+2. That call then imports each allowed plugin
    module and calls its hooks, each in its own ``try``: a plugin that fails to
    import or raises in a hook is recorded as a `PluginFailure` (distribution,
    version, stage, error) and the others carry on.  A backend whose
@@ -33,28 +37,29 @@ first-party warns (RuntimeWarning, once, with a did-you-mean).
 
 from __future__ import annotations
 
-import difflib
-import math
+import _thread
 import os
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-import pluggy
-
-from . import hookspecs
 from .contract import PLUGIN_API, incompatible
 from .errors import DuplicateBackend, InvalidArgument, NotAvailable, PluginError
 
 if TYPE_CHECKING:
+    import threading
+
+    import pluggy
+
     from .types import BackendReport, BackendSpec, DeviceDescriptor, PluginFailure, ProbeResult
 
 # ironaccel.types is imported on first use, not at `import ironaccel`: building its
 # enums and dataclasses is most of what importing the package would otherwise cost.
+# pluggy (through ironaccel._manager), difflib, math and threading likewise, on the registry's first use
+# (its own lock is a _thread.RLock, which is what threading.RLock() makes).
 
 __all__ = [
     "BackendRegistry", "registry", "scan_entry_points", "probe_timeout", "install_hint",
@@ -99,6 +104,8 @@ def install_hint(name: str) -> str:
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
     """" did you mean 'vulkan'?" for a near miss of one of `known` (case first), else ""."""
+    import difflib
+
     choices = sorted(set(known))
     by_case = [k for k in choices if k.lower() == name.lower()]
     close = by_case or difflib.get_close_matches(name.lower(), choices, n=1, cutoff=0.6)
@@ -148,6 +155,8 @@ class _ProbeRun:
     deadline alone; a run still going when asked again is waited for, never started twice."""
 
     def __init__(self, target: Callable[[], ProbeResult]):
+        import threading
+
         self.started = time.monotonic()
         self.done = threading.Event()
         self.result: ProbeResult | None = None
@@ -155,6 +164,8 @@ class _ProbeRun:
         self._target = target
 
     def start(self, name: str) -> None:
+        import threading
+
         threading.Thread(target=self._run, name=f"ironaccel-probe-{name}", daemon=True).start()
 
     def _run(self) -> None:
@@ -179,6 +190,8 @@ def probe_timeout() -> float | None:
     raw = os.environ.get(ENV_PROBE_TIMEOUT, "").strip()
     if not raw:
         return DEFAULT_PROBE_TIMEOUT
+    import math
+
     try:
         value = float(raw)
     except ValueError:
@@ -285,10 +298,11 @@ class BackendRegistry:
 
     def __init__(self, group: str = GROUP, *, discover: bool = True):
         self.group = group
-        self._lock = threading.RLock()
-        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
-        self._pm.add_hookspecs(hookspecs)
+        self._lock = _thread.RLock()
+        self._manager: pluggy.PluginManager | None = None
         self._entry_points: list[_EntryPoint] = []
+        #: The entry points are still to be read, on first use (the process-wide registry, `_deferred`).
+        self._undiscovered = False
         self._loaded_eps: set[tuple[str | None, str]] = set()
         self._loading: set[tuple[str | None, str]] = set()
         self._plugin_origin: dict[int, tuple[str | None, str | None, str]] = {}
@@ -303,10 +317,40 @@ class BackendRegistry:
         if discover:
             self._entry_points = self._discover()
 
+    @classmethod
+    def _deferred(cls, group: str = GROUP) -> BackendRegistry:
+        """A registry that reads the entry points at its first use, not now: the process-wide one, so
+        that importing ironaccel (for its errors, say) reads no metadata and does not import pluggy."""
+        reg = cls(group, discover=False)
+        reg._undiscovered = True
+        return reg
+
+    @property
+    def _pm(self) -> pluggy.PluginManager:
+        """The pluggy PluginManager, made (and pluggy imported) on first use."""
+        manager = self._manager
+        if manager is None:
+            with self._lock:
+                manager = self._manager
+                if manager is None:
+                    from ._manager import plugin_manager
+
+                    manager = self._manager = plugin_manager()
+        return manager
+
     # -- discovery and loading -------------------------------------------------
 
     def _discover(self) -> list[_EntryPoint]:
         return scan_entry_points(self.group)
+
+    def _ensure_discovered(self) -> None:
+        """Read the entry points now if this registry deferred it (`_deferred`); once."""
+        if not self._undiscovered:
+            return
+        with self._lock:
+            if self._undiscovered:
+                self._entry_points.extend(self._discover())
+                self._undiscovered = False
 
     def _allowed(self, distribution: str | None) -> bool:
         allow = _split_env(ENV_PLUGINS)
@@ -315,6 +359,7 @@ class BackendRegistry:
         return distribution is not None and _normalise_dist(distribution) in {_normalise_dist(a) for a in allow}
 
     def _ensure_loaded(self) -> None:
+        self._ensure_discovered()
         pending = [
             ep
             for ep in self._entry_points
@@ -621,7 +666,7 @@ class BackendRegistry:
         except InvalidArgument as exc:
             return unavailable(NotAvailable(name, exc.detail or exc.message,
                                             fix=f"set {ENV_PROBE_TIMEOUT} to a number of seconds, or unset it"))
-        lock = self._probe_locks.setdefault(name, threading.Lock())
+        lock = self._probe_locks.setdefault(name, _thread.allocate_lock())
         with lock:
             cached = self._probes.get(name)
             run = self._runs.get(name)
@@ -724,6 +769,7 @@ class BackendRegistry:
                 self._entry_points.extend(
                     ep for ep in self._discover() if (ep.distribution, ep.value) not in known
                 )
+                self._undiscovered = False
         for each, backend in backends:
             forget = getattr(backend, "refresh", None)
             if forget is None:
@@ -781,6 +827,7 @@ def _resolve(factory: str | Callable[[], Any]) -> Callable[[], Any]:
     return target
 
 
-#: The process-wide registry used by the module-level functions of `ironaccel`.
-registry = BackendRegistry()
+#: The process-wide registry used by the module-level functions of `ironaccel`; it reads the entry points
+#: (and imports pluggy) on its first use, not when ironaccel is imported.
+registry = BackendRegistry._deferred()
 

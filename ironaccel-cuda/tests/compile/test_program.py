@@ -230,6 +230,29 @@ def test_disk_cache_survives_a_new_process(cache_dir):
     assert out.stdout.strip() == "disk"
 
 
+def test_disk_hit_in_a_new_process_loads_no_registry_and_no_binding(cache_dir):
+    # What a fresh process pays for a disk hit: no pluggy, no plugin metadata read, no cuda.bindings, no numpy.
+    Program(SAXPY).compile("cubin", arch=ARCH)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        READS = []
+        sys.addaudithook(lambda event, args: READS.append(str(args[0])) if event == "open" and str(args[0]).endswith(
+            "entry_points.txt") else None)
+        from ironaccel_cuda import Program
+        code = Program({SAXPY!r}).compile("cubin", arch={ARCH!r})
+        loaded = [m for m in ("pluggy", "numpy", "cuda", "cuda.bindings") if m in sys.modules]
+        print(code.cache, loaded, READS[:3])
+        """
+    )
+    # The first child records which NVRTC this environment loads (this process loaded it before cache_dir was
+    # made); the second finds that record, as every later process does.
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env=dict(os.environ), check=True)
+    assert out.stdout.strip() == "disk [] []", out.stdout + out.stderr
+
+
 def test_cache_key_covers_every_input(cache_dir):
     Program(SAXPY).compile("cubin", arch=ARCH)
     variants = [
