@@ -230,7 +230,7 @@ def test_attach_pushes_a_handle_of_the_current_context(ctx, drv):
     assert drv.Context.get_current() is ctx
 
 
-def test_profiler_start_and_stop(drv):
+def test_profiler_start_and_stop(ctx, drv):  # cuProfilerStart needs a current context, as in PyCUDA
     drv.start_profiler()
     drv.stop_profiler()
     with pytest.raises(drv.LogicError, match="cuProfilerInitialize"):
