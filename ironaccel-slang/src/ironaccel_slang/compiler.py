@@ -4,8 +4,9 @@ The compiler is the `slangc` executable, found (first wins) at ``IRONACCEL_SLANG
 inside the `slangtorch` wheel (its bundled compiler, located without importing
 slangtorch, which would import torch), or on PATH (the Vulkan SDK ships one).
 Without it, compiling raises `NotAvailable` naming the install command.  Where Slang's compiler library lies
-beside it, slangc's arguments run in process instead (`inprocess`: the same outputs, one global session per
-process, milliseconds a compile); slangc runs where that library cannot be used or IRONACCEL_SLANG_INPROCESS=0.
+beside it, compiles run in process instead (`inprocess`: Slang's COM API, one session per target and options kept
+for the process, a module per source); slangc runs where that library cannot be used or
+IRONACCEL_SLANG_INPROCESS=0.
 
 Every run is keyed on everything that changes its output -- the source, the
 entry point, the target, the options, the constants module and the compiler
@@ -19,13 +20,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from ironaccel.diskcache import DiskCache
 from ironaccel.errors import CompileError, InvalidArgument, NotAvailable
@@ -104,6 +106,9 @@ def run_slangc(backend: str, source: str, entry: str, target: str, options: tupl
     Raises NotAvailable without a compiler, InvalidArgument for an entry point the source lacks, CompileError
     with the compiler's log for anything else slangc refuses.
     """
+    for what, text in (("the entry point name", entry), *(("a slangc option", o) for o in options)):
+        if "\0" in text:
+            raise InvalidArgument(backend, "pipeline", detail=f"{what} holds a NUL character: {text!r}")
     slangc = find_slangc()
     if slangc is None:
         raise missing(backend)
@@ -143,6 +148,18 @@ def _remember(key: str, output: Output) -> Output:
 
 def _compile(backend: str, slangc: str, source: str, entry: str, target: str, options: tuple[str, ...],
              constants_module: str | None) -> Output:
+    try:
+        done = inprocess.compile(slangc, compiler_id(slangc), source, entry, target, options, constants_module)
+    except inprocess.Refused as refused:
+        _refuse(backend, refused.log, refused.result, entry)
+    if done is not None:
+        code, text = done
+        return Output(code, _reflection(backend, text))
+    return _compile_with_slangc(backend, slangc, source, entry, target, options, constants_module)
+
+
+def _compile_with_slangc(backend: str, slangc: str, source: str, entry: str, target: str, options: tuple[str, ...],
+                         constants_module: str | None) -> Output:
     with tempfile.TemporaryDirectory(prefix="ironaccel-slang-") as folder:
         main = os.path.join(folder, "kernel.slang")
         with open(main, "w", encoding="utf-8") as f:
@@ -162,36 +179,47 @@ def _compile(backend: str, slangc: str, source: str, entry: str, target: str, op
             with open(out, "rb") as f:
                 code = f.read()
             with open(refl, encoding="utf-8") as f:
-                reflection = json.load(f)
+                text = f.read()
         except (OSError, ValueError) as exc:
             raise CompileError(backend, "slangc", f"slangc reported success but its output is unreadable: {exc}") \
                 from None
+    return Output(code, _reflection(backend, text))
+
+
+#: A backslash before a single quote, itself not escaped: Slang's JSON writer escapes ' in strings (in the
+#: "hashedStrings" it lists), which JSON does not allow.
+_QUOTE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\'")
+
+
+def _reflection(backend: str, text: str) -> dict[str, Any]:
+    """Slang's reflection JSON as a dict (CompileError where it is not one)."""
+    try:
+        reflection = json.loads(_QUOTE_ESCAPE.sub(r"\1'", text) if "\\'" in text else text)
+    except ValueError as exc:
+        raise CompileError(backend, "slangc", f"Slang's reflection JSON is unreadable: {exc}") from None
     if not isinstance(reflection, dict):
-        raise CompileError(backend, "slangc", "slangc's reflection JSON is not an object")
-    return Output(code, reflection)
+        raise CompileError(backend, "slangc", "Slang's reflection JSON is not an object")
+    return reflection
 
 
 def _run(backend: str, argv: list[str], folder: str, entry: str | None = None) -> None:
-    ran = inprocess.run(argv[0], compiler_id(argv[0]), argv[1:])  # None: not in process, so slangc runs
-    if ran is not None:
-        result, text = ran
-        if result >= 0:
-            return
-        returncode, log = result, text.replace(folder + os.sep, "")
-    else:
-        try:
-            done = subprocess.run(argv, cwd=folder, capture_output=True, timeout=TIMEOUT_S, check=False,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise CompileError(backend, "slangc", f"slangc ran past {TIMEOUT_S} s and was stopped") from None
-        except OSError as exc:
-            raise NotAvailable(backend, f"slangc ({argv[0]}) could not be started: {exc}", fix=INSTALL,
-                               named=True) from None
-        if done.returncode == 0:
-            return
-        returncode = done.returncode
-        log = (done.stdout + done.stderr).decode(errors="replace").replace(folder + os.sep, "")
+    try:
+        done = subprocess.run(argv, cwd=folder, capture_output=True, timeout=TIMEOUT_S, check=False,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise CompileError(backend, "slangc", f"slangc ran past {TIMEOUT_S} s and was stopped") from None
+    except OSError as exc:
+        raise NotAvailable(backend, f"slangc ({argv[0]}) could not be started: {exc}", fix=INSTALL,
+                           named=True) from None
+    if done.returncode != 0:
+        _refuse(backend, (done.stdout + done.stderr).decode(errors="replace").replace(folder + os.sep, ""),
+                done.returncode, entry)
+
+
+def _refuse(backend: str, log: str, code: int, entry: str | None) -> NoReturn:
+    """The error for a compile Slang refused: InvalidArgument for an entry point the source lacks, else
+    CompileError with Slang's diagnostics."""
     if entry is not None and "E38000" in log:  # "no function found matching entry point name"
         raise InvalidArgument(backend, "pipeline", detail=f"the Slang source has no entry point {entry!r}: "
                               + log.strip())
-    raise CompileError(backend, "slangc", log, code=returncode)
+    raise CompileError(backend, "slangc", log, code=code)
