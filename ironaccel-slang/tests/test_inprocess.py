@@ -355,3 +355,34 @@ def test_a_forked_child_makes_its_own_global_session(library, monkeypatch):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert inprocess._global is parent
+
+
+def test_cuda_s_prelude_is_one_disk_cache_entry_not_a_part_of_every_kernel_s(library, slang_cache, monkeypatch):
+    """Slang's CUDA prelude (hundreds of KB where its own is used) heads every kernel's code: the disk cache keeps
+    it once, by its digest, so a hit checks and reads the kernel's bytes only; without its entry a hit is a miss."""
+    monkeypatch.setenv(inprocess.ENV_INPROCESS, "1")
+    calls: list[int] = []
+    real = compiler._compile
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(compiler, "_compile", counted)
+    compiler.clear_memory()
+    compiler._preludes.clear()
+    first = SAXPY.compile("cuda", "saxpy")
+    out = compiler.run_slangc("x", SAXPY.source, "saxpy", "cuda", compiler_options("cuda", ()), None)
+    assert out.head > 4096 and b'extern "C" __global__' in out.code[out.head:]
+    assert b'extern "C" __global__' not in out.code[:out.head]
+    entries = sorted(slang_cache.iterdir(), key=lambda p: p.stat().st_size)
+    assert len(entries) == 2 and entries[0].stat().st_size < out.head < entries[1].stat().st_size
+    compiler.clear_memory()
+    compiler._preludes.clear()  # a new process: the prelude is read from its entry
+    again = SAXPY.compile("cuda", "saxpy")
+    assert again == first and len(calls) == 1
+    entries[1].unlink()  # the prelude's entry gone: the kernel's entry alone is a miss, compiled again
+    compiler.clear_memory()
+    compiler._preludes.clear()
+    assert SAXPY.compile("cuda", "saxpy") == first and len(calls) == 2
+    assert len(list(slang_cache.iterdir())) == 2

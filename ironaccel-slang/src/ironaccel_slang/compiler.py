@@ -29,7 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from ironaccel.diskcache import DiskCache
+from ironaccel.diskcache import DiskCache, sha256
 from ironaccel.errors import CompileError, InvalidArgument, NotAvailable
 
 from . import inprocess
@@ -41,6 +41,8 @@ INSTALL = "pip install --no-deps slangtorch  (its bundled slangc; --no-deps: the
           "the Vulkan SDK's slangc on PATH, or set IRONACCEL_SLANGC to a slangc executable"
 TIMEOUT_S = 300
 MEMORY_ENTRIES = 256
+#: A prelude at least this long (bytes) is kept in a disk-cache entry of its own, not in every kernel's.
+_PRELUDE_SPLIT = 4096
 
 #: Compiled outputs on disk (IRONACCEL_SLANG_CACHE=0 turns it off, IRONACCEL_SLANG_CACHE_DIR moves it).
 CACHE = DiskCache("slang", magic=b"IASLNG\x01\n", env_off="IRONACCEL_SLANG_CACHE", env_dir="IRONACCEL_SLANG_CACHE_DIR")
@@ -48,10 +50,12 @@ CACHE = DiskCache("slang", magic=b"IASLNG\x01\n", env_off="IRONACCEL_SLANG_CACHE
 
 @dataclass(frozen=True)
 class Output:
-    """What one slangc run made: the target code (bytes) and the reflection (parsed JSON)."""
+    """What one compile made: the target code (bytes) and the reflection (parsed JSON); `head`: how many of the
+    code's first bytes are Slang's prelude (CUDA's), which holds no kernel (0: not known)."""
 
     code: bytes
     reflection: dict[str, Any]
+    head: int = 0
 
 
 def find_slangc() -> str | None:
@@ -123,13 +127,45 @@ def run_slangc(backend: str, source: str, entry: str, target: str, options: tupl
     entry_on_disk = CACHE.get(key) if on_disk else None
     if entry_on_disk is not None:
         meta, payload = entry_on_disk
-        reflection = meta.get("reflection")
-        if isinstance(reflection, dict):
-            return _remember(key, Output(payload, reflection))
+        reflection, digest = meta.get("reflection"), meta.get("prelude")
+        prelude = _prelude(digest) if isinstance(digest, str) else b""
+        if isinstance(reflection, dict) and prelude is not None:
+            return _remember(key, Output(prelude + payload, reflection, len(prelude)))
     output = _compile(backend, slangc, source, entry, target, options, constants_module)
     if on_disk:
-        CACHE.put(key, {"reflection": output.reflection}, output.code)
+        meta = {"reflection": output.reflection}
+        digest = _keep_prelude(output.code[:output.head]) if output.head else None
+        if digest is not None:  # the entry holds the kernel's code; the prelude is an entry of its own
+            meta["prelude"] = digest
+        CACHE.put(key, meta, output.code[output.head:] if digest is not None else output.code)
     return _remember(key, output)
+
+
+#: Slang's CUDA prelude (its text, before every kernel's code), by its SHA-256: read from its entry or kept once
+#: per process.
+_preludes: dict[str, bytes] = {}
+
+
+def _prelude(digest: str) -> bytes | None:
+    """The prelude of this digest: kept, or read from its own cache entry (None where it has none)."""
+    found = _preludes.get(digest)
+    if found is None:
+        entry = CACHE.get(CACHE.key(prelude=digest))  # the entry's key and checksum vouch for its bytes
+        if entry is None:
+            return None
+        found = _preludes[digest] = entry[1]
+    return found
+
+
+def _keep_prelude(prelude: bytes) -> str | None:
+    """The digest of `prelude`, its cache entry written where this process has not read or written it yet (None
+    where it cannot be written: the compile's entry then holds the whole code)."""
+    digest = str(sha256(prelude).hexdigest())
+    if digest not in _preludes:
+        if CACHE.put(CACHE.key(prelude=digest), {}, prelude) is None:
+            return None
+        _preludes[digest] = prelude
+    return digest
 
 
 def clear_memory() -> None:
@@ -154,7 +190,12 @@ def _compile(backend: str, slangc: str, source: str, entry: str, target: str, op
         _refuse(backend, refused.log, refused.result, entry)
     if done is not None:
         code, text = done
-        return Output(code, _reflection(backend, text))
+        head = 0
+        if target == "cuda":
+            prelude = inprocess.cuda_prelude(slangc, compiler_id(slangc))
+            if prelude and len(prelude) >= _PRELUDE_SPLIT and code.startswith(prelude.encode()):
+                head = len(prelude.encode())
+        return Output(code, _reflection(backend, text), head)
     return _compile_with_slangc(backend, slangc, source, entry, target, options, constants_module)
 
 
