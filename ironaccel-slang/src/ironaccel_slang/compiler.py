@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections import OrderedDict
@@ -58,8 +59,25 @@ class Output:
     head: int = 0
 
 
+_found: dict[tuple[str, str, tuple[str, ...]], str] = {}
+
+
 def find_slangc() -> str | None:
-    """The slangc to run: IRONACCEL_SLANGC, slangtorch's bundled one, or slangc on PATH; None if there is none."""
+    """The slangc to run: IRONACCEL_SLANGC, slangtorch's bundled one, or slangc on PATH; None if there is none.
+
+    A compiler found is remembered per (IRONACCEL_SLANGC, PATH, sys.path) while its file is there: looking for
+    slangtorch's package costs more than a compile served from memory."""
+    where = (os.environ.get(ENV_SLANGC, ""), os.environ.get("PATH", ""), tuple(sys.path))
+    found = _found.get(where)
+    if found is not None and os.path.isfile(found):
+        return found
+    found = _find_slangc()
+    if found is not None:
+        _found[where] = found
+    return found
+
+
+def _find_slangc() -> str | None:
     explicit = os.environ.get(ENV_SLANGC, "").strip()
     if explicit:
         return explicit if os.path.isfile(explicit) and os.access(explicit, os.X_OK) else None
