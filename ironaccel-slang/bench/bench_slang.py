@@ -2,7 +2,8 @@
 
     python ironaccel-slang/bench/bench_slang.py [--backend vulkan] [--pairs 41] [--compiles 7] [--json out.json]
 
-Compile: `Slang(src).compile()` cold (nothing cached: in process through Slang's library, or a slangc run where
+Compile: `Slang(src).compile()` cold (a new source each time, nothing cached: in process through Slang's
+library -- its COM API, a session per target kept for the process, a module per source -- or a slangc run where
 that library is not found), from the disk cache (a new process's first pipeline: the compile saved), from memory,
 and `device.pipeline()` of a source already translated; against slangpy's `load_module_from_source` +
 `link_program` + `create_compute_kernel`, of a new module each time (a compile) and of the same module again (slang
@@ -92,13 +93,15 @@ def compile_rows(dev: Any, backend: str, spy_device: Any, runs: int) -> list[tup
     with tempfile.TemporaryDirectory() as root:
         counter = iter(range(1_000_000))
 
-        def cold() -> None:
-            os.environ["IRONACCEL_SLANG_CACHE_DIR"] = os.path.join(root, f"cold{next(counter)}")
+        def cold() -> None:  # a new source each time: the in-process session keeps each source's module
+            k = next(counter)
+            os.environ["IRONACCEL_SLANG_CACHE_DIR"] = os.path.join(root, f"cold{k}")
             compiler.clear_memory()
-            Slang(SOURCE).compile(backend, "saxpy")
+            Slang(SOURCE + f"// {k}\n").compile(backend, "saxpy")
 
         slangc = compiler.find_slangc() or ""
-        via = "in process" if inprocess.enabled() and inprocess.find_library(slangc) else "a slangc run"
+        via = "in process, a Slang session per target" if inprocess.enabled() and inprocess.find_library(slangc) \
+            else "a slangc run"
         rows.append((f"ironaccel: compile cold ({via})", median_ms(cold, runs)))
         os.environ["IRONACCEL_SLANG_CACHE_DIR"] = os.path.join(root, "warm")
         Slang(SOURCE).compile(backend, "saxpy")

@@ -327,9 +327,14 @@ def _core_barriers(text: str) -> str:
     return text
 
 
+_CUDA_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+
+
 def _cuda(backend: str, out: Output, kernel: Kernel) -> Compiled:
     text = out.code.decode()
-    found = re.findall(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(', text)
+    # the kernels are after Slang's prelude (hundreds of KB where Slang's own is used): the search starts there
+    start = out.head if out.code[:out.head].isascii() else 0
+    found = _CUDA_KERNEL.findall(text, start)
     if len(found) != 1:
         raise CompileError(backend, "slangc", f"slangc's CUDA C++ has kernels {found}, expected one")
     # A structured buffer is then one pointer, passed as the kit passes each buffer.
