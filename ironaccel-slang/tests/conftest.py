@@ -26,9 +26,15 @@ def slangc() -> str:
 
 @pytest.fixture(autouse=True)
 def slang_cache(tmp_path_factory, monkeypatch):
-    """Each test's compiled outputs in a fresh private folder, none kept in memory from another test."""
+    """Each test's compiled outputs in a fresh private folder, none kept in memory from another test.
+
+    The compiler's version is asked first (kept in memory for the process), so that its disk entry is not one
+    of the test's entries; test_slang.py's test of that entry clears it."""
     from ironaccel_slang import compiler
 
+    found = compiler.find_slangc()
+    if found is not None:
+        compiler.compiler_id(found)
     folder = tmp_path_factory.mktemp("slang-cache") / "cache"
     monkeypatch.setenv("IRONACCEL_SLANG_CACHE_DIR", str(folder))
     compiler.clear_memory()

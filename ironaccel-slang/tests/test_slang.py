@@ -355,6 +355,32 @@ def test_outputs_are_cached_in_memory_and_on_disk(slangc, slang_cache, monkeypat
     assert entry.exists()
 
 
+def test_the_compilers_version_is_asked_once_then_read_from_the_disk_cache(tmp_path, slang_cache, monkeypatch):
+    fake = tmp_path / "slangc"
+    fake.write_text("#!/bin/sh\necho v2099.1.0\n")
+    fake.chmod(0o755)
+    asked = []
+    real_run = compiler.subprocess.run
+
+    def run(argv, **kw):
+        asked.append(argv)
+        return real_run(argv, **kw)
+
+    monkeypatch.setattr(compiler.subprocess, "run", run)
+    monkeypatch.setattr(compiler, "_ids", {})
+    first = compiler.compiler_id(str(fake))
+    assert first.startswith("v2099.1.0 ") and len(asked) == 1
+    compiler._ids.clear()  # a new process: only the disk cache remembers
+    assert compiler.compiler_id(str(fake)) == first and len(asked) == 1
+    os.utime(fake, ns=(1, 10**18))  # another build in its place: asked again
+    compiler._ids.clear()
+    assert compiler.compiler_id(str(fake)) != first and len(asked) == 2
+    monkeypatch.setenv("IRONACCEL_SLANG_CACHE", "0")  # cache off: asked each process
+    compiler._ids.clear()
+    compiler.compiler_id(str(fake))
+    assert len(asked) == 3
+
+
 def _forge(folder):
     """Replace the one entry's code with other code and a sound checksum (what a local attacker would plant)."""
     SAXPY.compile("webgpu", "saxpy")

@@ -99,22 +99,37 @@ def missing(backend: str) -> NotAvailable:
                         "the slangtorch package, PATH)", fix=INSTALL, named=True)
 
 
-_ids: dict[tuple[str, int, float], str] = {}
+_ids: dict[tuple[str, int, int, int], str] = {}
 
 
 def compiler_id(path: str) -> str:
-    """The compiler's build, for cache keys: its `-v` output and the size and mtime of the executable."""
+    """The compiler's build, for cache keys: its `-v` output and the size and mtime of the executable.
+
+    `slangc -v` starts a process (most of a new process's first compile), so its answer is also kept in the
+    disk cache, keyed by the executable's path, size, mtime and inode: a new process reads it from there."""
     st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime)
+    key = (path, st.st_size, st.st_mtime_ns, st.st_ino)
     found = _ids.get(key)
     if found is None:
-        try:
-            done = subprocess.run([path, "-v"], capture_output=True, timeout=60, check=False)
-            version = (done.stdout + done.stderr).decode(errors="replace").strip()
-        except (OSError, subprocess.SubprocessError):
-            version = "unknown"
-        found = _ids[key] = f"{version} {st.st_size} {int(st.st_mtime)}"
+        found = _ids[key] = f"{_version(path, st)} {st.st_size} {int(st.st_mtime)}"
     return found
+
+
+def _version(path: str, st: os.stat_result) -> str:
+    on_disk = CACHE.enabled()
+    key = CACHE.key(kind="slangc -v", path=path, size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
+    if on_disk:
+        hit = CACHE.get(key)
+        if hit is not None and isinstance(hit[0].get("version"), str):
+            return str(hit[0]["version"])
+    try:
+        done = subprocess.run([path, "-v"], capture_output=True, timeout=60, check=False)
+        version = (done.stdout + done.stderr).decode(errors="replace").strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"  # not kept: the next process asks again
+    if on_disk and done.returncode == 0 and version:
+        CACHE.put(key, {"version": version}, b"")
+    return version
 
 
 _memory: OrderedDict[str, Output] = OrderedDict()
