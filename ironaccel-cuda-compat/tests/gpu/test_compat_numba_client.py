@@ -37,6 +37,16 @@ def test_stream_from_handle_takes_a_custream(cc, device, stream):
             cc.Stream.from_handle(bad)
 
 
+@pytest.mark.filterwarnings("ignore:The CUDA driver version is older:RuntimeWarning")  # on an older driver
+def test_an_empty_cuda_source_compiles_to_an_empty_program(cc, device):
+    options = cc.ProgramOptions(arch=f"sm_{device.arch}", relocatable_device_code=True)
+    for source in ("", "\n  \n"):
+        ptx = cc.Program(source, "c++", options).compile("ptx")
+        assert ptx.code_type == "ptx" and b".version" in ptx.code and b".entry" not in ptx.code
+    with pytest.raises(TypeError, match="Expected type str"):
+        cc.Program(b"", "c++", options)  # cuda.core 1.2 takes C++ as str only
+
+
 def test_a_view_of_a_buffer_launches_from_its_layout(cc, device, stream):
     n = 16
     buf = device.allocate(n * 4, stream=stream)
