@@ -47,6 +47,24 @@ def test_an_empty_cuda_source_compiles_to_an_empty_program(cc, device):
         cc.Program(b"", "c++", options)  # cuda.core 1.2 takes C++ as str only
 
 
+def test_a_library_whose_handle_was_taken_is_unloaded_by_its_holder_only(cc, device):
+    from cuda.bindings import driver
+
+    options = cc.ProgramOptions(arch=f"sm_{device.arch}")
+    code = cc.Program(SAXPY, "c++", options).compile("cubin")
+    kernel = code.get_kernel("saxpy")
+    handle = int(code.handle)  # numba keeps this and calls cuLibraryUnload on it when it drops the module
+    assert int(kernel.handle) != 0
+    del code, kernel
+    gc.collect()  # the compat's ObjectCode and Library go: the library must still be loaded
+    (err,) = driver.cuLibraryUnload(driver.CUlibrary(handle))
+    assert err == driver.CUresult.CUDA_SUCCESS  # the first and only unload
+
+    untouched = cc.Program(SAXPY, "c++", options).compile("cubin")
+    untouched.get_kernel("saxpy")  # a library nobody took the handle of is still the compat's to unload
+    assert untouched._lib.owned
+
+
 def test_a_view_of_a_buffer_launches_from_its_layout(cc, device, stream):
     n = 16
     buf = device.allocate(n * 4, stream=stream)
