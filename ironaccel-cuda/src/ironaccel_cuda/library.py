@@ -9,7 +9,8 @@ A kernel of a library (a CUkernel) is launched through the same `Function`
 as a module's: the driver accepts it where a CUfunction goes and runs it in
 the context of the stream it is launched on -- which is what green contexts
 need.  Globals exist once per device.  `close()` unloads the library; its
-Functions and global views are closed with it.
+Functions and global views are closed with it.  `disown()` hands the
+unloading to whoever holds the CUlibrary handle.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ __all__ = ["Library"]
 
 class Library:
     """Context-independent device code (CUBIN, PTX or fatbin; an ObjectCode, bytes or a path)."""
+
+    _owned = True  # False after disown(): close() and collection leave the CUlibrary loaded
 
     def __init__(self, code: Any):
         op = "cuLibraryLoadData"
@@ -108,15 +111,34 @@ class Library:
         dev._bind_here()
         return int(call(op, self._h))
 
+    def disown(self) -> int:
+        """Hand the library's unloading to whoever holds its handle: the CUlibrary address.
+
+        The library stays loaded and this Library usable, but neither `close()` nor collection unloads it any more:
+        the holder of the handle calls cuLibraryUnload when it is done (and this Library's Functions and global
+        views must not be used after that), or the library stays loaded for the life of the process.  For code
+        that hands the CUlibrary to another owner (a cuda.core ObjectCode's `handle`, which its clients unload
+        themselves).  ClosedError once closed.  Idempotent.
+        """
+        self._check("Library.disown")
+        self._owned = False
+        return int(self._h)
+
+    @property
+    def owned(self) -> bool:
+        """Whether `close()` (or collection) unloads the library: True until `disown()`."""
+        return self._owned
+
     def close(self) -> None:
-        """Unload the library (cuLibraryUnload); its Functions and global views are closed.  Idempotent."""
+        """Unload the library (cuLibraryUnload), unless it was disowned; its Functions and global views are
+        closed.  Idempotent."""
         h = self._h
         if h is None:
             return
         self._h = None
         close_contents(self)
 
-        if not _driver.forked:
+        if self._owned and not _driver.forked:
             call("cuLibraryUnload", h)
 
     def __enter__(self) -> Library:

@@ -145,7 +145,10 @@ ENTRIES: tuple[tuple[str | tuple[str, ...], str, str], ...] = (
      "cuGraphExec*SetParams, cuGraphNodeSetEnabled / GetEnabled"),
     # -- cuda.core.utils -----------------------------------------------------------------------
     ("utils.StridedMemoryView", DIFFERS, "from DLPack (ironaccel's importer), CUDA Array Interface, NumPy array "
-                                         "interface or a Buffer; `view(dtype=)`, DLPack export; "
+                                         "interface or a Buffer; `view(dtype=)`, DLPack export; `_layout` "
+                                         "(cuda.core's `_StridedLayout`: strides in elements and bytes, "
+                                         "contiguity, offsets; made on first access; its transformations: "
+                                         "missing); "
                                          "`__dlpack_c_exchange_api__`: missing; `copy_from`/`copy_to`: "
                                          "missing (" + n.STRIDED_COPY + "); `as_tensor_map`, `view(layout=)`: missing "
                                          "(" + n.TENSOR_MAP + ")"),

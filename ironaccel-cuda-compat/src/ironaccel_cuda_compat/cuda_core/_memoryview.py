@@ -2,7 +2,9 @@
 
 Views are made from DLPack (ironaccel's `_dlpack.consume`), the CUDA Array Interface,
 the NumPy array interface or a `Buffer`; `strides` are in elements (None for a
-C-contiguous producer that gave none).  A view exports itself again through DLPack.
+C-contiguous producer that gave none).  `_layout` is cuda.core's `_StridedLayout` of the view, made on
+first access (numba-cuda packs kernel arguments and types views from it).  A view exports itself again
+through DLPack.
 Copies between views and TMA descriptors are not in the compat yet.
 """
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from . import _ia, _needs
 from ._dlpack import export_versioned
+from ._layout import _StridedLayout
 from ._missing import missing_error
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory"]
@@ -27,7 +30,7 @@ class StridedMemoryView:
     """A typed, strided view of memory another object owns (kept alive as `exporting_obj`)."""
 
     __slots__ = ("ptr", "device_id", "is_device_accessible", "readonly", "exporting_obj", "_shape", "_strides",
-                 "_dtype", "_device_type", "_imported", "__weakref__")
+                 "_dtype", "_device_type", "_imported", "_lay", "__weakref__")
 
     def __init__(self, obj: Any = None, stream_ptr: int | None = None) -> None:
         if obj is None:
@@ -49,6 +52,7 @@ class StridedMemoryView:
         self._dtype: np.dtype | None = None
         self._device_type = 1
         self._imported: Any = None
+        self._lay: _StridedLayout | None = None
 
     @classmethod
     def _make(cls, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None, dtype: Any, device_type: int,
@@ -64,6 +68,7 @@ class StridedMemoryView:
         v.readonly = bool(readonly)
         v.exporting_obj = obj
         v._imported = imported
+        v._lay = None
         return v
 
     # -- constructors --------------------------------------------------------------
@@ -187,6 +192,23 @@ class StridedMemoryView:
         return (self._device_type, 0 if self._device_type != 2 else self.device_id)
 
     # -- properties -----------------------------------------------------------------
+
+    @property
+    def _layout(self) -> _StridedLayout:
+        """The view's shape, strides and itemsize as cuda.core's `_StridedLayout` (made on first access)."""
+        lay = self._lay
+        if lay is None:
+            if self._dtype is None:
+                raise ValueError("Cannot infer layout from the exporting object")
+            if self._dtype.itemsize <= 0:
+                raise ValueError("itemsize must be positive")
+            if any(n < 0 for n in self._shape):
+                raise ValueError("Extents must be non-negative")
+            if self._strides is not None and len(self._strides) != len(self._shape):
+                raise ValueError(f"Strides, if provided, must have the same length as shape. Shape has "
+                                 f"{len(self._shape)} dimensions, but strides has {len(self._strides)} elements.")
+            lay = self._lay = _StridedLayout._trusted(self._shape, self._strides, self._dtype.itemsize)
+        return lay
 
     @property
     def size(self) -> int:

@@ -9,6 +9,10 @@ cuKernelSetCacheConfig take it).  A Kernel launches through ironaccel's `Functio
 CUkernel, which the driver takes where a CUfunction goes (cuLaunchKernel, the occupancy
 queries): the launch path is the one module kernels use.  `Kernel.from_handle` also accepts
 a foreign `CUkernel` (resolved in the current context).
+
+A library is unloaded when its ObjectCode goes, unless its `handle` (or `get_module()`) was handed out:
+cuda.core 1.2 never unloads libraries and its clients unload them themselves (numba-cuda does, with
+cuLibraryUnload), so from then on the unloading is the handle holder's alone.
 """
 
 from __future__ import annotations
@@ -162,6 +166,7 @@ class ObjectCode:
         from ._device import Device
 
         lib = self._library()
+        lib.disown()  # the module lives as long as the library: its holder may unload the library, as handle's
         dev = Device()
         before = _ia.current_context()
         _ia.bind(dev._state.ctx)
@@ -192,8 +197,13 @@ class ObjectCode:
 
     @property
     def handle(self) -> Any:
-        """The context-independent `CUlibrary` (loading the code if needed), as cuda.core's."""
-        return driver.CUlibrary(int(self._library()._h))
+        """The context-independent `CUlibrary` (loading the code if needed), as cuda.core's.
+
+        cuda.core 1.2 never unloads a library, so a client holding the handle may unload it itself (numba-cuda
+        calls cuLibraryUnload when it drops a module): once the handle is out, the compat leaves the library's
+        unloading to that holder (ironaccel's `Library.disown`) and never unloads it a second time.
+        """
+        return driver.CUlibrary(self._library().disown())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ObjectCode):

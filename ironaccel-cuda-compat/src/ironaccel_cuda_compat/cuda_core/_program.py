@@ -289,6 +289,10 @@ def _nvvm_options(o: ProgramOptions) -> list[str]:
     return options
 
 
+#: What an empty (or blank) C++ source compiles as: a comment, which NVRTC reads as the empty program it is.
+_EMPTY_TRANSLATION_UNIT = "/* empty translation unit */\n"
+
+
 class Program:
     """A program to compile: CUDA C++ (NVRTC, through ironaccel), PTX or NVVM IR."""
 
@@ -429,8 +433,13 @@ class Program:
 
         o = self._options
         args = [a.decode() for a in o._prepare_nvrtc_options()[1:]]
+        source = self._code
+        if not source or source.isspace():
+            # NVRTC compiles an empty translation unit (numba-cuda links CUSource("") for its module callbacks);
+            # ironaccel's Program refuses one as a likely mistake, so it gets one that compiles to the same nothing.
+            source = _EMPTY_TRANSLATION_UNIT
         try:
-            program = _ia.IaProgram(self._code, CompileOptions(extra=args), name_expressions=list(names),
+            program = _ia.IaProgram(source, CompileOptions(extra=args), name_expressions=list(names),
                                     name=o.name or "default_program")
             code: Any = program.compile(target, arch=o.arch)
         except _ia.CompileError as exc:

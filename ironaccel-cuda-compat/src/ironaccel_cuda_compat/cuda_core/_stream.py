@@ -9,6 +9,7 @@ as in cuda.core (ironaccel's is an int).  `LEGACY_DEFAULT_STREAM` and
 
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from dataclasses import dataclass
@@ -140,10 +141,19 @@ class Stream(_ia.IaStream):
         return cls._from_address(int(info[1]), owner=obj)
 
     @staticmethod
-    def from_handle(handle: int) -> Stream:  # type: ignore[override]  # cuda.core's signature: no device
-        """A non-owning Stream over a foreign CUstream address (its device is found from its context)."""
-        if isinstance(handle, bool) or not isinstance(handle, int):
-            raise TypeError(f"Stream handle must be an int, got {type(handle).__name__}")
+    def from_handle(handle: Any) -> Stream:  # type: ignore[override]  # cuda.core's signature: no device
+        """A non-owning Stream over a foreign CUstream address (its device is found from its context).
+
+        `handle` is an int or any integer-like object (`__index__`), such as a `cuda.bindings.driver.CUstream`,
+        as cuda.core converts it to a pointer.
+        """
+        if handle.__class__ is not int:
+            if isinstance(handle, bool):
+                raise TypeError(f"Stream handle must be an int, got {type(handle).__name__}")
+            try:
+                handle = operator.index(handle)
+            except TypeError:
+                raise TypeError(f"Stream handle must be an int or a CUstream, got {type(handle).__name__}") from None
         if not 0 <= handle < 1 << 64:
             raise OverflowError(f"Stream.from_handle: {handle} is not a CUstream address (an unsigned 64-bit int)")
         return Stream._from_address(handle)
