@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = [
-    "DeviceBuf", "HostFlags", "PinnedBuf", "address_range", "adopt", "copy_peer", "host_alloc", "host_cache",
-    "host_device_pointer", "host_flags", "host_free", "host_register", "host_unregister", "pinned", "pointer_attribute",
+    "DeviceBuf", "HostFlags", "PinnedBuf", "address_range", "adopt", "alloc_async", "alloc_pitch", "attach_address",
+    "copy_peer", "device_alloc", "device_free", "free_async", "host_alloc", "host_cache", "host_device_pointer",
+    "host_flags", "host_free", "host_register", "host_unregister", "managed_alloc", "pinned", "pointer_attribute",
 ]
 
 _new = object.__new__
@@ -347,16 +348,95 @@ def copy_peer(dst: int, dst_context: int, src: int, src_context: int, nbytes: in
     if stream is None:
         call(op, d, drv.CUcontext(dctx), s, drv.CUcontext(sctx), int(nbytes))
         return
+    call(op, d, drv.CUcontext(dctx), s, drv.CUcontext(sctx), int(nbytes), _stream_handle(stream, op))
+
+
+# -- device memory by address, in the current context ------------------------------------------------------------
+# The same contract as the host-memory functions above: the calling thread's current context allocates and frees,
+# nothing here opens or binds a device, and the caller owns the address.  `Device.alloc` (a pooled, typed DeviceBuf)
+# is the form for everything else.
+
+_ATTACH = {"global": 1, "host": 2, "single": 4}  # CU_MEM_ATTACH_GLOBAL, _HOST, _SINGLE
+
+
+def _nbytes(nbytes: Any, op: str, *, zero: bool = False) -> int:
+    low = 0 if zero else 1
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not low <= int(nbytes) < 1 << 64:
+        raise invalid(op, f"nbytes must be a {'non-negative' if zero else 'positive'} int below 2**64, got {nbytes!r}")
+    return int(nbytes)
+
+
+def _stream_handle(stream: Any, op: str) -> Any:
+    """The CUstream of a Stream, a CUstream address (0: the legacy stream) or an object with `__cuda_stream__`."""
     if isinstance(stream, _core.StreamCore):
         if stream._h is _core.CLOSED:
             raise closed(op, "stream")
-        h = stream._h
-    else:
-        h = stream.__cuda_stream__()[1] if hasattr(stream, "__cuda_stream__") else stream
-        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < 1 << 64:
-            raise invalid(op, f"stream must be a Stream, a CUstream address or an object with __cuda_stream__, "
-                          f"got {stream!r}")
-    call(op, d, drv.CUcontext(dctx), s, drv.CUcontext(sctx), int(nbytes), h)
+        return stream._h
+    h = stream.__cuda_stream__()[1] if hasattr(stream, "__cuda_stream__") else stream
+    if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or not 0 <= int(h) < 1 << 64:
+        raise invalid(op, f"stream must be a Stream, a CUstream address or an object with __cuda_stream__, "
+                      f"got {stream!r}")
+    return int(h)
+
+
+def device_alloc(nbytes: int) -> int:
+    """The address of `nbytes` of device memory from the current context, outside any pool (cuMemAlloc); give it
+    back with `device_free`.  For code that keeps contexts of its own, as `host_alloc` is."""
+    op = "cuMemAlloc"
+    return int(call(op, _nbytes(nbytes, op)))
+
+
+def device_free(ptr: int) -> None:
+    """Free memory from `device_alloc`, `managed_alloc` or `alloc_pitch` (cuMemFree; it waits for the device's
+    work on it)."""
+    op = "cuMemFree"
+    call(op, _address(ptr, op))
+
+
+def managed_alloc(nbytes: int, *, attach: str = "global") -> int:
+    """The address of `nbytes` of managed (unified) memory from the current context (cuMemAllocManaged): `attach`
+    "global" (any stream may use it) or "host" (until a stream attaches it: `attach_address`).  Freed with
+    `device_free`.  `managed.ManagedAllocator` is the form for typed buffers."""
+    op = "cuMemAllocManaged"
+    if attach not in ("global", "host"):
+        raise invalid(op, f"attach must be 'global' or 'host', got {attach!r}")
+    return int(call(op, _nbytes(nbytes, op), _ATTACH[attach]))
+
+
+def alloc_pitch(width: int, height: int, element_size: int) -> tuple[int, int]:
+    """(address, pitch): `height` rows of `width` bytes from the current context, each row starting `pitch` bytes
+    after the last (cuMemAllocPitch; the driver pads rows for coalesced access of `element_size`-byte elements,
+    4, 8 or 16).  Freed with `device_free`.  `Device.alloc_pitched` is the form that keeps its shape."""
+    op = "cuMemAllocPitch"
+    w, h = _nbytes(width, op), _nbytes(height, op)
+    if element_size not in (4, 8, 16) or isinstance(element_size, bool):
+        raise invalid(op, f"element_size must be 4, 8 or 16, got {element_size!r}")
+    ptr, pitch = call(op, w, h, int(element_size))
+    return int(ptr), int(pitch)
+
+
+def attach_address(ptr: int, stream: Any, *, mode: str = "single", nbytes: int = 0) -> None:
+    """Attach managed memory at `ptr` to `stream` (cuStreamAttachMemAsync, queued on it): `mode` "single" (only
+    that stream's work touches it), "host" or "global"; `nbytes` 0 is the whole allocation.  `managed.attach` is
+    the form for a DeviceBuf."""
+    op = "cuStreamAttachMemAsync"
+    if mode not in _ATTACH:
+        raise invalid(op, f"mode must be one of {sorted(_ATTACH)}, got {mode!r}")
+    call(op, _stream_handle(stream, op), _address(ptr, op), _nbytes(nbytes, op, zero=True), _ATTACH[mode])
+
+
+def alloc_async(nbytes: int, stream: Any) -> int:
+    """The address of `nbytes` from the current device's current pool, ordered on `stream` (cuMemAllocAsync): a
+    capturing stream records an allocation node.  Give it back with `free_async`."""
+    op = "cuMemAllocAsync"
+    return int(call(op, _nbytes(nbytes, op), _stream_handle(stream, op)))
+
+
+def free_async(ptr: int, stream: Any) -> None:
+    """Free memory from `alloc_async` (or any pool allocation) ordered on `stream` (cuMemFreeAsync): a capturing
+    stream records a free node."""
+    op = "cuMemFreeAsync"
+    call(op, _address(ptr, op), _stream_handle(stream, op))
 
 
 def address_range(ptr: int) -> tuple[int, int]:

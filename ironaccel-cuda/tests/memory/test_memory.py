@@ -429,3 +429,59 @@ def test_copy_peer_by_context_addresses(dev):
         cu.copy_peer(dst.ptr, ctx, src.ptr, ctx, 8, stream=s)
     for x in (src, dst):
         x.close()
+
+
+def test_device_memory_by_address_in_the_current_context(dev):
+    """device_alloc / managed_alloc / alloc_pitch / alloc_async hand out addresses of the current context that
+    hold data (written and read back through a DeviceBuf view); device_free and free_async give them back."""
+    from ironaccel_cuda.memory import adopt
+
+    n = 1024
+    data = np.arange(n, dtype=np.float32)
+    dev.bind()
+    s = dev.create_stream()
+    made = [(cu.device_alloc(4 * n), cu.device_free), (cu.managed_alloc(4 * n), cu.device_free),
+            (cu.managed_alloc(4 * n, attach="host"), cu.device_free)]
+    ptr, pitch = cu.alloc_pitch(4 * n, 3, 4)
+    assert pitch >= 4 * n and pitch % 4 == 0
+    made.append((ptr + 2 * pitch, None))  # the third row
+    async_ptr = cu.alloc_async(4 * n, s)
+    s.synchronize()
+    made.append((async_ptr, None))
+    for addr, _ in made:
+        view = adopt(addr, n, "float32", dev)
+        view.copy_from(data)
+        np.testing.assert_array_equal(view.copy_to_host(), data)
+        view.close()
+    cu.attach_address(made[2][0], s, mode="single")  # the host-attached allocation, to this stream
+    cu.attach_address(made[2][0], s.handle, mode="global", nbytes=0)
+    s.synchronize()
+    for addr, free in made[:3]:
+        free(addr)
+    cu.device_free(ptr)
+    cu.free_async(async_ptr, s)
+    s.synchronize()
+    s.close()
+
+
+def test_device_memory_by_address_bad_input(dev):
+    dev.bind()
+    s = dev.create_stream()
+    cases = [
+        ("cuMemAlloc", lambda: cu.device_alloc(0)), ("cuMemAlloc", lambda: cu.device_alloc(True)),
+        ("cuMemAlloc", lambda: cu.device_alloc(-4)), ("cuMemFree", lambda: cu.device_free(0)),
+        ("cuMemAllocManaged", lambda: cu.managed_alloc(64, attach="single")),
+        ("cuMemAllocManaged", lambda: cu.managed_alloc(1 << 64)),
+        ("cuMemAllocPitch", lambda: cu.alloc_pitch(64, 2, 3)), ("cuMemAllocPitch", lambda: cu.alloc_pitch(0, 2, 4)),
+        ("cuStreamAttachMemAsync", lambda: cu.attach_address(1 << 20, s, mode="all")),
+        ("cuStreamAttachMemAsync", lambda: cu.attach_address(1 << 20, "s")),
+        ("cuStreamAttachMemAsync", lambda: cu.attach_address(1 << 20, s, nbytes=-1)),
+        ("cuMemAllocAsync", lambda: cu.alloc_async(64, 1.5)), ("cuMemFreeAsync", lambda: cu.free_async(0, s)),
+    ]
+    for op, bad in cases:
+        with pytest.raises(InvalidArgument) as info:
+            bad()
+        assert info.value.op == op and info.value.code is None, (op, info.value)
+    s.close()
+    with pytest.raises(ClosedError):
+        cu.alloc_async(64, s)

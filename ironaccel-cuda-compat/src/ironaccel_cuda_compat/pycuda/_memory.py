@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 _LEGACY = _fast.LEGACY
+_ATTACH_MODES = {1: "global", 2: "host", 4: "single"}  # PyCUDA's mem_attach_flags, the driver's values
 _int_new = int.__new__
 _ndarray = np.ndarray
 _FREED, _POOL, _SYNC = 0, 1, 2
@@ -199,8 +200,10 @@ def _size(value: Any, routine: str) -> int:
 def mem_alloc_pitch(width: int, height: int, access_size: int) -> tuple[DeviceAllocation, int]:
     """cuMemAllocPitch: (allocation, pitch in bytes)."""
     ctx = _current("cuMemAllocPitch")
-    dp, pitch = call("cuMemAllocPitch", width, height, access_size)
-    return _wrap(int(dp), ctx, _SYNC), int(pitch)
+    if access_size not in (4, 8, 16) or isinstance(access_size, bool):  # the driver's refusal, before it
+        raise from_code(1, "cuMemAllocPitch")
+    dp, pitch = guarded("cuMemAllocPitch", cu.alloc_pitch, width, height, access_size)
+    return _wrap(dp, ctx, _SYNC), pitch
 
 
 def mem_get_info() -> tuple[int, int]:
@@ -852,14 +855,18 @@ class ManagedAllocation:
     def attach(self, mem_flags: int, stream: Any = None) -> None:
         """cuStreamAttachMemAsync: attach to `stream` (None: the legacy stream) with `mem_flags`."""
         s = _stream_of(stream, "cuStreamAttachMemAsync")
-        call("cuStreamAttachMemAsync", s, self._ptr, 0, mem_flags)
+        mode = _ATTACH_MODES.get(mem_flags) if isinstance(mem_flags, int) and not isinstance(mem_flags, bool) \
+            else None
+        if mode is None:  # the driver's refusal, before it
+            raise from_code(1, "cuStreamAttachMemAsync")
+        guarded("cuStreamAttachMemAsync", cu.attach_address, self._ptr, s, mode=mode)
 
     def free(self) -> None:
         if not self._valid:
             raise from_code(_INVALID_HANDLE, "device_allocation::free")
         self._valid = False
         ptr = self._ptr
-        cleanup("managed memory", self._ctx, lambda: call("cuMemFree", ptr))
+        cleanup("managed memory", self._ctx, lambda: guarded("cuMemFree", cu.device_free, ptr))
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -873,7 +880,10 @@ def managed_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) 
     """A numpy array in managed memory (cuMemAllocManaged with `mem_flags`, a mem_attach_flags value)."""
     shape, dtype, nbytes = _layout(shape, dtype, order)
     ctx = _current("cuMemAllocManaged")
-    ptr = int(call("cuMemAllocManaged", nbytes, mem_flags))
+    attach = {1: "global", 2: "host"}.get(mem_flags) if isinstance(mem_flags, int) else None
+    if attach is None or isinstance(mem_flags, bool):  # the driver's refusal (0 and SINGLE included), before it
+        raise from_code(1, "cuMemAllocManaged")
+    ptr = guarded("cuMemAllocManaged", cu.managed_alloc, nbytes, attach=attach)
     alloc = object.__new__(ManagedAllocation)
     alloc._ptr, alloc._ctx, alloc._valid = ptr, ctx, True
     alloc.__array_interface__ = _interface(ptr, shape, dtype, order)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from ironaccel_cuda import alloc_async, free_async
+
 from .._utils.cuda_utils import call, driver, guarded
 from ._buffer import Buffer, MemoryResource
 
@@ -121,7 +123,7 @@ class GraphMemoryResource(MemoryResource):
     def allocate(self, size: int, *, stream: Any = None) -> Buffer:
         """`size` bytes recorded as an allocation node of the graph `stream` is capturing."""
         s = _capturing_stream(stream)
-        ptr = int(call("cuMemAllocAsync", size, s._h)) if size else 0
+        ptr = guarded(alloc_async, size, s) if size else 0
         return Buffer._init(ptr, size, self, stream=s)
 
     def deallocate(self, ptr: Any, size: int, *, stream: Any = None) -> None:
@@ -130,7 +132,7 @@ class GraphMemoryResource(MemoryResource):
 
         s = Stream_accept(stream)
         if int(ptr):
-            call("cuMemFreeAsync", driver.CUdeviceptr(int(ptr)), s._h)
+            guarded(free_async, int(ptr), s)
 
     def close(self) -> None:
         """No operation (as in cuda.core)."""

@@ -26,6 +26,7 @@ from typing import Any
 from ironaccel_cuda import dtypes as _ia_dtypes
 from ironaccel_cuda import ipc as _ipc
 from ironaccel_cuda.ipc import handle_bytes, handle_from_bytes
+from ironaccel_cuda.memory import free_async
 
 from .. import _ia
 
@@ -277,7 +278,7 @@ def import_buffer(mr: Any, desc: IPCBufferDescriptor, stream: Any) -> Any:
             ptr = int(_ia.call("cuMemPoolImportPointer", state.pool._h, data))
             home = dev.default_stream
             mem = _ia.adopt(ptr, size, "uint8", dev, stream=home,
-                            release=lambda: _ia.call("cuMemFreeAsync", driver.CUdeviceptr(ptr), home._h))
+                            release=lambda: free_async(ptr, home))
             extent = _ipc.mapped_extent(ptr)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None

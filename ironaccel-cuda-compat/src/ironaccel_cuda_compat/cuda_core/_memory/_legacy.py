@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ironaccel_cuda import host_free
+from ironaccel_cuda import device_alloc, device_free, host_free
 
 from .. import _ia
 from .._utils.cuda_utils import call, driver, from_ironaccel, guarded
@@ -73,7 +73,7 @@ class _SynchronousMemoryResource(MemoryResource):
 
         if stream is not None:
             Stream_accept(stream)
-        ptr = int(call("cuMemAlloc", size)) if size else 0
+        ptr = guarded(device_alloc, size) if size else 0
         return Buffer._init(ptr, size, self)
 
     def deallocate(self, ptr: Any, size: int, *, stream: Any = None) -> None:
@@ -82,7 +82,7 @@ class _SynchronousMemoryResource(MemoryResource):
         if stream is not None:
             Stream_accept(stream).sync()
         if size:
-            call("cuMemFree", driver.CUdeviceptr(int(ptr)))
+            guarded(device_free, int(ptr))
 
     @property
     def is_device_accessible(self) -> bool:

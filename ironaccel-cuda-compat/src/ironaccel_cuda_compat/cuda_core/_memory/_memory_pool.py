@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ironaccel_cuda import free_async
+
 from .. import _ia
 from .._stream import Stream, Stream_accept, for_device
 from .._utils.cuda_utils import call, driver, from_ironaccel, guarded
@@ -139,7 +141,7 @@ class _MemPool(IpcResource, MemoryResource):
         """Free memory at `ptr` stream-ordered on `stream` (cuMemFreeAsync)."""
         s = Stream_accept(stream)
         if size:
-            call("cuMemFreeAsync", driver.CUdeviceptr(int(ptr)), s._h)
+            guarded(free_async, int(ptr), s)
 
     def close(self) -> None:
         """Retire the resource; a pool of its own goes once its buffers and attribute bundles are gone."""
