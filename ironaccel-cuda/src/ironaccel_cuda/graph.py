@@ -131,9 +131,10 @@ class GraphNode:
         return hash((GraphNode, self._id))
 
     @property
-    def handle(self) -> int:
-        """The CUgraphNode address, for code that talks to the driver itself."""
-        self._live("GraphNode.handle")
+    def node_handle(self) -> int:
+        """The CUgraphNode address, for code that talks to the driver itself (a ConditionalNode's `handle` is its
+        condition's)."""
+        self._live("GraphNode.node_handle")
         return self._id
 
     @property
@@ -352,7 +353,7 @@ class Graph(_Owned):
         return [(self._wrap(a), self._wrap(b)) for a, b in zip(found[0][:count], found[1][:count])]
 
     def node(self, handle: int | Any) -> GraphNode:
-        """The node of this graph at `handle` (a CUgraphNode address, as `GraphNode.handle` gives), for nodes
+        """The node of this graph at `handle` (a CUgraphNode address, as `GraphNode.node_handle` gives), for nodes
         made by code that talks to the driver itself.  InvalidArgument when this graph has no such node."""
         op = "Graph.node"
         self._check(op)

@@ -133,7 +133,10 @@ class Stream(_core.StreamCore):
         handle, deps, count = out[2], out[3], int(out[-1])
         known = _capturing.get(int(self._h))
         if known is None or known[0]._h is CLOSED or known[0]._id != int(handle):
-            known = _capturing[int(self._h)] = (Graph._make(handle, self.device), False)
+            # a stream that joined another's capture (it waited on an event recorded there) shares its Graph
+            known = next((k for k in _capturing.values() if k[0]._h is not CLOSED and k[0]._id == int(handle)),
+                         (Graph._make(handle, self.device), False))
+            _capturing[int(self._h)] = known
         graph = known[0]
         return CaptureInfo(status, graph, [graph._wrap(d) for d in (deps or ())[:count]])
 
@@ -159,6 +162,9 @@ class Stream(_core.StreamCore):
 
         self._check_open("cuStreamEndCapture")
         known = _capturing.pop(int(self._h), None)
+        if known is not None:  # the streams that joined this capture are done with it too
+            for key in [k for k, v in _capturing.items() if v[0] is known[0]]:
+                del _capturing[key]
         captured = _hostfn.take_captured(self)
         try:
             h = call("cuStreamEndCapture", self._h)

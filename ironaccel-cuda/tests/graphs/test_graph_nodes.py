@@ -34,15 +34,15 @@ def test_nodes_and_edges_list_the_same_objects_as_made(dev, kernels):
     assert set(nodes) == {zero, k, join} and len(nodes) == 3
     assert {n.kind for n in nodes} == {"memset", "kernel", "empty"}
     assert set(g.edges()) == {(zero, k), (zero, join), (k, join)}
-    assert g.node(k.handle) == k and g.node(k.handle).kind == "kernel"
+    assert g.node(k.node_handle) == k and g.node(k.node_handle).kind == "kernel"
     other = cu.Graph(dev)
-    raises_exactly(InvalidArgument, "Graph.node", other.node, k.handle)
+    raises_exactly(InvalidArgument, "Graph.node", other.node, k.node_handle)
     raises_exactly(InvalidArgument, "Graph.node", g.node, "k")
     assert other.nodes() == [] and other.edges() == []
     other.close()
     g.close()
     raises_exactly(ClosedError, "cuGraphGetNodes", g.nodes)
-    raises_exactly(ClosedError, "GraphNode.handle", lambda: k.handle)
+    raises_exactly(ClosedError, "GraphNode.node_handle", lambda: k.node_handle)
 
 
 def test_params_read_back(dev, kernels):
@@ -274,6 +274,6 @@ def test_dependencies_must_be_nodes_of_the_graph(dev):
 def test_handles_are_driver_handles(dev):
     g = cu.Graph(dev)
     node = g.add_empty()
-    assert ctypes.c_void_p(node.handle).value == node.handle
-    assert g.node(node.handle) is not node and g.node(node.handle) == node and hash(g.node(node.handle)) == hash(node)
+    assert ctypes.c_void_p(node.node_handle).value == node.node_handle
+    assert g.node(node.node_handle) is not node and g.node(node.node_handle) == node and hash(g.node(node.node_handle)) == hash(node)
     g.close()
