@@ -14,7 +14,7 @@
     exe.update(graph2)                                                 # a whole graph of the same shape
     print(g.dot())                                                     # Graphviz text, for debugging
 
-    for node in g.nodes(): print(node.kind, node.params())             # what a graph holds, read back
+    print([n.kind for n in g.nodes()], k.params().grid)                # what a graph holds, read back
     exe.set_enabled(k, False)                                          # skip one node in later launches
 
 Node kinds: kernel, memcpy (device buffers and host arrays; host arrays must
@@ -535,8 +535,9 @@ class Graph(_Owned):
         return self._node(call(op, self._h, deps, len(deps), driver().CUdeviceptr(ptr)), "free")
 
     def create_condition(self, default: int | None = None) -> int:
-        """A condition for conditional nodes of this graph (cuGraphConditionalHandleCreate): an int handle to
-        share among nodes (`add_conditional(..., condition=)`) and to pass to the kernels that set it.
+        """A condition for a conditional node of this graph (cuGraphConditionalHandleCreate): an int handle to
+        give to `add_conditional(..., condition=)` and to the kernels that set it (the driver wants one
+        condition per conditional node).
 
         `default` is its value at the start of every launch; None leaves it
         unset there (it keeps what a kernel last set).
@@ -576,7 +577,7 @@ class Graph(_Owned):
             if isinstance(condition, bool) or not isinstance(condition, int) or not 0 < condition < 1 << 64:
                 raise invalid(op, f"condition must be a handle from create_condition (an int), got {condition!r}")
             if default:
-                raise invalid(op, "a shared condition has the default given to create_condition, not default=")
+                raise invalid(op, "a condition from create_condition has the default given there, not default=")
         deps = _deps(self, after, op)
         handle = self.create_condition(default) if condition is None else condition
         self.device._bind_here()

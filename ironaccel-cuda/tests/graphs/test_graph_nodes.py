@@ -163,11 +163,11 @@ def test_shared_condition_and_branches(dev):
     assert isinstance(cond, int) and cond
     either = g.add_conditional("if", condition=cond, branches=2)
     assert either.handle == cond and len(either.bodies) == 2 and either.body is either.bodies[0]
-    cases = g.add_conditional("switch", condition=cond, branches=3, after=either)
+    cases = g.add_conditional("switch", condition=g.create_condition(None), branches=3, after=either)
     assert len(cases.bodies) == 3
     raises_exactly(InvalidArgument, "cuGraphInstantiate", cases.bodies[2].instantiate)
     raises_exactly(InvalidArgument, "cuGraphAddNode", g.add_conditional, "while", branches=2)
-    raises_exactly(InvalidArgument, "cuGraphAddNode", g.add_conditional, "if", 1, condition=cond)
+    raises_exactly(InvalidArgument, "cuGraphAddNode", g.add_conditional, "if", 1, condition=g.create_condition())
     raises_exactly(InvalidArgument, "cuGraphAddNode", g.add_conditional, "if", condition="c")
     raises_exactly(InvalidArgument, "cuGraphConditionalHandleCreate", g.create_condition, -1)
     assert {n.kind for n in g.nodes()} == {"conditional"}
