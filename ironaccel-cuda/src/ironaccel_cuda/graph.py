@@ -14,6 +14,9 @@
     exe.update(graph2)                                                 # a whole graph of the same shape
     print(g.dot())                                                     # Graphviz text, for debugging
 
+    print([n.kind for n in g.nodes()], k.params().grid)                # what a graph holds, read back
+    exe.set_enabled(k, False)                                          # skip one node in later launches
+
 Node kinds: kernel, memcpy (device buffers and host arrays; host arrays must
 stay alive and in place while the graph can run), memset, host function
 (`hostfn`), event record and wait, child graph (copied in), memory alloc and
@@ -35,7 +38,7 @@ import ctypes
 import os
 import tempfile
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -55,7 +58,13 @@ if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
-__all__ = ["Graph", "GraphExec", "GraphNode", "ConditionalNode", "AllocNode"]
+__all__ = ["Graph", "GraphExec", "GraphNode", "ConditionalNode", "AllocNode", "ChildNode", "KernelNodeParams",
+           "MemcpyNodeParams", "MemsetNodeParams", "HostNodeParams", "AllocNodeParams", "FreeNodeParams"]
+
+#: A node's kind by its CUgraphNodeType value (a kind this table lacks reads as "other").
+_KINDS = {0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "child", 5: "empty", 6: "event_wait",
+          7: "event_record", 8: "ext_semaphore_signal", 9: "ext_semaphore_wait", 10: "alloc", 11: "free",
+          12: "batch_mem_op", 13: "conditional", 14: "memcpy_batch"}
 
 
 class _Owned:
@@ -92,17 +101,73 @@ class _Owned:
 
 
 class GraphNode:
-    """A node of a built Graph: `kind` says which; pass it in `after=` to order other nodes after it."""
+    """A node of a Graph: `kind` says which; pass it in `after=` to order other nodes after it.
 
-    __slots__ = ("_h", "graph", "kind")
+    Nodes made by `Graph.add_*` and nodes read back from a graph (`Graph.nodes`,
+    `Graph.edges`, `Graph.node`) compare equal when they are the same driver
+    node.  `kind` is one of "kernel", "memcpy", "memset", "host", "child",
+    "empty", "event_record", "event_wait", "alloc", "free", "if" / "while"
+    (made here) or "conditional" (read back), and a few the driver has beyond
+    those ("batch_mem_op", ...).
+    """
+
+    __slots__ = ("_h", "_id", "graph", "kind")
 
     def __init__(self, h: Any, graph: Graph, kind: str):
         self._h = h
+        self._id = int(h)
         self.graph = graph
         self.kind = kind
 
     def __repr__(self) -> str:
         return f"<GraphNode {self.kind}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GraphNode):
+            return NotImplemented
+        return self._id == other._id
+
+    def __hash__(self) -> int:
+        return hash((GraphNode, self._id))
+
+    @property
+    def node_handle(self) -> int:
+        """The CUgraphNode address, for code that talks to the driver itself (a ConditionalNode's `handle` is its
+        condition's)."""
+        self._live("GraphNode.node_handle")
+        return self._id
+
+    @property
+    def destroyed(self) -> bool:
+        """Whether `destroy()` removed this node."""
+        return self._h is CLOSED
+
+    def _live(self, op: str) -> Any:
+        if self._h is CLOSED:
+            raise closed(op, "graph node (destroyed)")
+        self.graph._check(op)  # a closed graph's node handles are freed with it: never hand one to the driver
+        return self._h
+
+    def destroy(self) -> None:
+        """Remove this node and its edges from its graph (cuGraphDestroyNode); a child or conditional node takes
+        its body graphs with it.  Idempotent.  Executable graphs made before keep their copy."""
+        op = "cuGraphDestroyNode"
+        if self._h is CLOSED:
+            return
+        h = self._live(op)
+        call(op, h)
+        self._h = CLOSED
+
+    def params(self) -> Any:
+        """This node's parameters as the driver holds them now: a `KernelNodeParams`, `MemcpyNodeParams`,
+        `MemsetNodeParams`, `HostNodeParams`, `AllocNodeParams` or `FreeNodeParams` by `kind`
+        (cuGraph*NodeGetParams).  Other kinds have none to read (InvalidArgument)."""
+        op = f"GraphNode.params({self.kind})"
+        h = self._live(op)
+        reader = _READERS.get(_base_kind(self.kind))
+        if reader is None:
+            raise invalid(op, f"a {self.kind} node has no parameters to read")
+        return reader(h)
 
 
 class AllocNode(GraphNode):
@@ -112,18 +177,64 @@ class AllocNode(GraphNode):
     buffer: Any
 
 
-class ConditionalNode(GraphNode):
-    """An "if" or "while" node: `body` (a Graph) runs when / while the condition is non-zero.
+class ChildNode(GraphNode):
+    """A child-graph node; `child` is the copy of the graph it runs (a Graph that belongs to this node's graph:
+    nodes added to it change what this node runs, and it goes when the node or its graph does)."""
 
-    `handle` is the condition's handle, an int to pass to a kernel as an
-    `unsigned long long` (`cudaGraphConditionalHandle`); the kernel calls
-    `cudaGraphSetConditional(handle, value)`.  `default` is the value the
-    condition takes at the start of each launch of the graph.
+    __slots__ = ("_child",)
+
+    def __init__(self, h: Any, graph: Graph, kind: str):
+        super().__init__(h, graph, kind)
+        self._child: Graph | None = None
+
+    @property
+    def child(self) -> Graph:
+        """The graph this node runs (cuGraphChildGraphNodeGetGraph)."""
+        op = "cuGraphChildGraphNodeGetGraph"
+        h = self._live(op)
+        if self._child is None or self._child._h is CLOSED:
+            self._child = Graph._make(call(op, h), self.graph.device, parent=self.graph)
+        return self._child
+
+    def destroy(self) -> None:
+        GraphNode.destroy(self)
+        if self._child is not None:
+            self._child._h = CLOSED
+
+
+class ConditionalNode(GraphNode):
+    """An "if", "while" or "switch" node: `bodies` (Graphs) run as the condition says; `body` is the first.
+
+    An "if" node runs `bodies[0]` when the condition is non-zero and, given an
+    else branch (`branches=2`), `bodies[1]` when it is zero; a "while" node runs
+    `body` again while it is non-zero; a "switch" node runs `bodies[value]`
+    (none when the value is past the end).  `handle` is the condition's
+    handle, an int to pass to a kernel as an `unsigned long long`
+    (`cudaGraphConditionalHandle`); the kernel calls
+    `cudaGraphSetConditional(handle, value)`.
     """
 
-    __slots__ = ("body", "handle")
-    body: Graph
+    __slots__ = ("bodies", "handle")
+    bodies: tuple[Graph, ...]
     handle: int
+
+    @property
+    def body(self) -> Graph:
+        """The first (for "while" and a plain "if", the only) body graph."""
+        return self.bodies[0]
+
+    def destroy(self) -> None:
+        GraphNode.destroy(self)
+        for body in getattr(self, "bodies", ()):
+            body._h = CLOSED
+
+
+def _base_kind(kind: str) -> str:
+    return "conditional" if kind in ("if", "while", "switch") else kind
+
+
+def _node_class(kind: str) -> type:
+    return {"alloc": AllocNode, "child": ChildNode}.get(kind, GraphNode)
 
 
 def _deps(graph: Graph, after: Any, op: str) -> list[Any]:
@@ -136,7 +247,9 @@ def _deps(graph: Graph, after: Any, op: str) -> list[Any]:
     for node in nodes:
         if not isinstance(node, GraphNode):
             raise invalid(op, f"after must hold GraphNodes, got {type(node).__name__}")
-        if node.graph is not graph:
+        if node._h is CLOSED:
+            raise closed(op, "graph node (destroyed)")
+        if node.graph is not graph and node.graph._id != graph._id:
             raise invalid(op, "a dependency must be a node of the same graph")
     return [n._h for n in nodes]
 
@@ -154,20 +267,51 @@ class Graph(_Owned):
         self._setup(call("cuGraphCreate", 0), device, None)
 
     @classmethod
-    def _make(cls, h: Any, device: Device, parent: Graph | None = None) -> Graph:
+    def _make(cls, h: Any, device: Device, parent: Graph | None = None, *, body: bool = False) -> Graph:
         g = object.__new__(cls)
         g._setup(h, device, parent)
+        g._body = body
         return g
 
     def _setup(self, h: Any, device: Device, parent: Graph | None) -> None:
         self._h = h
+        self._id = int(h)
         self.device = device
-        self._parent = parent  # a conditional body belongs to its parent graph, which destroys it
+        self._parent = parent  # a child's or a conditional body's graph belongs to its parent, which destroys it
+        self._body = False  # a conditional body: instantiated only with the graph that holds it
+        self._borrowed = False  # Graph.from_handle: never destroyed here
         self._keep: list[Any] = parent._keep if parent is not None else []
         self._host_funcs: list[Any] = parent._host_funcs if parent is not None else []
 
     def _owns(self) -> bool:
-        return self._parent is None
+        return self._parent is None and not self._borrowed
+
+    @classmethod
+    def from_handle(cls, handle: int | Any, device: Device) -> Graph:
+        """A non-owning Graph over a foreign `CUgraph` (an int address, or a handle object `int()` takes).
+
+        `device` is the device its work runs on; closing the wrapper never
+        destroys the graph.  What nodes added through the wrapper use
+        (buffers, host functions) is held by the wrapper and by the executable
+        graphs instantiated from it, not by the graph's owner.
+        """
+        op = "Graph.from_handle"
+        try:
+            h = int(handle)
+        except (TypeError, ValueError):
+            raise invalid(op, f"expected a CUgraph address (int), got {type(handle).__name__}") from None
+        if isinstance(handle, bool) or not 0 < h < 1 << 64:
+            raise invalid(op, f"expected a CUgraph address (int), got {handle!r}")
+        device = open_device(device, op)
+        g = cls._make(driver().CUgraph(h), device)
+        g._borrowed = True
+        return g
+
+    @property
+    def handle(self) -> int:
+        """The CUgraph address, for code that talks to the driver itself."""
+        self._check("Graph.handle")
+        return self._id
 
     def _root(self) -> Graph:
         g = self
@@ -186,25 +330,80 @@ class Graph(_Owned):
         _, count = call("cuGraphGetNodes", self._h, 0)
         return int(count)
 
+    def nodes(self) -> list[GraphNode]:
+        """Every node of this graph (cuGraphGetNodes), in the driver's order; nodes inside child graphs and
+        conditional bodies are their graphs' (`ChildNode.child`, `ConditionalNode.bodies`)."""
+        op = "cuGraphGetNodes"
+        self._check(op)
+        _, count = call(op, self._h, 0)
+        if not count:
+            return []
+        handles, count = call(op, self._h, count)
+        return [self._wrap(h) for h in handles[:count]]
+
+    def edges(self) -> list[tuple[GraphNode, GraphNode]]:
+        """Every dependency of this graph as (from, to) node pairs: `to` runs after `from` (cuGraphGetEdges)."""
+        op = "cuGraphGetEdges"
+        self._check(op)
+        count = call(op, self._h, 0)[-1]
+        if not count:
+            return []
+        found = call(op, self._h, count)
+        count = found[-1]
+        return [(self._wrap(a), self._wrap(b)) for a, b in zip(found[0][:count], found[1][:count])]
+
+    def node(self, handle: int | Any) -> GraphNode:
+        """The node of this graph at `handle` (a CUgraphNode address, as `GraphNode.node_handle` gives), for nodes
+        made by code that talks to the driver itself.  InvalidArgument when this graph has no such node."""
+        op = "Graph.node"
+        self._check(op)
+        try:
+            h = int(handle)
+        except (TypeError, ValueError):
+            raise invalid(op, f"expected a CUgraphNode address (int), got {type(handle).__name__}") from None
+        if isinstance(handle, bool) or h not in self._handles():
+            raise invalid(op, f"this graph has no node {handle!r}")
+        return self._wrap(driver().CUgraphNode(h))
+
+    def _handles(self) -> set[int]:
+        _, count = call("cuGraphGetNodes", self._h, 0)
+        if not count:
+            return set()
+        handles, count = call("cuGraphGetNodes", self._h, count)
+        return {int(h) for h in handles[:count]}
+
+    def _wrap(self, h: Any) -> GraphNode:
+        kind = _KINDS.get(int(call("cuGraphNodeGetType", h)), "other")
+        node = self._node(h, kind, _node_class(kind))
+        if kind == "alloc":
+            p = call("cuGraphMemAllocNodeGetParams", h)
+            node.buffer = adopt(int(p.dptr), int(p.bytesize), "uint8", self.device, keepalive=self)
+        return node
+
     def instantiate(self, *, auto_free_on_launch: bool = False, device_launch: bool = False,
-                    use_node_priority: bool = False) -> GraphExec:
+                    use_node_priority: bool = False, keep: Any = ()) -> GraphExec:
         """An executable copy of this graph (cuGraphInstantiate).
 
         `auto_free_on_launch` frees the graph's unfreed allocations before each
         relaunch; `device_launch` makes it launchable from device code;
         `use_node_priority` runs kernels at their nodes' priorities rather
-        than the launching stream's (CUDA_GRAPH_INSTANTIATE_FLAG_*).
+        than the launching stream's (CUDA_GRAPH_INSTANTIATE_FLAG_*).  `keep`:
+        more objects the executable holds while it can run, beside what this
+        Graph's own nodes use (what nodes made through the driver directly
+        use; host functions among them report their failures to the launching
+        stream).
         """
         op = "cuGraphInstantiate"
         self._check(op)
-        if self._parent is not None:
+        if self._body:
             raise invalid(op, "a conditional node's body is instantiated with the graph that holds it")
         flags = (1 if auto_free_on_launch else 0) | (4 if device_launch else 0) | (8 if use_node_priority else 0)
+        extra, extra_funcs = _kept(keep, op)
         self.device._bind_here()
-        keep, host_funcs = list(self._keep), list(self._host_funcs)
-        with _Staged(self._h, (keep, host_funcs)):
+        kept, host_funcs = list(self._keep) + extra, list(self._host_funcs) + extra_funcs
+        with _Staged(self._h, (kept, host_funcs)):
             h = call(op, self._h, flags)
-        return GraphExec._make(h, self.device, keep, host_funcs)
+        return GraphExec._make(h, self.device, kept, host_funcs)
 
     # -- building -----------------------------------------------------------
 
@@ -278,8 +477,9 @@ class Graph(_Owned):
         self._keep.append(event)
         return self._node(h, "event_wait")
 
-    def add_child(self, graph: Graph, after: Any = ()) -> GraphNode:
-        """Run a copy of `graph` as one node (cuGraphAddChildGraphNode); later changes to `graph` do not reach it."""
+    def add_child(self, graph: Graph, after: Any = ()) -> ChildNode:
+        """Run a copy of `graph` as one node (cuGraphAddChildGraphNode); later changes to `graph` do not reach it
+        (the node's `child` is the copy)."""
         op = "cuGraphAddChildGraphNode"
         self._check(op)
         if not isinstance(graph, Graph):
@@ -291,7 +491,7 @@ class Graph(_Owned):
         h = call(op, self._h, deps, len(deps), graph._h)
         self._keep.extend(graph._keep)
         self._host_funcs.extend(graph._host_funcs)
-        return self._node(h, "child")
+        return self._node(h, "child", ChildNode)
 
     def add_alloc(self, size: int, dtype: Any = "uint8", after: Any = ()) -> AllocNode:
         """Allocate `size` elements of device memory when the node runs (cuGraphAddMemAllocNode).
@@ -334,50 +534,101 @@ class Graph(_Owned):
         deps = _deps(self, after, op)
         return self._node(call(op, self._h, deps, len(deps), driver().CUdeviceptr(ptr)), "free")
 
-    def add_conditional(self, kind: str, default: int = 0, after: Any = ()) -> ConditionalNode:
-        """An "if" or "while" node with an empty body graph to fill (cuGraphAddNode, conditional)."""
+    def create_condition(self, default: int | None = None) -> int:
+        """A condition for a conditional node of this graph (cuGraphConditionalHandleCreate): an int handle to
+        give to `add_conditional(..., condition=)` and to the kernels that set it (the driver wants one
+        condition per conditional node).
+
+        `default` is its value at the start of every launch; None leaves it
+        unset there (it keeps what a kernel last set).
+        """
+        op = "cuGraphConditionalHandleCreate"
+        self._check(op)
+        if default is not None and (isinstance(default, bool) or not isinstance(default, int)
+                                    or not 0 <= default < 1 << 32):
+            raise invalid(op, f"default must be None or an int in [0, 2**32), got {default!r}")
+        self.device._bind_here()
+        handle = call(op, self._h, self.device._state.ctx, default or 0, 0 if default is None else 1)
+        return int(handle)  # flags 1: CU_GRAPH_COND_ASSIGN_DEFAULT
+
+    def add_conditional(self, kind: str, default: int = 0, after: Any = (), *, condition: int | None = None,
+                        branches: int = 1) -> ConditionalNode:
+        """An "if", "while" or "switch" node with empty body graphs to fill (cuGraphAddNode, conditional).
+
+        Its condition is a new one starting each launch at `default`, or
+        `condition`, a handle from `create_condition` (then `default` is that
+        call's).  `branches`: 1, or 2 for an "if" with an else body, or a
+        switch's number of cases.
+        """
         op = "cuGraphAddNode"
         self._check(op)
         drv = driver()
         types = {"if": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF,
-                 "while": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE}
+                 "while": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE,
+                 "switch": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_SWITCH}
         if not isinstance(kind, str) or kind not in types:
-            raise invalid(op, f"kind must be 'if' or 'while', got {kind!r}")
+            raise invalid(op, f"kind must be 'if', 'while' or 'switch', got {kind!r}")
         if isinstance(default, bool) or not isinstance(default, int) or not 0 <= default < 1 << 32:
             raise invalid(op, f"default must be a non-negative int, got {default!r}")
+        most = {"if": 2, "while": 1, "switch": 1 << 16}[kind]
+        if isinstance(branches, bool) or not isinstance(branches, int) or not 1 <= branches <= most:
+            raise invalid(op, f"branches must be an int in [1, {most}] for a {kind} node, got {branches!r}")
+        if condition is not None:
+            if isinstance(condition, bool) or not isinstance(condition, int) or not 0 < condition < 1 << 64:
+                raise invalid(op, f"condition must be a handle from create_condition (an int), got {condition!r}")
+            if default:
+                raise invalid(op, "a condition from create_condition has the default given there, not default=")
         deps = _deps(self, after, op)
+        handle = self.create_condition(default) if condition is None else condition
         self.device._bind_here()
-        ctx = self.device._state.ctx
-        handle = call("cuGraphConditionalHandleCreate", self._h, ctx, default, 1)  # CU_GRAPH_COND_ASSIGN_DEFAULT
         params = drv.CUgraphNodeParams()
         params.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
-        params.conditional.handle = handle
+        params.conditional.handle = drv.CUgraphConditionalHandle(handle)
         params.conditional.type = types[kind]
-        params.conditional.size = 1
-        params.conditional.ctx = ctx
+        params.conditional.size = branches
+        params.conditional.ctx = self.device._state.ctx
+        # The driver is called here, not through `call`: `params` must never be a Python frame's argument, since
+        # a traceback that prints arguments would read phGraph_out, which the driver sets only on success.
         try:
-            h = call(op, self._h, deps, None, len(deps), params)
+            err, h = drv.cuGraphAddNode(self._h, deps, None, len(deps), params)
         except TypeError:  # a binding of the CUDA 12.2 API: no edge data
-            h = call(op, self._h, deps, len(deps), params)
+            err, h = drv.cuGraphAddNode(self._h, deps, len(deps), params)
+        if err:
+            raise driver_error(err, op)
         node = self._node(h, kind, ConditionalNode)
         node.handle = int(handle)
-        node.body = Graph._make(params.conditional.phGraph_out[0], self.device, parent=self)
+        out = params.conditional.phGraph_out
+        node.bodies = tuple(Graph._make(out[i], self.device, parent=self, body=True) for i in range(branches))
         return node
 
     # -- debugging ------------------------------------------------------------
 
-    def dot(self, verbose: bool = False) -> str:
-        """The graph in Graphviz DOT form (cuGraphDebugDotPrint); `verbose` adds every node's parameters."""
+    def dot(self, verbose: bool = False, *, flags: int | None = None, path: str | os.PathLike[str] | None = None
+            ) -> str:
+        """The graph in Graphviz DOT form (cuGraphDebugDotPrint); `verbose` adds every node's parameters.
+
+        `flags` picks the details instead (CU_GRAPH_DEBUG_DOT_FLAGS_* bits);
+        `path` has the driver write the file there (and keeps it), else a
+        temporary file is used.
+        """
         op = "cuGraphDebugDotPrint"
         self._check(op)
-        fd, path = tempfile.mkstemp(suffix=".dot")
-        os.close(fd)
-        try:
-            call(op, self._h, path.encode(), 0xFFFF if verbose else 0)
+        if flags is None:
+            flags = 0xFFFF if verbose else 0
+        elif isinstance(flags, bool) or not isinstance(flags, int) or not 0 <= flags < 1 << 32:
+            raise invalid(op, f"flags must be an int of CU_GRAPH_DEBUG_DOT_FLAGS_* bits, got {flags!r}")
+        if path is not None:
+            call(op, self._h, os.fsencode(path), flags)
             with open(path, encoding="utf-8", errors="replace") as f:
                 return f.read()
+        fd, temp = tempfile.mkstemp(suffix=".dot")
+        os.close(fd)
+        try:
+            call(op, self._h, temp.encode(), flags)
+            with open(temp, encoding="utf-8", errors="replace") as f:
+                return f.read()
         finally:
-            os.unlink(path)
+            os.unlink(temp)
 
 
 class GraphExec(_Owned):
@@ -423,6 +674,29 @@ class GraphExec(_Owned):
             raise invalid(op, f"the stream is on cuda:{s._ordinal}, the graph on cuda:{self._ordinal}")
         return s
 
+    def _exec_node(self, node: Any, op: str) -> Any:
+        if self._h is CLOSED:
+            raise closed(op, "executable graph")
+        if not isinstance(node, GraphNode):
+            raise invalid(op, f"expected a GraphNode, got {type(node).__name__}")
+        return node._live(op)
+
+    def is_enabled(self, node: GraphNode) -> bool:
+        """Whether `node` (of the graph this was instantiated from) runs in this executable's launches
+        (cuGraphNodeGetEnabled)."""
+        op = "cuGraphNodeGetEnabled"
+        h = self._exec_node(node, op)
+        return bool(call(op, self._h, h))
+
+    def set_enabled(self, node: GraphNode, enabled: bool) -> None:
+        """Turn `node` off (its work is skipped; its dependencies still order the rest) or back on, for this
+        executable's later launches (cuGraphNodeSetEnabled): kernel, memcpy and memset nodes."""
+        op = "cuGraphNodeSetEnabled"
+        h = self._exec_node(node, op)
+        if not isinstance(enabled, (bool, np.bool_)):
+            raise invalid(op, f"enabled must be a bool, got {type(enabled).__name__}")
+        call(op, self._h, h, 1 if enabled else 0)
+
     def set_params(self, node: GraphNode, *args: Any, **kwargs: Any) -> None:
         """Give one node of this executable graph new parameters: the arguments of the `Graph.add_*` call that
         made it, without `after` (cuGraphExec*NodeSetParams).  The node keeps its kind and place."""
@@ -432,7 +706,7 @@ class GraphExec(_Owned):
             raise closed(op, "executable graph")
         if not isinstance(node, GraphNode):
             raise invalid(op, f"expected a GraphNode, got {type(node).__name__}")
-        node.graph._check(op)  # a closed graph's node handles are freed with it: never hand one to the driver
+        node._live(op)
         setter = getattr(self, f"_set_{kind}", None)
         if setter is None:
             raise invalid(op, f"a {kind} node's parameters cannot be changed in an executable graph")
@@ -495,11 +769,16 @@ class GraphExec(_Owned):
                 raise closed("cuGraphLaunch", "stream") from None
             raise invalid("cuGraphLaunch", f"stream must be a Stream, got {type(s).__name__}") from None
 
-    def update(self, graph: Graph) -> None:
+    def update(self, graph: Graph, *, keep: Any = ()) -> None:
         """Take the parameters of `graph` (a re-capture with the same topology) without re-instantiating.
 
         From then on this executable holds what `graph` holds (buffers, host
-        functions) instead of what it held before; a rejected update changes nothing.
+        functions, and `keep` as `Graph.instantiate` takes it) instead of what
+        it held before; a rejected update changes nothing and raises a
+        DriverError whose `update_result` says why ("topology_changed",
+        "node_type_changed", "function_changed", "parameters_changed",
+        "not_supported", "unsupported_function_change", "attributes_changed",
+        or "error"; cuGraphExecUpdate's CUgraphExecUpdateResult).
         """
         op = "cuGraphExecUpdate"
         if self._h is CLOSED:
@@ -507,15 +786,17 @@ class GraphExec(_Owned):
         if not isinstance(graph, Graph):
             raise invalid(op, f"expected a Graph, got {type(graph).__name__}")
         graph._check(op)  # a conditional body's handle goes with its parent graph
+        extra, extra_funcs = _kept(keep, op)
         self.device._bind_here()
-        keep, host_funcs = list(graph._keep), list(graph._host_funcs)
-        with _Staged(graph._h, (keep, host_funcs)):
+        kept, host_funcs = list(graph._keep) + extra, list(graph._host_funcs) + extra_funcs
+        with _Staged(graph._h, (kept, host_funcs)):
             err, info = try_call(op, self._h, graph._h)
         if err:
             result = getattr(getattr(info, "result", None), "name", None) or _update_result(self._h, graph._h)
-
-            raise driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
-        self._adopt(keep, host_funcs)
+            exc = driver_error(err, op, f"update result {result}; re-instantiate instead" if result else None)
+            exc.update_result = _short_result(result)  # type: ignore[attr-defined]
+            raise exc
+        self._adopt(kept, host_funcs)
 
     def _adopt(self, keep: list[Any], host_funcs: list[Any]) -> None:
         """After a whole-graph update: hold these lists (the ones a staged user object holds, see `_Staged`)."""
@@ -553,6 +834,26 @@ class _Staged:
             _core.graph_detach(self.graph_h, self.user_object)
 
 
+def _short_result(name: str | None) -> str | None:
+    """"topology_changed" for CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED ("error" for the bare one)."""
+    if not name or not name.startswith("CU_GRAPH_EXEC_UPDATE_ERROR"):
+        return None
+    return name[len("CU_GRAPH_EXEC_UPDATE_ERROR_"):].lower() or "error"
+
+
+def _kept(keep: Any, op: str) -> tuple[list[Any], list[Any]]:
+    """(the objects of `keep`, the host functions among them)."""
+    from .hostfn import HostFunc
+
+    if isinstance(keep, (str, bytes)):
+        raise invalid(op, f"keep must be a sequence of objects, got {type(keep).__name__}")
+    try:
+        objects = list(keep)
+    except TypeError:
+        raise invalid(op, f"keep must be a sequence of objects, got {type(keep).__name__}") from None
+    return objects, [obj for obj in objects if isinstance(obj, HostFunc)]
+
+
 class _UpdateResultInfo(ctypes.Structure):
     _fields_ = [("result", ctypes.c_int), ("errorNode", ctypes.c_void_p), ("errorFromNode", ctypes.c_void_p)]
 
@@ -583,6 +884,104 @@ class _HostFuncGraphExec(GraphExec):
 
 
 # -- node parameters (cold) ------------------------------------------------------
+
+
+class KernelNodeParams(NamedTuple):
+    """A kernel node's launch, read back: `function` is the CUfunction (or a library's CUkernel) address."""
+
+    function: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+
+
+class MemcpyNodeParams(NamedTuple):
+    """A one-dimensional copy node, read back: `size` bytes from address `src` to `dst` (device or host)."""
+
+    dst: int
+    src: int
+    size: int
+
+
+class MemsetNodeParams(NamedTuple):
+    """A memset node, read back: `height` rows of `width` elements of `element_size` bytes, `pitch` bytes apart,
+    at `ptr`, set to `value`."""
+
+    ptr: int
+    value: int
+    element_size: int
+    width: int
+    height: int
+    pitch: int
+
+
+class HostNodeParams(NamedTuple):
+    """A host node, read back: the C function's address and the user data it is called with."""
+
+    fn: int
+    user_data: int
+
+
+class AllocNodeParams(NamedTuple):
+    """An allocation node, read back: `size` bytes at `ptr`, `memory_type` "device", "host" or "managed" on
+    `location` (a device ordinal; 0 for host memory), readable and writable from the devices in `peers` too."""
+
+    ptr: int
+    size: int
+    memory_type: str
+    location: int
+    peers: tuple[int, ...]
+
+
+class FreeNodeParams(NamedTuple):
+    """A free node, read back: the address of the graph allocation it frees."""
+
+    ptr: int
+
+
+def _read_kernel(h: Any) -> KernelNodeParams:
+    p = call("cuGraphKernelNodeGetParams", h)
+    return KernelNodeParams(int(p.kern) or int(p.func), (int(p.gridDimX), int(p.gridDimY), int(p.gridDimZ)),
+                            (int(p.blockDimX), int(p.blockDimY), int(p.blockDimZ)), int(p.sharedMemBytes))
+
+
+def _read_memcpy(h: Any) -> MemcpyNodeParams:
+    p = call("cuGraphMemcpyNodeGetParams", h)
+    return MemcpyNodeParams(int(p.dstDevice) or int(p.dstHost or 0), int(p.srcDevice) or int(p.srcHost or 0),
+                            int(p.WidthInBytes))
+
+
+def _read_memset(h: Any) -> MemsetNodeParams:
+    p = call("cuGraphMemsetNodeGetParams", h)
+    return MemsetNodeParams(int(p.dst), int(p.value), int(p.elementSize), int(p.width), int(p.height), int(p.pitch))
+
+
+def _read_host(h: Any) -> HostNodeParams:
+    p = call("cuGraphHostNodeGetParams", h)
+    return HostNodeParams(int(p.fn), int(p.userData or 0))
+
+
+def _read_alloc(h: Any) -> AllocNodeParams:
+    drv = driver()
+    p = call("cuGraphMemAllocNodeGetParams", h)
+    props = p.poolProps
+    if props.allocType == drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_MANAGED:
+        kind = "managed"
+    elif props.location.type == drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST:
+        kind = "host"
+    else:
+        kind = "device"
+    peers = tuple(int(d.location.id) for d in (p.accessDescs or ())[:int(p.accessDescCount)])
+    return AllocNodeParams(int(p.dptr), int(p.bytesize), kind, int(props.location.id), peers)
+
+
+def _read_free(h: Any) -> FreeNodeParams:
+    return FreeNodeParams(int(call("cuGraphMemFreeNodeGetParams", h)))
+
+
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "kernel": _read_kernel, "memcpy": _read_memcpy, "memset": _read_memset, "host": _read_host,
+    "alloc": _read_alloc, "free": _read_free}
 
 
 def _kernel_params(device: Device, fn: Any, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: Any,

@@ -13,7 +13,7 @@ Streams speak `__cuda_stream__` so cuda.core, CuPy and others can use them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _core, _driver
 from . import hostfn as _hostfn
@@ -22,15 +22,28 @@ from ._devices import open_device
 from ._driver import call, driver
 from .errors import closed, invalid
 from .event import Event
-from .graph import Graph
+from .graph import Graph, GraphNode, _deps
 
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Stream", "stream_device_ordinal", "stream_non_blocking", "stream_priority"]
+__all__ = ["CaptureInfo", "Stream", "stream_device_ordinal", "stream_non_blocking", "stream_priority"]
 
 _CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 _CAPTURE_STATUS = ("none", "active", "invalidated")  # CUstreamCaptureStatus, by value
+
+#: The Graph object of each capture in progress, by stream handle: (graph, whether the caller gave it).  One object
+#: stands for a capture's graph from `capture_info` (or `begin_capture(graph=)`) to `end_capture`.
+_capturing: dict[int, tuple[Graph, bool]] = {}
+
+
+class CaptureInfo(NamedTuple):
+    """A stream's capture now (`Stream.capture_info`): `status` ("none", "active", "invalidated"), the Graph
+    being captured into (None when not capturing) and the nodes the next captured work will depend on."""
+
+    status: str
+    graph: Graph | None
+    dependencies: list[GraphNode]
 
 
 class Stream(_core.StreamCore):
@@ -79,20 +92,92 @@ class Stream(_core.StreamCore):
 
     # -- graphs -------------------------------------------------------------
 
-    def begin_capture(self, mode: str = "thread_local") -> None:
-        """Start capturing work issued to this stream into a graph (see `end_capture`)."""
+    def begin_capture(self, mode: str = "thread_local", *, graph: Graph | None = None, after: Any = ()) -> None:
+        """Start capturing work issued to this stream into a graph (see `end_capture`).
+
+        With `graph`, the work is captured into that existing graph
+        (cuStreamBeginCaptureToGraph), after its nodes `after`, and
+        `end_capture` returns that same Graph; the caller still owns it.
+        """
+        op = "cuStreamBeginCapture" if graph is None else "cuStreamBeginCaptureToGraph"
         if not isinstance(mode, str) or mode not in _CAPTURE_MODES:
-            raise invalid("cuStreamBeginCapture", f"mode must be one of {sorted(_CAPTURE_MODES)}, got {mode!r}")
-        self._check_open("cuStreamBeginCapture")
-        call("cuStreamBeginCapture", self._h, driver().CUstreamCaptureMode(_CAPTURE_MODES[mode]))
+            raise invalid(op, f"mode must be one of {sorted(_CAPTURE_MODES)}, got {mode!r}")
+        self._check_open(op)
+        capture_mode = driver().CUstreamCaptureMode(_CAPTURE_MODES[mode])
+        if graph is None:
+            if isinstance(after, GraphNode) or (isinstance(after, (list, tuple)) and after):
+                raise invalid(op, "after= needs graph=: a new capture's graph has no nodes yet")
+            call(op, self._h, capture_mode)
+            return
+        if not isinstance(graph, Graph):
+            raise invalid(op, f"graph must be a Graph, got {type(graph).__name__}")
+        graph._check(op)
+        deps = _deps(graph, after, op)
+        self.device._bind_here()
+        call(op, self._h, graph._h, deps, None, len(deps), capture_mode)
+        _capturing[int(self._h)] = (graph, True)
+
+    def capture_info(self) -> CaptureInfo:
+        """This stream's capture (cuStreamGetCaptureInfo): its status, the Graph being captured into (the same
+        object until `end_capture`, which returns it) and the nodes the next captured work will depend on.
+
+        Nodes added to that graph meanwhile (`Graph.add_*`) join the capture
+        once `update_capture_dependencies` makes later work depend on them.
+        """
+        op = "cuStreamGetCaptureInfo"
+        self._check_open(op)
+        out = call(op, self._h)
+        status = _CAPTURE_STATUS[int(out[0])]
+        if status != "active":
+            return CaptureInfo(status, None, [])
+        handle, deps, count = out[2], out[3], int(out[-1])
+        known = _capturing.get(int(self._h))
+        if known is None or known[0]._h is CLOSED or known[0]._id != int(handle):
+            # a stream that joined another's capture (it waited on an event recorded there) shares its Graph
+            known = next((k for k in _capturing.values() if k[0]._h is not CLOSED and k[0]._id == int(handle)),
+                         (Graph._make(handle, self.device), False))
+            _capturing[int(self._h)] = known
+        graph = known[0]
+        return CaptureInfo(status, graph, [graph._wrap(d) for d in (deps or ())[:count]])
+
+    def update_capture_dependencies(self, nodes: Any, *, add: bool = False) -> None:
+        """Make the next work captured on this stream depend on `nodes` (GraphNodes of the capture's graph)
+        instead of what it depended on, or as well with `add` (cuStreamUpdateCaptureDependencies)."""
+        op = "cuStreamUpdateCaptureDependencies"
+        self._check_open(op)
+        graph = self.capture_info().graph
+        if graph is None:
+            raise invalid(op, "the stream is not capturing")
+        deps = _deps(graph, nodes, op)
+        flags = driver().CUstreamUpdateCaptureDependencies_flags
+        flag = flags.CU_STREAM_ADD_CAPTURE_DEPENDENCIES if add else flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES
+        try:
+            call(op, self._h, deps, None, len(deps), flag)
+        except TypeError:  # a binding of the CUDA 12.2 API: no edge data
+            call(op, self._h, deps, len(deps), flag)
 
     def end_capture(self) -> Graph:
-        """Stop capturing; returns the captured Graph (holding the host functions captured into it)."""
+        """Stop capturing; returns the captured Graph (holding the host functions captured into it): the one
+        given to `begin_capture(graph=)` or met in `capture_info`, else a new one."""
 
         self._check_open("cuStreamEndCapture")
+        known = _capturing.pop(int(self._h), None)
+        if known is not None:  # the streams that joined this capture are done with it too
+            for key in [k for k, v in _capturing.items() if v[0] is known[0]]:
+                del _capturing[key]
         captured = _hostfn.take_captured(self)
-        graph = Graph._make(call("cuStreamEndCapture", self._h), self.device)
-        graph._host_funcs.extend(captured)
+        try:
+            h = call("cuStreamEndCapture", self._h)
+        except BaseException:
+            if known is not None and not known[1]:
+                known[0]._h = CLOSED  # the driver destroyed the invalidated capture's graph
+            raise
+        if known is not None and known[0]._h is not CLOSED and known[0]._id == int(h):
+            graph = known[0]
+        else:
+            graph = Graph._make(h, self.device)
+        held = {id(entry) for entry in graph._host_funcs}
+        graph._host_funcs.extend(entry for entry in captured if id(entry) not in held)
         return graph
 
     # -- host functions -----------------------------------------------------
@@ -268,9 +353,9 @@ class _ImplicitStream(_WatchedStream):
         self.device._bind_here()
         Stream.launch_host_func(self, fn)
 
-    def begin_capture(self, mode: str = "thread_local") -> None:
+    def begin_capture(self, mode: str = "thread_local", *, graph: Graph | None = None, after: Any = ()) -> None:
         self.device._bind_here()
-        Stream.begin_capture(self, mode)
+        Stream.begin_capture(self, mode, graph=graph, after=after)
 
     def close(self) -> None:
         """The implicit streams are never destroyed: closing does nothing."""

@@ -300,6 +300,11 @@ CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps
     if (!err) n->host = *p;
     pthread_mutex_unlock(&lock); return err;
 }
+CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p) {
+    struct rnode *n = rnode_of(h);
+    if (!n || n->type != CU_GRAPH_NODE_TYPE_HOST || !p) return CUDA_ERROR_INVALID_VALUE;
+    *p = n->host; return CUDA_SUCCESS;
+}
 CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph g, CUcontext ctx, unsigned int value,
                                         unsigned int flags) {
     if (g && !rgraph_of(g)) return kit_conditional_handle_create(out, g, ctx, value, flags);
@@ -692,6 +697,7 @@ static const struct fake_cuda_symbol symbols[] = {
     {"cuGraphAddEventWaitNode", (void *)cuGraphAddEventWaitNode},
     {"cuGraphEventWaitNodeGetEvent", (void *)cuGraphEventWaitNodeGetEvent},
     {"cuGraphAddHostNode", (void *)cuGraphAddHostNode}, {"cuGraphAddNode", (void *)cuGraphAddNode},
+    {"cuGraphHostNodeGetParams", (void *)cuGraphHostNodeGetParams},
     {"cuGraphConditionalHandleCreate", (void *)cuGraphConditionalHandleCreate},
     {"cuGraphNodeGetType", (void *)cuGraphNodeGetType}, {"cuGraphGetEdges", (void *)cuGraphGetEdges},
     {"cuGraphNodeGetDependencies", (void *)cuGraphNodeGetDependencies},

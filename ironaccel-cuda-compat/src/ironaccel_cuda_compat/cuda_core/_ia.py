@@ -22,7 +22,6 @@ from ironaccel_cuda.errors import ClosedError, CompileError, DriverError, Invali
 from ironaccel_cuda.event import Event as IaEvent
 from ironaccel_cuda.graph import Graph as IaGraph
 from ironaccel_cuda.graph import GraphExec as IaGraphExec
-from ironaccel_cuda.graph import _Staged as IaStaged
 from ironaccel_cuda.library import Library as IaLibrary
 from ironaccel_cuda.memory import DeviceBuf, PinnedBuf, adopt
 from ironaccel_cuda.module import Function as IaFunction
@@ -36,7 +35,7 @@ from ironaccel_cuda.stream import Stream as IaStream
 __all__ = [
     "CLOSED", "ClosedError", "CompatBuffer", "CompileError", "CopyAttributes", "DeviceBuf", "DriverError",
     "IaDevice", "IaEvent", "IaFunction", "IaGraph", "IaGraphExec", "IaGreenContext", "IaLaunchConfig", "IaLibrary",
-    "IaModule", "IaObjectCode", "IaProgram", "IaStaged", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf",
+    "IaModule", "IaObjectCode", "IaProgram", "IaStream", "InvalidArgument", "InvalidState", "PinnedBuf",
     "Unsupported", "adopt", "all_instances", "bind", "bind_address", "call", "compat_create_event",
     "compat_device_allocate", "compat_dmr_allocate", "compat_stream_record", "copy_batch", "current_context",
     "device_count", "dlpack", "driver", "ensure", "event_create", "memcpy_dtod", "memcpy_dtoh", "memcpy_htod",

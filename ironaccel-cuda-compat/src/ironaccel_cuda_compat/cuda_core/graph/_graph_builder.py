@@ -22,12 +22,10 @@ from .. import _ia
 from .._stream import Stream, Stream_accept, for_device
 from .._utils.cuda_utils import (
     CUDAError,
-    _code_name,
-    _driver_message,
-    call,
     check_or_create_options,
     driver,
     from_ironaccel,
+    guarded,
 )
 
 __all__ = ["Graph", "GraphBuilder", "GraphCompleteOptions", "GraphDebugPrintOptions"]
@@ -76,17 +74,14 @@ class GraphCompleteOptions:
     use_node_priority: bool = False
 
 
-def _capture_info(stream: Any) -> tuple[bool, Any, tuple[Any, ...], int]:
-    """(capturing, graph, dependency info (nodes, and edge data where the binding has it), count) of `stream`."""
-    out = call("cuStreamGetCaptureInfo", stream._h)
-    active = int(out[0]) == int(driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE)
-    return active, out[2], tuple(out[3:-1]), int(out[-1])
+def _capture_info(stream: Any) -> Any:
+    """ironaccel's CaptureInfo of `stream`: (status, the Graph captured into, the nodes next work depends on)."""
+    return guarded(_ia.IaStream.capture_info, stream)
 
 
-def _set_capture_tail(stream: Any, node: Any, deps_info: tuple[Any, ...]) -> None:
-    """Make `node` the only dependency of what the capture on `stream` records next."""
-    flag = driver.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES
-    call("cuStreamUpdateCaptureDependencies", stream._h, [node], *([None] * (len(deps_info) - 1)), 1, flag)
+def _set_capture_tail(stream: Any, node: Any) -> None:
+    """Make `node` (an ironaccel GraphNode) the only dependency of what the capture on `stream` records next."""
+    guarded(_ia.IaStream.update_capture_dependencies, stream, [node])
 
 
 class GraphBuilder:
@@ -158,9 +153,7 @@ class GraphBuilder:
         s = self._stream
         try:
             if self._kind == _BODY:
-                s.device._bind_here()
-                call("cuStreamBeginCaptureToGraph", s._h, self._graph._h, None, None, 0,
-                     driver.CUstreamCaptureMode(_CAPTURE_MODES.index(mode)))
+                _ia.IaStream.begin_capture(s, mode, graph=self._graph)
                 self._state = _BUILDING
                 return self
             _ia.IaStream.begin_capture(s, mode)
@@ -168,35 +161,28 @@ class GraphBuilder:
             raise from_ironaccel(exc) from None
         self._state = _BUILDING
         try:
-            _, h, _, _ = _capture_info(s)
+            graph = _capture_info(s).graph
         except BaseException:
             self._end_capture(check=False)
             raise
-        if int(h):
-            self._graph = _ia.IaGraph._make(h, s.device)
+        if graph is not None:
+            self._graph = graph  # the capture's graph: end_capture hands back this same object
         return self
 
     def _end_capture(self, check: bool) -> None:
         """End this builder's capture; the host functions captured go to its graph."""
-        from ironaccel_cuda.hostfn import take_captured
-
         s = self._stream
         self._state = _ENDED
         try:
-            captured = take_captured(s)
-            h = _ia.call("cuStreamEndCapture", s._h)
+            graph = _ia.IaStream.end_capture(s)
         except _ia.DriverError as exc:
             if self._kind == _PRIMARY and self._graph is not None:
-                self._graph._h = _ia.CLOSED  # the driver destroyed the invalidated capture's graph
-                self._graph = None
+                self._graph = None  # the driver destroyed the invalidated capture's graph (ironaccel closed it)
             if check:
                 raise from_ironaccel(exc) from None
             return
-        graph = self._graph
-        if graph is None:
-            graph = self._graph = _ia.IaGraph._make(h, s.device)
-        held = {id(entry) for entry in graph._host_funcs}
-        graph._host_funcs.extend(entry for entry in captured if id(entry) not in held)
+        if self._graph is None:
+            self._graph = graph
 
     def end_building(self) -> GraphBuilder:
         """Stop capturing; the graph is then ready for `complete`."""
@@ -223,7 +209,9 @@ class GraphBuilder:
         self._check_open()
         if self._state != _ENDED or self._graph is None:
             raise RuntimeError("Graph has not finished building.")
-        call("cuGraphDebugDotPrint", self._graph._h, str(path).encode(), _dot_flags(options))
+        flags = _dot_flags(options)
+        graph = self._graph
+        guarded(lambda: graph.dot(flags=flags, path=str(path)))
 
     def split(self, count: int) -> tuple[GraphBuilder, ...]:
         """This builder and `count - 1` new ones, each on a new stream that forks from this capture."""
@@ -315,17 +303,13 @@ class GraphBuilder:
             if not 0 <= value < 1 << 32:
                 raise ValueError(f"default_value must fit an unsigned 32-bit int, got {default_value!r}")
             flags = 1  # CU_GRAPH_COND_ASSIGN_DEFAULT
-        active, graph, _, _ = _capture_info(self._stream)
-        if not active:
+        graph = _capture_info(self._stream).graph
+        if graph is None:
             raise RuntimeError("Cannot create a condition when graph is not being built")
-        handle = call("cuGraphConditionalHandleCreate", graph, self._ctx(), value, flags)
+        handle = guarded(graph.create_condition, value if flags else None)
         from ._graph_definition import GraphCondition
 
-        return GraphCondition._init(int(handle), int(graph))
-
-    def _ctx(self) -> Any:
-        dev = self._stream.device
-        return driver.CUcontext(int(dev._state.ctx))
+        return GraphCondition._init(handle, graph.handle)
 
     def _conditional(self, condition: Any, kind: str, size: int) -> tuple[GraphBuilder, ...]:
         self._check_open()
@@ -335,29 +319,17 @@ class GraphBuilder:
             raise TypeError("condition must be a GraphCondition object (from GraphBuilder.create_condition()), got "
                             f"{type(condition).__name__}")
         s = self._stream
-        active, graph, deps_info, count = _capture_info(s)
-        if not active or self._graph is None:
+        info = _capture_info(s)
+        graph = info.graph
+        if graph is None or self._graph is None:
             raise RuntimeError("Cannot add conditional node when not actively capturing")
-        types = driver.CUgraphConditionalNodeType
-        params = driver.CUgraphNodeParams()
-        params.type = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
-        params.conditional.handle = driver.CUgraphConditionalHandle(int(condition))
-        params.conditional.type = getattr(types, "CU_GRAPH_COND_TYPE_" + kind)
-        params.conditional.size = size
-        params.conditional.ctx = self._ctx()
-        s.device._bind_here()
-        # params never passes through a Python frame's arguments: a traceback that prints them would read
-        # phGraph_out, which the driver sets only when the call succeeds (reading it before crashes).
-        err, node = driver.cuGraphAddNode(graph, *deps_info, count, params)
-        if int(err):
-            code = int(err)
-            raise CUDAError(_driver_message(code), op="cuGraphAddNode", code=code, code_name=_code_name(code))
-        _set_capture_tail(s, node, deps_info)
+        node = guarded(lambda: graph.add_conditional(kind.lower(), after=info.dependencies, condition=int(condition),
+                                                     branches=size))
+        _set_capture_tail(s, node)
         from .._stream import Stream
 
         out = []
-        for i in range(size):
-            body = _ia.IaGraph._make(params.conditional.phGraph_out[i], s.device, parent=self._graph)
+        for body in node.bodies:
             stream = Stream._init(device_id=s.device.ordinal)
             out.append(GraphBuilder._init(stream, is_stream_owner=True, kind=_BODY, graph=body, parent=self))
         return tuple(out)
@@ -393,21 +365,20 @@ class GraphBuilder:
         if self._state != _BUILDING:
             raise ValueError("Parent graph is not being built.")
         s = self._stream
-        active, graph, deps_info, count = _capture_info(s)
-        if not active or self._graph is None:
+        info = _capture_info(s)
+        graph = info.graph
+        if graph is None or self._graph is None:
             raise ValueError("Parent graph is not being built.")
-        node = call("cuGraphAddChildGraphNode", graph, deps_info[0], count, child._graph._h)
-        _set_capture_tail(s, node, deps_info)
-        self._graph._keep.extend(child._graph._keep)
-        self._graph._host_funcs.extend(child._graph._host_funcs)
+        node = guarded(lambda: graph.add_child(child._graph, after=info.dependencies))
+        _set_capture_tail(s, node)
         source = _top(child)._root
         if source is not None:  # the copies of the child's captured nodes use what those nodes use
             from ._graph_node import _import_attachments
 
             root = _root_of(self)
-            embedded = int(call("cuGraphChildGraphNodeGetGraph", node))
-            root.subgraphs[int(node)] = [embedded]
-            _import_attachments(source, int(child._graph._h), root, embedded, int(node), int(graph))
+            embedded = guarded(lambda: node.child.handle)
+            root.subgraphs[node.node_handle] = [embedded]
+            _import_attachments(source, int(child._graph._h), root, embedded, node.node_handle, graph.handle)
 
     def callback(self, fn: Any, *, user_data: Any = None) -> None:
         """Run `fn` on a host thread when the graph reaches this point: a Python callable taking no arguments, or a
@@ -455,7 +426,7 @@ def _capture_callback(gb: GraphBuilder, fn: Any, user_data: Any, find_node: bool
     gb._check_open()
     s = gb._stream
     graph = gb._graph
-    if gb._state != _BUILDING or graph is None or not _capture_info(s)[0]:
+    if gb._state != _BUILDING or graph is None or _capture_info(s).graph is None:
         raise RuntimeError("Cannot add callback when graph is not being built")
     try:
         if isinstance(fn, CFuncPtr):
@@ -494,9 +465,9 @@ def _hold_captured(gb: GraphBuilder, obj: Any, fallback: list[Any], find_node: b
         fallback.append(obj)
         return
     try:
-        active, graph_h, deps_info, count = _capture_info(gb._stream)
-        if active and count == 1:
-            _root_of(gb).attach(int(graph_h), int(deps_info[0][0]), obj)
+        info = _capture_info(gb._stream)
+        if info.graph is not None and len(info.dependencies) == 1:
+            _root_of(gb).attach(info.graph.handle, info.dependencies[0].node_handle, obj)
             return
     except BaseException:
         fallback.append(obj)  # the node exists: what it runs must stay alive

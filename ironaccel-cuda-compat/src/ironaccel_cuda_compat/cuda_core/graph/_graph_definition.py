@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import _ia
 from .._memory._buffer import claims
-from .._utils.cuda_utils import call, driver, from_ironaccel
+from .._utils.cuda_utils import driver, from_ironaccel, guarded
 from ._graph_builder import GraphCompleteOptions, GraphDebugPrintOptions
 
 __all__ = ["GraphCondition", "GraphDefinition"]
@@ -94,7 +94,7 @@ class _Root:
         """(every node, every graph) inside graph `graph_h`, through child and conditional nodes."""
         nodes: list[int] = []
         graphs: list[int] = []
-        for n in _graph_nodes(graph_h):
+        for n in _graph_nodes(graph_h, self.ia.device):
             nodes.append(n)
             for sub in self.subgraphs.get(n, ()):
                 graphs.append(sub)
@@ -104,12 +104,13 @@ class _Root:
         return nodes, graphs
 
 
-def _graph_nodes(graph_h: int) -> list[int]:
-    h = driver.CUgraph(graph_h)
-    count = call("cuGraphGetNodes", h, 0)[-1]
-    if not count:
-        return []
-    return [int(n) for n in call("cuGraphGetNodes", h, count)[0][:count]]
+def _graph_nodes(graph_h: int, device: Any) -> list[int]:
+    return [n.node_handle for n in graph_nodes(graph_h, device)]
+
+
+def graph_nodes(graph_h: int, device: Any) -> list[Any]:
+    """The ironaccel GraphNodes of graph `graph_h` (its kinds, child graphs, parameters read through them)."""
+    return guarded(lambda: _ia.IaGraph.from_handle(graph_h, device).nodes())
 
 
 _definitions: weakref.WeakValueDictionary[int, GraphDefinition] = weakref.WeakValueDictionary()
@@ -154,7 +155,7 @@ class GraphCondition:
 class GraphDefinition:
     """A graph built node by node: add nodes here (entry points) or on other nodes, then `instantiate()`."""
 
-    __slots__ = ("_h", "_id", "_root", "_view_of", "_entry_node", "__weakref__")
+    __slots__ = ("_h", "_id", "_root", "_view_of", "_entry_node", "_ia", "__weakref__")
     _h: int
     _id: int
     _root: _Root
@@ -176,6 +177,16 @@ class GraphDefinition:
         self._root = root
         self._view_of = view_of
         self._entry_node = None
+        self._ia = None
+
+    def _ia_graph(self) -> Any:
+        """This definition's ironaccel Graph: the root's own, or a borrowed one over a child or branch graph."""
+        h = self._check()
+        if h == int(self._root.ia._h):
+            return self._root.ia
+        if self._ia is None or self._ia._h is _ia.CLOSED or self._ia.handle != h:
+            self._ia = guarded(_ia.IaGraph.from_handle, h, self._device)
+        return self._ia
 
     @classmethod
     def _from_graph(cls, graph: Any, root: _Root | None = None) -> GraphDefinition:
@@ -287,12 +298,8 @@ class GraphDefinition:
         """A condition for this graph's conditional nodes (cuGraphConditionalHandleCreate)."""
         if default_value is not None and (isinstance(default_value, bool) or not isinstance(default_value, int)):
             raise TypeError(f"default_value must be an int or None, got {type(default_value).__name__}")
-        h = self._check()
-        dev = self._device
-        dev._bind_here()
-        handle = call("cuGraphConditionalHandleCreate", driver.CUgraph(h), dev._state.ctx,
-                      0 if default_value is None else default_value, 0 if default_value is None else 1)
-        return GraphCondition._init(int(handle), self._root_h())
+        handle = guarded(self._ia_graph().create_condition, default_value)
+        return GraphCondition._init(handle, self._root_h())
 
     def _root_h(self) -> int:
         return int(self._root.ia._h)
@@ -306,18 +313,11 @@ class GraphDefinition:
         if options is not None and not isinstance(options, GraphCompleteOptions):
             raise TypeError(f"options must be a GraphCompleteOptions, got {type(options).__name__}")
         h = self._check()
-        flags = 0
-        if options is not None:
-            for name, bit in _INSTANTIATE_FLAGS:
-                if getattr(options, name):
-                    flags |= bit
-        dev = self._device
-        dev._bind_here()
-        held = self._root.held() if self._view_of is None else self._root.held_in(h)
-        host_funcs = [obj for obj in held if _is_host_func(obj)]
-        with _ia.IaStaged(h, (held, host_funcs)):  # what the executable alone is given later is held by it too
-            exe_h = call("cuGraphInstantiate", driver.CUgraph(h), flags)
-        exe = _ia.IaGraphExec._make(exe_h, dev, held, host_funcs)
+        held = self._root.held_in(h) if self._view_of is not None else [
+            obj for objs in self._root.attachments.values() for obj in objs]  # the root Graph adds its own
+        flags = {name: bool(getattr(options, name)) for name, _ in _INSTANTIATE_FLAGS} if options is not None else {}
+        ia = self._ia_graph()
+        exe = guarded(lambda: ia.instantiate(keep=held, **flags))  # what the executable alone is given later too
         graph = Graph._init(exe)
         if options is not None and options.upload_stream is not None:
             graph.upload(options.upload_stream)
@@ -328,30 +328,16 @@ class GraphDefinition:
         if options is not None and not isinstance(options, GraphDebugPrintOptions):
             raise TypeError(f"options must be a GraphDebugPrintOptions, got {type(options).__name__}")
         flags = options._to_flags() if options is not None else 0
-        call("cuGraphDebugDotPrint", driver.CUgraph(self._check()), str(path).encode(), flags)
+        ia = self._ia_graph()
+        guarded(lambda: ia.dot(flags=flags, path=str(path)))
 
     def nodes(self) -> set[Any]:
         from ._graph_node import _wrap
 
-        h = driver.CUgraph(self._check())
-        count = call("cuGraphGetNodes", h, 0)[-1]
-        if not count:
-            return set()
-        return {_wrap(int(n), self) for n in call("cuGraphGetNodes", h, count)[0][:count]}
+        return {_wrap(n.node_handle, self, n.kind) for n in guarded(self._ia_graph().nodes)}
 
     def edges(self) -> set[tuple[Any, Any]]:
         from ._graph_node import _wrap
 
-        h = driver.CUgraph(self._check())
-        count = call("cuGraphGetEdges", h, 0)[-1]
-        if not count:
-            return set()
-        found = call("cuGraphGetEdges", h, count)
-        return {(_wrap(int(a), self), _wrap(int(b), self)) for a, b in zip(found[0][:count], found[1][:count])}
-
-
-def _is_host_func(obj: Any) -> bool:
-    from ironaccel_cuda.hostfn import HostFunc
-
-    return isinstance(obj, HostFunc)
-
+        return {(_wrap(a.node_handle, self, a.kind), _wrap(b.node_handle, self, b.kind))
+                for a, b in guarded(self._ia_graph().edges)}

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import _ia
-from .._utils.cuda_utils import call, driver, from_ironaccel
+from .._utils.cuda_utils import call, driver, from_ironaccel, guarded
 from ..typing import GraphConditionalType, GraphMemoryType
 
 __all__ = [
@@ -95,7 +95,12 @@ class GraphNode:
     def type(self) -> Any:
         if self._h == 0:
             return None
-        return call("cuGraphNodeGetType", driver.CUgraphNode(self._h))
+        return _node_type(self._ia_node().kind)
+
+    def _ia_node(self) -> Any:
+        """This node as an ironaccel GraphNode (of its definition's ironaccel Graph)."""
+        h = self._live()
+        return guarded(self._graph._ia_graph().node, h)
 
     @property
     def graph(self) -> Any:
@@ -131,7 +136,7 @@ class GraphNode:
                 more_nodes, more_graphs = root.contents(sub)
                 nodes.extend(more_nodes)
                 graphs.extend(more_graphs)
-            call("cuGraphDestroyNode", driver.CUgraphNode(h))
+            guarded(self._ia_node().destroy)
             root.release(h, graph_alive=True)  # the nodes inside its body graphs went with those graphs
         _tombstone(root, nodes, graphs)
 
@@ -189,9 +194,9 @@ class GraphNode:
             n._live()
             if n._h and n not in deps:
                 deps.append(n)
-        handles = [driver.CUgraphNode(n._h) for n in deps]
-        h = call("cuGraphAddEmptyNode", driver.CUgraph(self._graph._h), handles, len(handles))
-        return EmptyNode._make(int(h), self._graph)
+        ia = self._graph._ia_graph()
+        after = [guarded(ia.node, n._h) for n in deps]
+        return EmptyNode._make(guarded(ia.add_empty, after).node_handle, self._graph)
 
     def launch(self, config: Any, kernel: Any, *args: Any) -> KernelNode:
         """A kernel launch after this node (cuGraphAddKernelNode)."""
@@ -304,7 +309,7 @@ class GraphNode:
             raise TypeError(f"child must be a GraphDefinition, got {type(child).__name__}")
         child_h = child._check()
         node = self._add(ChildGraphNode, "cuGraphAddChildGraphNode", driver.CUgraph(child_h))
-        embedded = int(call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(node._h)))
+        embedded = node._embedded()
         root = self._graph._root
         root.subgraphs[node._h] = [embedded]
         _import_attachments(child._root, child_h, root, embedded, node._h, self._graph._h)
@@ -336,21 +341,21 @@ class GraphNode:
 
     def if_then(self, condition: Any) -> IfNode:
         """A node whose `then` branch runs when `condition` is non-zero."""
-        return self._conditional(IfNode, condition, "CU_GRAPH_COND_TYPE_IF", 1)
+        return self._conditional(IfNode, condition, "IF", 1)
 
     def if_else(self, condition: Any) -> IfElseNode:
         """A node running its `then` branch when `condition` is non-zero, else its `else_` branch."""
-        return self._conditional(IfElseNode, condition, "CU_GRAPH_COND_TYPE_IF", 2)
+        return self._conditional(IfElseNode, condition, "IF", 2)
 
     def while_loop(self, condition: Any) -> WhileNode:
         """A node whose `body` runs while `condition` is non-zero."""
-        return self._conditional(WhileNode, condition, "CU_GRAPH_COND_TYPE_WHILE", 1)
+        return self._conditional(WhileNode, condition, "WHILE", 1)
 
     def switch(self, condition: Any, count: int) -> SwitchNode:
         """A node that runs branch `condition` of its `count` branches (none when out of range)."""
         if isinstance(count, bool) or not isinstance(count, int):
             raise TypeError(f"count must be an int, got {type(count).__name__}")
-        return self._conditional(SwitchNode, condition, "CU_GRAPH_COND_TYPE_SWITCH", count)
+        return self._conditional(SwitchNode, condition, "SWITCH", count)
 
     def _conditional(self, cls: Any, condition: Any, kind: str, size: int) -> Any:
         from ._graph_definition import GraphCondition, GraphDefinition
@@ -360,21 +365,13 @@ class GraphNode:
         deps = self._deps()
         if condition._graph_h != self._graph._root_h():
             raise _invalid("the condition was created for another graph")
-        dev = self._graph._device
-        dev._bind_here()
-        params = driver.CUgraphNodeParams()
-        params.type = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
-        params.conditional.handle = condition.handle
-        params.conditional.type = getattr(driver.CUgraphConditionalNodeType, kind)
-        params.conditional.size = size
-        params.conditional.ctx = dev._state.ctx
-        h = call("cuGraphAddNode", driver.CUgraph(self._graph._h), deps, None, len(deps), params)
-        node = cls._make(int(h), self._graph)
+        ia = self._graph._ia_graph()
+        after = [guarded(ia.node, d) for d in deps]
+        made = guarded(lambda: ia.add_conditional(kind.lower(), after=after, condition=int(condition), branches=size))
+        node = cls._make(made.node_handle, self._graph)
         node._condition = condition
-        node._cond_type = GraphConditionalType.SWITCH if kind.endswith("SWITCH") else (
-            GraphConditionalType.WHILE if kind.endswith("WHILE") else GraphConditionalType.IF)
-        out = params.conditional.phGraph_out
-        node._branches = tuple(GraphDefinition._view(int(out[i]), self._graph._root, node) for i in range(size))
+        node._cond_type = GraphConditionalType(kind.lower())
+        node._branches = tuple(GraphDefinition._view(b.handle, self._graph._root, node) for b in made.bodies)
         self._graph._root.subgraphs[node._h] = [b._h for b in node._branches]
         return node
 
@@ -523,43 +520,37 @@ class KernelNode(GraphNode):
         self._reattach(kernel, keep, args)
 
     def _params(self) -> Any:
-        return call("cuGraphKernelNodeGetParams", driver.CUgraphNode(self._live()))
+        return guarded(self._ia_node().params)
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        p = self._params()
-        return (int(p.gridDimX), int(p.gridDimY), int(p.gridDimZ))
+        return self._params().grid  # type: ignore[no-any-return]
 
     @property
     def block(self) -> tuple[int, int, int]:
-        p = self._params()
-        return (int(p.blockDimX), int(p.blockDimY), int(p.blockDimZ))
+        return self._params().block  # type: ignore[no-any-return]
 
     @property
     def shmem_size(self) -> int:
-        return int(self._params().sharedMemBytes)
+        return int(self._params().shared_mem)
 
     @property
     def kernel(self) -> Any:
         if self._kernel is None:
             from .._module import Kernel
 
-            p = self._params()
-            self._kernel = Kernel.from_handle(int(p.kern) or int(p.func))
+            self._kernel = Kernel.from_handle(self._params().function)
         return self._kernel
 
     def _repr_extra(self) -> str:
-        p = self._params()
-        return f" kernel={int(p.kern) or int(p.func):#x}"
+        return f" kernel={self._params().function:#x}"
 
     @property
     def config(self) -> Any:
         from .._launch_config import LaunchConfig
 
         p = self._params()
-        return LaunchConfig(grid=(int(p.gridDimX), int(p.gridDimY), int(p.gridDimZ)),
-                            block=(int(p.blockDimX), int(p.blockDimY), int(p.blockDimZ)),
-                            shmem_size=int(p.sharedMemBytes))
+        return LaunchConfig(grid=p.grid, block=p.block, shmem_size=p.shared_mem)
 
 
 class AllocNode(GraphNode):
@@ -568,16 +559,8 @@ class AllocNode(GraphNode):
     __slots__ = ("_info",)
 
     def _setup(self) -> None:
-        p = call("cuGraphMemAllocNodeGetParams", driver.CUgraphNode(self._h))
-        props = p.poolProps
-        if props.allocType == driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_MANAGED:
-            kind = "managed"
-        elif props.location.type == driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST:
-            kind = "host"
-        else:
-            kind = "device"
-        peers = tuple(int(d.location.id) for d in (p.accessDescs or ())[:int(p.accessDescCount)])
-        self._info = (int(p.dptr), int(p.bytesize), int(props.location.id), kind, peers)
+        p = guarded(self._ia_node().params)
+        self._info = (p.ptr, p.size, p.location, p.memory_type, p.peers)
 
     @property
     def dptr(self) -> int:
@@ -609,7 +592,7 @@ class FreeNode(GraphNode):
     __slots__ = ("_dptr",)
 
     def _setup(self) -> None:
-        self._dptr = int(call("cuGraphMemFreeNodeGetParams", driver.CUgraphNode(self._h)))
+        self._dptr = guarded(self._ia_node().params).ptr
 
     @property
     def dptr(self) -> int:
@@ -625,8 +608,7 @@ class MemsetNode(GraphNode):
     __slots__ = ("_params",)
 
     def _setup(self) -> None:
-        p = call("cuGraphMemsetNodeGetParams", driver.CUgraphNode(self._h))
-        self._params = (int(p.dst), int(p.value), int(p.elementSize), int(p.width), int(p.height), int(p.pitch))
+        self._params = tuple(guarded(self._ia_node().params))
 
     def update(self, *, dst: Any = None, value: Any = None, width: int | None = None, height: int | None = None,
                pitch: int | None = None, dst_owner: Any = None) -> None:
@@ -684,10 +666,7 @@ class MemcpyNode(GraphNode):
     __slots__ = ("_params",)
 
     def _setup(self) -> None:
-        p = call("cuGraphMemcpyNodeGetParams", driver.CUgraphNode(self._h))
-        dst = int(p.dstDevice) or int(p.dstHost or 0)
-        src = int(p.srcDevice) or int(p.srcHost or 0)
-        self._params = (dst, src, int(p.WidthInBytes))
+        self._params = tuple(guarded(self._ia_node().params))
 
     def update(self, *, dst: Any = None, src: Any = None, size: int | None = None, dst_owner: Any = None,
                src_owner: Any = None) -> None:
@@ -739,12 +718,15 @@ class ChildGraphNode(GraphNode):
         from ._graph_definition import GraphDefinition
 
         if self._child is None:
-            h = call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(self._live()))
-            self._child = GraphDefinition._view(int(h), self._graph._root, self)
+            self._child = GraphDefinition._view(self._embedded(), self._graph._root, self)
         return self._child
 
+    def _embedded(self) -> int:
+        """The handle of the graph this node runs (the embedded copy)."""
+        return guarded(lambda: self._ia_node().child.handle)  # type: ignore[no-any-return]
+
     def _repr_extra(self) -> str:
-        return f" child={int(call('cuGraphChildGraphNodeGetGraph', driver.CUgraphNode(self._live()))):#x}"
+        return f" child={self._embedded():#x}"
 
 
 class _EventNode(GraphNode):
@@ -806,8 +788,7 @@ class HostCallbackNode(GraphNode):
     def _repr_extra(self) -> str:
         if self._callback is not None:
             return f" callback={getattr(self._callback, '__name__', '?')}"
-        params = call("cuGraphHostNodeGetParams", driver.CUgraphNode(self._live()))
-        return f" cfunc={int(params.fn):#x}"
+        return f" cfunc={guarded(self._ia_node().params).fn:#x}"
 
     def update(self, fn: Any, *, user_data: Any = None) -> None:
         """Replace the callback and its user data (cuGraphHostNodeSetParams)."""
@@ -895,26 +876,41 @@ class SwitchNode(ConditionalNode):
 
 # -- reconstruction and parameters (cold) --------------------------------------------------------
 
-_BY_TYPE: dict[str, type] = {
-    "CU_GRAPH_NODE_TYPE_EMPTY": EmptyNode, "CU_GRAPH_NODE_TYPE_KERNEL": KernelNode,
-    "CU_GRAPH_NODE_TYPE_MEM_ALLOC": AllocNode, "CU_GRAPH_NODE_TYPE_MEM_FREE": FreeNode,
-    "CU_GRAPH_NODE_TYPE_MEMSET": MemsetNode, "CU_GRAPH_NODE_TYPE_MEMCPY": MemcpyNode,
-    "CU_GRAPH_NODE_TYPE_GRAPH": ChildGraphNode, "CU_GRAPH_NODE_TYPE_EVENT_RECORD": EventRecordNode,
-    "CU_GRAPH_NODE_TYPE_WAIT_EVENT": EventWaitNode, "CU_GRAPH_NODE_TYPE_HOST": HostCallbackNode,
-    "CU_GRAPH_NODE_TYPE_CONDITIONAL": ConditionalNode,
+_BY_KIND: dict[str, type] = {
+    "empty": EmptyNode, "kernel": KernelNode, "alloc": AllocNode, "free": FreeNode, "memset": MemsetNode,
+    "memcpy": MemcpyNode, "child": ChildGraphNode, "event_record": EventRecordNode, "event_wait": EventWaitNode,
+    "host": HostCallbackNode, "conditional": ConditionalNode, "if": ConditionalNode, "while": ConditionalNode,
+    "switch": ConditionalNode,
+}
+
+#: ironaccel's node kinds as CUgraphNodeType member names (cuda.core's `GraphNode.type`).
+_TYPE_NAMES: dict[str, str] = {
+    "kernel": "KERNEL", "memcpy": "MEMCPY", "memset": "MEMSET", "host": "HOST", "child": "GRAPH", "empty": "EMPTY",
+    "event_wait": "WAIT_EVENT", "event_record": "EVENT_RECORD", "ext_semaphore_signal": "EXT_SEMAS_SIGNAL",
+    "ext_semaphore_wait": "EXT_SEMAS_WAIT", "alloc": "MEM_ALLOC", "free": "MEM_FREE", "batch_mem_op": "BATCH_MEM_OP",
+    "conditional": "CONDITIONAL", "if": "CONDITIONAL", "while": "CONDITIONAL", "switch": "CONDITIONAL",
+    "memcpy_batch": "MEMCPY_BATCH",
 }
 
 
-def _wrap(h: int, graph: Any) -> GraphNode:
-    """The node object of driver node `h` of `graph` (the one made before, while it lives)."""
+def _node_type(kind: str) -> Any:
+    """The CUgraphNodeType of an ironaccel node kind (None for a kind ironaccel does not name)."""
+    name = _TYPE_NAMES.get(kind)
+    return getattr(_types(), "CU_GRAPH_NODE_TYPE_" + name) if name else None
+
+
+def _wrap(h: int, graph: Any, kind: str | None = None) -> GraphNode:
+    """The node object of driver node `h` of `graph` (the one made before, while it lives); `kind`: ironaccel's
+    name of its kind, when known."""
     node = _node_registry.get(h)
     if node is not None:
         return node
-    kind = call("cuGraphNodeGetType", driver.CUgraphNode(h))
-    cls = _BY_TYPE.get(getattr(kind, "name", ""), GraphNode)
+    if kind is None:
+        kind = guarded(graph._ia_graph().node, h).kind
+    cls = _BY_KIND.get(kind or "", GraphNode)
     if cls is GraphNode:
         self = _new(GraphNode)
-        self._h = h
+        self._h = self._id = h
         self._graph = graph
         _node_registry[h] = self
         return self
@@ -953,17 +949,18 @@ def _import_attachments(src_root: Any, src_h: int, root: Any, embedded_h: int, o
     type, through nested child graphs); what cannot be matched stays with the child node `owner_h` (of graph
     `owner_graph_h`).  The driver gave the clone references to the originals' user objects, so destroying a
     copy gives its graph's reference back."""
-    source = _graph_nodes(src_h)
-    copies = _graph_nodes(embedded_h)
-    kinds = [call("cuGraphNodeGetType", driver.CUgraphNode(n)) for n in source]
-    if len(source) != len(copies) or any(
-            call("cuGraphNodeGetType", driver.CUgraphNode(c)) != k for c, k in zip(copies, kinds)):
+    from ._graph_definition import graph_nodes
+
+    source = graph_nodes(src_h, src_root.ia.device)
+    copies = graph_nodes(embedded_h, root.ia.device)
+    if len(source) != len(copies) or any(c.kind != n.kind for c, n in zip(copies, source)):
         root.attach(owner_graph_h, owner_h, *src_root.held_in(src_h))
         return
-    for original, copy, kind in zip(source, copies, kinds):
+    for original_node, copy_node in zip(source, copies):
+        original, copy = original_node.node_handle, copy_node.node_handle
         root.adopt(embedded_h, copy, src_root, original)
-        if getattr(kind, "name", "") == "CU_GRAPH_NODE_TYPE_GRAPH":
-            inner = int(call("cuGraphChildGraphNodeGetGraph", driver.CUgraphNode(copy)))
+        if copy_node.kind == "child":
+            inner = guarded(lambda: copy_node.child.handle)
             root.subgraphs[copy] = [inner]
             src_inner = src_root.subgraphs.get(original, [])
             if src_inner:
@@ -971,12 +968,6 @@ def _import_attachments(src_root: Any, src_h: int, root: Any, embedded_h: int, o
         elif original in src_root.subgraphs:
             for sub in src_root.subgraphs[original]:
                 root.attach(embedded_h, copy, *src_root.held_in(sub))
-
-
-def _graph_nodes(graph_h: int) -> list[int]:
-    from ._graph_definition import _graph_nodes as nodes
-
-    return nodes(graph_h)
 
 
 def _memory_type(value: Any) -> GraphMemoryType:
@@ -1148,19 +1139,27 @@ class ExecutableGraphNode:
     def _hold(self, keep: list[Any], host_funcs: list[Any] | None = None) -> None:
         self._graph._exe._hold(keep, host_funcs or [])
 
+    def _views(self) -> tuple[Any, Any]:
+        """(the ironaccel GraphExec, the ironaccel GraphNode) this view changes."""
+        self._handles()
+        return self._graph._exe, self._node._ia_node()
+
 
 class _Switchable(ExecutableGraphNode):
     __slots__ = ()
 
     @property
     def is_enabled(self) -> bool:
-        return bool(call("cuGraphNodeGetEnabled", *self._handles()))
+        exe, node = self._views()
+        return guarded(exe.is_enabled, node)  # type: ignore[no-any-return]
 
     def enable(self) -> None:
-        call("cuGraphNodeSetEnabled", *self._handles(), 1)
+        exe, node = self._views()
+        guarded(exe.set_enabled, node, True)
 
     def disable(self) -> None:
-        call("cuGraphNodeSetEnabled", *self._handles(), 0)
+        exe, node = self._views()
+        guarded(exe.set_enabled, node, False)
 
 
 class ExecutableKernelNode(_Switchable):
@@ -1236,8 +1235,9 @@ class ExecutableChildGraphNode(ExecutableGraphNode):
 
         if not isinstance(child, GraphDefinition):
             raise TypeError(f"child must be a GraphDefinition, got {type(child).__name__}")
-        exe, node = self._handles()
-        call("cuGraphExecChildGraphNodeSetParams", exe, node, driver.CUgraph(child._check()))
+        exe, node = self._views()
+        borrowed = guarded(_ia.IaGraph.from_handle, child._check(), exe.device)
+        guarded(exe.set_params, node, borrowed)
         held = child._root.held()
         self._hold(held, [h for h in held if _is_host_func(h)])
 
@@ -1248,9 +1248,9 @@ class ExecutableEventRecordNode(ExecutableGraphNode):
     __slots__ = ()
 
     def update(self, event: Any) -> None:
-        exe, node = self._handles()
-        call("cuGraphExecEventRecordNodeSetEvent", exe, node, _event_handle(event))
-        self._hold([event])
+        _event_handle(event)
+        exe, node = self._views()
+        guarded(exe.set_params, node, event)
 
 
 class ExecutableEventWaitNode(ExecutableGraphNode):
@@ -1259,9 +1259,9 @@ class ExecutableEventWaitNode(ExecutableGraphNode):
     __slots__ = ()
 
     def update(self, event: Any) -> None:
-        exe, node = self._handles()
-        call("cuGraphExecEventWaitNodeSetEvent", exe, node, _event_handle(event))
-        self._hold([event])
+        _event_handle(event)
+        exe, node = self._views()
+        guarded(exe.set_params, node, event)
 
 
 class ExecutableHostCallbackNode(ExecutableGraphNode):
@@ -1315,16 +1315,22 @@ def update_from_definition(graph: Any, definition: Any) -> None:
         raise RuntimeError("the graph is closed")
     h = definition._check()
     held = definition._root.held() if definition._view_of is None else definition._root.held_in(h)
-    host_funcs = [obj for obj in held if _is_host_func(obj)]
-    with _ia.IaStaged(h, (held, host_funcs)):
-        err, info = _ia.try_call("cuGraphExecUpdate", driver.CUgraphExec(int(exe._h)), driver.CUgraph(h))
-    if err:
-        result = getattr(getattr(info, "result", None), "name", None)
-        why = f" ({result})" if result else ""
+    source = definition._ia_graph()
+    if source is definition._root.ia:  # the root Graph holds its own lists: add the nodes' attachments alone
+        held = [obj for objs in definition._root.attachments.values() for obj in objs]
+    try:
+        exe.update(source, keep=held)
+    except _ia.DriverError as exc:
+        if exc.code is None:
+            raise from_ironaccel(exc) from None
         from .._utils.cuda_utils import _code_name
 
-        raise CUDAError(f"Graph update failed: {_code_name(int(err))}{why}", op="cuGraphExecUpdate", code=int(err))
-    exe._adopt(held, host_funcs)
+        result = getattr(exc, "update_result", None)
+        why = ""
+        if result:
+            why = " (CU_GRAPH_EXEC_UPDATE_ERROR" + ("" if result == "error" else "_" + result.upper()) + ")"
+        raise CUDAError(f"Graph update failed: {_code_name(int(exc.code))}{why}", op="cuGraphExecUpdate",
+                        code=int(exc.code)) from None
 
 
 def _library_kernel(params: Any, fn: Any, dev: Any) -> None:
