@@ -274,11 +274,18 @@ def main() -> None:
     parser.add_argument("--compiles", type=int, default=7)
     parser.add_argument("--json")
     parser.add_argument("--no-baseline", action="store_true", help="do not overwrite bench/BASELINE.md")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="only the compile rows, printed (a partial run: BASELINE.md is left as it is)")
     args = parser.parse_args()
 
     dev = ironaccel.open(args.backend, 0)
     spy_device, why = open_slangpy(args.backend)
     compiles = compile_rows(dev, args.backend, spy_device, args.compiles)
+    if args.compile_only:
+        print(f"{args.backend} on {dev.descriptor.name}; slangpy: {why or 'on the same device'}")
+        print("\n".join(["| compile | median ms |", "|---|---:|"] + [f"| {n} | {ms:,.2f} |" for n, ms in compiles]))
+        dev.close()
+        return
     source = Slang(SOURCE)
     ours = dev.pipeline(source, "saxpy", buffers=2)
     if spy_device is not None:
