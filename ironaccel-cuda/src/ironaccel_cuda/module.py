@@ -722,8 +722,8 @@ def load_module_file(path: str | os.PathLike[str]) -> int:
     if not isinstance(path, (str, os.PathLike)):
         raise invalid(op, f"expected a path (str or os.PathLike), got {type(path).__name__}")
     name = os.fsencode(path)
-    if not name or b"\0" in name:
-        raise invalid(op, f"not a file path: {path!r}")
+    if b"\0" in name:
+        raise invalid(op, f"the path {path!r} holds a NUL character")
     return int(call(op, name))
 
 

@@ -107,7 +107,7 @@ def test_module_handle_bad_input(dev, image):
         (lambda: cu.load_module_image(image, jit_options=[5]), "cuModuleLoadDataEx"),
         (lambda: cu.load_module_image(image, log="yes"), "cuModuleLoadDataEx"),
         (lambda: cu.load_module_file(3), "cuModuleLoad"),
-        (lambda: cu.load_module_file(""), "cuModuleLoad"),
+        (lambda: cu.load_module_file("a\0b"), "cuModuleLoad"),
         (lambda: cu.module_function(0, "saxpy"), "cuModuleGetFunction"),
         (lambda: cu.module_global(True, "table"), "cuModuleGetGlobal"),
         (lambda: cu.unload_module(-1), "cuModuleUnload"),
