@@ -733,7 +733,8 @@ def load_module_image(image: Any, *, jit_options: Any = (), log: JitLog | None =
     cuModuleLoadData, or cuModuleLoadDataEx with `jit_options` ({option: value} or (option, value) pairs; an
     option is a CUjit_option name -- "max_registers", "CU_JIT_TARGET" -- value or member) or `log`: a JitLog
     filled with the JIT's info and error logs, also when the load fails.  PTX without its terminating NUL gets
-    one.  `unload_module` gives the module back; destroying the context unloads it too.
+    one; otherwise the image goes to the driver as given (its error for a bad one: `Device.load_module` checks
+    images first).  `unload_module` gives the module back; destroying the context unloads it too.
     """
     op = "cuModuleLoadData" if not jit_options and log is None else "cuModuleLoadDataEx"
     if isinstance(image, str):
