@@ -38,7 +38,10 @@ from .stream import Stream, check_priority
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Context", "GreenContext", "context_api_version", "context_at", "split_sms"]
+__all__ = ["Context", "GreenContext", "attach_context", "context_api_version", "context_at", "create_context",
+           "current_context_shared_memory_config", "destroy_context", "detach_context", "init_driver", "pop_context",
+           "push_context", "release_primary_context", "retain_primary_context",
+           "set_current_context_shared_memory_config", "split_sms"]
 
 CU_STREAM_NON_BLOCKING = 1
 CU_GREEN_CTX_DEFAULT_STREAM = 1
@@ -335,3 +338,128 @@ def split_sms(device: Device, sm_count: int, groups: int | None = None, *, cosch
             g.close()
         raise
     return result
+
+
+# -- contexts by handle ---------------------------------------------------------------------------------------------
+# For code that keeps a context stack of its own (the PyCUDA compat, another library's contexts): these take and give
+# CUcontext addresses and device ordinals, act on the calling thread's driver stack, and own nothing -- no object
+# tracks what they create, retain or attach, so the caller releases it.  `Device.create_context` / `Context` are the
+# owning form; `current_context_handle` says what is current.
+
+_CTX_MAP_HOST, _CTX_LMEM_RESIZE_TO_MAX = 0x08, 0x10  # CU_CTX_MAP_HOST, CU_CTX_LMEM_RESIZE_TO_MAX
+_CTX_COREDUMP, _CTX_USER_COREDUMP, _CTX_SYNC_MEMOPS = 0x20, 0x40, 0x80  # CU_CTX_COREDUMP_ENABLE, ..., SYNC_MEMOPS
+_SHARED_CONFIGS = {"default": 0, "four_byte": 1, "eight_byte": 2}  # CU_SHARED_MEM_CONFIG_*_BANK_SIZE
+_SHARED_CONFIGS_BY_VALUE = {v: k for k, v in _SHARED_CONFIGS.items()}
+
+
+def _ordinal(ordinal: Any, op: str) -> int:
+    if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < 1 << 31:
+        raise invalid(op, f"expected a device ordinal (a non-negative int), got {ordinal!r}")
+    return ordinal
+
+
+def _handle(context: Any, op: str) -> Any:
+    if isinstance(context, bool) or not isinstance(context, int) or not 0 < context < 1 << 64:
+        raise invalid(op, f"expected a CUcontext address (a positive int below 2**64), got {context!r}")
+    return driver().CUcontext(context)
+
+
+def _bool(name: str, value: Any, op: str) -> bool:
+    if not isinstance(value, bool):
+        raise invalid(op, f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def init_driver() -> None:
+    """Initialise the driver now (cuInit, once per process) rather than at the first call that needs it;
+    NotAvailable says why it cannot be (no driver library, no device, a forked child)."""
+    driver()
+
+
+def create_context(ordinal: int, *, sched: str = "auto", map_host: bool = False, lmem_resize_to_max: bool = False,
+                   sync_memops: bool = False, coredump: bool = False, user_coredump: bool = False) -> int:
+    """The address of a new context of device `ordinal` (cuCtxCreate), pushed on the calling thread's stack: it
+    is current when this returns, as the driver leaves it.  `sched` and `map_host` are `Device.create_context`'s;
+    the other flags are the driver's CU_CTX_* of the same names.  `destroy_context` ends it."""
+    op = "cuCtxCreate"
+    ordinal = _ordinal(ordinal, op)
+    if not isinstance(sched, str) or sched not in _CTX_FLAGS:
+        raise invalid(op, f"sched must be one of {sorted(_CTX_FLAGS)}, got {sched!r}")
+    flags = (_CTX_FLAGS[sched] | (_CTX_MAP_HOST if _bool("map_host", map_host, op) else 0)
+             | (_CTX_LMEM_RESIZE_TO_MAX if _bool("lmem_resize_to_max", lmem_resize_to_max, op) else 0)
+             | (_CTX_SYNC_MEMOPS if _bool("sync_memops", sync_memops, op) else 0)
+             | (_CTX_COREDUMP if _bool("coredump", coredump, op) else 0)
+             | (_CTX_USER_COREDUMP if _bool("user_coredump", user_coredump, op) else 0))
+    cudev = driver().CUdevice(ordinal)
+    try:
+        ctx = call(op, None, flags, cudev)
+    except TypeError:  # cuda.bindings 12: cuCtxCreate(flags, dev)
+        ctx = call(op, flags, cudev)
+    _core.forget_current()
+    return int(ctx)
+
+
+def destroy_context(context: int) -> None:
+    """Destroy the context at `context` (cuCtxDestroy), with the memory, streams and modules made in it; if it is
+    current on the calling thread, the driver pops it.  For a context from `create_context`."""
+    op = "cuCtxDestroy"
+    call(op, _handle(context, op))
+    _core.forget_current()
+
+
+def push_context(context: int) -> None:
+    """Make the context at `context` current on the calling thread, above the one that was (cuCtxPushCurrent)."""
+    op = "cuCtxPushCurrent"
+    call(op, _handle(context, op))
+    _core.forget_current()
+
+
+def pop_context() -> int:
+    """Pop the calling thread's current context (cuCtxPopCurrent) and return its address; the one below (if any)
+    is current again.  The driver's CUDA_ERROR_INVALID_CONTEXT when none is current."""
+    ctx = call("cuCtxPopCurrent")
+    _core.forget_current()
+    return int(ctx) if ctx is not None else 0
+
+
+def attach_context() -> int:
+    """The address of the calling thread's current context, with its usage count raised (cuCtxAttach, a
+    deprecated call kept for code written against it); `detach_context` lowers it again."""
+    op = "cuCtxAttach"
+    return int(call(op, 0))
+
+
+def detach_context(context: int) -> None:
+    """Lower the usage count `attach_context` raised (cuCtxDetach); the driver destroys the context at zero."""
+    op = "cuCtxDetach"
+    call(op, _handle(context, op))
+    _core.forget_current()
+
+
+def retain_primary_context(ordinal: int) -> int:
+    """The address of device `ordinal`'s primary context, retained (cuDevicePrimaryCtxRetain; the driver creates
+    it on the first retain) and not made current.  Give it back with `release_primary_context`."""
+    op = "cuDevicePrimaryCtxRetain"
+    return int(call(op, driver().CUdevice(_ordinal(ordinal, op))))
+
+
+def release_primary_context(ordinal: int) -> None:
+    """Release one retain of device `ordinal`'s primary context (cuDevicePrimaryCtxRelease); the driver destroys
+    it when no retain is left.  Ironaccel's own Devices hold one retain for the process."""
+    op = "cuDevicePrimaryCtxRelease"
+    call(op, driver().CUdevice(_ordinal(ordinal, op)))
+
+
+def current_context_shared_memory_config() -> str:
+    """The shared-memory bank size of the context current on the calling thread (cuCtxGetSharedMemConfig):
+    "default", "four_byte" or "eight_byte".  Devices since Volta have fixed banks: the driver answers, not acts."""
+    return _SHARED_CONFIGS_BY_VALUE[int(call("cuCtxGetSharedMemConfig"))]
+
+
+def set_current_context_shared_memory_config(config: str) -> None:
+    """Ask for a shared-memory bank size in the context current on the calling thread (cuCtxSetSharedMemConfig):
+    "default", "four_byte" or "eight_byte" (a request the driver may ignore on devices with fixed banks)."""
+    op = "cuCtxSetSharedMemConfig"
+    if not isinstance(config, str) or config not in _SHARED_CONFIGS:
+        raise invalid(op, f"config must be one of {sorted(_SHARED_CONFIGS)}, got {config!r}")
+    call(op, driver().CUsharedconfig(_SHARED_CONFIGS[config]))

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from . import _driver
 from ._devices import open_device
-from ._driver import call, try_call
+from ._driver import call, driver, try_call
 from .errors import closed, driver_error, invalid
 from .module import Function, _symbol, close_contents, global_view, loadable_image, param_types
 
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Library"]
+__all__ = ["Library", "kernel_function"]
 
 
 class Library:
@@ -156,3 +156,13 @@ class Library:
 
     def __repr__(self) -> str:
         return f"<Library {self.kind}{' closed' if self._h is None else ''}>"
+
+
+def kernel_function(kernel: int) -> int:
+    """The address of the CUfunction of a CUkernel (a library's kernel, ours or another library's) in the context
+    current on the calling thread, loading the kernel there if it was not (cuKernelGetFunction): for the calls
+    that take only a CUfunction.  `Library.function` is the form for a Library of ours."""
+    op = "cuKernelGetFunction"
+    if isinstance(kernel, bool) or not isinstance(kernel, int) or not 0 < kernel < 1 << 64:
+        raise invalid(op, f"expected a CUkernel address (a positive int below 2**64), got {kernel!r}")
+    return int(call(op, driver().CUkernel(kernel)))

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DeviceBuf", "HostFlags", "PinnedBuf", "address_range", "adopt", "alloc_async", "alloc_pitch", "attach_address",
-    "copy_peer", "device_alloc", "device_free", "free_async", "host_alloc", "host_cache", "host_device_pointer",
+    "copy_async", "copy_peer", "device_alloc", "device_free", "free_async", "host_alloc", "host_cache", "host_device_pointer",
     "host_flags", "host_free", "host_register", "host_unregister", "managed_alloc", "pinned", "pointer_attribute",
 ]
 
@@ -437,6 +437,15 @@ def free_async(ptr: int, stream: Any) -> None:
     stream records a free node."""
     op = "cuMemFreeAsync"
     call(op, _address(ptr, op), _stream_handle(stream, op))
+
+
+def copy_async(dst: int, src: int, nbytes: int, stream: Any) -> None:
+    """Copy `nbytes` from address `src` to `dst`, queued on `stream` (cuMemcpyAsync): device, managed or
+    page-locked host memory of any context, whichever kind each side is (unified addressing tells the driver).
+    `DeviceBuf.copy_from` is the form for buffers; `copy_peer` names the contexts."""
+    op = "cuMemcpyAsync"
+    d, s = _address(dst, op), _address(src, op)
+    call(op, d, s, _nbytes(nbytes, op, zero=True), _stream_handle(stream, op))
 
 
 def address_range(ptr: int) -> tuple[int, int]:

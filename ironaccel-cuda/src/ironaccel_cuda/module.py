@@ -29,8 +29,9 @@ from .program import ObjectCode
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["Module", "Function", "FunctionAttributes", "LaunchConfig", "PreparedLaunch", "function_param_layout",
-           "load_module", "image_kind", "loadable_image"]
+__all__ = ["Module", "Function", "FunctionAttributes", "JitLog", "LaunchConfig", "PreparedLaunch",
+           "function_param_layout", "load_module", "load_module_file", "load_module_image", "image_kind",
+           "loadable_image", "module_function", "module_global", "unload_module"]
 
 LaunchConfig = _core.LaunchConfig
 PreparedLaunch = _core.PreparedLaunch
@@ -666,3 +667,136 @@ def _query_layout(h: Any, op: str = "cuFuncGetParamInfo", *, strict: bool = Fals
         layout.append((int(offset), int(size)))
         index += 1
     return tuple(layout)
+
+
+# -- modules by handle, in the current context ----------------------------------------------------------------------
+# For code that keeps contexts of its own (the PyCUDA compat, another library's context): the context current on the
+# calling thread loads the code; these take and give CUmodule / CUfunction addresses and own nothing, so the caller
+# unloads what it loaded.  `Device.load_module` / `Context.load_module` and `Module` are the owning form.
+
+_LOG_BYTES = 1 << 15  # each of the JIT's info and error logs `load_module_image` collects
+_LOG_OPTIONS = ("CU_JIT_INFO_LOG_BUFFER", "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES", "CU_JIT_ERROR_LOG_BUFFER",
+                "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES")
+
+
+@dataclass
+class JitLog:
+    """The driver JIT's info and error logs of one `load_module_image` call, filled whether or not it succeeds."""
+
+    info: str = ""
+    error: str = ""
+
+
+def _module_handle(module: Any, op: str) -> Any:
+    if isinstance(module, bool) or not isinstance(module, int) or not 0 < module < 1 << 64:
+        raise invalid(op, f"expected a CUmodule address (a positive int below 2**64), got {module!r}")
+    return driver().CUmodule(module)
+
+
+def _jit_option(key: Any, op: str) -> Any:
+    """A CUjit_option from its name (with or without the CU_JIT_ prefix, any case), its value or the enum member."""
+    options = driver().CUjit_option
+    if isinstance(key, options):
+        found = key
+    elif isinstance(key, str):
+        name = key.upper() if key.upper().startswith("CU_JIT_") else "CU_JIT_" + key.upper()
+        found = getattr(options, name, None)
+    elif isinstance(key, int) and not isinstance(key, bool):
+        try:
+            found = options(int(key))
+        except ValueError:
+            found = None
+    else:
+        found = None
+    if found is None or found.name == "CU_JIT_NUM_OPTIONS":
+        raise invalid(op, f"no JIT option {key!r} (a CUjit_option name, value or member)")
+    if found.name in _LOG_OPTIONS:
+        raise invalid(op, f"{found.name} is load_module_image's own: pass log=JitLog() for the logs")
+    return found
+
+
+def load_module_file(path: str | os.PathLike[str]) -> int:
+    """The address of a CUmodule loaded from the CUBIN, PTX or fatbin file at `path` into the current context
+    (cuModuleLoad; the driver reads the file: its CUDA_ERROR_FILE_NOT_FOUND for none)."""
+    op = "cuModuleLoad"
+    if not isinstance(path, (str, os.PathLike)):
+        raise invalid(op, f"expected a path (str or os.PathLike), got {type(path).__name__}")
+    name = os.fsencode(path)
+    if b"\0" in name:
+        raise invalid(op, f"the path {path!r} holds a NUL character")
+    return int(call(op, name))
+
+
+def load_module_image(image: Any, *, jit_options: Any = (), log: JitLog | None = None) -> int:
+    """The address of a CUmodule loaded from CUBIN, PTX or fatbin bytes into the current context.
+
+    cuModuleLoadData, or cuModuleLoadDataEx with `jit_options` ({option: value} or (option, value) pairs; an
+    option is a CUjit_option name -- "max_registers", "CU_JIT_TARGET" -- value or member) or `log`: a JitLog
+    filled with the JIT's info and error logs, also when the load fails.  PTX without its terminating NUL gets
+    one; otherwise the image goes to the driver as given (its error for a bad one: `Device.load_module` checks
+    images first).  `unload_module` gives the module back; destroying the context unloads it too.
+    """
+    op = "cuModuleLoadData" if not jit_options and log is None else "cuModuleLoadDataEx"
+    if isinstance(image, str):
+        raise invalid(op, "image must be bytes (CUBIN, PTX or fatbin), not str")
+    try:
+        data = bytes(memoryview(image).cast("B"))
+    except (TypeError, ValueError) as exc:
+        raise invalid(op, f"image must be a bytes-like object, got {type(image).__name__} ({exc})") from None
+    if not data:
+        raise invalid(op, "the image is empty")
+    if log is not None and not isinstance(log, JitLog):
+        raise invalid(op, f"log must be a JitLog or None, got {type(log).__name__}")
+    if data[:4] not in (b"\x7fELF", b"\x50\xed\x55\xba") and not data.endswith(b"\0"):
+        data += b"\0"  # PTX is read as a C string
+    if op == "cuModuleLoadData":
+        return int(call(op, data))
+    try:
+        pairs = list(jit_options.items()) if hasattr(jit_options, "items") else [(k, v) for k, v in jit_options]
+    except (TypeError, ValueError):
+        raise invalid(op, "jit_options must be a mapping or (option, value) pairs") from None
+    keys = [_jit_option(k, op) for k, _ in pairs]
+    values: list[Any] = [v for _, v in pairs]
+    info = error = None
+    if log is not None:
+        info, error = bytearray(_LOG_BYTES), bytearray(_LOG_BYTES)  # the driver writes into these
+        keys += [getattr(driver().CUjit_option, n) for n in _LOG_OPTIONS]
+        values += [info, _LOG_BYTES, error, _LOG_BYTES]
+    try:
+        return int(call(op, data, len(keys), keys, values))
+    except (TypeError, ValueError, OverflowError) as exc:  # a value the binding cannot convert for its option
+        raise invalid(op, f"a JIT option's value does not fit it: {type(exc).__name__}: {exc}") from None
+    finally:
+        if log is not None:
+            log.info, log.error = _log_text(info), _log_text(error)
+
+
+def _log_text(buf: bytearray | None) -> str:
+    return bytes(buf or b"").split(b"\0", 1)[0].decode(errors="replace")
+
+
+def module_function(module: int, name: str) -> int:
+    """The address of kernel `name` (its symbol) of the CUmodule at `module` (cuModuleGetFunction); the driver's
+    CUDA_ERROR_NOT_FOUND for none.  `Module.function` is the owning form."""
+    op = "cuModuleGetFunction"
+    h = _module_handle(module, op)
+    if not isinstance(name, str) or not name:
+        raise invalid(op, f"function name must be a non-empty str, got {name!r}")
+    return int(call(op, h, _symbol({}, name, op)))
+
+
+def module_global(module: int, name: str) -> tuple[int, int]:
+    """(device address, size in bytes) of the `__device__` or `__constant__` variable `name` of the CUmodule at
+    `module` (cuModuleGetGlobal).  `Module.get_global` is the typed form."""
+    op = "cuModuleGetGlobal"
+    h = _module_handle(module, op)
+    if not isinstance(name, str) or not name:
+        raise invalid(op, f"the global's name must be a non-empty str, got {name!r}")
+    ptr, size = call(op, h, _symbol({}, name, op))
+    return int(ptr), int(size)
+
+
+def unload_module(module: int) -> None:
+    """Unload the CUmodule at `module` (cuModuleUnload), in the context it was loaded into (current or not)."""
+    op = "cuModuleUnload"
+    call(op, _module_handle(module, op))

@@ -1,8 +1,8 @@
 /* The driver calls the PyCUDA surface (ironaccel_cuda_compat.pycuda) makes beyond fake_cuda.c's.
  *
  * The fake has one context per device, so cuCtxCreate hands out the device's
- * (primary) context, pushed on a per-thread stack kept here; cuCtxDetach and
- * cuCtxDestroy pop it and release nothing.  cuModuleGetGlobal gives each
+ * (primary) context, pushed on a per-thread stack kept here; cuCtxDestroy, and
+ * the cuCtxDetach that undoes no cuCtxAttach, pop it and release nothing.  cuModuleGetGlobal gives each
  * (module, name) its own 256-byte block of fake device memory (the fake
  * cannot read symbol sizes out of an image).  Managed memory is ordinary fake
  * device memory (host memory here anyway).  2-D and 3-D copies and memsets
@@ -57,18 +57,64 @@ static CUresult pop_if_current(CUcontext ctx) {
 
 CUresult cuCtxDestroy(CUcontext ctx) { return ctx ? pop_if_current(ctx) : CUDA_ERROR_INVALID_CONTEXT; }
 
-CUresult cuCtxDetach(CUcontext ctx) { return ctx ? pop_if_current(ctx) : CUDA_ERROR_INVALID_CONTEXT; }
+/* cuCtxAttach raises a usage count that cuCtxDetach lowers; a detach with no attach left ends the context (pops it,
+   as cuCtxDestroy does here).  Counted per context handle: the fake has at most MAX_ATTACHED contexts. */
+#define MAX_ATTACHED 64
+static struct { CUcontext ctx; unsigned count; } attached[MAX_ATTACHED];
+
+CUresult cuCtxDetach(CUcontext ctx) {
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    for (int i = 0; i < MAX_ATTACHED; i++)
+        if (attached[i].ctx == ctx && attached[i].count) {
+            attached[i].count--;
+            return CUDA_SUCCESS;
+        }
+    return pop_if_current(ctx);
+}
 
 CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags) {
     if (!pctx || flags) return CUDA_ERROR_INVALID_VALUE;
     CUresult err = cuCtxGetCurrent(pctx);
     if (err) return err;
-    return *pctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (!*pctx) return CUDA_ERROR_INVALID_CONTEXT;
+    int slot = -1;
+    for (int i = 0; i < MAX_ATTACHED; i++) {
+        if (attached[i].ctx == *pctx) { slot = i; break; }
+        if (slot < 0 && !attached[i].ctx) slot = i;
+    }
+    if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    attached[slot].ctx = *pctx;
+    attached[slot].count++;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version) {
     if (!ctx || !version) return CUDA_ERROR_INVALID_VALUE;
     *version = 13000;
+    return CUDA_SUCCESS;
+}
+
+/* Shared-memory bank size: kept per device (the fake's one context per device); any of the three is accepted, as
+   devices with fixed banks accept (and ignore) it. */
+#define MAX_CONFIG_DEVICES 64
+static CUsharedconfig shared_configs[MAX_CONFIG_DEVICES];
+
+CUresult cuCtxGetSharedMemConfig(CUsharedconfig *config) {
+    CUdevice dev = 0;
+    CUresult err = cuCtxGetDevice(&dev);
+    if (err) return err;
+    if (!config || dev < 0 || dev >= MAX_CONFIG_DEVICES) return CUDA_ERROR_INVALID_VALUE;
+    *config = shared_configs[dev];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetSharedMemConfig(CUsharedconfig config) {
+    CUdevice dev = 0;
+    CUresult err = cuCtxGetDevice(&dev);
+    if (err) return err;
+    if (dev < 0 || dev >= MAX_CONFIG_DEVICES || (unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+        return CUDA_ERROR_INVALID_VALUE;
+    shared_configs[dev] = config;
     return CUDA_SUCCESS;
 }
 

@@ -24,6 +24,8 @@ import weakref
 from collections import namedtuple
 from typing import Any
 
+from ironaccel_cuda.library import kernel_function
+
 from . import _ia
 from ._utils.cuda_utils import CUDAError, call, driver, from_ironaccel, guarded
 
@@ -471,7 +473,7 @@ class Kernel:
             return Kernel._from_function(fn, owner if owner is not None else mod, fn.name)
         dev = Device()
         _ia.ensure(dev._state.ctx)
-        func = call("cuKernelGetFunction", driver.CUkernel(handle))
+        func = driver.CUfunction(guarded(kernel_function, handle))
         _ia.settle_lazy_load(dev._state.ctx)
         module = _ia.IaModule._make(_ia.CLOSED, dev, {}, "foreign")
         fn = _ia.IaFunction._make(func, module, f"kernel@{handle:#x}", kernel=driver.CUkernel(handle))

@@ -1,4 +1,4 @@
-"""Devices and PyCUDA's context stack, over cold driver calls.
+"""Devices and PyCUDA's context stack, over ironaccel_cuda's contexts by handle.
 
 PyCUDA keeps its own per-thread stack of contexts (`make_context` pushes a
 new context, `Context.push/pop` move along it, `detach` destroys); its top is
@@ -13,8 +13,8 @@ objects binds the top again before returning.
 
 Contexts keep PyCUDA's semantics: `Device.make_context(flags)` creates (and
 pushes) a context; `retain_primary_context()` retains the primary one,
-unpushed; `detach()` releases (created contexts: cuCtxDestroy; attached:
-cuCtxDetach; primary: cuDevicePrimaryCtxRelease) and is also what garbage collection
+unpushed; `detach()` releases (created contexts: destroy_context; attached:
+detach_context; primary: release_primary_context) and is also what garbage collection
 does; objects made in a context (memory, streams, events, modules) keep it
 alive and are released in it.
 """
@@ -70,12 +70,10 @@ def guarded(routine: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> 
 
 def init(flags: int = 0) -> None:
     """cuInit.  (Every call here initialises CUDA on first use; PyCUDA requires init() first.)"""
-    try:
-        _drv.driver()
-    except ia.IronAccelError as exc:
-        raise translate(exc, "cuInit") from None
-    if flags:
-        call("cuInit", flags)
+    guarded("cuInit", cu.init_driver)
+    flags = _uint(flags, "cuInit")
+    if flags:  # the driver defines no flags: cuInit answers CUDA_ERROR_INVALID_VALUE
+        raise from_code(1, "cuInit")
 
 
 def get_version() -> tuple[int, int, int]:
@@ -187,6 +185,19 @@ def address(value: Any, routine: str) -> int:
         raise bad_type(routine, f"expected an address (an int or an allocation), not {type(value).__name__}") from None
 
 
+def _uint(flags: Any, routine: str) -> int:
+    """Flags for a driver call taking an unsigned int: PyCUDA's TypeError for a non-int, its OverflowError (the
+    binding's conversion) outside 0 .. 2**32 - 1."""
+    flags = _flags(flags, routine)
+    if not 0 <= flags < 1 << 32:
+        raise bad_input(routine, OverflowError(f"flags {flags} do not fit an unsigned int"))
+    return flags
+
+
+_SCHED = {0: "auto", 1: "spin", 2: "yield", 4: "blocking_sync"}  # CU_CTX_SCHED_*
+_CTX_FLAGS_MASK = 0xFF  # CU_CTX_FLAGS_MASK: the sched bits, MAP_HOST, LMEM_RESIZE_TO_MAX, the coredump bits, SYNC_MEMOPS
+
+
 def _flags(flags: Any, routine: str, what: str = "flags") -> int:
     """An int argument (flags, a limit's value, ...) from an int-like; PyCUDA's TypeError for anything else."""
     if isinstance(flags, bool) or not hasattr(flags, "__index__"):
@@ -285,24 +296,26 @@ class Device:
 
     def make_context(self, flags: int = 0) -> Context:
         """Create a context on this device (cuCtxCreate) and push it: it becomes current."""
-        flags = _flags(flags, "cuCtxCreate")
+        op = "cuCtxCreate"
+        flags = _uint(flags, op)
+        sched = _SCHED.get(flags & 0x7)
+        if sched is None or flags & ~_CTX_FLAGS_MASK:  # what the driver answers for them
+            raise from_code(1, op)
+        h = guarded(op, cu.create_context, self._ordinal, sched=sched, map_host=bool(flags & 0x8),
+                    lmem_resize_to_max=bool(flags & 0x10), coredump=bool(flags & 0x20),
+                    user_coredump=bool(flags & 0x40), sync_memops=bool(flags & 0x80))
         try:
-            h = _drv.call("cuCtxCreate", None, flags, self._cudev)
-        except TypeError:  # cuda.bindings before 13 has cuCtxCreate(flags, dev)
-            h = call("cuCtxCreate", flags, self._cudev)
-        except ia.IronAccelError as exc:
-            raise translate(exc, "cuCtxCreate") from None
-        except (ValueError, OverflowError) as exc:  # flags out of the unsigned int range
-            raise bad_input("cuCtxCreate", exc) from None
-        _drv.try_call("cuCtxPopCurrent")  # keep the driver's stack one deep; pushed below
-        ctx = Context._make(h, _CREATED, self._cudev)
+            cu.pop_context()  # keep the driver's stack one deep; pushed below
+        except ia.IronAccelError:
+            pass
+        ctx = Context._make(_cb.CUcontext(h), _CREATED, self._cudev)
         ctx.push()
         return ctx
 
     def retain_primary_context(self) -> Context:
         """The device's primary context (retained; not pushed)."""
-        h = call("cuDevicePrimaryCtxRetain", self._cudev)
-        return Context._make(h, _PRIMARY, self._cudev)
+        h = guarded("cuDevicePrimaryCtxRetain", cu.retain_primary_context, self._ordinal)
+        return Context._make(_cb.CUcontext(h), _PRIMARY, self._cudev)
 
     def can_access_peer(self, other: Device) -> bool:
         if not isinstance(other, Device):
@@ -402,7 +415,9 @@ class Context:
         top = current_context()
         if top is not None:
             _fast.ensure(top.handle)
-        h = call("cuCtxAttach", _flags(flags, "cuCtxAttach"))
+        if _uint(flags, "cuCtxAttach"):  # the driver defines no flags: CUDA_ERROR_INVALID_VALUE
+            raise from_code(1, "cuCtxAttach")
+        h = _cb.CUcontext(guarded("cuCtxAttach", cu.attach_context))
         ordinal = guarded("cuCtxGetDevice", cu.current_device_ordinal)
         if ordinal is None:  # what cuCtxGetDevice says with no context current
             raise from_code(INVALID_CONTEXT, "cuCtxGetDevice")
@@ -429,11 +444,11 @@ class Context:
                 staging.close()
             self._free_live()
             if self._kind == _PRIMARY:
-                _drv.call("cuDevicePrimaryCtxRelease", self._cudev)
+                cu.release_primary_context(self._ordinal)
             elif self._kind == _CREATED:
-                _drv.call("cuCtxDestroy", self._h)
+                cu.destroy_context(self.handle)
             else:  # attached: drop the usage count cuCtxAttach added
-                _drv.call("cuCtxDetach", self._h)
+                cu.detach_context(self.handle)
         except Exception as exc:
             warnings.warn(f"PyCUDA compat: releasing a context failed: {exc}", stacklevel=3)
 
@@ -506,14 +521,17 @@ class Context:
     def get_shared_config() -> Any:
         from ._enums import shared_config
 
-        _current("cuCtxGetSharedMemConfig")
-        return shared_config(int(call("cuCtxGetSharedMemConfig")))
+        op = "cuCtxGetSharedMemConfig"
+        _current(op)
+        return shared_config[str(guarded(op, cu.current_context_shared_memory_config)).upper() + "_BANK_SIZE"]
 
     @staticmethod
     def set_shared_config(config: Any) -> None:
         _current("cuCtxSetSharedMemConfig")
         op = "cuCtxSetSharedMemConfig"
-        call(op, enum_value("CUsharedconfig", config, op))
+        name = enum_value("CUsharedconfig", config, op).name  # CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE, ...
+        guarded(op, cu.set_current_context_shared_memory_config,
+                name.removeprefix("CU_SHARED_MEM_CONFIG_").removesuffix("_BANK_SIZE").lower())
 
     @staticmethod
     def enable_peer_access(peer: Context, flags: int = 0) -> None:

@@ -30,11 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from cuda.bindings import driver as _cb
+
+import ironaccel_cuda as cu
 from ironaccel import errors as ia
 from ironaccel_cuda.module import settle_lazy_load
 
 from . import _fast
-from ._context import Context, _current, _flags, _local, call, cleanup, enum_value, run_in
+from ._context import Context, _current, _flags, _local, call, cleanup, enum_value, guarded, run_in
 from ._enums import function_attribute
 from ._errors import bad_input, bad_type, from_code, invalid, translate, unsupported
 from ._memory import DeviceAllocation, ManagedAllocation, mem_alloc, memcpy_dtoh, memcpy_htod
@@ -75,8 +78,9 @@ class Module:
         return m
 
     def get_function(self, name: str) -> Function:
-        _in_context(self._ctx, "cuModuleGetFunction")
-        h = call("cuModuleGetFunction", self._h, _name(name, "cuModuleGetFunction"))
+        op = "cuModuleGetFunction"
+        _in_context(self._ctx, op)
+        h = _cb.CUfunction(guarded(op, cu.module_function, self.handle, _name(name, op)))
         if name not in self._settled:
             self._settled.add(name)
             settle_lazy_load(self._ctx._h)
@@ -84,8 +88,9 @@ class Module:
 
     def get_global(self, name: str) -> tuple[int, int]:
         """(device address, size in bytes) of global or __constant__ variable `name`."""
-        _in_context(self._ctx, "cuModuleGetGlobal")
-        dp, size = call("cuModuleGetGlobal", self._h, _name(name, "cuModuleGetGlobal"))
+        op = "cuModuleGetGlobal"
+        _in_context(self._ctx, op)
+        dp, size = guarded(op, cu.module_global, self.handle, _name(name, op))
         return int(dp), int(size)
 
     def get_texref(self, name: str) -> Any:
@@ -97,16 +102,16 @@ class Module:
     def __del__(self) -> None:
         try:
             ctx = self._ctx
-            h = self._h
-            cleanup("module", ctx, lambda: call("cuModuleUnload", h))
+            h = self.handle
+            cleanup("module", ctx, lambda: guarded("cuModuleUnload", cu.unload_module, h))
         except Exception:
             pass
 
 
-def _name(name: Any, routine: str) -> bytes:
+def _name(name: Any, routine: str) -> str:
     if not isinstance(name, str):
         raise bad_type(routine, f"name must be a str, not {type(name).__name__}")
-    return name.encode()
+    return name
 
 
 def _in_context(ctx: Context, routine: str) -> None:
@@ -117,52 +122,40 @@ def _in_context(ctx: Context, routine: str) -> None:
 
 
 def module_from_buffer(buffer: Any, options: Sequence[Any] = (), message_handler: Any = None) -> Module:
-    """Load CUBIN, PTX or fatbin bytes into the current context (cuModuleLoadData / cuModuleLoadDataEx)."""
+    """Load CUBIN, PTX or fatbin bytes into the current context (ironaccel_cuda.load_module_image)."""
     ctx = _current("cuModuleLoadDataEx")
     try:
         image = bytes(memoryview(buffer).cast("B"))
     except (TypeError, ValueError) as exc:
         raise bad_input("cuModuleLoadDataEx", exc) from None
-    if image[:4] not in (b"\x7fELF", b"\x50\xed\x55\xba") and not image.endswith(b"\0"):
-        image += b"\0"  # PTX is read as a C string
     if not options and message_handler is None:
-        return Module._make(call("cuModuleLoadData", image), ctx)
-    from cuda.bindings import driver
-
-    log = 1 << 15
-    info, error = bytearray(log), bytearray(log)
-    opts = [driver.CUjit_option.CU_JIT_INFO_LOG_BUFFER, driver.CUjit_option.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-            driver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, driver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
-    values: list[Any] = [info, log, error, log]
+        op = "cuModuleLoadData"
+        return Module._make(_cb.CUmodule(guarded(op, cu.load_module_image, image)), ctx)
+    op = "cuModuleLoadDataEx"
     try:
         pairs = [(key, value) for key, value in options]
     except (TypeError, ValueError):
-        raise bad_type("cuModuleLoadDataEx", "options must be (jit_option, value) pairs") from None
-    for key, value in pairs:
-        opts.append(enum_value("CUjit_option", key, "cuModuleLoadDataEx"))
-        values.append(value)
+        raise bad_type(op, "options must be (jit_option, value) pairs") from None
+    jit = [(enum_value("CUjit_option", key, op), value) for key, value in pairs]
+    log = cu.JitLog()  # the JIT's logs, for the handler, whether or not the load succeeds
     module: Module | None = None
     try:
-        module = Module._make(call("cuModuleLoadDataEx", image, len(opts), opts, values), ctx)
+        module = Module._make(_cb.CUmodule(guarded(op, cu.load_module_image, image, jit_options=jit, log=log)), ctx)
     except Exception as exc:
         failure: BaseException | None = exc
     else:
         failure = None
     if message_handler is not None:  # if it raises, the module made above is unloaded when collected
-        message_handler(module is not None, _log_text(info), _log_text(error))
+        message_handler(module is not None, log.info, log.error)
     if failure is not None:
         raise failure
     return module  # type: ignore[return-value]
 
 
-def _log_text(buf: bytearray) -> str:
-    return bytes(buf).split(b"\0", 1)[0].decode(errors="replace")
-
-
 def module_from_file(filename: str) -> Module:
-    """cuModuleLoad: load a module file into the current context."""
+    """Load a module file into the current context (ironaccel_cuda.load_module_file)."""
     ctx = _current("cuModuleLoad")
-    return Module._make(call("cuModuleLoad", str(filename).encode()), ctx)
+    return Module._make(_cb.CUmodule(guarded("cuModuleLoad", cu.load_module_file, str(filename))), ctx)
 
 
 # -- argument handlers (In / Out / InOut) ------------------------------------------------

@@ -18,6 +18,8 @@ from __future__ import annotations
 import abc
 from typing import Any
 
+from ironaccel_cuda.memory import copy_async
+
 from .. import _ia
 from .._dlpack import classify_dl_device, export_versioned
 from .._stream import Stream_accept, default_stream, for_device, order_after
@@ -481,7 +483,7 @@ def _copy(dst: Buffer, src: Buffer, s: Any) -> None:
         elif a is _ia.PinnedBuf and b is _ia.DeviceBuf:
             _ia.memcpy_dtoh(dst._ptr, int(src._ptr), n, s._h)
             return
-        _ia.call("cuMemcpyAsync", driver.CUdeviceptr(dst._ptr), driver.CUdeviceptr(src._ptr), n, s._h)
+        copy_async(int(dst._ptr), int(src._ptr), n, s)
     except _ia.DriverError as exc:
         raise from_ironaccel(exc) from None
 
